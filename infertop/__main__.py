@@ -1,0 +1,8 @@
+"""``python -m infertop`` is the ``infertop`` command."""
+
+import sys
+
+from infertop.tui.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""The reading keys: the JSON contract between probes, core, rules, panes and recordings.
+
+Every key a probe or the derive stage emits is declared here with its unit, kind and the
+layers whose pane shows it (a key can belong to several: GPM SM activity is a hardware
+reading and the kernels pane's main evidence).  Tests fail on an undeclared key, so a
+new reading gets a home on screen and in ``snapshot --json`` by construction.
+
+Conventions: ratios are 0..1; ``process.cpu_ratio`` is in cores (1.0 = one core busy);
+counters end in ``_total`` and are turned into ``_per_second`` readings by History;
+histograms keep their key, and derived quantiles carry a ``quantile`` label.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import Kind, Layer
+
+HW, KRN, MEM, SCH, PAR, DEC = (Layer.HARDWARE, Layer.KERNELS, Layer.MEMORY, Layer.SCHEDULING,
+                               Layer.PARALLELISM, Layer.DECODING)
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpec:
+    key: str
+    unit: str
+    kind: Kind
+    layers: tuple[Layer, ...]
+    help: str
+    derived: bool = False  # computed by infertop.derive from History, never by a probe
+
+
+def _k(key: str, unit: str, kind: Kind, layers: tuple[Layer, ...] | Layer, help: str,
+       derived: bool = False) -> KeySpec:
+    if isinstance(layers, Layer):
+        layers = (layers,)
+    return KeySpec(key, unit, kind, layers, help, derived)
+
+
+G, C, H, I = Kind.GAUGE, Kind.COUNTER, Kind.HISTOGRAM, Kind.INFO
+
+_SPECS: tuple[KeySpec, ...] = (
+    # ---- GPU (label gpu = NVML index; uuid on gpu.info) -------------------------------
+    _k("gpu.info", "", I, (HW, PAR), "GPU name (text); labels gpu, uuid, pci_bus_id"),
+    _k("gpu.lost", "", G, (HW, PAR), "1 when NVML reports the GPU fell off the bus"),
+    _k("gpu.util_ratio", "ratio", G, (HW, PAR),
+       "NVML 'GPU util': share of time at least one kernel ran; NOT how busy the SMs are"),
+    _k("gpu.mem_util_ratio", "ratio", G, HW, "NVML memory-controller busy time share"),
+    _k("gpu.mem_used_bytes", "bytes", G, (HW, MEM, PAR), "device memory in use"),
+    _k("gpu.mem_total_bytes", "bytes", G, (HW, MEM), "device memory size"),
+    _k("gpu.power_watts", "W", G, HW, "board power draw"),
+    _k("gpu.power_limit_watts", "W", G, HW, "enforced power limit"),
+    _k("gpu.temp_celsius", "celsius", G, HW, "GPU core temperature"),
+    _k("gpu.sm_clock_hz", "Hz", G, HW, "current SM clock"),
+    _k("gpu.sm_clock_max_hz", "Hz", G, HW, "maximum SM clock"),
+    _k("gpu.mem_clock_hz", "Hz", G, HW, "current memory clock"),
+    _k("gpu.mem_clock_max_hz", "Hz", G, HW, "maximum memory clock"),
+    _k("gpu.throttle_reasons", "bitmask", G, HW,
+       "NVML clocks-event reasons bitmask; text lists the decoded active reasons"),
+    _k("gpu.pcie_tx_bytes_per_second", "bytes/s", G, (HW, PAR), "PCIe transmit rate"),
+    _k("gpu.pcie_rx_bytes_per_second", "bytes/s", G, (HW, PAR), "PCIe receive rate"),
+    _k("gpu.pcie_link_gen", "", G, (HW, PAR), "current PCIe link generation"),
+    _k("gpu.pcie_link_width", "lanes", G, (HW, PAR), "current PCIe link width"),
+    _k("gpu.nvlink_tx_bytes_per_second", "bytes/s", G, (HW, PAR), "NVLink transmit rate, all links"),
+    _k("gpu.nvlink_rx_bytes_per_second", "bytes/s", G, (HW, PAR), "NVLink receive rate, all links"),
+    _k("gpu.nvlink_links_active", "count", G, PAR, "NVLink links up"),
+    _k("gpu.ecc_uncorrected_total", "count", C, HW, "volatile uncorrected ECC errors"),
+    _k("gpu.ecc_corrected_total", "count", C, HW, "volatile corrected ECC errors"),
+    _k("gpu.xid_last", "", G, HW, "code of the most recent Xid critical error seen"),
+    _k("gpu.xid_total", "count", C, HW, "Xid critical errors seen since infertop started"),
+    _k("gpu.mig_enabled", "", G, HW, "1 when MIG mode is on"),
+    # GPM (Hopper+): what the SMs actually do
+    _k("gpu.sm_active_ratio", "ratio", G, (HW, KRN, PAR), "GPM SM activity: share of SM cycles busy"),
+    _k("gpu.sm_occupancy_ratio", "ratio", G, (HW, KRN), "GPM SM occupancy: resident warps / max"),
+    _k("gpu.tensor_active_ratio", "ratio", G, (HW, KRN), "GPM any-tensor-pipe activity"),
+    _k("gpu.dram_bw_util_ratio", "ratio", G, (HW, KRN), "GPM DRAM bandwidth utilisation"),
+    _k("gpu.topology", "", I, PAR,
+       "path between two GPUs (labels gpu, peer): text NVLINK/PIX/PXB/PHB/NODE/SYS"),
+    # ---- host and server processes ----------------------------------------------------
+    _k("host.cpu_ratio", "ratio", G, SCH, "whole-host CPU busy share (all cores)"),
+    _k("host.cpu_count", "count", G, SCH, "logical CPUs"),
+    _k("host.load1", "", G, SCH, "1-minute load average"),
+    _k("host.mem_used_bytes", "bytes", G, (SCH, MEM), "host memory in use"),
+    _k("host.mem_total_bytes", "bytes", G, (SCH, MEM), "host memory size"),
+    _k("process.info", "", I, SCH,
+       "one server process: labels pid, ppid, name, role; text = command line"),
+    _k("process.cpu_ratio", "cores", G, (SCH, PAR), "process CPU in cores (1.0 = one core)"),
+    _k("process.rss_bytes", "bytes", G, (SCH, MEM), "process resident memory"),
+    _k("process.threads", "count", G, SCH, "process thread count"),
+    _k("process.ctx_switches_total", "count", C, SCH,
+       "voluntary+involuntary context switches (label type)"),
+    _k("process.gpu_mem_bytes", "bytes", G, (MEM, PAR), "GPU memory held by a process on a GPU"),
+    _k("process.gpu_sm_ratio", "ratio", G, (KRN, PAR), "per-process SM utilisation (NVML)"),
+    _k("thread.cpu_ratio", "cores", G, SCH, "thread CPU in cores; labels pid, tid, name"),
+    _k("server.setting", "", I, (KRN, SCH, MEM),
+       "an execution setting seen on the command line or config (label name; text value)"),
+    # ---- inference server /metrics (labels instance, engine, model) -------------------
+    _k("server.info", "", I, DEC, "server kind/dialect, model and version (text)"),
+    _k("server.families", "count", G, DEC, "metric families exposed (any dialect)"),
+    _k("server.requests_running", "count", G, (SCH, DEC, PAR), "requests in the running batch"),
+    _k("server.requests_waiting", "count", G, (SCH, DEC, PAR), "requests queued"),
+    _k("server.process_start_seconds", "s", G, DEC, "server process start time (unix s)"),
+    _k("kv.usage_ratio", "ratio", G, (MEM, PAR), "KV-cache blocks in use"),
+    _k("kv.config", "", I, MEM, "KV-cache configuration fact (label name; text value)"),
+    _k("server.preemptions_total", "count", C, MEM, "requests preempted (KV evicted)"),
+    _k("kv.prefix_cache_queries_total", "tokens", C, MEM, "tokens looked up in the prefix cache"),
+    _k("kv.prefix_cache_hits_total", "tokens", C, MEM, "tokens found in the prefix cache"),
+    _k("server.prompt_tokens_total", "tokens", C, DEC, "prefill tokens processed"),
+    _k("server.generation_tokens_total", "tokens", C, DEC, "tokens generated"),
+    _k("server.requests_finished_total", "count", C, DEC,
+       "finished requests (label reason: stop/length/abort/error...)"),
+    _k("server.engine_steps_total", "count", C, KRN, "engine forward steps (decode calls)"),
+    _k("spec.drafts_total", "count", C, DEC, "speculative verification steps"),
+    _k("spec.draft_tokens_total", "tokens", C, DEC, "speculative tokens proposed"),
+    _k("spec.accepted_tokens_total", "tokens", C, DEC, "speculative tokens accepted"),
+    _k("latency.ttft_seconds", "s", H, DEC, "time to first token"),
+    _k("latency.itl_seconds", "s", H, DEC, "inter-token latency"),
+    _k("latency.tpot_seconds", "s", H, DEC, "mean time per output token of finished requests"),
+    _k("latency.e2e_seconds", "s", H, DEC, "end-to-end request latency"),
+    _k("latency.queue_seconds", "s", H, (DEC, SCH), "time spent waiting in the queue"),
+    _k("latency.prefill_seconds", "s", H, (DEC, KRN), "prefill phase time"),
+    _k("latency.decode_seconds", "s", H, (DEC, KRN), "decode phase time"),
+    _k("request.prompt_tokens", "tokens", H, (DEC, KRN), "prompt length per request"),
+    _k("request.generation_tokens", "tokens", H, DEC, "generated length per request"),
+    _k("server.iteration_tokens", "tokens", H, KRN, "tokens per engine step (batch size signal)"),
+    # ---- derived from History (rates, windowed ratios) --------------------------------
+    _k("throughput.prompt_tokens_per_second", "tokens/s", G, DEC, "prefill throughput", True),
+    _k("throughput.generation_tokens_per_second", "tokens/s", G, (DEC, PAR),
+       "decode throughput", True),
+    _k("server.requests_per_second", "1/s", G, DEC, "finished requests per second", True),
+    _k("server.error_ratio", "ratio", G, DEC, "share of finished requests that errored", True),
+    _k("server.preemptions_per_second", "1/s", G, MEM, "preemption rate", True),
+    _k("kv.prefix_cache_hit_ratio", "ratio", G, MEM, "prefix-cache token hit rate (window)", True),
+    _k("spec.acceptance_ratio", "ratio", G, DEC, "accepted / proposed draft tokens (window)", True),
+    _k("server.iteration_tokens_mean", "tokens", G, KRN, "mean tokens per engine step (window)",
+       True),
+    _k("server.engine_steps_per_second", "1/s", G, KRN, "engine steps per second", True),
+    _k("process.ctx_switches_per_second", "1/s", G, SCH, "context switch rate (label type)", True),
+    _k("server.uptime_seconds", "s", G, DEC, "time since the server (re)started", True),
+)
+
+SPECS: dict[str, KeySpec] = {s.key: s for s in _SPECS}
+
+
+def spec(key: str) -> KeySpec | None:
+    return SPECS.get(key)
+
+
+def layers_of(key: str) -> tuple[Layer, ...]:
+    s = SPECS.get(key)
+    return s.layers if s else ()
+
+
+def keys_for(layer: Layer) -> list[str]:
+    return [s.key for s in _SPECS if layer in s.layers]

@@ -1,0 +1,269 @@
+"""The values that cross every boundary: Reading, Sample, Snapshot, Capability.
+
+Probes produce Samples, the hub bundles one Snapshot per tick, the core and the TUI only
+read them.  Everything here is immutable and plain (no I/O library), so a Snapshot can be
+recorded as JSON and replayed bit-for-bit: ``to_dict``/``from_dict`` are the wire format.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Mapping
+
+Labels = tuple[tuple[str, str], ...]
+
+
+class Layer(str, enum.Enum):
+    """The six layers of the request path, in the order the screen shows them."""
+
+    HARDWARE = "hardware"
+    KERNELS = "kernels"
+    MEMORY = "memory"
+    SCHEDULING = "scheduling"
+    PARALLELISM = "parallelism"
+    DECODING = "decoding"
+
+    @property
+    def index(self) -> int:
+        return LAYERS.index(self)
+
+
+LAYERS: tuple[Layer, ...] = tuple(Layer)
+
+
+class Status(str, enum.Enum):
+    """How far a value can be trusted.
+
+    OK: read this tick.  STALE: the source missed its deadline; value is the last good one.
+    NODATA: the source works but has nothing for this key now (no request finished yet).
+    UNSUPPORTED: this device/server cannot report it (NVML NotSupported, no GPM).
+    ERROR: reading failed; ``reason`` says why.
+    """
+
+    OK = "ok"
+    STALE = "stale"
+    NODATA = "nodata"
+    UNSUPPORTED = "unsupported"
+    ERROR = "error"
+
+
+class Kind(str, enum.Enum):
+    """What a raw value means over time; History derives rates and quantiles from it."""
+
+    GAUGE = "gauge"          # a level: use as is
+    COUNTER = "counter"      # monotonically increasing; rate() it, watch for resets
+    HISTOGRAM = "histogram"  # cumulative buckets; quantiles from bucket deltas
+    INFO = "info"            # a text fact (GPU name, process role, server setting)
+
+
+def make_labels(labels: Mapping[str, Any] | Labels | None = None, **more: Any) -> Labels:
+    """Canonical labels: sorted (name, str(value)) pairs, so equal label sets hash equal."""
+    items: dict[str, str] = {}
+    if labels:
+        pairs = labels.items() if isinstance(labels, Mapping) else labels
+        for k, v in pairs:
+            items[str(k)] = str(v)
+    for k, v in more.items():
+        items[k] = str(v)
+    return tuple(sorted(items.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One value of one quantity.
+
+    ``key`` names the layer-neutral quantity with its unit (``gpu.sm_active_ratio``).
+    ``value`` is None when status is not OK/STALE.  Histograms keep their raw cumulative
+    ``buckets`` ((upper bound, cumulative count), +Inf last) plus ``hist_sum``; ``value``
+    holds the count.  INFO readings carry their fact in ``text`` (value 1).
+    """
+
+    key: str
+    value: float | None
+    unit: str = ""
+    labels: Labels = ()
+    status: Status = Status.OK
+    reason: str = ""
+    kind: Kind = Kind.GAUGE
+    text: str | None = None
+    buckets: tuple[tuple[float, float], ...] | None = None
+    hist_sum: float | None = None
+
+    def label(self, name: str, default: str = "") -> str:
+        for k, v in self.labels:
+            if k == name:
+                return v
+        return default
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (Status.OK, Status.STALE) and self.value is not None
+
+    @property
+    def series(self) -> tuple[str, Labels]:
+        return (self.key, self.labels)
+
+    def with_status(self, status: Status, reason: str = "") -> "Reading":
+        return Reading(self.key, self.value if status in (Status.OK, Status.STALE) else None,
+                       self.unit, self.labels, status, reason or self.reason, self.kind,
+                       self.text, self.buckets, self.hist_sum)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"key": self.key, "labels": dict(self.labels),
+                             "value": _num_out(self.value), "unit": self.unit,
+                             "status": self.status.value}
+        if self.reason:
+            d["reason"] = self.reason
+        if self.kind is not Kind.GAUGE:
+            d["kind"] = self.kind.value
+        if self.text is not None:
+            d["text"] = self.text
+        if self.buckets is not None:
+            d["buckets"] = [[_num_out(le), c] for le, c in self.buckets]
+        if self.hist_sum is not None:
+            d["sum"] = _num_out(self.hist_sum)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Reading":
+        buckets = d.get("buckets")
+        return cls(
+            key=str(d["key"]),
+            value=_num_in(d.get("value")),
+            unit=str(d.get("unit", "")),
+            labels=make_labels(d.get("labels") or {}),
+            status=Status(d.get("status", "ok")),
+            reason=str(d.get("reason", "")),
+            kind=Kind(d.get("kind", "gauge")),
+            text=d.get("text"),
+            buckets=tuple((_num_in(le), float(c)) for le, c in buckets) if buckets else None,
+            hist_sum=_num_in(d.get("sum")),
+        )
+
+
+def _num_out(v: float | None) -> Any:
+    """JSON has no NaN/Inf: spell them as strings (Prometheus style)."""
+    if v is None:
+        return None
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if math.isnan(v) else ("+Inf" if v > 0 else "-Inf")
+    return v
+
+
+def _num_in(v: Any) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return float(v.replace("Inf", "inf"))
+    return float(v)
+
+
+@dataclass(frozen=True, slots=True)
+class Capability:
+    """What a source can do here, and if not, why (shown on screen, never a traceback)."""
+
+    source: str
+    available: bool
+    reason: str = ""
+    features: frozenset[str] = frozenset()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "available": self.available, "reason": self.reason,
+                "features": sorted(self.features)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Capability":
+        return cls(str(d["source"]), bool(d["available"]), str(d.get("reason", "")),
+                   frozenset(d.get("features", ())))
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """Everything one source read at one time.
+
+    ``status`` is the source's health this tick (OK, STALE when late, ERROR with reason).
+    ``meta`` holds small descriptive facts for the header (server kind, model, url, dialect).
+    """
+
+    source: str
+    time: float
+    readings: tuple[Reading, ...] = ()
+    status: Status = Status.OK
+    reason: str = ""
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    duration: float = 0.0  # seconds the collection took (shown in the header's health)
+
+    def find(self, key: str) -> list[Reading]:
+        return [r for r in self.readings if r.key == key]
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"source": self.source, "time": self.time,
+                             "status": self.status.value,
+                             "readings": [r.to_dict() for r in self.readings]}
+        if self.reason:
+            d["reason"] = self.reason
+        if self.meta:
+            d["meta"] = dict(self.meta)
+        if self.duration:
+            d["duration"] = round(self.duration, 6)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Sample":
+        return cls(source=str(d["source"]), time=float(d["time"]),
+                   readings=tuple(Reading.from_dict(r) for r in d.get("readings", ())),
+                   status=Status(d.get("status", "ok")), reason=str(d.get("reason", "")),
+                   meta=dict(d.get("meta") or {}), duration=float(d.get("duration", 0.0)))
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One tick: a Sample per source, taken together."""
+
+    time: float
+    samples: Mapping[str, Sample]
+    tick: int = 0
+    capabilities: Mapping[str, Capability] = field(default_factory=dict)
+
+    def readings(self, key: str | None = None) -> Iterator[Reading]:
+        for s in self.samples.values():
+            for r in s.readings:
+                if key is None or r.key == key:
+                    yield r
+
+    def first(self, key: str, **labels: str) -> Reading | None:
+        for r in self.readings(key):
+            if all(r.label(k) == v for k, v in labels.items()):
+                return r
+        return None
+
+    def value(self, key: str, **labels: str) -> float | None:
+        r = self.first(key, **labels)
+        return r.value if r is not None and r.ok else None
+
+    def meta(self, name: str, default: Any = None) -> Any:
+        for s in self.samples.values():
+            if name in s.meta:
+                return s.meta[name]
+        return default
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"time": self.time, "tick": self.tick,
+                "samples": {n: s.to_dict() for n, s in self.samples.items()},
+                "capabilities": {n: c.to_dict() for n, c in self.capabilities.items()}}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Snapshot":
+        return cls(time=float(d["time"]), tick=int(d.get("tick", 0)),
+                   samples={n: Sample.from_dict(s) for n, s in (d.get("samples") or {}).items()},
+                   capabilities={n: Capability.from_dict(c)
+                                 for n, c in (d.get("capabilities") or {}).items()})
+
+
+def readings_by_key(readings: Iterable[Reading]) -> dict[str, list[Reading]]:
+    out: dict[str, list[Reading]] = {}
+    for r in readings:
+        out.setdefault(r.key, []).append(r)
+    return out

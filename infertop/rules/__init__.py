@@ -1,0 +1,1 @@
+"""Diagnosis rules, one module per layer: History + Snapshot -> Findings."""

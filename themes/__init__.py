@@ -1,0 +1,1 @@
+"""infertop.themes: .tcss files using theme variables only."""

@@ -1,0 +1,1 @@
+"""infertop.tui: the Textual screen and the command line. Never does I/O in panes."""
