@@ -59,7 +59,7 @@ class Series:
         pts = []
         for p in reversed(self.points):
             t = p.time if self.kind is Kind.HISTOGRAM else p[0]
-            if t < start:
+            if t <= start:
                 # keep one point at/before the window start as the rate's baseline
                 pts.append(p)
                 break

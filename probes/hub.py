@@ -1,0 +1,90 @@
+"""The hub: runs every probe concurrently, each under its own deadline; one Snapshot a tick.
+
+A probe that misses its deadline leaves its last good readings marked STALE (the screen
+keeps showing them, dimmed, with the age); one that raises becomes an ERROR sample whose
+reason is the exception's message.  The hub itself never raises from ``next``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from typing import Any, Sequence
+
+from infertop.model import Capability, Sample, Snapshot, Status
+
+from .base import Probe, StillRunning
+from .source import SnapshotSource
+
+
+class Hub(SnapshotSource):
+    kind = "live"
+
+    def __init__(self, probes: Sequence[Probe], *, deadline: float = 0.8,
+                 label: str = "") -> None:
+        self.probes = list(probes)
+        self.deadline = deadline
+        self.label = label or ", ".join(p.name for p in self.probes)
+        self.capabilities: dict[str, Capability] = {}
+        self._last: dict[str, Sample] = {}
+        self._tick = 0
+        self.overruns = 0  # ticks where some probe was late
+
+    async def start(self) -> dict[str, Capability]:
+        results = await asyncio.gather(*(self._open(p) for p in self.probes))
+        self.capabilities = {c.source: c for c in results}
+        return self.capabilities
+
+    async def _open(self, p: Probe) -> Capability:
+        try:
+            return await asyncio.wait_for(p.open(), timeout=max(5.0, self.deadline * 4))
+        except asyncio.TimeoutError:
+            return Capability(p.name, False, "did not answer within 5 s when opened")
+        except Exception as e:  # a probe's open must not take the app down
+            return Capability(p.name, False, f"{type(e).__name__}: {e}")
+
+    def active_probes(self) -> list[Probe]:
+        return [p for p in self.probes
+                if self.capabilities.get(p.name, Capability(p.name, True)).available]
+
+    async def next(self) -> Snapshot:
+        self._tick += 1
+        probes = self.active_probes()
+        samples = await asyncio.gather(*(self._collect(p) for p in probes))
+        by_name = {s.source: s for s in samples}
+        if any(s.status is Status.STALE for s in samples):
+            self.overruns += 1
+        return Snapshot(time=time.time(), samples=by_name, tick=self._tick,
+                        capabilities=dict(self.capabilities))
+
+    async def _collect(self, p: Probe) -> Sample:
+        started = time.perf_counter()
+        try:
+            s = await asyncio.wait_for(p.collect(), timeout=self.deadline)
+        except (asyncio.TimeoutError, StillRunning):
+            return self._stale(p.name, f"no answer within {self.deadline:.1f} s")
+        except Exception as e:
+            msg = str(e) or type(e).__name__
+            return Sample(p.name, time.time(), (), Status.ERROR, msg,
+                          self._last[p.name].meta if p.name in self._last else {},
+                          time.perf_counter() - started)
+        self._last[p.name] = s
+        return s
+
+    def _stale(self, name: str, reason: str) -> Sample:
+        last = self._last.get(name)
+        if last is None:
+            return Sample(name, time.time(), (), Status.STALE, reason)
+        age = time.time() - last.time
+        readings = tuple(r.with_status(Status.STALE, f"{reason}; value {age:.0f} s old")
+                         if r.status is Status.OK else r for r in last.readings)
+        return Sample(name, time.time(), readings, Status.STALE, reason, last.meta)
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(p.close() for p in self.probes), return_exceptions=True)
+
+    def describe(self) -> dict[str, Any]:
+        return {"source": "live", "label": self.label, "host": socket.gethostname(),
+                "probes": [p.name for p in self.probes],
+                "capabilities": {n: c.to_dict() for n, c in self.capabilities.items()}}

@@ -1,0 +1,47 @@
+import json
+import math
+
+from infertop.keys import SPECS, keys_for
+from infertop.model import (LAYERS, Capability, Kind, Layer, Reading, Sample, Snapshot, Status,
+                            make_labels)
+
+
+def test_labels_are_canonical():
+    assert make_labels({"b": 2, "a": "x"}) == make_labels(a="x", b="2")
+    assert make_labels({"gpu": 0}) == (("gpu", "0"),)
+
+
+def test_snapshot_roundtrips_through_json_including_nan_and_inf():
+    r1 = Reading("latency.ttft_seconds", 3.0, "s", make_labels(engine=0), Status.OK, "",
+                 Kind.HISTOGRAM, None, ((0.1, 1.0), (math.inf, 3.0)), float("nan"))
+    r2 = Reading("gpu.info", 1.0, "", make_labels(gpu=0), text="NVIDIA H100", kind=Kind.INFO)
+    r3 = Reading("gpu.power_watts", None, "W", make_labels(gpu=0), Status.UNSUPPORTED,
+                 "not supported on Tesla T4")
+    snap = Snapshot(12.5, {"nvml": Sample("nvml", 12.4, (r1, r2, r3), meta={"gpus": [0]})}, 3,
+                    {"nvml": Capability("nvml", True, features=frozenset({"gpm"}))})
+    wire = json.dumps(snap.to_dict(), allow_nan=False)
+    back = Snapshot.from_dict(json.loads(wire))
+    assert back.to_dict() == snap.to_dict()
+    h = back.samples["nvml"].readings[0]
+    assert math.isinf(h.buckets[-1][0]) and math.isnan(h.hist_sum)
+    assert back.samples["nvml"].readings[2].status is Status.UNSUPPORTED
+
+
+def test_every_layer_has_keys_and_every_key_a_layer():
+    for layer in LAYERS:
+        assert keys_for(layer), layer
+    for spec in SPECS.values():
+        assert spec.layers, spec.key
+    assert Layer.HARDWARE.index == 0 and Layer.DECODING.index == 5
+
+
+def test_issue_contract_keys_declared():
+    contract = """gpu.util_ratio gpu.sm_active_ratio gpu.sm_occupancy_ratio gpu.tensor_active_ratio
+    gpu.dram_bw_util_ratio gpu.mem_used_bytes gpu.mem_total_bytes gpu.power_watts gpu.temp_celsius
+    gpu.sm_clock_hz gpu.pcie_tx_bytes_per_second gpu.pcie_rx_bytes_per_second process.cpu_ratio
+    process.rss_bytes process.threads process.gpu_mem_bytes thread.cpu_ratio server.requests_running
+    server.requests_waiting kv.usage_ratio server.preemptions_per_second kv.prefix_cache_hit_ratio
+    throughput.prompt_tokens_per_second throughput.generation_tokens_per_second latency.ttft_seconds
+    latency.itl_seconds latency.e2e_seconds latency.queue_seconds spec.acceptance_ratio""".split()
+    missing = [k for k in contract if k not in SPECS]
+    assert not missing
