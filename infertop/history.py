@@ -189,6 +189,11 @@ class History:
         if self.ticks % 30 == 0:
             self._expire(t)
 
+    def add_readings(self, t: float, readings: Iterable[Reading]) -> None:
+        """Keep derived readings too, so a p99 or a rate has a trend line."""
+        for r in readings:
+            self._add_reading(t, r)
+
     def _add_reading(self, t: float, r: Reading) -> None:
         sk = (r.key, r.labels)
         s = self._series.get(sk)

@@ -27,13 +27,26 @@ class Frame:
     derived: list[Reading]
     history: History
     findings: list[Any] = field(default_factory=list)
+    window: float = 60.0
+    _all: list[Reading] | None = field(default=None, repr=False, compare=False)
+    _index: dict[str, list[Reading]] | None = field(default=None, repr=False, compare=False)
 
     def all_readings(self) -> list[Reading]:
         """Current readings as a user reads them: raw gauges and infos, derived rates and
         quantiles; raw cumulative counters and histogram buckets stay in History."""
-        out = [r for r in self.snapshot.readings()
-               if r.kind not in (Kind.COUNTER, Kind.HISTOGRAM)]
-        return out + self.derived
+        if self._all is None:
+            self._all = [r for r in self.snapshot.readings()
+                         if r.kind not in (Kind.COUNTER, Kind.HISTOGRAM)] + self.derived
+        return self._all
+
+    def by_key(self, key: str) -> list[Reading]:
+        """Readings of one key (indexed once per frame: panes ask hundreds of times)."""
+        if self._index is None:
+            idx: dict[str, list[Reading]] = {}
+            for r in self.all_readings():
+                idx.setdefault(r.key, []).append(r)
+            self._index = idx
+        return self._index.get(key, [])
 
     def layer_readings(self, layer: Layer) -> list[Reading]:
         return [r for r in self.all_readings()
@@ -68,6 +81,7 @@ class Pipeline:
     def feed(self, snap: Snapshot) -> Frame:
         self.history.add(snap)
         derived = self._derive(self.history, self.window)
+        self.history.add_readings(snap.time, derived)
         findings = (self.diagnoser.evaluate(self.history, snap, derived)
                     if self.diagnoser is not None else [])
-        return Frame(snap, derived, self.history, findings)
+        return Frame(snap, derived, self.history, findings, self.window)

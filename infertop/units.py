@@ -1,0 +1,105 @@
+"""Human formatting of values by unit, and text sparklines (pure, shared by TUI and reports)."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from .model import Reading, Status
+
+_BLOCKS = "▁▂▃▄▅▆▇█"
+
+
+def fmt_bytes(v: float) -> str:
+    for unit, div in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(v) >= div:
+            return f"{v / div:.1f} {unit}"
+    return f"{v:.0f} B"
+
+
+def fmt_seconds(v: float) -> str:
+    if v >= 3600:
+        return f"{v / 3600:.1f} h"
+    if v >= 60:
+        return f"{v / 60:.1f} min"
+    if v >= 1:
+        return f"{v:.2f} s"
+    if v >= 1e-3:
+        return f"{v * 1e3:.0f} ms" if v >= 0.01 else f"{v * 1e3:.1f} ms"
+    return f"{v * 1e6:.0f} µs"
+
+
+def fmt_si(v: float, unit: str) -> str:
+    for prefix, div in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= div:
+            return f"{v / div:.1f} {prefix}{unit}"
+    return f"{v:.0f} {unit}" if abs(v) >= 10 or v == 0 else f"{v:.2f} {unit}"
+
+
+def fmt_value(value: float | None, unit: str) -> str:
+    """One reading's value as a person reads it: 73 %, 1.2 GiB, 41 ms, 1.4 GHz."""
+    if value is None:
+        return "–"
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if unit == "ratio":
+        return f"{value * 100:.0f} %"
+    if unit == "bytes":
+        return fmt_bytes(value)
+    if unit == "bytes/s":
+        return fmt_bytes(value) + "/s"
+    if unit == "s":
+        return fmt_seconds(value)
+    if unit == "Hz":
+        return fmt_si(value, "Hz")
+    if unit == "W":
+        return f"{value:.0f} W"
+    if unit == "celsius":
+        return f"{value:.0f} °C"
+    if unit == "cores":
+        return f"{value * 100:.0f} %"  # top's convention: 100 % = one core
+    if unit in ("tokens/s", "1/s"):
+        return fmt_si(value, unit.replace("1/s", "/s"))
+    if unit in ("count", "tokens", "lanes", ""):
+        return f"{value:.0f}" if abs(value - round(value)) < 1e-9 else f"{value:.1f}"
+    return f"{value:g} {unit}"
+
+
+def fmt_reading(r: Reading | None) -> str:
+    """Value text, or why there is none: n/a (unsupported), err, stale marker, no data."""
+    if r is None:
+        return "–"
+    if r.status is Status.UNSUPPORTED:
+        return "n/a"
+    if r.status is Status.ERROR:
+        return "err"
+    if r.status is Status.NODATA or r.value is None:
+        return "–"
+    text = r.text if r.text is not None and r.unit == "" else fmt_value(r.value, r.unit)
+    return text + ("*" if r.status is Status.STALE else "")
+
+
+def sparkline(values: Sequence[float], width: int = 20, lo: float | None = None,
+              hi: float | None = None) -> str:
+    """The last ``width`` values as block characters; fixed lo/hi keep ratios comparable."""
+    vals = [v for v in values[-width:] if v is not None and not math.isnan(v)]
+    if not vals:
+        return ""
+    lo = min(vals) if lo is None else lo
+    hi = max(vals) if hi is None else hi
+    span = hi - lo
+    if span <= 0:
+        return _BLOCKS[0 if hi <= 0 else 3] * len(vals)
+    out = []
+    for v in vals:
+        i = int((min(max(v, lo), hi) - lo) / span * (len(_BLOCKS) - 1) + 0.5)
+        out.append(_BLOCKS[i])
+    return "".join(out)
+
+
+def bar(ratio: float | None, width: int = 10) -> str:
+    """A horizontal meter, like htop's: ███████░░░."""
+    if ratio is None or math.isnan(ratio):
+        return "·" * width
+    n = int(round(max(0.0, min(1.0, ratio)) * width))
+    return "█" * n + "░" * (width - n)

@@ -1,0 +1,128 @@
+"""Pilot tests of the live screen: panes, keys, zoom, pause, interval, help, no-GPU notes."""
+
+import asyncio
+
+import pytest
+
+from infertop.model import Capability, Reading, Sample, Snapshot, Status
+from infertop.pipeline import Pipeline
+from infertop.probes.source import SnapshotSource
+from infertop.tui.app import InfertopApp, UnknownTheme
+from synthetic_source import SyntheticSource
+
+
+def text_of(widget) -> str:
+    r = widget.render()
+    return str(getattr(r, "plain", r))
+
+
+def pane_text(app, layer: str) -> str:
+    pane = app.query_one(f"#pane-{layer}")
+    from rich.console import Console
+    con = Console(width=200, record=True, color_system=None)
+    con.print(pane.last_renderable)
+    return con.export_text()
+
+
+async def settle(pilot, app, ticks: int):
+    for _ in range(200):
+        if app.ticks >= ticks:
+            return
+        await pilot.pause(0.02)
+    raise AssertionError(f"only {app.ticks} ticks")
+
+
+async def test_six_panes_show_their_layers_readings():
+    app = InfertopApp(SyntheticSource(), pipeline=Pipeline(), interval=0.05)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot, app, 3)
+        hw = pane_text(app, "hardware")
+        assert "H100" in hw and "90 %" in hw
+        assert "70 %" in pane_text(app, "kernels")          # GPM SM active
+        assert "KV cache" in pane_text(app, "memory") and "40 %" in pane_text(app, "memory")
+        sched = pane_text(app, "scheduling")
+        assert "VLLM::EngineCore" in sched and "95 %" in sched
+        assert "spread" in pane_text(app, "parallelism")
+        dec = pane_text(app, "decoding")
+        assert "TTFT" in dec and "ms" in dec
+        header = text_of(app.query_one("#header"))
+        assert "vllm" in header and "tiny-llama" in header and "2 GPU" in header
+
+
+async def test_keys_zoom_pause_interval_and_help():
+    app = InfertopApp(SyntheticSource(), pipeline=Pipeline(), interval=1.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app, 1)
+        await pilot.press("3")
+        assert [p.display for p in app.panes] == [False, False, True, False, False, False]
+        await pilot.press("3")
+        assert all(p.display for p in app.panes)
+        await pilot.press("minus")
+        assert app.interval == 2.0
+        await pilot.press("plus")
+        await pilot.press("plus")
+        assert app.interval == 0.5
+        await pilot.press("space")
+        assert app.paused
+        n = app.ticks
+        await pilot.pause(1.2)
+        assert app.ticks == n                   # paused: no new ticks
+        await pilot.press("space")
+        assert not app.paused
+        await pilot.press("question_mark")
+        assert app.screen.__class__.__name__ == "HelpScreen"
+        await pilot.press("escape")
+        assert app.screen.__class__.__name__ != "HelpScreen"
+
+
+async def test_no_gpu_no_server_says_what_it_looked_for():
+    app = InfertopApp(SyntheticSource(gpus=0, server=False), pipeline=Pipeline(), interval=0.05)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app, 2)
+        assert "NVML library not found" in pane_text(app, "hardware")
+        assert "No decoding readings" in pane_text(app, "decoding")
+        assert "nvml:n/a" in text_of(app.query_one("#header"))
+
+
+class SlowSource(SnapshotSource):
+    """Each tick takes longer than the interval: ticks must be skipped, not queued."""
+
+    def __init__(self):
+        self.calls = 0
+
+    async def next(self):
+        self.calls += 1
+        await asyncio.sleep(0.3)
+        return Snapshot(float(self.calls), {"x": Sample("x", 0.0, (Reading("host.load1", 1.0),))})
+
+
+async def test_slow_source_skips_ticks_and_keys_stay_responsive():
+    src = SlowSource()
+    app = InfertopApp(src, pipeline=Pipeline(), interval=0.05)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause(1.0)
+        await pilot.press("2")                     # answered while polls are in flight
+        assert app.zoomed == 1
+        assert app.overruns > 0
+        assert src.calls <= 5                      # never more than one poll at a time
+
+
+def test_unknown_theme_is_a_clear_error():
+    with pytest.raises(UnknownTheme, match="unknown theme 'nope'"):
+        InfertopApp(SyntheticSource(), theme="nope")
+
+
+async def test_stale_source_is_marked_in_header():
+    class Stale(SyntheticSource):
+        async def next(self):
+            snap = await super().next()
+            s = snap.samples["nvml"]
+            samples = dict(snap.samples)
+            samples["nvml"] = Sample("nvml", s.time, tuple(r.with_status(Status.STALE) for r in
+                                                           s.readings), Status.STALE, "late")
+            return Snapshot(snap.time, samples, snap.tick, snap.capabilities)
+    app = InfertopApp(Stale(), pipeline=Pipeline(), interval=0.05)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot, app, 2)
+        assert "nvml:stale" in text_of(app.query_one("#header"))
+        assert "90 %*" in pane_text(app, "hardware")   # stale values carry a marker

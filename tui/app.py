@@ -1,0 +1,332 @@
+"""The infertop screen: header, findings strip, six layer panes, status line.
+
+One poll timer drives everything.  A tick that finds the previous poll still running is
+skipped and counted (never queued); the poll itself awaits the source (probes run in
+their own threads or as async I/O), feeds the pipeline and applies the Frame in one
+batch_update.  Nothing here blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Container
+from textual.widgets import Footer, Static
+
+from infertop import __version__
+from infertop.model import LAYERS, Status
+from infertop.pipeline import Frame, Pipeline
+from infertop.probes.source import SnapshotSource
+from infertop.themes import DEFAULT_THEME, INFERTOP_THEME, roles, stylesheet_path
+
+from .panes.base import SEVERITY_ORDER, LayerPane, PaneContext
+from .panes.decoding import DecodingPane
+from .panes.hardware import HardwarePane
+from .panes.kernels import KernelsPane
+from .panes.memory import MemoryPane
+from .panes.parallelism import ParallelismPane
+from .panes.scheduling import SchedulingPane
+
+PANE_CLASSES: tuple[type[LayerPane], ...] = (HardwarePane, KernelsPane, MemoryPane,
+                                             SchedulingPane, ParallelismPane, DecodingPane)
+INTERVALS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
+
+
+class UnknownTheme(ValueError):
+    """--theme names no registered theme."""
+
+
+class InfertopApp(App):
+    TITLE = "infertop"
+    CSS_PATH = stylesheet_path()
+    ENABLE_COMMAND_PALETTE = False
+
+    BINDINGS = [
+        Binding("q", "quit", "quit"),
+        Binding("question_mark,f1", "help", "help", key_display="?"),
+        Binding("space,Z", "pause", "pause", key_display="space"),
+        Binding("plus,equals_sign", "faster", "interval -", key_display="+"),
+        Binding("minus", "slower", "interval +", key_display="-"),
+        Binding("1", "zoom(0)", "hardware", show=False),
+        Binding("2", "zoom(1)", "kernels", show=False),
+        Binding("3", "zoom(2)", "memory", show=False),
+        Binding("4", "zoom(3)", "scheduling", show=False),
+        Binding("5", "zoom(4)", "parallelism", show=False),
+        Binding("6", "zoom(5)", "decoding", show=False),
+        Binding("f", "findings", "findings"),
+        Binding("R", "record", "record"),
+    ]
+
+    def __init__(self, source: SnapshotSource, *, interval: float = 1.0,
+                 pipeline: Pipeline | None = None, theme: str | None = None,
+                 options: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.source = source
+        self.interval = interval
+        self.pipeline = pipeline or Pipeline()
+        self.options = options or {}
+        self.frame: Frame | None = None
+        self.paused = False
+        self.polling = False
+        self.overruns = 0
+        self.ticks = 0
+        self.zoomed: int | None = None
+        self.extras: dict[str, Any] = {}       # capture summaries shown in panes
+        self.status_note = ""
+        self.first_frame_at: float | None = None
+        self.started_at = time.perf_counter()
+        self._timer = None
+        self._styles: dict[str, str] = {}
+        self.register_theme(INFERTOP_THEME)
+        name = theme or DEFAULT_THEME
+        if name not in self.available_themes:
+            raise UnknownTheme(f"unknown theme {name!r}; choose from "
+                               + ", ".join(sorted(self.available_themes)))
+        self.theme = name
+
+    # -- layout ---------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static(self._header_text(), id="header")
+        yield Static("", id="findings-strip", classes="-none")
+        yield Static("", id="banner")
+        with Container(id="panes"):
+            for cls in PANE_CLASSES:
+                yield cls(id=f"pane-{cls.pane_layer.value}")
+        yield Static("", id="status")
+        yield Footer()
+
+    @property
+    def panes(self) -> list[LayerPane]:
+        return [self.query_one(f"#pane-{cls.pane_layer.value}", LayerPane) for cls in PANE_CLASSES]
+
+    async def on_mount(self) -> None:
+        self._styles = roles(self.get_css_variables())
+        self.query_one("#status", Static).update("starting sources…")
+        self._start_source()
+
+    def watch_theme(self, _theme: str) -> None:
+        if not hasattr(self, "frame"):
+            return  # set during __init__, before there is anything to draw
+        self._styles = roles(self.get_css_variables())
+        if self.frame is not None and self.is_running:
+            self._apply(self.frame)
+
+    @work(exclusive=True, group="start")
+    async def _start_source(self) -> None:
+        caps = await self.source.start()
+        missing = [f"{c.source}: {c.reason}" for c in caps.values() if not c.available]
+        if missing:
+            self.status_note = " · ".join(missing)
+        await self._poll()
+        self._timer = self.set_interval(self.wall_interval, self._tick)
+
+    @property
+    def wall_interval(self) -> float:
+        speed = float(self.options.get("speed", 1.0) or 1.0)
+        return max(0.02, self.interval / speed) if not self.source.realtime else self.interval
+
+    # -- the tick -------------------------------------------------------------------------
+    def _tick(self) -> None:
+        if self.paused:
+            return
+        if self.polling:
+            self.overruns += 1
+            return
+        self.run_worker(self._poll(), group="poll", exclusive=False)
+
+    async def _poll(self) -> None:
+        self.polling = True
+        try:
+            snap = await self.source.next()
+            if snap is None:
+                self.paused = True
+                self.status_note = "end of recording: press [ or { to go back, q to quit"
+                self._update_status()
+                return
+            frame = self.pipeline.feed(snap)
+            self.ticks += 1
+            await self.after_snapshot(snap, frame)
+            self._apply(frame)
+        finally:
+            self.polling = False
+
+    async def after_snapshot(self, snap, frame: Frame) -> None:
+        """Hook for recording and samplers (kept out of _apply: may await I/O)."""
+        recorder = self.extras.get("recorder")
+        if recorder is not None:
+            try:
+                await recorder.write(snap)
+            except Exception as e:  # a full disk stops the recording, not the screen
+                self.extras.pop("recorder", None)
+                self.notify(f"recording stopped: {e}", severity="error", timeout=8)
+
+    def _apply(self, frame: Frame) -> None:
+        self.frame = frame
+        if self.first_frame_at is None:
+            self.first_frame_at = time.perf_counter() - self.started_at
+        with self.batch_update():
+            self.query_one("#header", Static).update(self._header_text(frame))
+            self._update_strip(frame)
+            self.update_banner()
+            ctx = PaneContext(frame, self._styles, extras=self.extras)
+            for pane in self.panes:
+                if pane.display:
+                    pane.show(ctx)
+            self._update_status()
+
+    # -- header, strip, status ------------------------------------------------------------
+    def _header_text(self, frame: Frame | None = None) -> Text:
+        t = Text()
+        t.append(f"infertop {__version__}", style="bold")
+        desc = self.source.describe()
+        host = desc.get("host") or socket.gethostname()
+        t.append(f"  {host}")
+        if frame is None:
+            return t
+        snap = frame.snapshot
+        server = snap.meta("server")
+        kind = snap.meta("dialect") or (server.get("kind") if isinstance(server, dict) else None)
+        model = snap.meta("model")
+        url = snap.meta("url")
+        engines = snap.meta("engines")
+        gpus = snap.meta("gpus")
+        if kind:
+            t.append(f"  {kind}", style=self._styles.get("accent", "bold"))
+        if model:
+            t.append(f" {model}")
+        if url:
+            t.append(f"  {url}")
+        if engines and len(engines) > 1:
+            t.append(f"  {len(engines)} engines")
+        t.append(f"  {len(gpus) if gpus else 0} GPU")
+        t.append(f"  {self.interval:g}s")
+        for name, s in sorted(snap.samples.items()):
+            short = name.split(":", 1)[0]
+            if s.status is Status.OK:
+                t.append(f" {short}✓", style=self._styles.get("ok", ""))
+            elif s.status is Status.STALE:
+                t.append(f" {short}:stale", style=self._styles.get("warn", ""))
+            else:
+                t.append(f" {short}:ERR", style=self._styles.get("crit", ""))
+        for name, cap in sorted(snap.capabilities.items()):
+            if not cap.available:
+                t.append(f" {name.split(':', 1)[0]}:n/a", style=self._styles.get("muted", ""))
+        return t
+
+    def _update_strip(self, frame: Frame) -> None:
+        strip = self.query_one("#findings-strip", Static)
+        if not frame.findings:
+            strip.set_class(True, "-none")
+            return
+        strip.set_class(False, "-none")
+        t = Text()
+        for f in sorted(frame.findings,
+                        key=lambda f: -SEVERITY_ORDER.get(getattr(f.severity, "value", ""), 0)):
+            sev = getattr(f.severity, "value", str(f.severity))
+            if t:
+                t.append("  ")
+            t.append(f"{f.code}", style=self._styles.get(sev, ""))
+            t.append(f" {f.title}")
+        strip.update(t)
+
+    def _update_status(self) -> None:
+        parts = []
+        if self.paused:
+            parts.append("PAUSED")
+        parts.append(f"tick {self.ticks}")
+        if self.overruns:
+            parts.append(f"{self.overruns} late ticks skipped")
+        rec = self.extras.get("recorder")
+        if rec is not None:
+            parts.append(f"● REC {getattr(rec, 'path', '')}")
+        if self.status_note:
+            parts.append(self.status_note)
+        self.query_one("#status", Static).update(" · ".join(parts))
+
+    def update_banner(self) -> None:
+        """Demo and replay sources describe themselves in the banner (see cli wiring)."""
+        banner = self.query_one("#banner", Static)
+        text = self.banner_text()
+        banner.set_class(bool(text), "-visible")
+        if text:
+            banner.update(text)
+
+    def banner_text(self) -> Text | None:
+        return None
+
+    # -- actions --------------------------------------------------------------------------
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        self._update_status()
+
+    def _set_interval(self, interval: float) -> None:
+        self.interval = interval
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_interval(self.wall_interval, self._tick)
+        if self.frame is not None:
+            self.query_one("#header", Static).update(self._header_text(self.frame))
+        self.notify(f"interval {interval:g} s", timeout=2)
+
+    def action_faster(self) -> None:
+        smaller = [i for i in INTERVALS if i < self.interval]
+        if smaller:
+            self._set_interval(smaller[-1])
+
+    def action_slower(self) -> None:
+        larger = [i for i in INTERVALS if i > self.interval]
+        if larger:
+            self._set_interval(larger[0])
+
+    def action_zoom(self, index: int) -> None:
+        container = self.query_one("#panes")
+        if self.zoomed == index:
+            self.zoomed = None
+        else:
+            self.zoomed = index
+        for i, pane in enumerate(self.panes):
+            pane.display = self.zoomed is None or i == self.zoomed
+        container.set_class(self.zoomed is not None, "-zoomed")
+        if self.zoomed is not None:
+            self.panes[index].focus()
+        if self.frame is not None:
+            self._apply(self.frame)
+
+    def action_help(self) -> None:
+        from .screens.help import HelpScreen
+        self.push_screen(HelpScreen(self))
+
+    def action_findings(self) -> None:
+        from .screens.findings import FindingsScreen
+        self.push_screen(FindingsScreen(self))
+
+    async def action_record(self) -> None:
+        from infertop.probes.recorder import Recorder, default_recording_path
+        rec = self.extras.pop("recorder", None)
+        if rec is not None:
+            await rec.close()
+            self.notify(f"recording saved: {rec.path}", timeout=6)
+            self._update_status()
+            return
+        path = self.options.get("record_path") or default_recording_path()
+        try:
+            rec = Recorder(path, header=self.source.describe())
+            await rec.open()
+        except Exception as e:
+            self.notify(f"cannot record: {e}", severity="error", timeout=8)
+            return
+        self.extras["recorder"] = rec
+        self.notify(f"recording to {path}", timeout=4)
+        self._update_status()
+
+    async def on_unmount(self) -> None:
+        rec = self.extras.pop("recorder", None)
+        if rec is not None:
+            await rec.close()
+        await self.source.stop()

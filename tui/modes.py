@@ -1,0 +1,159 @@
+"""The three ways to run the same panes: live (with captures), demo (banner, scenario keys)
+and replay (position bar, stepping and seeking).  Each adds only its keys and banner."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.binding import Binding
+
+from .app import InfertopApp
+
+
+class LiveApp(InfertopApp):
+    BINDINGS = InfertopApp.BINDINGS + [
+        Binding("p", "pyspy_dump", "py-spy dump"),
+        Binding("P", "pyspy_record", "py-spy record"),
+        Binding("n", "nsys", "nsys"),
+        Binding("g", "gil_sampler", "GIL sampler", show=False),
+    ]
+
+    async def on_mount(self) -> None:
+        await super().on_mount()
+        from .captures import CaptureController
+        self.captures = CaptureController(self)
+        if self.options.get("record_now"):
+            await self.action_record()
+
+    def action_pyspy_dump(self) -> None:
+        self.captures.start_dump()
+
+    def action_pyspy_record(self) -> None:
+        self.captures.ask_record()
+
+    def action_nsys(self) -> None:
+        self.captures.start_nsys()
+
+    def action_gil_sampler(self) -> None:
+        self.captures.toggle_gil_sampler()
+
+    async def after_snapshot(self, snap, frame) -> None:
+        await super().after_snapshot(snap, frame)
+        captures = getattr(self, "captures", None)
+        if captures is not None:
+            captures.on_tick(frame)
+
+
+class DemoApp(InfertopApp):
+    BINDINGS = InfertopApp.BINDINGS + [
+        Binding("n", "next_scenario", "next scenario"),
+        Binding("p", "prev_scenario", "prev scenario"),
+        Binding("r", "restart", "restart"),
+    ]
+
+    async def on_mount(self) -> None:
+        await super().on_mount()
+        if self.options.get("record_now"):
+            await self.action_record()
+
+    def _switched(self, what: str) -> None:
+        # a new scenario is a new timeline: rates and findings start over
+        self.pipeline.reset()
+        self.notify(what, timeout=3)
+
+    def action_next_scenario(self) -> None:
+        self.source.next_scenario()
+        self._switched(f"scenario: {self.source.scenario.name}")
+
+    def action_prev_scenario(self) -> None:
+        self.source.prev_scenario()
+        self._switched(f"scenario: {self.source.scenario.name}")
+
+    def action_restart(self) -> None:
+        self.source.restart()
+        self._switched(f"restarted {self.source.scenario.name}")
+
+    def banner_text(self) -> Text | None:
+        sc = self.source.scenario
+        ph = self.source.phase
+        t = Text()
+        t.append(" DEMO ", style="bold reverse")
+        t.append(f" {sc.name}", style="bold")
+        t.append(f"  [{sc.layer}]  phase {ph.index + 1}/{len(sc.phases)}: {ph.name}")
+        t.append(f"  speed {self.options.get('speed', 1.0):g}x   n/p scenario · r restart\n")
+        t.append(ph.narration)
+        if getattr(sc, "remedy", "") and ph.index == len(sc.phases) - 1 or \
+                getattr(ph, "show_remedy", False):
+            t.append(f"\nremedy: {sc.remedy}", style=self._styles.get("accent", "bold"))
+        return t
+
+
+class ReplayApp(InfertopApp):
+    BINDINGS = InfertopApp.BINDINGS + [
+        Binding("right_square_bracket", "step(1)", "step", key_display="]"),
+        Binding("left_square_bracket", "step(-1)", "back", key_display="["),
+        Binding("right_curly_bracket", "jump(0.1)", "+10%", key_display="}"),
+        Binding("left_curly_bracket", "jump(-0.1)", "-10%", key_display="{"),
+        Binding("g", "goto", "go to time"),
+    ]
+
+    def banner_text(self) -> Text | None:
+        src = self.source
+        t = Text()
+        t.append(" REPLAY ", style="bold reverse")
+        pos = src.current_time - src.start_time if src.current_time is not None else 0.0
+        frac = (src.position / max(1, src.length)) if src.length else 0.0
+        width = 30
+        filled = int(frac * width)
+        t.append(f" {src.label}  ")
+        t.append("━" * filled + "╸" + "─" * (width - filled))
+        t.append(f"  {_hms(pos)} / {_hms(src.duration)}  tick {src.position}/{src.length}")
+        if src.header.get("host"):
+            t.append(f"  recorded on {src.header['host']}")
+        t.append("   [ ] step · { } ±10% · g go to")
+        return t
+
+    def _rebuild(self) -> None:
+        """After a seek, recompute History, derived values and findings from raw data."""
+        snaps = self.source.snapshots_until(self.source.position)
+        self.pipeline.reset()
+        frame = None
+        for s in snaps[-600:]:
+            frame = self.pipeline.feed(s)
+        if frame is not None:
+            self._apply(frame)
+        else:
+            self.update_banner()
+
+    def action_step(self, n: int) -> None:
+        self.paused = True
+        self.source.step(n)
+        self._rebuild()
+        self._update_status()
+
+    def action_jump(self, fraction: float) -> None:
+        src = self.source
+        target = (src.position / max(1, src.length)) + fraction
+        src.seek_fraction(min(1.0, max(0.0, target)))
+        self._rebuild()
+
+    def action_goto(self) -> None:
+        from .screens.goto import GotoScreen
+
+        def done(seconds: float | None) -> None:
+            if seconds is not None:
+                self.source.goto(seconds)
+                self._rebuild()
+        self.push_screen(GotoScreen(self.source.duration), done)
+
+
+def _hms(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def app_for_source(source: Any, **kwargs: Any) -> InfertopApp:
+    kind = getattr(source, "kind", "live")
+    cls = {"live": LiveApp, "demo": DemoApp, "replay": ReplayApp}.get(kind, InfertopApp)
+    return cls(source, **kwargs)

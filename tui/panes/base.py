@@ -1,0 +1,158 @@
+"""What every layer pane shares: the render context, inline finding highlights, rows.
+
+A pane is a Static whose content is rebuilt from a Frame by a pure ``render`` function;
+panes never do I/O and never call probes.  Severity shows twice: the pane's CSS class
+(border colour, from the theme) and the flagged reading itself (styled, code beside it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.widgets import Static
+
+from infertop.history import Series
+from infertop.model import Layer, Reading, Status
+from infertop.pipeline import Frame
+from infertop.units import fmt_reading, sparkline
+
+SEVERITY_ORDER = {"notice": 1, "warn": 2, "crit": 3}
+
+
+@dataclass
+class PaneContext:
+    frame: Frame
+    styles: dict[str, str]          # role -> Rich style, from the theme (themes/)
+    wide: bool = False              # zoomed or large terminal: show more columns/rows
+    extras: dict[str, Any] = field(default_factory=dict)  # capture summaries etc.
+
+    # -- findings -----------------------------------------------------------------------
+    def flag(self, key: str, labels: Iterable[tuple[str, str]] = ()) -> tuple[str, str] | None:
+        """(severity, code) of the worst active finding whose evidence is this reading."""
+        want = dict(labels)
+        best: tuple[str, str] | None = None
+        for f in self.frame.findings:
+            for ev in f.evidence:
+                if ev.key != key:
+                    continue
+                ev_labels = dict(ev.labels)
+                if any(want.get(k) != v for k, v in ev_labels.items() if k in want):
+                    continue
+                sev = f.severity.value if hasattr(f.severity, "value") else str(f.severity)
+                if best is None or SEVERITY_ORDER.get(sev, 0) > SEVERITY_ORDER.get(best[0], 0):
+                    best = (sev, f.code)
+        return best
+
+    # -- readings -----------------------------------------------------------------------
+    def readings(self, key: str, **labels: str) -> list[Reading]:
+        rs = self.frame.by_key(key)
+        if not labels:
+            return rs
+        return [r for r in rs if all(r.label(k) == v for k, v in labels.items())]
+
+    def one(self, key: str, **labels: str) -> Reading | None:
+        rs = self.readings(key, **labels)
+        return rs[0] if rs else None
+
+    def value_text(self, r: Reading | None, *, key: str | None = None) -> Text:
+        """A reading's value styled by status and by any finding that points at it."""
+        txt = fmt_reading(r)
+        style = ""
+        if r is not None:
+            if r.status is Status.STALE:
+                style = self.styles["stale"]
+            elif r.status in (Status.ERROR,):
+                style = self.styles["crit"]
+            elif r.status in (Status.UNSUPPORTED, Status.NODATA):
+                style = self.styles["muted"]
+        flag = self.flag(key or (r.key if r else ""), r.labels if r else ())
+        t = Text(txt, style=style)
+        if flag:
+            sev, code = flag
+            t.stylize(self.styles[sev])
+            t.append(f" {code}", style=self.styles[sev])
+        return t
+
+    def spark(self, key: str, width: int = 16, lo: float | None = None, hi: float | None = None,
+              **labels: str) -> Text:
+        series = self.series(key, **labels)
+        if not series:
+            return Text("")
+        vals = series[0].values()
+        return Text(sparkline(vals, width, lo, hi), style=self.styles["spark"])
+
+    def series(self, key: str, **labels: str) -> list[Series]:
+        return self.frame.history.find(key, **labels)
+
+    def source_reason(self, prefix: str) -> str | None:
+        """Why a source has nothing: its capability or its last error, for the pane."""
+        snap = self.frame.snapshot
+        for name, cap in snap.capabilities.items():
+            if name.startswith(prefix) and not cap.available:
+                return cap.reason
+        for name, s in snap.samples.items():
+            if name.startswith(prefix) and s.status is not Status.OK:
+                return f"{s.status.value}: {s.reason}"
+        return None
+
+    def note(self, text: str, role: str = "muted") -> Text:
+        return Text(text, style=self.styles[role])
+
+
+def kv_table(rows: list[tuple[str, RenderableType, RenderableType | str]], *,
+             label_width: int = 14) -> Table:
+    """Label / value / sparkline rows, the common pane body."""
+    t = Table.grid(padding=(0, 1), expand=False)
+    t.add_column(width=label_width, no_wrap=True, overflow="ellipsis")
+    t.add_column(no_wrap=True, min_width=8)
+    t.add_column(no_wrap=True, overflow="crop")
+    for label, value, extra in rows:
+        t.add_row(label, value, extra)
+    return t
+
+
+def grid(headers: list[str], *, styles: dict[str, str]) -> Table:
+    t = Table(box=None, padding=(0, 1), show_edge=False, expand=False,
+              header_style=styles["header"], pad_edge=False)
+    for h in headers:
+        t.add_column(h, no_wrap=True, overflow="ellipsis")
+    return t
+
+
+def group(*parts: RenderableType | None) -> Group:
+    return Group(*[p for p in parts if p is not None])
+
+
+class LayerPane(Static):
+    """A pane for one layer; subclasses set ``layer`` and implement ``render_frame``."""
+
+    pane_layer: Layer = Layer.HARDWARE
+    can_focus = True
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("waiting for the first tick…", classes="pane", **kwargs)
+        self.border_title = f"{self.pane_layer.index + 1} {self.pane_layer.value}"
+        self.worst: str | None = None
+        self.last_renderable: RenderableType | None = None
+
+    def render_frame(self, ctx: PaneContext) -> RenderableType:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def show(self, ctx: PaneContext) -> None:
+        findings = ctx.frame.findings_for(self.pane_layer)
+        sevs = [f.severity.value if hasattr(f.severity, "value") else str(f.severity)
+                for f in findings]
+        worst = max(sevs, key=lambda s: SEVERITY_ORDER.get(s, 0)) if sevs else None
+        if worst != self.worst:
+            for s in SEVERITY_ORDER:
+                self.set_class(s == worst, f"sev-{s}")
+            self.worst = worst
+        ctx.wide = self.size.width >= 110
+        codes = " ".join(sorted({f.code for f in findings}))
+        self.border_subtitle = f"{worst.upper()} {codes}" if worst else ""
+        self.last_renderable = self.render_frame(ctx)
+        self.update(self.last_renderable)

@@ -1,0 +1,43 @@
+"""6 decoding: TTFT, ITL, E2E and queue percentiles over the window, tokens/s, spec, errors."""
+
+from __future__ import annotations
+
+from rich.console import RenderableType
+from rich.text import Text
+
+from infertop.model import Layer
+
+from .base import LayerPane, PaneContext, grid, group, kv_table
+
+LATENCIES = (("latency.ttft_seconds", "TTFT"), ("latency.itl_seconds", "ITL"),
+             ("latency.e2e_seconds", "E2E"), ("latency.queue_seconds", "queue"))
+
+
+class DecodingPane(LayerPane):
+    pane_layer = Layer.DECODING
+
+    def render_frame(self, ctx: PaneContext) -> RenderableType:
+        if not ctx.readings("server.info"):
+            why = ctx.source_reason("server") or "no server metrics (give --url, or start one)"
+            return ctx.note(f"No decoding readings: {why}")
+        window = int(ctx.frame.window)
+        t = grid(["latency", "p50", "p90", "p99", "p99 (trend)"], styles=ctx.styles)
+        for key, label in LATENCIES:
+            qs = {q: ctx.one(key, quantile=q) for q in ("0.5", "0.9", "0.99")}
+            if not any(qs.values()):
+                continue
+            p99 = qs["0.99"]
+            t.add_row(label, ctx.value_text(qs["0.5"]), ctx.value_text(qs["0.9"]),
+                      ctx.value_text(p99),
+                      ctx.spark(key, 14, quantile="0.99") if p99 is not None else "")
+        rows = []
+        for key, label in (("throughput.generation_tokens_per_second", "gen tok/s"),
+                           ("throughput.prompt_tokens_per_second", "prompt tok/s"),
+                           ("server.requests_per_second", "req/s"),
+                           ("server.error_ratio", "errors"),
+                           ("spec.acceptance_ratio", "spec accept"),
+                           ("server.uptime_seconds", "uptime")):
+            for r in ctx.readings(key):
+                rows.append((label, ctx.value_text(r), ctx.spark(key, 16, 0, **dict(r.labels))))
+        head = Text(f"percentiles over the last {window} s", style=ctx.styles["muted"])
+        return group(t, kv_table(rows), head)

@@ -1,0 +1,90 @@
+"""1 hardware: NVML per GPU (util, memory, power, clocks, throttle, PCIe) and GPM activity."""
+
+from __future__ import annotations
+
+from rich.console import RenderableType
+from rich.text import Text
+
+from infertop.model import Layer
+from infertop.units import bar, fmt_value
+
+from .base import LayerPane, PaneContext, grid, group
+
+
+def gpu_indices(ctx: PaneContext) -> list[str]:
+    idx = {r.label("gpu") for r in ctx.readings("gpu.info")}
+    idx |= {r.label("gpu") for r in ctx.readings("gpu.util_ratio")}
+    return sorted((i for i in idx if i), key=lambda s: int(s) if s.isdigit() else 0)
+
+
+def short_name(name: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'H100': the model, which is what tells GPUs apart."""
+    words = [w for w in name.replace("NVIDIA", "").replace("GeForce", "").split() if w]
+    return (words[0] if words else name)[:10]
+
+
+def no_gpu_note(ctx: PaneContext) -> Text:
+    why = ctx.source_reason("nvml") or "no NVIDIA GPU found"
+    return ctx.note(f"No GPU readings: {why}")
+
+
+class HardwarePane(LayerPane):
+    pane_layer = Layer.HARDWARE
+
+    def render_frame(self, ctx: PaneContext) -> RenderableType:
+        gpus = gpu_indices(ctx)
+        if not gpus:
+            return no_gpu_note(ctx)
+        cols = ["GPU", "util", "SM act", "mem", "power", "temp", "SM clk", "throttle"]
+        if ctx.wide:
+            cols += ["tensor", "DRAM bw", "PCIe tx/rx", "NVLink tx/rx", "util (60 s)"]
+        t = grid(cols, styles=ctx.styles)
+        for g in gpus:
+            info = ctx.one("gpu.info", gpu=g)
+            lost = ctx.one("gpu.lost", gpu=g)
+            name = (info.text or "") if info else ""
+            label = Text(f"{g} {short_name(name)}")
+            if lost is not None and lost.value:
+                t.add_row(label, Text("GPU LOST (fell off the bus)", style=ctx.styles["crit"]))
+                continue
+            util = ctx.one("gpu.util_ratio", gpu=g)
+            used, total = ctx.one("gpu.mem_used_bytes", gpu=g), ctx.one("gpu.mem_total_bytes", gpu=g)
+            mem = ctx.value_text(used)
+            if total is not None and total.ok:
+                mem.append(f"/{fmt_value(total.value, 'bytes')}")
+            pw, lim = ctx.one("gpu.power_watts", gpu=g), ctx.one("gpu.power_limit_watts", gpu=g)
+            power = ctx.value_text(pw)
+            if lim is not None and lim.ok:
+                power.append(f"/{lim.value:.0f}")
+            clk = ctx.value_text(ctx.one("gpu.sm_clock_hz", gpu=g))
+            mx = ctx.one("gpu.sm_clock_max_hz", gpu=g)
+            if mx is not None and mx.ok:
+                clk.append(f"/{fmt_value(mx.value, 'Hz')}")
+            thr = ctx.one("gpu.throttle_reasons", gpu=g)
+            thr_text = Text("–")
+            if thr is not None and thr.ok:
+                txt = thr.text or ("none" if not thr.value else f"0x{int(thr.value):x}")
+                active = txt not in ("", "none", "idle")
+                thr_text = Text(txt, style=ctx.styles["warn"] if active else "")
+                flag = ctx.flag("gpu.throttle_reasons", thr.labels)
+                if flag:
+                    thr_text = Text(f"{txt} {flag[1]}", style=ctx.styles[flag[0]])
+            util_cell = Text(bar(util.value if util and util.ok else None, 5) + " ")
+            util_cell.append_text(ctx.value_text(util))
+            row = [label, util_cell, ctx.value_text(ctx.one("gpu.sm_active_ratio", gpu=g)), mem,
+                   power, ctx.value_text(ctx.one("gpu.temp_celsius", gpu=g)), clk, thr_text]
+            if ctx.wide:
+                pcie = ctx.value_text(ctx.one("gpu.pcie_tx_bytes_per_second", gpu=g))
+                pcie.append(" / ").append_text(
+                    ctx.value_text(ctx.one("gpu.pcie_rx_bytes_per_second", gpu=g)))
+                nvl_tx = ctx.one("gpu.nvlink_tx_bytes_per_second", gpu=g)
+                nvl = ctx.value_text(nvl_tx)
+                if nvl_tx is not None:
+                    nvl.append(" / ").append_text(
+                        ctx.value_text(ctx.one("gpu.nvlink_rx_bytes_per_second", gpu=g)))
+                row += [ctx.value_text(ctx.one("gpu.tensor_active_ratio", gpu=g)),
+                        ctx.value_text(ctx.one("gpu.dram_bw_util_ratio", gpu=g)), pcie, nvl,
+                        ctx.spark("gpu.util_ratio", 16, 0, 1, gpu=g)]
+            t.add_row(*row)
+        legend = ctx.note("util = a kernel was running; SM act = SMs actually busy (GPM)")
+        return group(t, legend)

@@ -1,0 +1,71 @@
+"""2 kernels: tensor vs SM activity, launch-bound signs, execution settings, last capture."""
+
+from __future__ import annotations
+
+from rich.console import RenderableType
+from rich.text import Text
+
+from infertop.model import Layer
+from infertop.units import bar
+
+from .base import LayerPane, PaneContext, grid, group, kv_table
+from .hardware import gpu_indices
+
+SETTINGS_SHOWN = ("cuda_graphs", "compilation", "max_num_seqs", "max_num_batched_tokens",
+                  "tensor_parallel_size", "speculative_config", "kv_cache_dtype", "dtype",
+                  "parallel", "threads", "ctx_size")
+
+
+class KernelsPane(LayerPane):
+    pane_layer = Layer.KERNELS
+
+    def render_frame(self, ctx: PaneContext) -> RenderableType:
+        parts: list = []
+        gpus = gpu_indices(ctx)
+        if gpus:
+            t = grid(["GPU", "SM active", "tensor", "occupancy", "DRAM bw"], styles=ctx.styles)
+            for g in gpus:
+                sm = ctx.one("gpu.sm_active_ratio", gpu=g)
+                cell = Text(bar(sm.value if sm and sm.ok else None, 6) + " ")
+                cell.append_text(ctx.value_text(sm))
+                t.add_row(g, cell, ctx.value_text(ctx.one("gpu.tensor_active_ratio", gpu=g)),
+                          ctx.value_text(ctx.one("gpu.sm_occupancy_ratio", gpu=g)),
+                          ctx.value_text(ctx.one("gpu.dram_bw_util_ratio", gpu=g)))
+            parts.append(t)
+        else:
+            parts.append(ctx.note("No GPU activity counters (no NVML/GPM here)."))
+        rows = []
+        it = ctx.one("server.iteration_tokens_mean")
+        if it is not None:
+            rows.append(("tokens/step", ctx.value_text(it), ctx.spark("server.iteration_tokens_mean")))
+        steps = ctx.one("server.engine_steps_per_second")
+        if steps is not None:
+            rows.append(("steps/s", ctx.value_text(steps), ""))
+        engine = _engine_process(ctx)
+        if engine is not None:
+            cpu = ctx.one("process.cpu_ratio", pid=engine.label("pid"))
+            rows.append(("engine CPU", ctx.value_text(cpu),
+                         ctx.spark("process.cpu_ratio", 12, 0, 1, pid=engine.label("pid"))))
+        settings = {r.label("name"): r for r in ctx.readings("server.setting")}
+        for name in SETTINGS_SHOWN:
+            if name in settings:
+                rows.append((name.replace("_", " "), ctx.value_text(settings[name],
+                                                                    key="server.setting"), ""))
+        if rows:
+            parts.append(kv_table(rows))
+        nsys = ctx.extras.get("nsys_summary")
+        if nsys:
+            parts.append(nsys)
+        else:
+            parts.append(ctx.note("top kernels: press n for an Nsight Systems capture"))
+        return group(*parts)
+
+
+def _engine_process(ctx: PaneContext):
+    """The process that launches kernels' work: EngineCore/scheduler, else the server root."""
+    procs = ctx.readings("process.info")
+    for role in ("engine_core", "scheduler", "worker", "server", "api_server"):
+        for p in procs:
+            if p.label("role") == role:
+                return p
+    return procs[0] if procs else None

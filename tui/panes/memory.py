@@ -1,0 +1,72 @@
+"""3 memory: GPU memory per GPU and per process, KV-cache usage, preemptions, prefix hits."""
+
+from __future__ import annotations
+
+from rich.console import RenderableType
+from rich.text import Text
+
+from infertop.model import Layer
+from infertop.units import bar, fmt_value
+
+from .base import LayerPane, PaneContext, grid, group, kv_table
+from .hardware import gpu_indices
+
+
+class MemoryPane(LayerPane):
+    pane_layer = Layer.MEMORY
+
+    def render_frame(self, ctx: PaneContext) -> RenderableType:
+        parts: list = []
+        rows = []
+        kvs = ctx.readings("kv.usage_ratio")
+        for kv in kvs:
+            eng = kv.label("engine")
+            label = f"KV cache e{eng}" if eng and len(kvs) > 1 else "KV cache"
+            cell = Text(bar(kv.value if kv.ok else None, 8) + " ")
+            cell.append_text(ctx.value_text(kv))
+            rows.append((label, cell, ctx.spark("kv.usage_ratio", 16, 0, 1, **dict(kv.labels))))
+        for key, label in (("server.preemptions_per_second", "preempt/s"),
+                           ("kv.prefix_cache_hit_ratio", "prefix hits")):
+            for r in ctx.readings(key):
+                rows.append((label, ctx.value_text(r), ctx.spark(key, 16, **dict(r.labels))))
+        cfg = {r.label("name"): r.text for r in ctx.readings("kv.config")}
+        if cfg.get("num_gpu_blocks"):
+            rows.append(("KV blocks", Text(f"{cfg['num_gpu_blocks']} × {cfg.get('block_size', '?')}"
+                                           " tokens"), ""))
+        if rows:
+            parts.append(kv_table(rows))
+        elif not ctx.readings("server.info"):
+            parts.append(ctx.note("No server metrics: KV cache unknown "
+                                  f"({ctx.source_reason('server') or 'no --url / server found'})"))
+        gpus = gpu_indices(ctx)
+        if gpus:
+            t = grid(["GPU", "used", "free", "headroom", "trend (60 s)"], styles=ctx.styles)
+            for g in gpus:
+                used = ctx.one("gpu.mem_used_bytes", gpu=g)
+                total = ctx.one("gpu.mem_total_bytes", gpu=g)
+                free = head = Text("–")
+                if used and total and used.ok and total.ok and total.value:
+                    free = Text(fmt_value(total.value - used.value, "bytes"))
+                    ratio = 1 - used.value / total.value
+                    head = Text(f"{ratio * 100:.0f} %")
+                    flag = ctx.flag("gpu.mem_used_bytes", used.labels)
+                    if flag:
+                        head = Text(f"{ratio * 100:.0f} % {flag[1]}", style=ctx.styles[flag[0]])
+                t.add_row(g, ctx.value_text(used), free, head,
+                          ctx.spark("gpu.mem_used_bytes", 16, 0,
+                                    total.value if total and total.ok else None, gpu=g))
+            parts.append(t)
+        procs = ctx.readings("process.gpu_mem_bytes")
+        if procs:
+            names = {r.label("pid"): r.label("role") or r.label("name")
+                     for r in ctx.readings("process.info")}
+            t = grid(["PID", "process", "GPU", "GPU mem"], styles=ctx.styles)
+            for r in sorted(procs, key=lambda r: -(r.value or 0))[: 8 if ctx.wide else 4]:
+                t.add_row(r.label("pid"), names.get(r.label("pid"), "(other)"), r.label("gpu"),
+                          ctx.value_text(r))
+            parts.append(t)
+        host_used, host_total = ctx.one("host.mem_used_bytes"), ctx.one("host.mem_total_bytes")
+        if host_used and host_total and host_used.ok and host_total.ok:
+            parts.append(Text(f"host RAM {fmt_value(host_used.value, 'bytes')} / "
+                              f"{fmt_value(host_total.value, 'bytes')}", style=ctx.styles["muted"]))
+        return group(*parts) if parts else ctx.note("no memory readings yet")

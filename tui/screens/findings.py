@@ -1,0 +1,72 @@
+"""``f``: active findings with evidence and remedy, and the history of raises and clears."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from infertop.units import fmt_value
+
+
+def findings_renderable(findings: list[Any], styles: dict[str, str]) -> Table | Text:
+    if not findings:
+        return Text("No active findings: every rule with inputs is within its thresholds.")
+    t = Table(box=None, padding=(0, 1), show_header=True, header_style="bold", expand=True)
+    for col in ("code", "severity", "finding", "evidence", "remedy"):
+        t.add_column(col, overflow="fold")
+    for f in findings:
+        sev = getattr(f.severity, "value", str(f.severity))
+        ev = "\n".join(
+            f"{e.key}{_labels(e.labels)} = {fmt_value(e.value, e.unit)} "
+            f"{e.op} {fmt_value(e.threshold, e.unit) if isinstance(e.threshold, (int, float)) else e.threshold}"
+            + (f" ({e.note})" if getattr(e, "note", "") else "")
+            for e in f.evidence)
+        since = time.strftime("%H:%M:%S", time.localtime(f.since))
+        t.add_row(Text(f.code, style=styles.get(sev, "")), sev, f"{f.title}\nsince {since}", ev,
+                  f.remedy)
+    return t
+
+
+def _labels(labels) -> str:
+    d = dict(labels)
+    return "{" + ",".join(f"{k}={v}" for k, v in d.items()) + "}" if d else ""
+
+
+def events_renderable(events: list[Any]) -> Table | Text:
+    if not events:
+        return Text("no raises or clears yet", style="dim")
+    t = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
+    for col in ("time", "code", "event", "summary"):
+        t.add_column(col, overflow="fold")
+    for e in list(events)[-30:][::-1]:
+        t.add_row(time.strftime("%H:%M:%S", time.localtime(e.time)), e.code, e.kind,
+                  getattr(e, "summary", ""))
+    return t
+
+
+class FindingsScreen(ModalScreen):
+    BINDINGS = [Binding("escape,q,f", "dismiss", "close")]
+
+    def __init__(self, app: Any) -> None:
+        super().__init__()
+        self._app = app
+
+    def compose(self) -> ComposeResult:
+        frame = self._app.frame
+        findings = frame.findings if frame else []
+        diagnoser = getattr(self._app.pipeline, "diagnoser", None)
+        events = getattr(diagnoser, "events", []) if diagnoser else []
+        with VerticalScroll(classes="dialog"):
+            yield Static(Text("Active findings", style="bold"))
+            yield Static(findings_renderable(findings, self._app._styles), id="findings-list")
+            yield Static(Text("\nRaised and cleared", style="bold"))
+            yield Static(events_renderable(events), id="findings-events")
+            yield Static(Text("\nesc closes", style="dim"))

@@ -1,0 +1,62 @@
+"""``?``: every key from the live bindings, and the rule catalogue with its thresholds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+
+def bindings_table(app: Any) -> Table:
+    t = Table(box=None, padding=(0, 2), show_header=True, header_style="bold")
+    t.add_column("key")
+    t.add_column("does")
+    seen = set()
+    for b in app.BINDINGS + list(getattr(app, "EXTRA_HELP", [])):
+        if not isinstance(b, Binding):
+            continue
+        keys = b.key_display or b.key
+        if keys in seen:
+            continue
+        seen.add(keys)
+        t.add_row(keys.replace(",", " / "), b.description or b.action)
+    t.add_row("1-6", "zoom a pane / back (hardware kernels memory scheduling parallelism decoding)")
+    t.add_row("tab", "move focus between panes")
+    return t
+
+
+def catalogue_table(app: Any) -> Table | Text:
+    diagnoser = getattr(app.pipeline, "diagnoser", None)
+    if diagnoser is None or not hasattr(diagnoser, "catalogue"):
+        return Text("diagnosis rules are off")
+    t = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
+    for col in ("code", "layer", "detects", "thresholds", "remedy"):
+        t.add_column(col, overflow="fold")
+    for spec in diagnoser.catalogue():
+        thr = ", ".join(f"{k}={v}" for k, v in spec.thresholds.items())
+        layer = spec.layer.value if hasattr(spec.layer, "value") else str(spec.layer)
+        t.add_row(spec.code, layer, spec.detects, thr, spec.remedy)
+    return t
+
+
+class HelpScreen(ModalScreen):
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
+
+    def __init__(self, app: Any) -> None:
+        super().__init__()
+        self._app = app
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(classes="dialog"):
+            yield Static(Text("infertop keys", style="bold"))
+            yield Static(bindings_table(self._app))
+            yield Static(Text("\nWhat is flagged and when (thresholds from the config)",
+                              style="bold"))
+            yield Static(catalogue_table(self._app))
+            yield Static(Text("\nesc closes", style="dim"))
