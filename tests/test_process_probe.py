@@ -1,0 +1,269 @@
+"""ProcessProbe against a real process tree (tests/helpers/spawn_tree.py), plus the pure
+NVML pid matching and the /proc readers on fake /proc folders."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from helpers.spawn_tree import spawn
+from infertop.keys import SPECS
+from infertop.model import Status
+from infertop.probes.discovery import LOOKED_FOR, ServerProcess
+from infertop.probes.process import (ProcessProbe, detect_container, map_gpu_pids,
+                                     ns_pid_aliases, read_comm, read_nspids)
+
+HOST_KEYS = {"host.cpu_ratio", "host.cpu_count", "host.load1", "host.mem_used_bytes",
+             "host.mem_total_bytes"}
+
+
+def by_pid(sample, key, pid):
+    return [r for r in sample.find(key) if r.label("pid") == str(pid)]
+
+
+def wait_for_cpu(pid: int, seconds: float, timeout: float = 10.0) -> None:
+    """Wait (on a condition, not a clock) until pid has used `seconds` more CPU."""
+    p = psutil.Process(pid)
+    start = sum(p.cpu_times()[:2])
+    end = time.monotonic() + timeout
+    while sum(p.cpu_times()[:2]) - start < seconds:
+        assert time.monotonic() < end, "the burner threads never got the CPU"
+        time.sleep(0.02)
+
+
+def wait_gone(pid: int, timeout: float = 5.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"pid {pid} did not exit")
+
+
+def assert_well_formed(sample):
+    for r in sample.readings:
+        spec = SPECS[r.key]
+        assert (r.unit, r.kind) == (spec.unit, spec.kind), r
+        if r.status is Status.OK:
+            assert r.value is not None, r
+
+
+async def test_two_ticks_over_a_real_tree():
+    with spawn(burn=2.0) as t:
+        parent, child = t["parent"], t["child"]
+        probe = ProcessProbe(pid=parent)
+        try:
+            first = await probe.collect()
+            assert first.meta["server"]["pid"] == parent
+            assert first.meta["server"]["reason"] == f"--pid {parent}"
+            (cpu0,) = by_pid(first, "process.cpu_ratio", child)
+            assert cpu0.status is Status.NODATA and "two samples" in cpu0.reason
+            wait_for_cpu(child, 0.4)
+            second = await probe.collect()
+        finally:
+            await probe.close()
+    assert second.meta["tree"][:1] == [parent] and set(second.meta["tree"]) == {parent, child}
+    assert second.meta["server"]["kind"] == "vllm"  # named by its VLLM::EngineCor child
+    (info,) = by_pid(second, "process.info", child)
+    assert (info.label("name"), info.label("role"), info.label("kind"), info.label("ppid")) == \
+        ("VLLM::EngineCor", "engine_core", "vllm", str(parent))
+    assert "spawn_tree.py --child" in info.text
+    (cpu,) = by_pid(second, "process.cpu_ratio", child)
+    assert cpu.status is Status.OK and cpu.value > 0.5, cpu
+    threads = {r.label("name"): r for r in by_pid(second, "thread.cpu_ratio", child)}
+    burners = [threads[f"burner-{i}"] for i in (1, 2, 3)]
+    assert all(b.value > 0 for b in burners), burners
+    # the threads' CPU adds up to the process's (same interval, read a moment apart)
+    assert sum(r.value for r in threads.values()) == pytest.approx(cpu.value, abs=0.3)
+    (nthreads,) = by_pid(second, "process.threads", child)
+    assert nthreads.value == 4
+    (rss,) = by_pid(second, "process.rss_bytes", child)
+    assert rss.value > 1e6
+    ctx = {r.label("type"): r for r in by_pid(second, "process.ctx_switches_total", child)}
+    assert set(ctx) == {"voluntary", "involuntary"} and all(r.value >= 0 for r in ctx.values())
+    assert {r.key for r in second.readings} >= HOST_KEYS | {"process.info", "thread.cpu_ratio"}
+    host = {r.key: r for r in second.readings if r.key.startswith("host.")}
+    assert host["host.cpu_ratio"].status is Status.OK and 0 < host["host.cpu_ratio"].value <= 1
+    assert 0 < host["host.mem_used_bytes"].value < host["host.mem_total_bytes"].value
+    assert host["host.cpu_count"].value >= 1
+    assert not second.find("server.setting")  # a python parent: nothing to claim
+    assert isinstance(second.meta["in_container"], bool)
+    assert all(r.status is not Status.ERROR for r in second.readings)
+    assert_well_formed(second)
+
+
+def test_process_that_exits_between_ticks_is_dropped_silently():
+    with spawn(sleeper=True) as t:
+        probe = ProcessProbe(pid=t["parent"])
+        first = probe.collect_blocking()
+        assert t["sleeper"] in first.meta["tree"]
+        os.kill(t["sleeper"], 9)  # nobody reaps it: it stays a zombie in the tree
+        wait_gone(t["sleeper"])
+        second = probe.collect_blocking()
+    assert second.meta["tree"] == [t["parent"], t["child"]]
+    assert not [r for r in second.readings if r.label("pid") == str(t["sleeper"])]
+    assert all(r.status is not Status.ERROR for r in second.readings)
+
+
+def test_process_vanishing_mid_sample_is_skipped(monkeypatch):
+    with spawn() as t:
+        child = t["child"]
+        real = psutil.Process.num_threads
+
+        def vanish(self):
+            if self.pid == child:
+                raise psutil.NoSuchProcess(self.pid)
+            return real(self)
+
+        monkeypatch.setattr(psutil.Process, "num_threads", vanish)
+        s = ProcessProbe(pid=t["parent"]).collect_blocking()
+    assert s.meta["tree"] == [t["parent"]]
+    assert not [r for r in s.readings if r.label("pid") == str(child)]
+    assert by_pid(s, "process.info", t["parent"])
+
+
+def test_permission_denied_marks_only_the_affected_readings(monkeypatch):
+    with spawn() as t:
+        child = t["child"]
+
+        def deny(real):
+            def f(self, *a, **k):
+                if self.pid == child:
+                    raise psutil.AccessDenied(self.pid)
+                return real(self, *a, **k)
+            return f
+
+        monkeypatch.setattr(psutil.Process, "num_ctx_switches",
+                            deny(psutil.Process.num_ctx_switches))
+        monkeypatch.setattr(psutil.Process, "threads", deny(psutil.Process.threads))
+        probe = ProcessProbe(pid=t["parent"])
+        probe.collect_blocking()
+        s = probe.collect_blocking()
+    why = f"permission denied reading {child} (run as the server's user or root)"
+    ctx = by_pid(s, "process.ctx_switches_total", child)
+    assert len(ctx) == 2 and all(r.status is Status.ERROR and r.reason == why for r in ctx)
+    (thr,) = by_pid(s, "thread.cpu_ratio", child)
+    assert thr.status is Status.ERROR and thr.reason == why and thr.value is None
+    for key in ("process.info", "process.rss_bytes", "process.threads", "process.cpu_ratio"):
+        (r,) = by_pid(s, key, child)
+        assert r.status is Status.OK, r
+    parent_rows = [r for r in s.readings if r.label("pid") == str(t["parent"])]
+    assert parent_rows and all(r.status is Status.OK for r in parent_rows)
+
+
+def test_pid_that_exits_is_reported_and_not_followed():
+    with spawn() as t:
+        probe = ProcessProbe(pid=t["parent"])
+        assert probe.collect_blocking().meta["server"]["pid"] == t["parent"]
+    gone = probe.collect_blocking()
+    assert gone.meta["server"] is None and gone.meta["tree"] == []
+    assert gone.meta["reason"] == f"server pid {t['parent']} exited"
+    assert gone.meta["looked_for"] == LOOKED_FOR
+    assert {r.key for r in gone.readings} == HOST_KEYS
+    assert probe.collect_blocking().meta["reason"] == f"server pid {t['parent']} exited"
+
+
+def test_pid_that_never_existed():
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    s = ProcessProbe(pid=p.pid).collect_blocking()
+    assert s.meta["server"] is None and s.meta["reason"] == f"no process with pid {p.pid} (--pid)"
+    assert s.status is Status.OK and {r.key for r in s.readings} == HOST_KEYS
+
+
+def test_rediscovers_on_its_cadence_and_drops_a_dead_server():
+    now = [0.0]
+    calls = []
+    with spawn() as t:
+        found = ServerProcess(t["parent"], "vllm", "python", [], None, "found by name")
+
+        def fake_locate(pid, url):
+            calls.append(now[0])
+            return (found, "") if now[0] >= 6 else (None, "no server process found (test)")
+
+        probe = ProcessProbe(rediscover_every=5.0, locate=fake_locate, clock=lambda: now[0])
+        s = probe.collect_blocking()
+        assert s.meta["server"] is None and s.meta["reason"] == "no server process found (test)"
+        now[0] = 1.0
+        assert probe.collect_blocking().meta["server"] is None
+        assert calls == [0.0]  # not looked for again before rediscover_every
+        now[0] = 6.0
+        s = probe.collect_blocking()
+        assert s.meta["server"]["pid"] == t["parent"] and calls == [0.0, 6.0]
+        assert set(s.meta["tree"]) == {t["parent"], t["child"]}
+    now[0] = 7.0
+    s = probe.collect_blocking()
+    assert s.meta["server"] is None and s.meta["reason"] == f"server pid {t['parent']} exited"
+    assert calls == [0.0, 6.0]
+
+
+async def test_no_psutil_is_a_capability_not_a_traceback(monkeypatch):
+    monkeypatch.setitem(sys.modules, "psutil", None)
+    probe = ProcessProbe(pid=1)
+    cap = await probe.open()
+    assert not cap.available and "psutil is not installed" in cap.reason
+    s = await probe.collect()
+    assert s.status is Status.ERROR and "psutil" in s.reason
+    await probe.close()
+
+
+# ---- NVML pid matching (pure) -----------------------------------------------------------
+
+@pytest.mark.parametrize("tree,gpu_procs,aliases,visible,matched,unmatched", [
+    # same namespace: NVML's pids are ours
+    ({10, 11, 12}, [(0, 11, 1e9), (1, 12, 1e9), (0, 12, 5e8)], None, None,
+     {11: [0], 12: [0, 1]}, []),
+    # inside a container: NVML says host pid 9011, NSpid says that is our 11
+    ({10, 11}, [(0, 9011, 1e9), (1, 9011, 1e9)], {9011: 11}, None, {11: [0, 1]}, []),
+    # GPU processes from outside this namespace
+    ({10, 11}, [(0, 4242, 1e9), (0, 11, 1e9)], None, {10, 11, 500}, {11: [0]}, [4242]),
+    # another visible process on the GPU is not "outside the namespace"
+    ({10}, [(0, 500, 1e9), (0, 4242, 1e9)], None, {10, 500}, {}, [4242]),
+    # without `visible`, anything that is not ours counts as unmatched
+    ({10}, [(0, 500, 1e9)], [(9010, 10)], None, {}, [500]),
+    ({10}, [], None, None, {}, []),
+])
+def test_map_gpu_pids(tree, gpu_procs, aliases, visible, matched, unmatched):
+    assert map_gpu_pids(tree, gpu_procs, aliases, visible=visible) == (matched, unmatched)
+
+
+# ---- /proc readers -------------------------------------------------------------------------
+
+def test_read_nspids_and_aliases(tmp_path):
+    assert read_nspids(os.getpid())[0] == os.getpid()
+    for pid, line in ((100, "NSpid:\t100\t7"), (101, "NSpid:\t101"), (102, None)):
+        d = tmp_path / str(pid)
+        d.mkdir()
+        body = "Name:\tpython\n" + (line + "\n" if line else "") + "Threads:\t1\n"
+        (d / "status").write_text(body)
+    assert read_nspids(100, str(tmp_path)) == [100, 7]
+    assert read_nspids(102, str(tmp_path)) is None
+    assert read_nspids(999, str(tmp_path)) is None
+    assert ns_pid_aliases([100, 101, 102, 999], str(tmp_path)) == {7: 100}
+
+
+def test_read_comm_of_a_vanished_thread_is_none():
+    assert read_comm(os.getpid(), os.getpid()) == open("/proc/self/comm").read().strip()
+    assert read_comm(os.getpid(), 2**22 + 7) is None
+
+
+def test_detect_container(tmp_path):
+    proc, root = tmp_path / "proc", tmp_path / "root"
+    (proc / "1").mkdir(parents=True)
+    root.mkdir()
+    (proc / "1" / "cgroup").write_text("0::/init.scope\n")
+    assert detect_container(str(proc), str(root), environ={}) == (False, "")
+    assert detect_container(str(proc), str(root), environ={"container": "podman"})[0]
+    (proc / "1" / "cgroup").write_text("12:memory:/kubepods/burstable/pod1/abc\n")
+    assert detect_container(str(proc), str(root), environ={}) == \
+        (True, "init's cgroup mentions kubepods")
+    (root / ".dockerenv").write_text("")
+    assert detect_container(str(proc), str(root), environ={}) == (True, "/.dockerenv exists")
