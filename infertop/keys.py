@@ -92,6 +92,14 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("process.gpu_mem_bytes", "bytes", G, (MEM, PAR), "GPU memory held by a process on a GPU"),
     _k("process.gpu_sm_ratio", "ratio", G, (KRN, PAR), "per-process SM utilisation (NVML)"),
     _k("thread.cpu_ratio", "cores", G, SCH, "thread CPU in cores; labels pid, tid, name"),
+    # optional low-rate py-spy GIL sampler (labels pid, role; rolling window of dumps)
+    _k("python.gil_held_ratio", "ratio", G, SCH,
+       "share of py-spy dumps in which some thread of the process held the GIL"),
+    _k("python.gil_holder", "", I, SCH, "thread that held the GIL most often (text)"),
+    _k("python.thread_active_ratio", "ratio", G, SCH,
+       "share of py-spy dumps in which the thread was on CPU (label thread)"),
+    _k("python.gil_sampler_cost_seconds", "s", G, SCH,
+       "wall time of one GIL-sampler py-spy dump (its own cost)"),
     _k("server.setting", "", I, (KRN, SCH, MEM),
        "an execution setting seen on the command line or config (label name; text value)"),
     # ---- inference server /metrics (labels instance, engine, model) -------------------
@@ -99,6 +107,8 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("server.families", "count", G, DEC, "metric families exposed (any dialect)"),
     _k("server.requests_running", "count", G, (SCH, DEC, PAR), "requests in the running batch"),
     _k("server.requests_waiting", "count", G, (SCH, DEC, PAR), "requests queued"),
+    _k("server.requests_swapped", "count", G, (SCH, MEM),
+       "requests preempted and swapped out to CPU memory (vLLM V0 only)"),
     _k("server.process_start_seconds", "s", G, DEC, "server process start time (unix s)"),
     _k("kv.usage_ratio", "ratio", G, (MEM, PAR), "KV-cache blocks in use"),
     _k("kv.config", "", I, MEM, "KV-cache configuration fact (label name; text value)"),
