@@ -44,6 +44,20 @@ class Hub(SnapshotSource):
         except Exception as e:  # a probe's open must not take the app down
             return Capability(p.name, False, f"{type(e).__name__}: {e}")
 
+    async def add_probe(self, p: Probe) -> Capability:
+        """Start a probe while running (the GIL sampler toggled on from the screen)."""
+        cap = await self._open(p)
+        self.capabilities[p.name] = cap
+        self.probes = [q for q in self.probes if q.name != p.name] + [p]
+        return cap
+
+    async def remove_probe(self, name: str) -> None:
+        for p in [q for q in self.probes if q.name == name]:
+            self.probes.remove(p)
+            await p.close()
+        self.capabilities.pop(name, None)
+        self._last.pop(name, None)
+
     def active_probes(self) -> list[Probe]:
         return [p for p in self.probes
                 if self.capabilities.get(p.name, Capability(p.name, True)).available]

@@ -16,7 +16,7 @@ class LiveApp(InfertopApp):
         Binding("p", "pyspy_dump", "py-spy dump"),
         Binding("P", "pyspy_record", "py-spy record"),
         Binding("n", "nsys", "nsys"),
-        Binding("g", "gil_sampler", "GIL sampler", show=False),
+        Binding("G", "gil_sampler", "GIL sampler"),
     ]
 
     async def on_mount(self) -> None:
@@ -25,6 +25,8 @@ class LiveApp(InfertopApp):
         self.captures = CaptureController(self)
         if self.options.get("record_now"):
             await self.action_record()
+        if self.options.get("gil_sampler"):
+            self.set_timer(1.5, self.captures.toggle_gil_sampler)  # after the tree is known
 
     def action_pyspy_dump(self) -> None:
         self.captures.start_dump()

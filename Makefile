@@ -1,0 +1,37 @@
+# The two commands of the README do all the set-up themselves:
+#   make run    the live screen (on a box with no GPU and no server: the demo tour)
+#   make test   the whole test suite
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test demo e2e bench snapshots clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/infertop --or-demo $(ARGS)
+
+demo: $(STAMP)
+	$(BIN)/infertop demo $(ARGS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+# Real vLLM (CPU build) end to end: installs it on first use (about 7 minutes, 3.4 GB).
+e2e: $(STAMP)
+	scripts/e2e-vllm.sh
+
+bench: $(STAMP)
+	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+snapshots: $(STAMP)
+	$(BIN)/python -m pytest -q tests/test_tui_snapshots.py --snapshot-update
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,113 @@
+"""Captures from the live screen against a real Python tree: p dumps, P records while the
+screen keeps ticking, Esc cancels and still saves, G toggles the GIL sampler probe."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infertop.model import Capability, Sample, Snapshot
+from infertop.pipeline import Pipeline
+from infertop.probes.hub import Hub
+from infertop.probes.base import Probe
+from infertop.probes.pyspy import find_pyspy
+from infertop.tui.modes import LiveApp
+from snapkit import reading
+
+WORKLOAD = Path(__file__).parent / "helpers" / "py_workload.py"
+PYSPY = find_pyspy()
+
+
+@pytest.fixture(scope="module")
+def tree():
+    if PYSPY is None:
+        pytest.skip("py-spy not installed")
+    proc = subprocess.Popen([sys.executable, str(WORKLOAD), "--lifetime", "90"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        words = proc.stdout.readline().split()
+        parent, child = int(words[1]), int(words[2])
+        probe = subprocess.run([PYSPY, "dump", "--pid", str(parent)], capture_output=True,
+                               text=True)
+        if probe.returncode != 0 and "ermission" in probe.stderr:
+            pytest.skip("ptrace not permitted here")
+        yield parent, child
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+class TreeProbe(Probe):
+    """Stands in for the process probe: reports the workload as the server's tree."""
+
+    name = "process"
+
+    def __init__(self, parent: int, child: int):
+        self.parent, self.child = parent, child
+
+    async def collect(self):
+        rs = (reading("process.info", 1, text=f"python {WORKLOAD}", pid=self.parent, ppid=1,
+                      name="python", role="api_server"),
+              reading("process.info", 1, text="python child", pid=self.child, ppid=self.parent,
+                      name="python", role="engine_core"))
+        return Sample("process", 0.0, rs, meta={"server": {"pid": self.parent, "kind": "vllm"}})
+
+
+async def wait_for(pilot, cond, timeout=20.0):
+    for _ in range(int(timeout / 0.05)):
+        if cond():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("condition not met in time")
+
+
+async def test_dump_and_cancelled_record_keep_the_screen_live(tree, tmp_path):
+    parent, child = tree
+    app = LiveApp(Hub([TreeProbe(parent, child)], deadline=1.0), pipeline=Pipeline(),
+                  interval=0.1, options={"capture_dir": str(tmp_path / "caps")})
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_for(pilot, lambda: app.ticks >= 2)
+        await pilot.press("p")
+        screen = app.captures.screen
+        await wait_for(pilot, lambda: not screen.capture_running)
+        result = screen.result
+        assert not isinstance(result, Exception), result
+        assert {p.pid for p in result.processes} == {parent, child}
+        assert any(t.owns_gil for t in result.threads)
+        assert result.txt_path.exists() and oct(result.txt_path.stat().st_mode & 0o777) == "0o600"
+        await pilot.press("escape")                       # close the dump screen
+
+        await pilot.press("P")
+        await pilot.press("enter")                        # default 10 s
+        screen = app.captures.screen
+        await wait_for(pilot, lambda: app.captures.running == "py-spy record")
+        ticks = app.ticks
+        await pilot.pause(2.5)
+        assert app.ticks >= ticks + 5                     # still ticking while recording
+        await pilot.press("escape")                       # cancel: SIGINT, keep samples
+        await wait_for(pilot, lambda: not screen.capture_running, timeout=30)
+        rec = screen.result
+        assert not isinstance(rec, Exception), rec
+        assert rec.cancelled and rec.sampled_seconds < 10
+        assert rec.speedscope_path.exists() and rec.svg_path.exists()
+        assert "hot_spin_loop" in str(app.extras["pyspy_summary"])
+
+
+async def test_gil_sampler_toggles_a_probe(tree):
+    parent, child = tree
+    hub = Hub([TreeProbe(parent, child)], deadline=1.0)
+    app = LiveApp(hub, pipeline=Pipeline(), interval=0.1)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.ticks >= 2)
+        await pilot.press("G")
+        await wait_for(pilot, lambda: any(p.name == "gil" for p in hub.probes))
+        await wait_for(pilot, lambda: app.frame is not None and any(
+            r.ok for r in app.frame.by_key("python.gil_held_ratio")))
+        await pilot.press("G")
+        await wait_for(pilot, lambda: not any(p.name == "gil" for p in hub.probes))

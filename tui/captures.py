@@ -1,0 +1,239 @@
+"""The capture keys of the live screen: p (py-spy dump), P (py-spy record), n (nsys or
+the server's profiler), G (GIL sampler).  Captures run as workers; the screen keeps
+ticking while they run, and their summaries land in the scheduling and kernels panes."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+from typing import Any
+
+from rich.text import Text
+
+from infertop.probes.capture_dir import CaptureError, capture_dir, capture_path
+
+ROLE_ORDER = ("api_server", "engine_core", "scheduler", "worker", "server", "router", "shard")
+
+
+class CaptureController:
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.cancel: asyncio.Event | None = None
+        self.screen = None
+        self.running: str | None = None
+
+    # -- what to capture ------------------------------------------------------------------
+    def targets(self) -> list[tuple[int, str]]:
+        """(pid, role) of every server process in the newest frame, engine roles first."""
+        frame = self.app.frame
+        if frame is None:
+            return []
+        procs = []
+        for r in frame.by_key("process.info"):
+            try:
+                pid = int(r.label("pid"))
+            except ValueError:
+                continue
+            if r.label("role") == "helper":
+                continue  # multiprocessing resource_tracker and the like
+            procs.append((pid, r.label("role") or r.label("name")))
+        order = {role: i for i, role in enumerate(ROLE_ORDER)}
+        return sorted(procs, key=lambda p: (order.get(p[1], 99), p[0]))
+
+    def cmdlines(self) -> list[list[str]]:
+        frame = self.app.frame
+        out = []
+        for r in frame.by_key("process.info") if frame else []:
+            try:
+                out.append(shlex.split(r.text or ""))
+            except ValueError:
+                out.append((r.text or "").split())
+        return out
+
+    def server_name(self) -> str:
+        frame = self.app.frame
+        server = frame.snapshot.meta("server") if frame else None
+        kind = server.get("kind") if isinstance(server, dict) else None
+        return kind or (frame.snapshot.meta("dialect") if frame else None) or "server"
+
+    def _dir(self):
+        return capture_dir(self.app.options.get("capture_dir"))
+
+    def _open_screen(self, title: str):
+        from .screens.capture import CaptureScreen
+        self.cancel = asyncio.Event()
+        self.screen = CaptureScreen(title=title, running=True, on_cancel=self.cancel.set)
+        self.app.push_screen(self.screen)
+        return self.screen
+
+    def _busy(self) -> bool:
+        if self.running:
+            self.app.notify(f"a {self.running} is still running", severity="warning")
+            return True
+        return False
+
+    # -- p: dump --------------------------------------------------------------------------
+    def start_dump(self) -> None:
+        if self._busy():
+            return
+        screen = self._open_screen("py-spy dump of the server's processes")
+        self.app.run_worker(self._dump(screen), group="capture", exclusive=False)
+
+    async def _dump(self, screen) -> None:
+        from infertop.probes.pyspy import dump_tree, save_dump
+        self.running = "py-spy dump"
+        try:
+            targets = self.targets()
+            result = await dump_tree(targets)
+            save_dump(result, self._dir(), self.server_name())
+            screen.set_result(result)
+        except CaptureError as e:
+            screen.set_result(e)
+        finally:
+            self.running = None
+
+    # -- P: record ------------------------------------------------------------------------
+    def ask_record(self) -> None:
+        if self._busy():
+            return
+        from .screens.prompt import NumberPrompt
+
+        def go(seconds: float | None) -> None:
+            if seconds:
+                screen = self._open_screen(f"py-spy record, {seconds:g} s (Esc cancels)")
+                self.app.run_worker(self._record(screen, seconds), group="capture")
+        self.app.push_screen(NumberPrompt("py-spy record for how many seconds?",
+                                          self.app.options.get("record_seconds", 10), 1, 600), go)
+
+    async def _record(self, screen, seconds: float) -> None:
+        from infertop.probes.pyspy import record, summary_lines
+        self.running = "py-spy record"
+        try:
+            result = await record(self.targets(), seconds, out_dir=self._dir(),
+                                  server=self.server_name(),
+                                  progress=lambda f: screen.set_progress(
+                                      f, f"recording… {f * seconds:.0f}/{seconds:g} s"),
+                                  cancel=self.cancel)
+            screen.set_result(result)
+            if result.summary is not None:
+                text = Text("\n".join(summary_lines(result.summary, width=70)),
+                            style=self.app._styles.get("accent", ""))
+                self.app.extras["pyspy_summary"] = text
+        except CaptureError as e:
+            screen.set_result(e)
+        finally:
+            self.running = None
+
+    # -- n: nsys or the server's profiler -------------------------------------------------
+    def start_nsys(self) -> None:
+        if self._busy():
+            return
+        self.app.run_worker(self._plan_gpu(), group="capture")
+
+    async def _plan_gpu(self) -> None:
+        from infertop.probes.nsys import plan_gpu_capture
+        cmdlines = self.cmdlines()
+        root = cmdlines[0] if cmdlines else []
+        plan = await plan_gpu_capture(cmdlines, root, self.server_name())
+        if plan.mode == "nsys":
+            from .screens.prompt import NumberPrompt
+
+            def go(seconds: float | None) -> None:
+                if seconds:
+                    screen = self._open_screen(f"nsys capture of session {plan.session}")
+                    self.app.run_worker(self._nsys(screen, plan.session, seconds),
+                                        group="capture")
+            self.app.push_screen(NumberPrompt("nsys capture for how many seconds?", 10, 1, 300),
+                                 go)
+        elif plan.mode == "endpoint":
+            from infertop.probes.profiler_endpoint import confirm_text
+            from .screens.prompt import ConfirmPrompt
+            kind = self.server_name()
+
+            def go(yes: bool) -> None:
+                if yes:
+                    screen = self._open_screen(f"{kind} profiler")
+                    self.app.run_worker(self._endpoint(screen, kind, root), group="capture")
+            self.app.push_screen(ConfirmPrompt(confirm_text(kind, 10)), go)
+        else:
+            from .screens.capture import CaptureScreen
+            self.app.push_screen(CaptureScreen(plan, title="GPU capture"))
+
+    async def _nsys(self, screen, session: str, seconds: float) -> None:
+        from infertop.probes.nsys import nsys_capture
+        self.running = "nsys capture"
+        try:
+            base = capture_path(self._dir(), self.server_name(), "nsys", "nsys-rep")
+            base = base.with_name(base.name[: -len(".nsys-rep")])
+            result = await nsys_capture(session, seconds, base, self.cancel,
+                                        progress=lambda f: screen.set_progress(f, "collecting…"))
+            screen.set_result(result)
+            summary = getattr(result, "summary", None)
+            if summary is not None:
+                self.app.extras["nsys_summary"] = nsys_text(summary)
+        except CaptureError as e:
+            screen.set_result(e)
+        finally:
+            self.running = None
+
+    async def _endpoint(self, screen, kind: str, cmdline: list[str]) -> None:
+        from infertop.probes.profiler_endpoint import start_stop_profile
+        self.running = "profiler capture"
+        frame = self.app.frame
+        url = frame.snapshot.meta("url") if frame else None
+        try:
+            if not url:
+                raise CaptureError("no server URL known", "start infertop with --url URL")
+            base = url[: -len("/metrics")] if url.endswith("/metrics") else url
+            result = await start_stop_profile(base, kind, 10, cmdline=cmdline,
+                                              cancel=self.cancel,
+                                              progress=lambda f: screen.set_progress(f))
+            screen.set_result(result)
+        except CaptureError as e:
+            screen.set_result(e)
+        finally:
+            self.running = None
+
+    # -- G: GIL sampler -------------------------------------------------------------------
+    def toggle_gil_sampler(self) -> None:
+        self.app.run_worker(self._toggle_gil(), group="gil")
+
+    async def _toggle_gil(self) -> None:
+        from infertop.probes.gil_probe import GilProbe
+        hub = self.app.source
+        if not hasattr(hub, "add_probe"):
+            self.app.notify("the GIL sampler needs a live source", severity="warning")
+            return
+        if any(p.name == "gil" for p in hub.probes):
+            await hub.remove_probe("gil")
+            self.app.notify("GIL sampler off")
+            return
+        targets = [t for t in self.targets() if t[1] in ("engine_core", "scheduler", "server")]
+        targets = targets or self.targets()
+        if not targets:
+            self.app.notify("no server process to sample", severity="warning")
+            return
+        pid, role = targets[0]
+        cap = await hub.add_probe(GilProbe(pid, role))
+        if cap.available:
+            self.app.notify(f"GIL sampler on: py-spy dump of PID {pid} ({role}) every 2 s")
+        else:
+            self.app.notify(f"GIL sampler: {cap.reason}", severity="error")
+
+    def on_tick(self, frame) -> None:
+        return None
+
+
+def nsys_text(summary) -> Text:
+    t = Text("last nsys capture: ", style="bold")
+    share = getattr(summary, "memcpy_share", None)
+    if share is not None:
+        t.append(f"host-device copies {share * 100:.0f}% of GPU time\n")
+    for k in list(getattr(summary, "top_kernels", []))[:5]:
+        name = getattr(k, "name", str(k))
+        pct = getattr(k, "time_share", None) or getattr(k, "share", None)
+        t.append(f"  {pct * 100:5.1f}% " if isinstance(pct, float) else "  ")
+        t.append(f"{name[:60]}\n")
+    for sign in getattr(summary, "launch_overhead_signs", [])[:3]:
+        t.append(f"  ! {sign}\n")
+    return t
