@@ -1,0 +1,501 @@
+"""Inference-server /metrics dialects -> common Readings (keys from infertop.keys).
+
+Each server names the same quantities differently (reference: shared/reference/metrics.md
+§1 vLLM, §2 SGLang, §3 TGI, §4 llama.cpp, §5 Triton/TensorRT-LLM).  A dialect is a table of
+rules "family -> key"; the dialect is picked by the family-name prefixes the page uses.
+
+Raw values only (rates and quantiles are derived later from History): counters stay
+cumulative, histograms keep their cumulative buckets.  Labels: every reading gets
+``instance``; ``engine`` (vLLM data-parallel engine, SGLang dp_rank) and ``model`` when the
+server reports them.  Other source labels are dropped; samples that then share a series
+are summed (counters, histograms) or maxed (gauges: TP ranks repeat the same value).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from .keys import SPECS
+from .model import Kind, Reading, make_labels
+from .promtext import Family, ParseError, parse
+
+__all__ = ["Exposition", "ParseError", "readings_from_families", "readings_from_exposition",
+           "detect_dialect"]
+
+
+@dataclass
+class Exposition:
+    dialect: str
+    readings: list[Reading]
+    meta: dict
+    family_count: int
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Map the samples of one or more families (summed) onto a reading key."""
+
+    families: tuple[str, ...]
+    key: str
+    select: tuple[tuple[str, str], ...] = ()   # only samples whose label has this value
+    keep: tuple[tuple[str, str], ...] = ()     # (source label, reading label) kept
+    const: tuple[tuple[str, str], ...] = ()    # constant reading labels (reason="success")
+    rename: tuple[tuple[str, str], ...] = ()   # kept label values renamed (dropped->abort)
+    part: str = ""       # read a histogram/summary family's "sum" or "count" as a counter
+    unless: str = ""     # legacy name: skipped when this (newer) family is present
+    agg: str = ""        # "max" or "sum"; default: sum for counters/histograms, max gauges
+    fraction: bool = False  # documented 0..1; a value above 1 is taken as a percent
+
+
+def _r(families: str | tuple[str, ...], key: str, **kw) -> Rule:
+    fams = (families,) if isinstance(families, str) else families
+    for k in ("select", "keep", "const", "rename"):
+        if k in kw and isinstance(kw[k], dict):
+            kw[k] = tuple(kw[k].items())
+    assert key in SPECS, key
+    return Rule(fams, key, **kw)
+
+
+@dataclass(frozen=True)
+class Dialect:
+    name: str
+    prefixes: tuple[str, ...]
+    engine_label: str
+    model_labels: tuple[str, ...]
+    rules: tuple[Rule, ...]
+    extras: tuple[Callable[["_Ctx"], None], ...] = ()  # facts that are not one series
+
+
+# ---- the mapping ----------------------------------------------------------------------------
+
+@dataclass
+class _Acc:
+    """One output series being accumulated."""
+
+    kind: Kind
+    agg: str
+    value: float = 0.0
+    n: int = 0
+    buckets: dict[float, float] = field(default_factory=dict)
+    hist_sum: float = 0.0
+    fraction: bool = False
+
+
+@dataclass
+class _Ctx:
+    dialect: Dialect
+    instance: str
+    by_name: dict[str, Family]
+    model: str
+    accs: dict[tuple[str, tuple], _Acc] = field(default_factory=dict)
+    extra: list[Reading] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def labels(self, src: dict[str, str], **more: str) -> dict[str, str]:
+        out = {"instance": self.instance}
+        d = self.dialect
+        if d.engine_label and d.engine_label in src:
+            out["engine"] = src[d.engine_label]
+        model = next((src[m] for m in d.model_labels if m in src), self.model)
+        if model:
+            out["model"] = model
+        out.update(more)
+        return out
+
+
+def detect_dialect(families: Iterable[Family]) -> str:
+    """The dialect whose prefixes name the most families; "unknown" when none does."""
+    counts = dict.fromkeys(DIALECTS, 0)
+    for f in families:
+        for d in DIALECTS.values():
+            if f.name.startswith(d.prefixes):
+                counts[d.name] += 1
+                break
+    best = max(counts, key=lambda n: counts[n])
+    return best if counts[best] else "unknown"
+
+
+def readings_from_exposition(text: str, instance: str) -> Exposition:
+    """Parse /metrics text and map it; raises ParseError when it is not an exposition."""
+    return readings_from_families(parse(text), instance)
+
+
+def readings_from_families(families: list[Family], instance: str) -> Exposition:
+    dialect = DIALECTS.get(detect_dialect(families), UNKNOWN)
+    by_name: dict[str, Family] = {}
+    for f in families:  # a family repeated further down the page: one family
+        if f.name in by_name:
+            prev = by_name[f.name]
+            by_name[f.name] = Family(f.name, prev.type, prev.help, prev.samples + f.samples)
+        else:
+            by_name[f.name] = f
+    models, engines = _models_and_engines(dialect, by_name)
+    model = models[0] if len(models) == 1 else ""
+    ctx = _Ctx(dialect, instance, by_name, model)
+    for rule in dialect.rules + GENERIC:
+        if rule.unless and rule.unless in by_name:
+            continue
+        for fname in rule.families:
+            fam = by_name.get(fname)
+            if fam is not None:
+                _apply(ctx, rule, fam)
+    for extra in dialect.extras:
+        extra(ctx)
+    readings = _finish(ctx)
+    readings += ctx.extra
+
+    server_labels = make_labels({"instance": instance, **({"model": model} if model else {})})
+    info = dialect.name if not models else f"{dialect.name} {', '.join(models)}"
+    readings.append(Reading("server.info", 1.0, "", server_labels, kind=Kind.INFO, text=info))
+    readings.append(Reading("server.families", float(len(families)), SPECS["server.families"].unit,
+                            make_labels(instance=instance)))
+    meta: dict = {"dialect": dialect.name, "model": ", ".join(models), "engines": engines}
+    if ctx.notes:
+        meta["notes"] = ctx.notes
+    return Exposition(dialect.name, readings, meta, len(families))
+
+
+def _models_and_engines(d: Dialect, by_name: dict[str, Family]) -> tuple[list[str], list[str]]:
+    models: set[str] = set()
+    engines: set[str] = set()
+    for name, fam in by_name.items():
+        if not d.prefixes or not name.startswith(d.prefixes):
+            continue
+        for s in fam.samples:
+            lab = s.labels
+            for m in d.model_labels:
+                if m in lab:
+                    models.add(lab[m])
+                    break
+            if d.engine_label and d.engine_label in lab:
+                engines.add(lab[d.engine_label])
+    return sorted(models), sorted(engines, key=_engine_order)
+
+
+def _engine_order(e: str) -> tuple[int, str]:
+    return (int(e), "") if e.isdigit() else (1 << 30, e)
+
+
+def _selected(rule: Rule, lab: dict[str, str]) -> bool:
+    return all(lab.get(k) == v for k, v in rule.select)
+
+
+def _rule_labels(ctx: _Ctx, rule: Rule, lab: dict[str, str]) -> tuple:
+    more: dict[str, str] = {}
+    if rule.keep:
+        ren = dict(rule.rename)
+        for src, dst in rule.keep:
+            if src in lab:
+                v = lab[src]
+                more[dst] = ren.get(v, ren.get("*", v)) if ren else v
+    for k, v in rule.const:
+        more[k] = v
+    return make_labels(ctx.labels(lab, **more))
+
+
+def _acc(ctx: _Ctx, rule: Rule, labels: tuple, kind: Kind) -> _Acc:
+    key = (rule.key, labels)
+    a = ctx.accs.get(key)
+    if a is None:
+        agg = rule.agg or ("max" if kind is Kind.GAUGE else "sum")
+        a = ctx.accs[key] = _Acc(kind, agg, fraction=rule.fraction)
+    return a
+
+
+def _apply(ctx: _Ctx, rule: Rule, fam: Family) -> None:
+    kind = SPECS[rule.key].kind
+    if rule.part:
+        if fam.type not in ("histogram", "summary"):
+            return
+        suffix = "_" + rule.part
+        for s in fam.samples:
+            if s.name.endswith(suffix) and _selected(rule, s.labels):
+                _add(_acc(ctx, rule, _rule_labels(ctx, rule, s.labels), kind), s.value)
+        return
+    if kind is Kind.HISTOGRAM:
+        if fam.type == "histogram":
+            _apply_histogram(ctx, rule, fam)
+        return
+    if fam.type in ("histogram", "summary"):
+        return  # a scalar key needs a scalar family
+    for s in fam.samples:
+        if s.name.endswith("_created") or not _selected(rule, s.labels):
+            continue
+        _add(_acc(ctx, rule, _rule_labels(ctx, rule, s.labels), kind), s.value)
+
+
+def _add(a: _Acc, v: float) -> None:
+    if a.n == 0:
+        a.value = v
+    elif a.agg == "max":
+        a.value = max(a.value, v)
+    else:
+        a.value += v
+    a.n += 1
+
+
+def _apply_histogram(ctx: _Ctx, rule: Rule, fam: Family) -> None:
+    for s in fam.samples:
+        if not _selected(rule, s.labels):
+            continue
+        name = s.name
+        if name.endswith("_bucket"):
+            lab = dict(s.labels)
+            le_text = lab.pop("le", None)
+            try:
+                le = float(le_text) if le_text is not None else None
+            except ValueError:
+                le = None
+            if le is None:
+                continue
+            a = _acc(ctx, rule, _rule_labels(ctx, rule, lab), Kind.HISTOGRAM)
+            a.buckets[le] = a.buckets.get(le, 0.0) + s.value
+        elif name.endswith("_sum"):
+            a = _acc(ctx, rule, _rule_labels(ctx, rule, s.labels), Kind.HISTOGRAM)
+            a.hist_sum += s.value
+        elif name.endswith("_count"):
+            a = _acc(ctx, rule, _rule_labels(ctx, rule, s.labels), Kind.HISTOGRAM)
+            a.value += s.value
+            a.n += 1
+
+
+def _finish(ctx: _Ctx) -> list[Reading]:
+    out: list[Reading] = []
+    for (key, labels), a in ctx.accs.items():
+        spec = SPECS[key]
+        if a.kind is Kind.HISTOGRAM:
+            if not a.buckets and not a.n:
+                continue
+            buckets = sorted(a.buckets.items())
+            count = a.value if a.n else (buckets[-1][1] if buckets else 0.0)
+            if not buckets or not math.isinf(buckets[-1][0]):
+                buckets.append((math.inf, count))
+            out.append(Reading(key, count, spec.unit, labels, kind=Kind.HISTOGRAM,
+                               buckets=tuple(buckets), hist_sum=a.hist_sum))
+            continue
+        value = a.value
+        if a.fraction and value > 1.0 and value <= 100.0:
+            # documented as 0..1 but reported as percent (some builds): normalise
+            value /= 100.0
+            note = f"{key} reported as a percent; divided by 100"
+            if note not in ctx.notes:
+                ctx.notes.append(note)
+        out.append(Reading(key, value, spec.unit, labels, kind=spec.kind))
+    return out
+
+
+# ---- facts that are not one-number series -------------------------------------------------
+
+# The CacheConfig fields worth showing (vllm:cache_config_info carries every field as a label)
+VLLM_CACHE_FIELDS = ("block_size", "num_gpu_blocks", "gpu_memory_utilization", "cache_dtype",
+                     "enable_prefix_caching", "kv_cache_size_tokens")
+
+
+def _vllm_cache_config(ctx: _Ctx) -> None:
+    fam = ctx.by_name.get("vllm:cache_config_info")
+    if fam is None:
+        return
+    for s in fam.samples:
+        for name in VLLM_CACHE_FIELDS:
+            v = s.labels.get(name)
+            if v is None or v == "None":
+                continue
+            ctx.extra.append(Reading("kv.config", 1.0, "",
+                                     make_labels(ctx.labels(s.labels, name=name)),
+                                     kind=Kind.INFO, text=v))
+
+
+def _sglang_kv_config(ctx: _Ctx) -> None:
+    _gauge_configs(ctx, (("sglang:max_total_num_tokens", "kv_cache_size_tokens", None),
+                         ("sglang:page_size", "block_size", None),
+                         ("sglang:num_pages", "num_gpu_blocks", None)))
+
+
+def _triton_kv(ctx: _Ctx) -> None:
+    _gauge_configs(ctx, (("nv_trt_llm_kv_cache_block_metrics", "num_gpu_blocks", "max"),
+                         ("nv_trt_llm_kv_cache_block_metrics", "block_size", "tokens_per")))
+    # no "fraction" sample: used / max blocks
+    if any(k == "kv.usage_ratio" for k, _ in ctx.accs):
+        return
+    fam = ctx.by_name.get("nv_trt_llm_kv_cache_block_metrics")
+    if fam is None:
+        return
+    used: dict[tuple, float] = {}
+    most: dict[tuple, float] = {}
+    for s in fam.samples:
+        t = s.labels.get("kv_cache_block_type")
+        lab = make_labels(ctx.labels(s.labels))
+        if t == "used":
+            used[lab] = used.get(lab, 0.0) + s.value
+        elif t == "max":
+            most[lab] = most.get(lab, 0.0) + s.value
+    for lab, u in used.items():
+        m = most.get(lab)
+        if m:
+            ctx.extra.append(Reading("kv.usage_ratio", u / m, SPECS["kv.usage_ratio"].unit, lab))
+
+
+def _gauge_configs(ctx: _Ctx, table) -> None:
+    seen: set[tuple] = set()
+    for fname, name, block_type in table:
+        fam = ctx.by_name.get(fname)
+        if fam is None:
+            continue
+        for s in fam.samples:
+            if block_type is not None and s.labels.get("kv_cache_block_type") != block_type:
+                continue
+            lab = make_labels(ctx.labels(s.labels, name=name))
+            if lab in seen:  # one fact per engine, not one per TP rank
+                continue
+            seen.add(lab)
+            ctx.extra.append(Reading("kv.config", 1.0, "", lab, kind=Kind.INFO,
+                                     text=_number_text(s.value)))
+
+
+def _number_text(v: float) -> str:
+    return str(int(v)) if math.isfinite(v) and v.is_integer() else f"{v:g}"
+
+
+# ---- per-server tables ------------------------------------------------------------------
+
+# vLLM V1 (0.33) names, with V0/early-V1 names as fallbacks (metrics.md §1.3, §1.4).
+# kv_cache_usage_perc / gpu_cache_usage_perc: "1 means 100 percent usage" -> a fraction.
+VLLM = Dialect("vllm", ("vllm:",), "engine", ("model_name",),
+               extras=(_vllm_cache_config,), rules=(
+    _r("vllm:num_requests_running", "server.requests_running"),
+    _r("vllm:num_requests_waiting", "server.requests_waiting"),
+    _r("vllm:num_requests_swapped", "server.requests_swapped"),
+    _r("vllm:kv_cache_usage_perc", "kv.usage_ratio", fraction=True),
+    _r("vllm:gpu_cache_usage_perc", "kv.usage_ratio", fraction=True,
+       unless="vllm:kv_cache_usage_perc"),
+    _r("vllm:prompt_tokens", "server.prompt_tokens_total"),
+    _r("vllm:generation_tokens", "server.generation_tokens_total"),
+    _r("vllm:num_preemptions", "server.preemptions_total"),
+    _r("vllm:prefix_cache_queries", "kv.prefix_cache_queries_total"),
+    _r("vllm:prefix_cache_hits", "kv.prefix_cache_hits_total"),
+    _r("vllm:gpu_prefix_cache_queries", "kv.prefix_cache_queries_total",
+       unless="vllm:prefix_cache_queries"),
+    _r("vllm:gpu_prefix_cache_hits", "kv.prefix_cache_hits_total",
+       unless="vllm:prefix_cache_hits"),
+    _r("vllm:request_success", "server.requests_finished_total",
+       keep={"finished_reason": "reason"}),
+    _r("vllm:spec_decode_num_drafts", "spec.drafts_total"),
+    _r("vllm:spec_decode_num_draft_tokens", "spec.draft_tokens_total"),
+    _r("vllm:spec_decode_num_accepted_tokens", "spec.accepted_tokens_total"),
+    _r("vllm:time_to_first_token_seconds", "latency.ttft_seconds"),
+    _r("vllm:inter_token_latency_seconds", "latency.itl_seconds"),
+    # V0 and V1 <= 0.10: per-token latency under the old name
+    _r("vllm:time_per_output_token_seconds", "latency.itl_seconds",
+       unless="vllm:inter_token_latency_seconds"),
+    _r("vllm:request_time_per_output_token_seconds", "latency.tpot_seconds"),
+    _r("vllm:e2e_request_latency_seconds", "latency.e2e_seconds"),
+    _r("vllm:request_queue_time_seconds", "latency.queue_seconds"),
+    _r("vllm:request_prefill_time_seconds", "latency.prefill_seconds"),
+    _r("vllm:request_decode_time_seconds", "latency.decode_seconds"),
+    _r("vllm:request_prompt_tokens", "request.prompt_tokens"),
+    _r("vllm:request_generation_tokens", "request.generation_tokens"),
+    # one observation per engine step: its count is the number of steps
+    _r("vllm:iteration_tokens_total", "server.iteration_tokens"),
+    _r("vllm:iteration_tokens_total", "server.engine_steps_total", part="count"),
+))
+
+# SGLang 0.5.23 (metrics.md §2).  Scheduler metrics carry tp/pp/ep ranks (identical values
+# when every scheduler reports): max over them; dp_rank is the engine.  The tokenizer's
+# counters are bumped when a request finishes, so prompt tokens include cached ones and
+# num_requests_total counts finished requests.
+_SCHED = {"agg": "max"}
+SGLANG = Dialect("sglang", ("sglang:",), "dp_rank", ("model_name",),
+                 extras=(_sglang_kv_config,), rules=(
+    _r("sglang:num_running_reqs", "server.requests_running"),
+    _r("sglang:num_queue_reqs", "server.requests_waiting"),
+    _r("sglang:token_usage", "kv.usage_ratio", fraction=True),
+    _r("sglang:num_retracted_requests", "server.preemptions_total", **_SCHED),
+    _r("sglang:prompt_tokens", "server.prompt_tokens_total"),
+    _r("sglang:generation_tokens", "server.generation_tokens_total"),
+    _r("sglang:prompt_tokens", "kv.prefix_cache_queries_total"),
+    _r("sglang:cached_tokens", "kv.prefix_cache_hits_total"),
+    _r("sglang:num_requests", "server.requests_finished_total", const={"reason": "finished"}),
+    _r("sglang:spec_verify_calls", "spec.drafts_total"),
+    _r("sglang:time_to_first_token_seconds", "latency.ttft_seconds"),
+    _r("sglang:inter_token_latency_seconds", "latency.itl_seconds"),
+    _r("sglang:request_time_per_output_token_seconds", "latency.tpot_seconds"),
+    _r("sglang:e2e_request_latency_seconds", "latency.e2e_seconds"),
+    _r("sglang:queue_time_seconds", "latency.queue_seconds"),
+    _r("sglang:prompt_tokens_histogram", "request.prompt_tokens"),
+    _r("sglang:generation_tokens_histogram", "request.generation_tokens"),
+))
+
+# TGI (metrics.md §3): counters without _total, no model label; token totals only exist as
+# the sums of the per-request length histograms (counted when a request ends).
+TGI = Dialect("tgi", ("tgi_",), "", (), rules=(
+    _r("tgi_batch_current_size", "server.requests_running"),
+    _r("tgi_queue_size", "server.requests_waiting"),
+    _r("tgi_request_success", "server.requests_finished_total", const={"reason": "success"}),
+    _r("tgi_request_failure", "server.requests_finished_total", keep={"err": "reason"},
+       rename={"dropped": "abort", "*": "error"}),
+    _r("tgi_batch_inference_count", "server.engine_steps_total"),
+    _r("tgi_request_input_length", "server.prompt_tokens_total", part="sum"),
+    _r("tgi_request_generated_tokens", "server.generation_tokens_total", part="sum"),
+    _r("tgi_request_duration", "latency.e2e_seconds"),
+    _r("tgi_request_queue_duration", "latency.queue_seconds"),
+    _r("tgi_request_mean_time_per_token_duration", "latency.tpot_seconds"),
+    _r("tgi_request_input_length", "request.prompt_tokens"),
+    _r("tgi_request_generated_tokens", "request.generation_tokens"),
+))
+
+# llama.cpp llama-server --metrics (metrics.md §4): no labels.  prompt_tokens excludes
+# cached tokens, so the prefix-cache lookups are processed + cached.
+LLAMACPP = Dialect("llamacpp", ("llamacpp:",), "", (), rules=(
+    _r("llamacpp:requests_processing", "server.requests_running"),
+    _r("llamacpp:requests_deferred", "server.requests_waiting"),
+    _r("llamacpp:kv_cache_usage_ratio", "kv.usage_ratio", fraction=True),  # older builds
+    _r("llamacpp:prompt_tokens", "server.prompt_tokens_total"),
+    _r("llamacpp:tokens_predicted", "server.generation_tokens_total"),
+    _r(("llamacpp:prompt_tokens", "llamacpp:prompt_tokens_cached"),
+       "kv.prefix_cache_queries_total"),
+    _r("llamacpp:prompt_tokens_cached", "kv.prefix_cache_hits_total"),
+    _r("llamacpp:n_decode", "server.engine_steps_total"),
+    _r("llamacpp:spec_decode_num_drafts", "spec.drafts_total"),
+    _r("llamacpp:spec_decode_num_draft_tokens", "spec.draft_tokens_total"),
+    _r("llamacpp:spec_decode_num_accepted_tokens", "spec.accepted_tokens_total"),
+))
+
+# Triton core + TensorRT-LLM backend (labels model, version) and trtllm-serve (metrics.md §5).
+# Running/queued/KV from nv_trt_llm_* as the Gateway API inference extension reads them.
+TRITON = Dialect("triton", ("nv_inference_", "nv_trt_llm_", "trtllm_"), "",
+                 ("model", "model_name"), extras=(_triton_kv,), rules=(
+    _r("nv_trt_llm_request_metrics", "server.requests_running",
+       select={"request_type": "scheduled"}),
+    _r("nv_trt_llm_request_metrics", "server.requests_waiting",
+       select={"request_type": "waiting"}),
+    _r("nv_inference_pending_request_count", "server.requests_waiting",
+       unless="nv_trt_llm_request_metrics"),
+    _r("nv_trt_llm_kv_cache_block_metrics", "kv.usage_ratio", fraction=True,
+       select={"kv_cache_block_type": "fraction"}),
+    _r("nv_inference_request_success", "server.requests_finished_total",
+       const={"reason": "success"}),
+    _r("nv_inference_request_failure", "server.requests_finished_total",
+       const={"reason": "error"}),
+    _r("nv_inference_exec_count", "server.engine_steps_total"),
+    _r("trtllm_num_requests_running", "server.requests_running"),
+    _r("trtllm_num_requests_waiting", "server.requests_waiting"),
+    _r("trtllm_prompt_tokens", "server.prompt_tokens_total"),
+    _r("trtllm_generation_tokens", "server.generation_tokens_total"),
+    _r("trtllm_request_success", "server.requests_finished_total",
+       keep={"finished_reason": "reason"}),
+    _r("trtllm_time_to_first_token_seconds", "latency.ttft_seconds"),
+    _r("trtllm_time_per_output_token_seconds", "latency.tpot_seconds"),
+    _r("trtllm_e2e_request_latency_seconds", "latency.e2e_seconds"),
+    _r("trtllm_request_queue_time_seconds", "latency.queue_seconds"),
+    _r("trtllm_request_prefill_time_seconds", "latency.prefill_seconds"),
+    _r("trtllm_request_decode_time_seconds", "latency.decode_seconds"),
+))
+
+UNKNOWN = Dialect("unknown", (), "", (), rules=())
+
+# prometheus_client's process collector (vLLM API server, others on Python)
+GENERIC = (_r("process_start_time_seconds", "server.process_start_seconds", agg="max"),)
+
+DIALECTS: dict[str, Dialect] = {d.name: d for d in (VLLM, SGLANG, TGI, LLAMACPP, TRITON)}

@@ -1,0 +1,249 @@
+"""infertop.promtext against prometheus_client's text parser (the oracle).
+
+Every fixture, every edge case and a few hundred random line mixes must give the same
+families (name, type, help) and samples (name, labels, value incl. NaN, timestamp) as
+``prometheus_client.parser.text_string_to_metric_families``, or both must reject the text.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from infertop import promtext
+from infertop.promtext import Family, ParseError, PromSample, clear_caches, parse
+
+METRICS = Path(__file__).parent / "fixtures" / "metrics"
+FIXTURES = sorted(METRICS.glob("*.prom"))
+
+
+def oracle(text: str) -> list[tuple]:
+    return [(m.name, m.type, m.documentation,
+             [(s.name, dict(s.labels), float(s.value),
+               None if s.timestamp is None else float(s.timestamp)) for s in m.samples])
+            for m in text_string_to_metric_families(text)]
+
+
+def ours(text: str) -> list[tuple]:
+    fams = parse(text)
+    assert all(isinstance(f, Family) for f in fams)
+    assert all(isinstance(s, PromSample) for f in fams for s in f.samples)
+    return [(f.name, f.type, f.help,
+             [(s.name, s.labels, s.value, s.timestamp) for s in f.samples]) for f in fams]
+
+
+def _same_value(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def assert_same(text: str) -> None:
+    want, got = oracle(text), ours(text)
+    assert [f[:3] for f in got] == [f[:3] for f in want]
+    for (name, _, _, ws), (_, _, _, gs) in zip(want, got):
+        assert len(gs) == len(ws), name
+        for w, g in zip(ws, gs):
+            assert (g[0], g[1], g[3]) == (w[0], w[1], w[3]), name
+            assert _same_value(g[2], w[2]), (name, g, w)
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
+def test_fixtures_match_oracle_cold_and_warm(path: Path):
+    text = path.read_text()
+    clear_caches()
+    assert_same(text)  # cold: every series key seen for the first time
+    assert_same(text)  # warm: keys from the cache
+
+
+def test_fixture_shape_is_what_the_dialects_rely_on():
+    fams = {f.name: f for f in parse((METRICS / "vllm-0.32-busy.prom").read_text())}
+    assert fams["vllm:prompt_tokens"].type == "counter"
+    assert fams["vllm:prompt_tokens"].samples[0].name == "vllm:prompt_tokens_total"
+    assert fams["vllm:prompt_tokens_created"].type == "gauge"  # its own family
+    ttft = fams["vllm:time_to_first_token_seconds"]
+    assert ttft.type == "histogram"
+    assert {s.name.rsplit("_", 1)[-1] for s in ttft.samples} == {"bucket", "sum", "count"}
+    assert ttft.samples[-3].labels["le"] == "+Inf"
+
+
+EDGE_CASES = {
+    "help_escapes": '# HELP foo a\\nb \\\\ c \\t d\n# TYPE foo gauge\nfoo 1\n',
+    "colons": "# TYPE vllm:x:y gauge\nvllm:x:y 2\n",
+    "escaped_label_values": '# TYPE foo gauge\nfoo{a="x\\"q\\\\b\\nc",b="ok"} 1\n',
+    "comma_brace_in_values": '# TYPE foo gauge\nfoo{a="x,}y",b="{=#}"} 1\nfoo{a="} 2"} 2\n',
+    "histogram_and_created": (
+        "# HELP h_seconds lat\n# TYPE h_seconds histogram\n"
+        'h_seconds_bucket{le="0.1"} 1.0\nh_seconds_bucket{le="+Inf"} 3.0\n'
+        "h_seconds_count 3.0\nh_seconds_sum 0.7\n"
+        "# HELP h_seconds_created lat\n# TYPE h_seconds_created gauge\n"
+        "h_seconds_created 1.7e9\n"),
+    "summary": ('# TYPE s summary\ns{quantile="0.5"} 1\ns{quantile="0.99"} NaN\n'
+                "s_sum 4\ns_count 2\n"),
+    "special_values": ("# TYPE g gauge\ng{k=\"a\"} NaN\ng{k=\"b\"} +Inf\ng{k=\"c\"} -Inf\n"
+                       'g{k="d"} 1e3\ng{k="e"} -2.5E-3\ng{k="f"} +5\ng{k="g"} -0\n'
+                       'g{k="h"} .5\ng{k="i"} 5.\ng{k="j"} 123456789012345678901234\n'
+                       'g{k="k"} nan\ng{k="l"} Inf\n'),
+    "timestamps": ("# TYPE t gauge\nt 1 1700000000123\nt{a=\"b\"} 2 -5\n"
+                   "t{a=\"c\"}\t3\t1700000000000\nt 4 1.5\n"),
+    "openmetrics_eof": "# TYPE c counter\nc_total 1\n# EOF\n",
+    "untyped_without_type": "a 1\na 2\nb{x=\"y\"} 3\n",
+    "crlf": "# HELP c_total n\r\n# TYPE c_total counter\r\nc_total{a=\"b\"} 1\r\n\r\n",
+    "blank_and_space_lines": "\n\n# TYPE g gauge\n\n   \ng 1\n\t\n  g 2  \n",
+    "tgi_counter_without_total": ("# TYPE tgi_request_count counter\ntgi_request_count 7\n"
+                                  "# TYPE tgi_queue_size gauge\ntgi_queue_size 0\n"),
+    "help_only": "# HELP lonely doc here\nlonely 1\n",
+    "type_untyped": "# TYPE u untyped\nu 1\n",
+    "type_then_help": "# TYPE g gauge\n# HELP g the doc\ng 1\n",
+    "stray_sample_in_histogram": ("# TYPE h histogram\nh_bucket{le=\"+Inf\"} 1\nh 5\n"
+                                  "h_count 1\nh_sum 2\n"),
+    "created_inside_histogram": ("# TYPE h histogram\nh_bucket{le=\"+Inf\"} 1\nh_count 1\n"
+                                 "h_created 3\nh_sum 2\n"),
+    "quoted_utf8_names": ('# HELP "my.metric" utf8 name\n# TYPE "my.metric" gauge\n'
+                          '{"my.metric",a="b"} 1\n'),
+    "empty_braces": "# TYPE g gauge\ng{} 1\n",
+    "trailing_comma": '# TYPE g gauge\ng{a="b",} 1\n',
+    "spaces_in_labels": '# TYPE g gauge\ng{ a = "b" , c="d" } 1\n',
+    "space_before_brace": '# TYPE g gauge\ng {a="b"} 1\n',
+    "no_space_after_brace": '# TYPE g gauge\ng{a="b"}1\n',
+    "colon_label_name": '# TYPE g gauge\ng{a:b="c"} 1\n',
+    "no_trailing_newline": "# TYPE g gauge\ng 1",
+    "family_repeated": "# TYPE g gauge\ng 1\n# TYPE h gauge\nh 1\n# TYPE g gauge\ng 2\n",
+    "other_types": "# TYPE i info\ni_info 1\n# TYPE gh gaugehistogram\ngh 1\n",
+    "comments_between": "# TYPE g gauge\n# just a comment\ng 1\n#HELP g x\n# UNIT g s\ng 2\n",
+    "hash_forms": "#x HELP g odd help\n# TYPE g gauge\ng 1\n# HELP\n g 2\n",
+    "unicode": '# HELP g héllo wörld ✓\n# TYPE g gauge\ng{a="ünï ✓"} 1\n',
+    "multiple_spaces_help": "# HELP g    lots   of  space  \n# TYPE g  gauge\ng 1\n",
+    "multiple_spaces_sample": "# TYPE g gauge\ng    1\ng{a=\"b\"}   2    3\n",
+    "tab_separated": "# TYPE g gauge\ng\t1\n",
+    "help_with_quotes": '# HELP g say "hi there" now\n# TYPE g gauge\ng 1\n',
+    "counter_help_type_mismatch": "# HELP a_total x\n# TYPE a counter\na 1\n",
+    "empty_text": "",
+    "only_comments": "# HELP a x\n# TYPE a gauge\n",
+    "long_label_set": ("# TYPE g gauge\n" + "g{" + ",".join(f'l{i}="v{i}"' for i in range(30))
+                       + "} 1\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_CASES))
+def test_edge_cases_match_oracle(name: str):
+    clear_caches()
+    assert_same(EDGE_CASES[name])
+    assert_same(EDGE_CASES[name])
+
+
+ERRORS = {
+    "html": "<!DOCTYPE html>\n<html><body>Not Found</body></html>\n",
+    "json": '{"error": "not found", "code": 404}\n',
+    "json_empty_object": "{}\n",
+    "no_value": "# TYPE g gauge\ng\n",
+    "word_value": "g hello\n",
+    "underscore_value": "g 1_000\n",
+    "unquoted_label_value": "g{a=b} 1\n",
+    "reserved_label": 'g{__x="y"} 1\n',
+    "duplicate_label": 'g{a="1",a="2"} 1\n',
+    "type_without_type": "# TYPE g\ng 1\n",
+    "bad_help_name": "# HELP 1g doc\n",
+    "unclosed_labels": 'g{a="b" 1\n',
+    "unknown_type": "# TYPE g bogus\ng 1\n",
+    "bad_name": "1abc 2\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ERRORS))
+def test_garbage_raises_like_the_oracle(name: str):
+    text = ERRORS[name]
+    with pytest.raises(Exception):
+        list(text_string_to_metric_families(text))
+    with pytest.raises(ParseError) as e:
+        parse(text)
+    assert "line " in str(e.value)
+
+
+def test_error_names_the_offending_line():
+    text = "# TYPE g gauge\ng 1\ng 2\ng oops\ng 4\n"
+    with pytest.raises(ParseError, match=r"^line 4: .*'g oops'"):
+        parse(text)
+
+
+def test_html_and_json_say_what_they_look_like():
+    with pytest.raises(ParseError, match="line 1: .*looks like HTML"):
+        parse(ERRORS["html"])
+    with pytest.raises(ParseError, match="line 1: .*looks like JSON"):
+        parse(ERRORS["json"])
+    assert issubclass(ParseError, ValueError)
+
+
+def test_exemplar_is_ignored_not_read_as_timestamp():
+    # Deliberate difference: prometheus_client reads the exemplar value as the timestamp.
+    fams = parse('# TYPE c_total counter\nc_total 5 # {trace_id="abc"} 1.0\n')
+    assert [(s.name, s.value, s.timestamp) for s in fams[0].samples] == [("c_total", 5.0, None)]
+
+
+def test_more_than_value_and_timestamp_is_an_error():
+    with pytest.raises(ParseError, match="line 1"):
+        parse("g 1 2 3\n")
+
+
+def test_samples_own_their_label_dicts():
+    text = '# TYPE g gauge\ng{a="b"} 1\ng{a="b"} 2\n'
+    first = parse(text)[0].samples
+    first[0].labels["a"] = "changed"
+    assert first[1].labels == {"a": "b"}
+    assert parse(text)[0].samples[0].labels == {"a": "b"}  # the cache is not poisoned
+
+
+def test_samples_are_frozen_with_values_as_floats():
+    s = parse("g 3\n")[0].samples[0]
+    assert s == PromSample("g", {}, 3.0, None)
+    assert isinstance(s.value, float)
+    with pytest.raises(Exception):
+        s.value = 4.0  # type: ignore[misc]
+
+
+def test_caches_stay_bounded(monkeypatch):
+    monkeypatch.setattr(promtext, "_CACHE_MAX", 50)
+    clear_caches()
+    for i in range(20):
+        text = "".join(f'g{{id="{i}-{j}"}} {j}\n' for j in range(10))
+        assert [s.value for s in parse(text)[0].samples] == [0.0]  # untyped: one per family
+        assert len(promtext._SERIES) <= 50
+    clear_caches()
+
+
+# --- random mixes of lines: same result or both reject ---------------------------------------
+
+LINE_POOL = [
+    "# HELP g a doc", "# TYPE g gauge", "# TYPE g counter", "# TYPE g histogram",
+    "# TYPE g summary", "# TYPE g untyped", "# HELP g_total doc", "# TYPE g_total counter",
+    "g 1", "g 2.5", "g NaN", "g_total 3", "g_bucket{le=\"1\"} 1", "g_bucket{le=\"+Inf\"} 2",
+    "g_sum 3", "g_count 2", "g_created 1.7e9", 'g{quantile="0.5"} 1', 'g{a="b"} 4',
+    'g{a="x,}y"} 5', 'g{a="q\\"uote"} 6', "g 7 1700000000000", "h 8", "", "  ", "# EOF",
+    "# comment words", '{"g",a="b"} 9', 'g {a="b"} 10', 'g{a="b",} 11', "g\t12",
+    "g{} 13", "g 1_0", "g x", "<html>", 'g{a="1",a="2"} 1', "# TYPE g", "g",
+    '# HELP "g" quoted', "g 5\r", "# TYPE g bogus",
+]
+
+
+def test_random_line_mixes_agree_with_oracle():
+    rng = random.Random(20261129)
+    for _ in range(400):
+        text = "\n".join(rng.choice(LINE_POOL) for _ in range(rng.randint(1, 8)))
+        if rng.random() < 0.5:
+            text += "\n"
+        if rng.random() < 0.3:
+            clear_caches()
+        try:
+            want = oracle(text)
+        except Exception:
+            with pytest.raises(ParseError):
+                parse(text)
+            continue
+        got = ours(text)
+        assert [f[:3] for f in got] == [f[:3] for f in want], text
+        assert len(got) == len(want)
+        for (_, _, _, ws), (_, _, _, gs) in zip(want, got):
+            assert [(g[0], g[1], g[3]) for g in gs] == [(w[0], w[1], w[3]) for w in ws], text
+            assert all(_same_value(g[2], w[2]) for g, w in zip(gs, ws)), text
