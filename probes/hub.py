@@ -22,18 +22,20 @@ class Hub(SnapshotSource):
     kind = "live"
 
     def __init__(self, probes: Sequence[Probe], *, deadline: float = 0.8,
-                 label: str = "") -> None:
+                 label: str = "", disabled: dict[str, str] | None = None) -> None:
         self.probes = list(probes)
         self.deadline = deadline
         self.label = label or ", ".join(p.name for p in self.probes)
-        self.capabilities: dict[str, Capability] = {}
+        # sources the user switched off (--no-gpu): shown as n/a with the reason
+        self.disabled = {n: Capability(n, False, why) for n, why in (disabled or {}).items()}
+        self.capabilities: dict[str, Capability] = dict(self.disabled)
         self._last: dict[str, Sample] = {}
         self._tick = 0
         self.overruns = 0  # ticks where some probe was late
 
     async def start(self) -> dict[str, Capability]:
         results = await asyncio.gather(*(self._open(p) for p in self.probes))
-        self.capabilities = {c.source: c for c in results}
+        self.capabilities = {**self.disabled, **{c.source: c for c in results}}
         return self.capabilities
 
     async def _open(self, p: Probe) -> Capability:

@@ -179,7 +179,8 @@ def make_live_source(args: argparse.Namespace):
         probes.append(probe)
     # A slow /metrics (10 s) must not hold the tick: the deadline is below the interval.
     deadline = max(0.2, min(args.interval * 0.8, 5.0))
-    return Hub(probes, deadline=deadline, label=", ".join(urls) or "local")
+    disabled = {"nvml": "GPU readings off (--no-gpu)"} if args.no_gpu else {}
+    return Hub(probes, deadline=deadline, label=", ".join(urls) or "local", disabled=disabled)
 
 
 def discovered_urls(pid: int | None) -> list[str]:

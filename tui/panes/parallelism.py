@@ -55,10 +55,12 @@ class ParallelismPane(LayerPane):
         engines = sorted({(r.label("instance"), r.label("engine"))
                           for r in ctx.readings("server.requests_running")})
         if engines:
-            t = grid(["engine", "running", "waiting", "KV", "gen tok/s"], styles=ctx.styles)
+            t = grid(["engine", "run", "wait", "KV", "gen tok/s"], styles=ctx.styles)
+            many = len({i for i, _ in engines}) > 1
             for inst, eng in engines:
                 lab = {"instance": inst, "engine": eng} if eng else {"instance": inst}
-                name = f"{inst} e{eng}" if eng else inst
+                where = inst if many else ":" + inst.rsplit(":", 1)[-1]
+                name = f"{where} e{eng}" if eng else where
                 t.add_row(name[-22:], ctx.value_text(ctx.one("server.requests_running", **lab)),
                           ctx.value_text(ctx.one("server.requests_waiting", **lab)),
                           ctx.value_text(ctx.one("kv.usage_ratio", **lab)),

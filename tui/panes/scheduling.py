@@ -7,7 +7,7 @@ from rich.text import Text
 
 from infertop.model import Layer
 
-from .base import LayerPane, PaneContext, grid, group, kv_table
+from .base import LayerPane, PaneContext, grid, group
 
 
 class SchedulingPane(LayerPane):
@@ -15,22 +15,27 @@ class SchedulingPane(LayerPane):
 
     def render_frame(self, ctx: PaneContext) -> RenderableType:
         parts: list = []
-        rows = []
+        queue = Text()
         for key, label in (("server.requests_running", "running"),
-                           ("server.requests_waiting", "waiting")):
-            for r in ctx.readings(key):
+                           ("server.requests_waiting", "waiting"),
+                           ("latency.queue_seconds", "queue p99")):
+            rs = ctx.readings(key, quantile="0.99") if key.startswith("latency") else \
+                ctx.readings(key)
+            for r in rs:
                 eng = r.label("engine")
-                rows.append((label + (f" e{eng}" if eng and _multi(ctx, key) else ""),
-                             ctx.value_text(r), ctx.spark(key, 16, 0, **dict(r.labels))))
-        for r in ctx.readings("latency.queue_seconds", quantile="0.99"):
-            rows.append(("queue p99", ctx.value_text(r), ""))
+                queue.append(f"{label}{' e' + eng if eng and _multi(ctx, key) else ''} ")
+                queue.append_text(ctx.value_text(r))
+                queue.append("  ")
+        if queue:
+            queue.append_text(ctx.spark("server.requests_waiting", 12, 0))
+            parts.append(queue)
         host = ctx.one("host.cpu_ratio")
         if host is not None:
             cores = ctx.one("host.cpu_count")
-            extra = f" of {cores.value:.0f} cores" if cores and cores.ok else ""
-            rows.append(("host CPU", ctx.value_text(host).append(extra), ctx.spark("host.cpu_ratio", 16, 0, 1)))
-        if rows:
-            parts.append(kv_table(rows))
+            line = Text("host CPU ").append_text(ctx.value_text(host))
+            if cores and cores.ok:
+                line.append(f" of {cores.value:.0f} cores ")
+            parts.append(line.append_text(ctx.spark("host.cpu_ratio", 12, 0, 1)))
         procs = ctx.readings("process.info")
         if procs:
             t = grid(["PID", "process", "CPU", "RSS", "thr", "csw/s"], styles=ctx.styles)
