@@ -50,16 +50,23 @@ class HardwarePane(LayerPane):
             util = ctx.one("gpu.util_ratio", gpu=g)
             used, total = ctx.one("gpu.mem_used_bytes", gpu=g), ctx.one("gpu.mem_total_bytes", gpu=g)
             mem = ctx.value_text(used)
-            if total is not None and total.ok:
-                mem.append(f"/{fmt_value(total.value, 'bytes')}")
+            if used is not None and used.ok and total is not None and total.ok:
+                mem = Text(f"{used.value / 2**30:.0f}/{total.value / 2**30:.0f} GiB",
+                           style=mem.style)
+                flag = ctx.flag("gpu.mem_used_bytes", used.labels)
+                if flag:
+                    mem.stylize(ctx.styles[flag[0]])
+                    mem.append(f" {flag[1]}", style=ctx.styles[flag[0]])
             pw, lim = ctx.one("gpu.power_watts", gpu=g), ctx.one("gpu.power_limit_watts", gpu=g)
             power = ctx.value_text(pw)
-            if lim is not None and lim.ok:
-                power.append(f"/{lim.value:.0f}")
+            if pw is not None and pw.ok and lim is not None and lim.ok:
+                power = Text(f"{pw.value:.0f}/{lim.value:.0f} W", style=power.style)
             clk = ctx.value_text(ctx.one("gpu.sm_clock_hz", gpu=g))
             mx = ctx.one("gpu.sm_clock_max_hz", gpu=g)
-            if mx is not None and mx.ok:
-                clk.append(f"/{fmt_value(mx.value, 'Hz')}")
+            cur = ctx.one("gpu.sm_clock_hz", gpu=g)
+            if mx is not None and mx.ok and mx.value and cur is not None and cur.ok:
+                pct = cur.value / mx.value
+                clk.append(f" {pct * 100:.0f}%", style=ctx.styles["warn"] if pct < 0.85 else "")
             thr = ctx.one("gpu.throttle_reasons", gpu=g)
             thr_text = Text("–")
             if thr is not None and thr.ok:
