@@ -1,0 +1,383 @@
+"""Diagnosis settings: timing (hysteresis), SLOs and every rule threshold, from TOML.
+
+Defaults are documented field by field (``docs/rules.md`` is generated from them).  A
+config file overrides any of them::
+
+    [diagnosis]
+    raise_after = 5          # seconds a condition must hold before a finding raises
+    clear_after = 10         # healthy seconds before it clears
+
+    [slo]
+    ttft_p99_seconds = 0.5
+
+    [thresholds]
+    kv_pressure_ratio = 0.95
+
+    [rules.MEM-002]          # per-rule timing, or enabled = false
+    raise_after = 60
+
+The file is ``--config PATH``, else ``$XDG_CONFIG_HOME/infertop/config.toml`` (default
+``~/.config/infertop/config.toml``) when it exists.  Bad values raise ConfigError naming
+the key (``thresholds.kv_pressure_ratio: expected a number between 0 and 1, got 'high'``);
+unknown keys are rejected with the list of valid ones.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from dataclasses import MISSING, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be used; the message names the file and the bad key."""
+
+
+# Top-level tables that belong to other parts of infertop (the screen's settings); this
+# module leaves them alone instead of calling them unknown.
+OTHER_SECTIONS: set[str] = {"ui", "keys"}
+
+# value kinds: how a field is validated and described
+_KINDS = {
+    "ratio": "a number between 0 and 1",
+    "seconds": "a number of seconds >= 0",
+    "positive": "a number > 0",
+    "factor": "a number >= 1",
+    "count": "a whole number >= 0",
+    "bytes": "a number of bytes >= 0",
+    "codes": "a list of finding codes such as [\"HW-001\"]",
+    "strings": "a list of strings",
+    "bool": "true or false",
+}
+
+
+def _f(default: Any, kind: str, doc: str) -> Any:
+    return field(default=default, metadata={"kind": kind, "doc": doc})
+
+
+@dataclass(frozen=True)
+class Timing:
+    """[diagnosis]: hysteresis and windows shared by all rules."""
+
+    raise_after: float = _f(5.0, "seconds",
+                            "a condition must hold this long before its finding raises")
+    clear_after: float = _f(10.0, "seconds",
+                            "a raised finding clears after this many healthy seconds")
+    window: float = _f(60.0, "positive",
+                       "seconds over which counters become rates and histograms quantiles "
+                       "(keep equal to the screen's window)")
+    events_max: int = _f(500, "count", "raise/clear events kept for the findings log")
+    disabled: tuple[str, ...] = _f((), "codes", "finding codes never evaluated")
+
+
+@dataclass(frozen=True)
+class SLO:
+    """[slo]: service-level objectives the decoding rules hold the server to."""
+
+    ttft_p99_seconds: float = _f(0.2, "positive", "DEC-001: time-to-first-token p99 objective")
+    error_ratio: float = _f(0.001, "ratio",
+                            "DEC-004: highest acceptable share of finished requests that failed")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """[thresholds]: every rule's limits (the rule code that uses each one is in its doc)."""
+
+    # ---- hardware -------------------------------------------------------------------
+    busy_util_ratio: float = _f(0.9, "ratio", "HW-001: NVML GPU util at or above this is 'busy'")
+    busy_sm_active_max: float = _f(0.3, "ratio",
+                                   "HW-001: GPM SM activity at or below this is 'not working'")
+    tensor_busy_sm_min: float = _f(0.5, "ratio",
+                                   "HW-002: SM activity at or above this means the GPU computes")
+    tensor_idle_max: float = _f(0.02, "ratio",
+                                "HW-002: tensor-pipe activity at or below this is 'idle'")
+    throttle_clock_ratio: float = _f(0.85, "ratio",
+                                     "HW-003: power-cap throttling counts only when the SM clock "
+                                     "is below this share of its maximum")
+    pcie_saturated_ratio: float = _f(0.8, "ratio",
+                                     "HW-004: PCIe rate (either direction) at or above this share "
+                                     "of the link's capacity")
+    error_event_window: float = _f(300.0, "positive",
+                                   "HW-005: a new Xid/ECC error stays a finding this many seconds")
+    # ---- kernels --------------------------------------------------------------------
+    launch_thread_cpu_min: float = _f(0.9, "positive",
+                                      "KRN-001: an engine thread using at least this many cores "
+                                      "is CPU-bound")
+    launch_sm_active_max: float = _f(0.4, "ratio",
+                                     "KRN-001: mean SM activity at or below this is 'starved'")
+    launch_batch_max: float = _f(16.0, "positive",
+                                 "KRN-001: running requests (or tokens per step) at or below "
+                                 "this is a small batch")
+    ttft_slope_min: float = _f(1.5, "positive",
+                               "KRN-002: slope of log(TTFT) over log(prompt length) at or above "
+                               "this is superlinear")
+    ttft_fit_window: float = _f(10.0, "positive",
+                                "KRN-002: seconds per (mean prompt, mean TTFT) point")
+    ttft_fit_windows: int = _f(12, "count", "KRN-002: how many past windows the fit uses")
+    ttft_fit_min_points: int = _f(4, "count", "KRN-002: windows with requests needed for a fit")
+    ttft_fit_min_requests: int = _f(3, "count", "KRN-002: requests a window needs to count")
+    ttft_fit_prompt_spread: float = _f(2.0, "factor",
+                                       "KRN-002: largest/smallest mean prompt length needed")
+    # ---- memory ---------------------------------------------------------------------
+    kv_pressure_ratio: float = _f(0.9, "ratio", "MEM-001: KV-cache usage at or above this")
+    kv_preempt_crit_per_second: float = _f(1.0, "positive",
+                                           "MEM-001: preemptions per second that make it critical")
+    kv_leak_ratio: float = _f(0.2, "ratio",
+                              "MEM-002: KV usage at or above this with no request running")
+    mem_headroom_ratio: float = _f(0.2, "ratio",
+                                   "MEM-003: free GPU memory below this share is a notice")
+    mem_growth_window: float = _f(120.0, "positive",
+                                  "MEM-003: seconds over which steady growth is judged")
+    mem_growth_ratio: float = _f(0.03, "ratio",
+                                 "MEM-003: growth over the window (share of total) that counts")
+    mem_oom_eta_seconds: float = _f(300.0, "positive",
+                                    "MEM-003: growing memory that fills up sooner than this is "
+                                    "critical")
+    weights_min_bytes: float = _f(float(1 << 30), "bytes",
+                                  "MEM-004: GPU memory a process needs to count as holding weights")
+    # ---- scheduling -----------------------------------------------------------------
+    gil_cpu_min: float = _f(0.85, "positive",
+                            "SCH-001: process CPU (cores) from which it is 'pinned at one core'")
+    gil_cpu_max: float = _f(1.15, "positive",
+                            "SCH-001: process CPU (cores) up to which it is 'pinned at one core'")
+    gil_thread_busy: float = _f(0.15, "positive",
+                                "SCH-001: a thread using at least this many cores is busy")
+    gil_busy_threads: int = _f(2, "count", "SCH-001: busy threads that compete for the GIL")
+    gil_throughput_drop: float = _f(0.2, "ratio",
+                                    "SCH-001: generation throughput this far below its recent "
+                                    "peak is 'falling'")
+    queue_waiting_min: float = _f(1.0, "positive", "SCH-002: waiting requests that form a queue")
+    idle_sm_active_max: float = _f(0.5, "ratio",
+                                   "SCH-002: mean SM activity at or below this is 'idle' (GPM)")
+    idle_util_max: float = _f(0.6, "ratio",
+                              "SCH-002: mean NVML util at or below this is 'idle' (no GPM)")
+    kv_free_max: float = _f(0.7, "ratio", "SCH-002: KV usage at or below this is 'free'")
+    thread_busy_cores: float = _f(0.1, "positive",
+                                  "SCH-003: a thread using at least this many cores is runnable")
+    threads_per_core_max: float = _f(2.0, "positive",
+                                     "SCH-003: runnable threads per logical CPU that is too many")
+    threads_host_busy_ratio: float = _f(0.7, "ratio",
+                                        "SCH-003: host CPU busy share from which too many "
+                                        "runnable threads hurt (they then fight for cores)")
+    host_cpu_saturated: float = _f(0.9, "ratio", "SCH-004: whole-host CPU busy share")
+    # ---- parallelism ----------------------------------------------------------------
+    tp_imbalance: float = _f(0.2, "ratio",
+                             "PAR-001: spread (max - min) of SM activity/util inside a TP group")
+    tp_busy_min: float = _f(0.3, "ratio",
+                            "PAR-001: mean activity a TP group needs before imbalance counts")
+    tp_pcie_heavy_ratio: float = _f(0.3, "ratio",
+                                    "PAR-002: PCIe rate (share of link capacity) that is heavy")
+    tp_pcie_heavy_bytes: float = _f(4e9, "bytes",
+                                    "PAR-002: PCIe bytes/s that is heavy when the link's capacity "
+                                    "is unknown")
+    dp_load_ratio: float = _f(2.0, "factor",
+                              "PAR-003: busiest engine's load (running+waiting) over the "
+                              "quietest's (+1)")
+    dp_load_min_gap: float = _f(4.0, "positive",
+                                "PAR-003: smallest load difference (requests) that counts")
+    dp_kv_gap: float = _f(0.3, "ratio", "PAR-003: KV-usage spread between engines that counts")
+    # ---- decoding -------------------------------------------------------------------
+    slo_min_requests: int = _f(10, "count",
+                               "DEC-001: first tokens in the window needed to judge the p99")
+    ttft_crit_factor: float = _f(5.0, "factor", "DEC-001: p99 this many times the SLO is critical")
+    itl_jitter_ratio: float = _f(4.0, "factor",
+                                 "DEC-002: inter-token latency p99/p50 at or above this")
+    itl_jitter_min_seconds: float = _f(0.1, "positive",
+                                       "DEC-002: ITL p99 must also reach this (tiny jitter is fine)")
+    itl_min_tokens: int = _f(100, "count", "DEC-002: tokens in the window needed to judge")
+    spec_acceptance_min: float = _f(0.4, "ratio",
+                                    "DEC-003: accepted/proposed draft tokens below this")
+    spec_min_draft_tokens: int = _f(100, "count",
+                                    "DEC-003: proposed draft tokens in the window needed to judge")
+    error_min_requests: int = _f(20, "count",
+                                 "DEC-004: finished requests in the window needed to judge")
+    error_crit_ratio: float = _f(0.05, "ratio", "DEC-004: error share that is critical")
+    error_reasons: tuple[str, ...] = _f(("error",), "strings",
+                                        "DEC-004: finish reasons that count as errors (client "
+                                        "aborts are not errors by default)")
+    restart_window: float = _f(300.0, "positive",
+                               "DEC-005: a restart stays a finding this many seconds")
+
+
+@dataclass(frozen=True)
+class RuleOverride:
+    """[rules.<CODE>]: one rule's own timing, or switched off."""
+
+    enabled: bool = _f(True, "bool", "false switches the rule off")
+    raise_after: float | None = _f(None, "seconds", "this rule's raise delay (default: global)")
+    clear_after: float | None = _f(None, "seconds", "this rule's clear delay (default: global)")
+
+
+@dataclass(frozen=True)
+class DiagnosisConfig:
+    """Everything the Diagnoser reads; ``DiagnosisConfig()`` is the documented defaults."""
+
+    diagnosis: Timing = field(default_factory=Timing)
+    slo: SLO = field(default_factory=SLO)
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    rules: Mapping[str, RuleOverride] = field(default_factory=dict)
+    path: str = ""  # the file it came from ("" for defaults)
+
+    def value(self, qualified: str) -> Any:
+        """``thresholds.kv_pressure_ratio`` -> its value (for the catalogue and help)."""
+        section, _, name = qualified.partition(".")
+        return getattr(getattr(self, section), name)
+
+    def enabled(self, code: str) -> bool:
+        o = self.rules.get(code)
+        return code not in self.diagnosis.disabled and (o is None or o.enabled)
+
+    def raise_after(self, code: str, rule_default: float | None = None) -> float:
+        o = self.rules.get(code)
+        if o is not None and o.raise_after is not None:
+            return o.raise_after
+        return self.diagnosis.raise_after if rule_default is None else rule_default
+
+    def clear_after(self, code: str, rule_default: float | None = None) -> float:
+        o = self.rules.get(code)
+        if o is not None and o.clear_after is not None:
+            return o.clear_after
+        return self.diagnosis.clear_after if rule_default is None else rule_default
+
+
+SECTIONS: dict[str, type] = {"diagnosis": Timing, "slo": SLO, "thresholds": Thresholds}
+
+
+def default_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "infertop" / "config.toml"
+
+
+def load_config(path: str | None = None) -> DiagnosisConfig:
+    """The config from ``path``, else from the default location if a file is there, else
+    the defaults.  Raises ConfigError (naming the file and key) for anything wrong."""
+    if path is None:
+        p = default_config_path()
+        if not p.is_file():
+            return DiagnosisConfig()
+    else:
+        p = Path(path).expanduser()
+        if not p.is_file():
+            raise ConfigError(f"config file {p}: not found")
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"config file {p}: not valid TOML: {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"config file {p}: cannot read: {e}") from None
+    try:
+        cfg = config_from_dict(data)
+    except ConfigError as e:
+        raise ConfigError(f"config file {p}: {e}") from None
+    return replace(cfg, path=str(p))
+
+
+def config_from_dict(data: Mapping[str, Any]) -> DiagnosisConfig:
+    """Validate a parsed TOML document (also used by tests and the options screen)."""
+    valid = sorted([*SECTIONS, "rules"])
+    parts: dict[str, Any] = {}
+    for name, body in data.items():
+        if name in OTHER_SECTIONS:
+            continue
+        if name not in SECTIONS and name != "rules":
+            raise ConfigError(_unknown(name, valid + sorted(OTHER_SECTIONS), "section"))
+        if not isinstance(body, Mapping):
+            raise ConfigError(f"{name}: expected a table ([{name}]), got {body!r}")
+        if name == "rules":
+            parts["rules"] = _rules(body)
+        else:
+            parts[name] = _section(name, SECTIONS[name], body)
+    cfg = DiagnosisConfig(**parts)
+    _check_codes("diagnosis.disabled", cfg.diagnosis.disabled)
+    t = cfg.thresholds
+    if t.gil_cpu_min > t.gil_cpu_max:
+        raise ConfigError(f"thresholds.gil_cpu_min: must not exceed thresholds.gil_cpu_max "
+                          f"({t.gil_cpu_max}), got {t.gil_cpu_min}")
+    return cfg
+
+
+def _section(prefix: str, cls: type, body: Mapping[str, Any]) -> Any:
+    specs = {f.name: f for f in fields(cls)}
+    values: dict[str, Any] = {}
+    for key, raw in body.items():
+        f = specs.get(key)
+        if f is None:
+            raise ConfigError(_unknown(f"{prefix}.{key}", sorted(specs), "key"))
+        values[key] = _coerce(f"{prefix}.{key}", f.metadata["kind"], raw)
+    return cls(**values)
+
+
+def _rules(body: Mapping[str, Any]) -> dict[str, RuleOverride]:
+    out = {}
+    for code, sub in body.items():
+        _check_codes("rules", (code,))
+        if not isinstance(sub, Mapping):
+            raise ConfigError(f"rules.{code}: expected a table ([rules.{code}]), got {sub!r}")
+        out[code] = _section(f"rules.{code}", RuleOverride, sub)
+    return out
+
+
+def _coerce(key: str, kind: str, raw: Any) -> Any:
+    def bad() -> ConfigError:
+        return ConfigError(f"{key}: expected {_KINDS[kind]}, got {raw!r}")
+
+    if kind == "bool":
+        if not isinstance(raw, bool):
+            raise bad()
+        return raw
+    if kind in ("codes", "strings"):
+        if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+            raise bad()
+        return tuple(raw)
+    # numbers: TOML booleans are not numbers here, though Python says they are ints
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise bad()
+    v = float(raw)
+    if v != v:  # NaN
+        raise bad()
+    if kind == "ratio" and not 0.0 <= v <= 1.0:
+        raise bad()
+    if kind in ("seconds", "bytes") and v < 0:
+        raise bad()
+    if kind == "positive" and not v > 0:
+        raise bad()
+    if kind == "factor" and v < 1:
+        raise bad()
+    if kind == "count":
+        if v < 0 or v != int(v):
+            raise bad()
+        return int(v)
+    return v
+
+
+def _check_codes(key: str, codes: tuple[str, ...]) -> None:
+    from .rules.registry import codes as known_codes  # lazy: rules import this module
+    known = known_codes()
+    for c in codes:
+        if c not in known:
+            raise ConfigError(_unknown(f"{key}.{c}" if key == "rules" else f"{key}: {c!r}",
+                                       list(known), "finding code"))
+
+
+def _unknown(what: str, valid: list[str], noun: str) -> str:
+    name = what.rsplit(".", 1)[-1].strip("'\": ")
+    close = difflib.get_close_matches(name, valid, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"{what}: unknown {noun}{hint}; valid: {', '.join(valid)}"
+
+
+def describe_fields(cls: type) -> list[tuple[str, Any, str, str]]:
+    """(name, default, kind description, doc) of each field: for docs and the help screen."""
+    out = []
+    for f in fields(cls):
+        default = f.default if f.default is not MISSING else None
+        out.append((f.name, default, _KINDS[f.metadata["kind"]], f.metadata["doc"]))
+    return out

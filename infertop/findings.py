@@ -1,0 +1,204 @@
+"""What the diagnosis produces: Findings with their evidence, and the rule catalogue entries.
+
+A Finding names a stable code (``HW-001``), the layer it belongs to, how bad it is, the
+readings that prove it (each with the threshold it crossed), what to do about it, and when
+the condition began.  Everything here is immutable and plain, so findings can be shown,
+recorded and compared in tests; ``to_dict`` is the JSON shape of ``doctor --format json``.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .model import Labels, Layer
+from .units import fmt_value
+
+
+class Severity(str, enum.Enum):
+    """How bad a finding is; ordered NOTICE < WARN < CRIT (``max()`` gives the worst).
+
+    NOTICE: worth knowing, no action needed now (does not change doctor's exit code).
+    WARN: performance or reliability is degraded; act soon (exit code 1).
+    CRIT: requests are failing or about to (exit code 2).
+    """
+
+    NOTICE = "notice"
+    WARN = "warn"
+    CRIT = "crit"
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self]
+
+    # str-Enum compares as strings by default ("crit" < "notice"): order by rank instead
+    def __lt__(self, other: object) -> bool:
+        if isinstance(other, Severity):
+            return self.rank < other.rank
+        return NotImplemented
+
+    def __le__(self, other: object) -> bool:
+        if isinstance(other, Severity):
+            return self.rank <= other.rank
+        return NotImplemented
+
+    def __gt__(self, other: object) -> bool:
+        if isinstance(other, Severity):
+            return self.rank > other.rank
+        return NotImplemented
+
+    def __ge__(self, other: object) -> bool:
+        if isinstance(other, Severity):
+            return self.rank >= other.rank
+        return NotImplemented
+
+    __hash__ = str.__hash__
+
+
+_RANK = {Severity.NOTICE: 1, Severity.WARN: 2, Severity.CRIT: 3}
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One reading behind a finding: its value and the threshold it crossed.
+
+    ``key``/``labels`` are the reading's own (so a pane can highlight that value); ``op`` is
+    how value compares with ``threshold`` when the finding holds (">=", "<", "==", ...).
+    ``threshold`` is None for context readings that explain rather than trigger (the
+    cuda_graphs setting, the queue time).  ``value`` is text for INFO readings.
+    """
+
+    key: str
+    labels: Labels
+    value: float | str | None
+    threshold: float | str | None
+    op: str
+    unit: str
+    note: str = ""
+
+    def describe(self) -> str:
+        """``gpu.util_ratio{gpu=0} 97 % >= 90 %`` (context readings without the comparison)."""
+        text = f"{self.key}{_fmt_labels(self.labels)} {_fmt(self.value, self.unit)}"
+        if self.threshold is not None and self.op:
+            text += f" {self.op} {_fmt(self.threshold, self.unit)}"
+        if self.note:
+            text += f" ({self.note})"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "labels": dict(self.labels), "value": _json_num(self.value),
+                "threshold": _json_num(self.threshold), "op": self.op, "unit": self.unit,
+                "note": self.note}
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """An active diagnosis: raised after its condition held ``raise_after`` seconds.
+
+    ``since`` is the onset (when the condition began, not when it was raised); ``subject``
+    the labels of what it is about (``(("gpu", "3"),)``; empty for the whole server).
+    """
+
+    code: str
+    layer: Layer
+    severity: Severity
+    title: str
+    evidence: tuple[Evidence, ...]
+    remedy: str
+    since: float
+    subject: Labels = ()
+
+    def summary(self) -> str:
+        first = self.evidence[0].describe() if self.evidence else ""
+        return f"{self.code} {self.title}" + (f": {first}" if first else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "layer": self.layer.value, "severity": self.severity.value,
+                "title": self.title, "evidence": [e.to_dict() for e in self.evidence],
+                "remedy": self.remedy, "since": self.since, "subject": dict(self.subject)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Finding":
+        from .model import make_labels
+        ev = tuple(Evidence(str(e["key"]), make_labels(e.get("labels") or {}), e.get("value"),
+                            e.get("threshold"), str(e.get("op", "")), str(e.get("unit", "")),
+                            str(e.get("note", ""))) for e in d.get("evidence", ()))
+        return cls(str(d["code"]), Layer(d["layer"]), Severity(d["severity"]), str(d["title"]),
+                   ev, str(d.get("remedy", "")), float(d["since"]),
+                   make_labels(d.get("subject") or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class FindingEvent:
+    """A raise or a clear, for the findings screen's log and recordings."""
+
+    time: float
+    code: str
+    subject: Labels
+    kind: str            # "raised" | "cleared"
+    severity: Severity
+    summary: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"time": self.time, "code": self.code, "subject": dict(self.subject),
+                "kind": self.kind, "severity": self.severity.value, "summary": self.summary}
+
+
+@dataclass
+class RuleSpec:
+    """A catalogue entry: what a rule detects, what it reads, its thresholds and remedy.
+
+    ``inputs`` are required (all of them; ``a|b`` means either), ``optional`` sharpen the
+    finding when present.  ``key{name=value}`` asks for a reading with that label.
+    ``thresholds`` maps config keys (``thresholds.busy_util_ratio``) to their values.
+    ``raise_after``/``clear_after`` override the global timing for this rule (None: global).
+    ``supersedes``: codes this rule explains; while it holds, those stay quiet for the same
+    subject (the cause is shown, not the symptom).
+    """
+
+    code: str
+    layer: Layer
+    title: str
+    detects: str
+    inputs: tuple[str, ...]
+    thresholds: dict[str, Any]
+    remedy: str
+    optional: tuple[str, ...] = ()
+    raise_after: float | None = None
+    clear_after: float | None = None
+    supersedes: tuple[str, ...] = ()
+    notes: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "layer": self.layer.value, "title": self.title,
+                "detects": self.detects, "inputs": list(self.inputs),
+                "optional": list(self.optional), "thresholds": dict(self.thresholds),
+                "remedy": self.remedy, "raise_after": self.raise_after,
+                "clear_after": self.clear_after, "supersedes": list(self.supersedes),
+                "notes": self.notes}
+
+
+def worst(findings) -> Severity | None:
+    sevs = [f.severity for f in findings]
+    return max(sevs) if sevs else None
+
+
+def _fmt_labels(labels: Labels) -> str:
+    return "{" + ",".join(f"{k}={v}" for k, v in labels) + "}" if labels else ""
+
+
+def _fmt(v: float | str | None, unit: str) -> str:
+    if isinstance(v, str):
+        return v
+    return fmt_value(v, unit)
+
+
+def _json_num(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if math.isnan(v) else ("+Inf" if v > 0 else "-Inf")
+    return v
+
+
+__all__ = ["Severity", "Evidence", "Finding", "FindingEvent", "RuleSpec", "worst"]

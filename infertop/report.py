@@ -1,0 +1,252 @@
+"""The ``infertop doctor`` report: findings by layer with evidence and remedies, plus the key
+readings of each layer, as text, JSON or Markdown.  Pure: strings in, string out.
+
+``meta`` carries what the caller knows about the run; recognised entries (all optional):
+``source`` (what was read), ``duration`` (s), ``ticks``, ``now`` (unix time of the last
+tick, for "since ... ago"), ``any_source_ok`` (False: nothing could be read),
+``sources`` ({name: "ok" or the error}), ``unchecked`` (Diagnoser.missing_inputs()).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Iterable, Mapping, Sequence
+
+from .findings import Finding, Severity, worst
+from .model import LAYERS, Reading, Status
+from .units import fmt_reading, fmt_seconds
+
+# The readings a report shows per layer, in this order (the screen shows everything).
+KEY_READINGS: dict[str, tuple[str, ...]] = {
+    "hardware": ("gpu.info", "gpu.lost", "gpu.util_ratio", "gpu.sm_active_ratio",
+                 "gpu.mem_used_bytes", "gpu.power_watts", "gpu.temp_celsius", "gpu.sm_clock_hz",
+                 "gpu.throttle_reasons", "gpu.pcie_tx_bytes_per_second",
+                 "gpu.pcie_rx_bytes_per_second"),
+    "kernels": ("gpu.sm_active_ratio", "gpu.sm_occupancy_ratio", "gpu.tensor_active_ratio",
+                "gpu.dram_bw_util_ratio", "server.iteration_tokens_mean",
+                "server.engine_steps_per_second", "server.setting"),
+    "memory": ("kv.usage_ratio", "server.preemptions_per_second", "kv.prefix_cache_hit_ratio",
+               "gpu.mem_used_bytes", "gpu.mem_total_bytes", "process.gpu_mem_bytes"),
+    "scheduling": ("host.cpu_ratio", "host.cpu_count", "host.load1", "server.requests_running",
+                   "server.requests_waiting", "process.cpu_ratio", "process.threads",
+                   "latency.queue_seconds"),
+    "parallelism": ("gpu.nvlink_tx_bytes_per_second", "gpu.nvlink_rx_bytes_per_second",
+                    "gpu.topology", "throughput.generation_tokens_per_second"),
+    "decoding": ("server.info", "throughput.prompt_tokens_per_second",
+                 "throughput.generation_tokens_per_second", "server.requests_per_second",
+                 "server.error_ratio", "latency.ttft_seconds", "latency.itl_seconds",
+                 "latency.e2e_seconds", "spec.acceptance_ratio", "server.uptime_seconds"),
+}
+# execution settings worth a line in the kernels section
+KEY_SETTINGS = ("cuda_graphs", "dtype", "quantization", "compilation_config",
+                "tensor_parallel_size", "max_num_seqs")
+MAX_PER_KEY = 16
+QUANTILES_SHOWN = ("0.5", "0.99")
+
+
+def exit_code(findings: Iterable[Finding], any_source_ok: bool) -> int:
+    """0 healthy (notices allowed), 1 worst is a warning, 2 critical, 3 nothing readable."""
+    if not any_source_ok:
+        return 3
+    w = worst(list(findings))
+    return {Severity.CRIT: 2, Severity.WARN: 1}.get(w, 0) if w is not None else 0
+
+
+def select_key_readings(layers_readings: Mapping[str, Sequence[Reading]]
+                        ) -> dict[str, list[Reading]]:
+    """The report's readings per layer: the KEY_READINGS keys in order, a few per key,
+    raw cumulative counters/histogram buckets left out, quantiles p50/p99 only."""
+    out: dict[str, list[Reading]] = {}
+    for layer in LAYERS:
+        given = layers_readings.get(layer.value, ())
+        wanted = KEY_READINGS[layer.value]
+        picked: list[Reading] = []
+        for key in wanted:
+            rs = [r for r in given if r.key == key and _shown(r)]
+            picked += sorted(rs, key=lambda r: r.labels)[:MAX_PER_KEY]
+        out[layer.value] = picked
+    return out
+
+
+def _shown(r: Reading) -> bool:
+    if r.buckets is not None:
+        return False  # a raw histogram: its quantiles are the derived readings
+    q = r.label("quantile")
+    if r.key.startswith("latency.") and q not in QUANTILES_SHOWN:
+        return False
+    if r.key == "server.setting" and r.label("name") not in KEY_SETTINGS:
+        return False
+    return True
+
+
+def render_report(findings: Sequence[Finding], layers_readings: Mapping[str, Sequence[Reading]],
+                  fmt: str = "text", meta: Mapping[str, Any] | None = None) -> str:
+    meta = dict(meta or {})
+    readings = select_key_readings(layers_readings)
+    if fmt == "json":
+        return _json(findings, readings, meta)
+    if fmt == "markdown":
+        return _markdown(findings, readings, meta)
+    if fmt == "text":
+        return _text(findings, readings, meta)
+    raise ValueError(f"unknown report format {fmt!r}: use text, json or markdown")
+
+
+# ---- shared pieces --------------------------------------------------------------------
+def _verdict(findings: Sequence[Finding], meta: Mapping[str, Any]) -> tuple[str, str]:
+    """(one word, one line)."""
+    if meta.get("any_source_ok") is False:
+        return "no-data", "no source could be read"
+    counts = {s: sum(f.severity is s for f in findings) for s in Severity}
+    w = worst(findings)
+    word = w.value if w is not None else "healthy"
+    if not findings:
+        return word, "healthy: no findings"
+    parts = [f"{counts[s]} {s.value}" for s in sorted(Severity, reverse=True) if counts[s]]
+    n = len(findings)
+    return word, f"{word}: {n} finding{'s' if n != 1 else ''} ({', '.join(parts)})"
+
+
+def _labels(labels) -> str:
+    return "{" + ",".join(f"{k}={v}" for k, v in labels) + "}" if labels else ""
+
+
+def _value(r: Reading) -> str:
+    value = r.text if r.text is not None and r.ok else fmt_reading(r)
+    if r.status not in (Status.OK, Status.STALE) and r.reason:
+        value += f" ({r.reason})"
+    return value
+
+
+def _reading_lines(rs: Sequence[Reading]) -> list[tuple[str, str]]:
+    """(name, value) lines; a key read on several GPUs (and nothing else) is one line,
+    ``0: 93 %  1: 94 %``, so an 8-GPU host stays readable."""
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(rs):
+        j = i
+        while j < len(rs) and rs[j].key == rs[i].key:
+            j += 1
+        group = rs[i:j]
+        if len(group) > 1 and all(len(r.labels) == 1 and r.labels[0][0] == "gpu" for r in group):
+            out.append((f"{group[0].key}{{gpu}}",
+                        "  ".join(f"{r.labels[0][1]}: {_value(r)}" for r in group)))
+        else:
+            out += [(f"{r.key}{_labels(r.labels)}", _value(r)) for r in group]
+        i = j
+    return out
+
+
+def _dur(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 60 else fmt_seconds(seconds)
+
+
+def _since(f: Finding, meta: Mapping[str, Any]) -> str:
+    clock = time.strftime("%H:%M:%S", time.localtime(f.since))
+    now = meta.get("now")
+    return f"{clock} ({_dur(max(0.0, now - f.since))} ago)" if now else clock
+
+
+def _meta_pairs(meta: Mapping[str, Any]) -> list[tuple[str, str]]:
+    out = []
+    for k in ("source", "duration", "ticks"):
+        if k in meta:
+            v = meta[k]
+            out.append((k, _dur(v) if k == "duration" and isinstance(v, (int, float))
+                        else str(v)))
+    for name, state in (meta.get("sources") or {}).items():
+        out.append((f"source {name}", str(state)))
+    return out
+
+
+def _by_layer(findings: Sequence[Finding]) -> dict[str, list[Finding]]:
+    out: dict[str, list[Finding]] = {layer.value: [] for layer in LAYERS}
+    for f in findings:
+        out[f.layer.value].append(f)
+    return out
+
+
+# ---- text -------------------------------------------------------------------------------
+def _text(findings, readings, meta) -> str:
+    _, line = _verdict(findings, meta)
+    lines = ["infertop doctor"]
+    lines += [f"  {k}: {v}" for k, v in _meta_pairs(meta)]
+    lines += [f"verdict: {line}", ""]
+    for layer, fs in _by_layer(findings).items():
+        lines.append(layer.upper())
+        if not fs:
+            lines.append("  no findings")
+        for f in fs:
+            lines.append(f"  [{f.severity.value.upper()}] {f.code} {f.title}")
+            lines.append(f"      since    {_since(f, meta)}")
+            for i, e in enumerate(f.evidence):
+                lines.append(f"      {'evidence' if i == 0 else '':8} {e.describe()}")
+            lines.append(f"      remedy   {f.remedy}")
+        rs = readings.get(layer, [])
+        if rs:
+            lines.append("  readings")
+            pairs = _reading_lines(rs)
+            width = min(40, max(len(p[0]) for p in pairs))
+            lines += [f"    {k:<{width}}  {v}" for k, v in pairs]
+        lines.append("")
+    unchecked = meta.get("unchecked") or {}
+    if unchecked:
+        lines.append("NOT CHECKED (inputs missing)")
+        for code, why in unchecked.items():
+            lines.append(f"  {code}: {'; '.join(why)}")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# ---- JSON -------------------------------------------------------------------------------
+def _json(findings, readings, meta) -> str:
+    word, line = _verdict(findings, meta)
+    by_layer = _by_layer(findings)
+    doc = {
+        "verdict": word,
+        "summary": line,
+        "findings": [f.to_dict() for f in findings],
+        "layers": {layer: {"findings": [f.code for f in by_layer[layer]],
+                           "worst": (worst(by_layer[layer]).value if by_layer[layer] else None),
+                           "readings": [r.to_dict() for r in readings.get(layer, [])]}
+                   for layer in by_layer},
+        "meta": {k: v for k, v in meta.items()},
+    }
+    return json.dumps(doc, indent=2, default=str) + "\n"
+
+
+# ---- Markdown ---------------------------------------------------------------------------
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _markdown(findings, readings, meta) -> str:
+    _, line = _verdict(findings, meta)
+    out = ["# infertop doctor", "", f"**Verdict:** {_md(line)}", ""]
+    pairs = _meta_pairs(meta)
+    if pairs:
+        out += ["| | |", "|---|---|"] + [f"| {_md(k)} | {_md(v)} |" for k, v in pairs] + [""]
+    for layer, fs in _by_layer(findings).items():
+        out += [f"## {layer}", ""]
+        if not fs:
+            out += ["No findings.", ""]
+        else:
+            out += ["| severity | code | finding | evidence | remedy | since |",
+                    "|---|---|---|---|---|---|"]
+            for f in fs:
+                ev = "<br>".join(_md(e.describe()) for e in f.evidence)
+                out.append(f"| {f.severity.value} | {f.code} | {_md(f.title)} | {ev} | "
+                           f"{_md(f.remedy)} | {_md(_since(f, meta))} |")
+            out.append("")
+        rs = readings.get(layer, [])
+        if rs:
+            out += ["| reading | value |", "|---|---|"]
+            out += [f"| `{_md(k)}` | {_md(v)} |" for k, v in _reading_lines(rs)]
+            out.append("")
+    unchecked = meta.get("unchecked") or {}
+    if unchecked:
+        out += ["## not checked", ""]
+        out += [f"- **{code}**: {_md('; '.join(why))}" for code, why in unchecked.items()]
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,386 @@
+"""What every rule module shares: the per-tick Context, Candidates, Rule, small helpers.
+
+A rule is a pure function ``check(ctx) -> Iterable[Candidate]``: the conditions that hold
+*now*, one per subject (a GPU, a server engine, a process).  It never decides when to
+raise or clear; the engine's hysteresis does, so every rule stays a plain table lookup
+plus comparisons, easy to test and cheap to run each tick.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from ..config import DiagnosisConfig, Thresholds
+from ..findings import Evidence, RuleSpec, Severity
+from ..history import History, Series
+from ..keys import SPECS
+from ..model import Kind, Labels, Reading, Snapshot, Status, make_labels
+
+# Readings probes send on a slow cadence (facts that rarely change): when the newest
+# snapshot lacks them, the newest value in History (this recent) stands in.  Fast readings
+# never do: a source that stopped answering must not keep a finding alive on old values.
+FACT_MAX_AGE = 30.0
+SLOW_KEYS = frozenset({
+    "gpu.power_limit_watts", "gpu.sm_clock_max_hz", "gpu.mem_clock_max_hz",
+    "gpu.ecc_uncorrected_total", "gpu.ecc_corrected_total", "gpu.mig_enabled",
+    "gpu.nvlink_links_active", "process.gpu_mem_bytes", "process.gpu_sm_ratio",
+    "thread.cpu_ratio", "host.cpu_count",
+} | {k for k, s in SPECS.items() if s.kind is Kind.INFO})
+
+# process roles that run the model (their threads launch kernels)
+ENGINE_ROLES = ("engine_core", "worker", "scheduler", "shard", "server")
+# server kinds whose processes run Python (their threads share a GIL)
+PYTHON_KINDS = ("vllm", "sglang", "python", "trtllm")
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A condition that holds this tick for one subject (the engine adds the code)."""
+
+    subject: Labels
+    severity: Severity
+    evidence: tuple[Evidence, ...]
+    title: str | None = None
+    remedy: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InputSpec:
+    """One required input: any of ``alternatives`` (key, label filter)."""
+
+    text: str
+    alternatives: tuple[tuple[str, Labels], ...]
+
+
+def parse_input(text: str) -> InputSpec:
+    alts = []
+    for part in text.split("|"):
+        m = re.fullmatch(r"([\w.]+)(?:\{(\w+)=([^}]*)\})?", part.strip())
+        if not m:
+            raise ValueError(f"bad input spec {text!r}")
+        key, lname, lval = m.groups()
+        if key not in SPECS:
+            raise ValueError(f"input {key!r} is not a declared reading key")
+        alts.append((key, ((lname, lval),) if lname else ()))
+    return InputSpec(text, tuple(alts))
+
+
+@dataclass(frozen=True)
+class Rule:
+    spec: RuleSpec
+    check: Callable[["Context"], Iterable[Candidate]]
+
+    @property
+    def code(self) -> str:
+        return self.spec.code
+
+    @property
+    def required(self) -> tuple[InputSpec, ...]:
+        return _parsed(self.spec.inputs)
+
+
+_PARSED: dict[tuple[str, ...], tuple[InputSpec, ...]] = {}
+
+
+def _parsed(inputs: tuple[str, ...]) -> tuple[InputSpec, ...]:
+    got = _PARSED.get(inputs)
+    if got is None:
+        got = _PARSED[inputs] = tuple(parse_input(i) for i in inputs)
+    return got
+
+
+@dataclass(frozen=True, slots=True)
+class Proc:
+    pid: str
+    ppid: str
+    name: str
+    role: str
+    kind: str
+    cmdline: str
+
+    @property
+    def is_python(self) -> bool:
+        return self.kind in PYTHON_KINDS or (self.kind == "tgi" and self.role == "shard") or \
+            "python" in self.name.lower()
+
+
+class Context:
+    """One tick's view for the rules: current readings indexed once, History for trends."""
+
+    def __init__(self, history: History, snapshot: Snapshot, derived: list[Reading],
+                 cfg: DiagnosisConfig, series_index: dict[str, list[Series]],
+                 state: dict) -> None:
+        self.history = history
+        self.snapshot = snapshot
+        self.cfg = cfg
+        self.t: Thresholds = cfg.thresholds
+        self.now = snapshot.time
+        self.window = cfg.diagnosis.window
+        self.state = state  # the Diagnoser's scratch: memoised fits, highest link seen
+        self._hidx = series_index
+        by_key: dict[str, list[Reading]] = {}
+        for s in snapshot.samples.values():
+            for r in s.readings:
+                lst = by_key.get(r.key)
+                if lst is None:
+                    by_key[r.key] = [r]
+                else:
+                    lst.append(r)
+        self._by_key = by_key
+        self._derived_list = derived
+        self._derived_idx: dict[str, dict[Labels, Reading]] | None = None
+        self._ok: dict[str, list[Reading]] = {}
+        self._exact: dict[str, dict[Labels, Reading]] = {}
+        self._per_gpu: dict[str, dict[str, Reading]] = {}
+        self._gpus_by_root: dict[str, list[str]] | None = None
+        self._tp_groups: list[tuple[str, ...]] | None = None
+        self._procs: dict[str, Proc] | None = None
+        self._fallback: dict[str, list[Reading]] = {}
+
+    # -- current readings ---------------------------------------------------------------
+    def all(self, key: str) -> list[Reading]:
+        """Every reading of ``key`` this tick, whatever its status (History stands in for
+        slow-cadence facts the snapshot lacks)."""
+        got = self._by_key.get(key)
+        if got is not None:
+            return got
+        if key not in SLOW_KEYS:
+            return []
+        fb = self._fallback.get(key)
+        if fb is None:
+            fb = self._fallback[key] = self._from_history(key)
+        return fb
+
+    def _from_history(self, key: str) -> list[Reading]:
+        out = []
+        for s in self._hidx.get(key, ()):
+            if s.last_seen < self.now - FACT_MAX_AGE or s.status is not Status.OK:
+                continue
+            if s.kind is Kind.HISTOGRAM:
+                continue
+            v = s.last()
+            if v is None and s.text is None:
+                continue
+            out.append(Reading(s.key, v if v is not None else 1.0, s.unit, s.labels, Status.OK,
+                               "", s.kind, s.text))
+        return out
+
+    def ok(self, key: str) -> list[Reading]:
+        """Readings of ``key`` with a value (OK or STALE); computed once per tick."""
+        got = self._ok.get(key)
+        if got is None:
+            got = self._ok[key] = [r for r in self.all(key) if r.value is not None and
+                                   r.status in (Status.OK, Status.STALE)]
+        return got
+
+    def has(self, key: str, labels: Labels = ()) -> bool:
+        for r in self.ok(key):
+            if not labels or all(r.label(k) == v for k, v in labels):
+                return True
+        return False
+
+    def has_input(self, spec: InputSpec) -> bool:
+        return any(self.has(k, lab) for k, lab in spec.alternatives)
+
+    def exact(self, key: str, labels: Labels) -> Reading | None:
+        """The reading of ``key`` with exactly these labels (OK/STALE), or None."""
+        idx = self._exact.get(key)
+        if idx is None:
+            idx = self._exact[key] = {r.labels: r for r in self.ok(key)}
+        return idx.get(labels)
+
+    def value(self, key: str, labels: Labels) -> float | None:
+        r = self.exact(key, labels)
+        return r.value if r is not None else None
+
+    def per_gpu(self, key: str) -> dict[str, Reading]:
+        """GPU index -> reading (computed once per tick; do not modify)."""
+        got = self._per_gpu.get(key)
+        if got is None:
+            got = self._per_gpu[key] = {g: r for r in self.ok(key) if (g := r.label("gpu"))}
+        return got
+
+    def peer(self, key: str, labels: Labels) -> Reading | None:
+        """The reading of ``key`` for the same server/engine as ``labels``: exact labels,
+        else one whose labels agree on every label name both have."""
+        r = self.exact(key, labels)
+        if r is not None:
+            return r
+        want = dict(labels)
+        for c in self.ok(key):
+            if all(want.get(k, v) == v for k, v in c.labels):
+                return c
+        return None
+
+    def _derived_of(self, key: str) -> dict[Labels, Reading]:
+        if self._derived_idx is None:  # built on first use: most ticks need a few keys
+            idx: dict[str, dict[Labels, Reading]] = {}
+            for r in self._derived_list:
+                d = idx.get(r.key)
+                if d is None:
+                    idx[r.key] = d = {}
+                d[r.labels] = r
+            self._derived_idx = idx
+        return self._derived_idx.get(key, {})
+
+    def derived_of(self, key: str) -> list[Reading]:
+        return [r for r in self._derived_of(key).values() if r.ok]
+
+    def derived(self, key: str, labels: Labels) -> float | None:
+        r = self._derived_of(key).get(labels)
+        return r.value if r is not None and r.ok else None
+
+    def setting(self, name: str) -> str | None:
+        for r in self.all("server.setting"):
+            if r.label("name") == name and r.text is not None:
+                return r.text
+        return None
+
+    # -- history ------------------------------------------------------------------------
+    def series(self, key: str, labels: Labels) -> Series | None:
+        return self.history.get(key, labels)
+
+    def series_of(self, key: str) -> list[Series]:
+        """Current series of ``key`` (seen on the newest tick)."""
+        return [s for s in self._hidx.get(key, ()) if s.last_seen >= self.now]
+
+    # -- processes ------------------------------------------------------------------------
+    @property
+    def procs(self) -> dict[str, Proc]:
+        if self._procs is None:
+            self._procs = {}
+            for r in self.all("process.info"):
+                pid = r.label("pid")
+                if pid:
+                    self._procs[pid] = Proc(pid, r.label("ppid"), r.label("name"),
+                                            r.label("role"), r.label("kind"), r.text or "")
+        return self._procs
+
+    def root_of(self, pid: str) -> str:
+        """The top-most known ancestor of ``pid`` (the server's root process)."""
+        seen = set()
+        cur = pid
+        while cur in self.procs and self.procs[cur].ppid in self.procs and cur not in seen:
+            seen.add(cur)
+            cur = self.procs[cur].ppid
+        return cur
+
+    def gpus_by_root(self) -> dict[str, list[str]]:
+        """Server root pid -> GPUs its processes hold memory on (NVML per-process list;
+        256 MiB or more: a CUDA context alone is ~500 MiB, a monitoring tool less)."""
+        if self._gpus_by_root is None:
+            out: dict[str, set[str]] = {}
+            known = self.procs
+            for r in self.ok("process.gpu_mem_bytes"):
+                pid, gpu = r.label("pid"), r.label("gpu")
+                if known and pid not in known:
+                    continue  # another program's process: not part of a server's groups
+                if pid and gpu and r.value >= 256 * 2**20:
+                    out.setdefault(self.root_of(pid), set()).add(gpu)
+            self._gpus_by_root = {k: sorted(v, key=_num_key) for k, v in out.items()}
+        return self._gpus_by_root
+
+    @property
+    def tp_groups(self) -> list[tuple[str, ...]]:
+        if self._tp_groups is None:
+            self._tp_groups = tp_groups(self)
+        return self._tp_groups
+
+
+def tp_groups(ctx: Context) -> list[tuple[str, ...]]:
+    """GPUs that form one tensor-parallel group each.
+
+    From NVML's per-process lists: the GPUs a server's process tree uses; split into
+    groups of ``tensor_parallel_size`` when that setting is known (data-parallel replicas
+    of one server are separate groups; TP=1 means no group).  Without process lists, the
+    GPUs holding memory, split by ``tensor_parallel_size`` when known.  Unknown: none.
+    """
+    tp_text = ctx.setting("tensor_parallel_size")
+    tp = _int(tp_text)
+    dp = _int(ctx.setting("data_parallel_size"))
+    by_root = ctx.gpus_by_root()
+    if by_root:
+        gpu_sets = list(by_root.values())
+    elif tp and tp >= 2:
+        used = [g for g, r in ctx.per_gpu("gpu.mem_used_bytes").items()
+                if (r.value or 0) >= ctx.t.weights_min_bytes]
+        gpu_sets = [sorted(used, key=_num_key)]
+    else:
+        return []
+    groups: list[tuple[str, ...]] = []
+    for gpus in gpu_sets:
+        if tp is not None:
+            if tp < 2:
+                continue
+            if len(gpus) % tp == 0:
+                groups += [tuple(gpus[i:i + tp]) for i in range(0, len(gpus), tp)]
+            continue
+        if len(gpus) >= 2 and (dp is None or dp <= 1):
+            groups.append(tuple(gpus))
+    return groups
+
+
+def _int(text: str | None) -> int | None:
+    if text is None:
+        return None
+    m = re.match(r"\s*(\d+)", text)
+    return int(m.group(1)) if m else None
+
+
+def _num_key(s: str):
+    return (0, int(s)) if s.isdigit() else (1, s)
+
+
+def ev(r: Reading | None, key: str, labels: Labels, value, threshold, op: str,
+       note: str = "") -> Evidence:
+    """Evidence from a reading (its unit), or from a key when there is no reading object."""
+    unit = r.unit if r is not None else (SPECS[key].unit if key in SPECS else "")
+    return Evidence(key, labels, value, threshold, op, unit, note)
+
+
+def sub(**labels: object) -> Labels:
+    return make_labels(labels)
+
+
+def without(labels: Labels, *names: str) -> Labels:
+    return tuple((k, v) for k, v in labels if k not in names)
+
+
+def server_subject(labels: Labels) -> Labels:
+    """A server reading's identity without its quantile/reason/etc. labels."""
+    return tuple((k, v) for k, v in labels if k in ("instance", "engine", "model"))
+
+
+def describe_subject(labels: Labels) -> str:
+    d = dict(labels)
+    if "gpu" in d and len(d) == 1:
+        return f"GPU {d['gpu']}"
+    if "gpus" in d:
+        return f"GPUs {d['gpus']}"
+    return " ".join(f"{k}={v}" for k, v in labels)
+
+
+def split_slope(points: list[tuple[float, float, float]]):
+    """Growth exponent of y in x from (x, y, weight) points: split them by x into a lower
+    and an upper half of the total weight, take each half's weighted mean x and y, and
+    return (log(y_hi/y_lo) / log(x_hi/x_lo), (x_lo, x_hi), (y_lo, y_hi)); None when the
+    halves do not differ in x."""
+    pts = sorted(p for p in points if p[0] > 0 and p[1] > 0 and p[2] > 0)
+    total = sum(p[2] for p in pts)
+    lo, hi, acc = [], [], 0.0
+    for p in pts:
+        (lo if acc < total / 2 else hi).append(p)
+        acc += p[2]
+    if not lo or not hi:
+        return None
+
+    def mean(side, i):
+        return sum(p[i] * p[2] for p in side) / sum(p[2] for p in side)
+
+    x_lo, x_hi, y_lo, y_hi = mean(lo, 0), mean(hi, 0), mean(lo, 1), mean(hi, 1)
+    if x_hi <= x_lo * (1 + 1e-9):
+        return None
+    return math.log(y_hi / y_lo) / math.log(x_hi / x_lo), (x_lo, x_hi), (y_lo, y_hi)

@@ -1,0 +1,255 @@
+"""Decoding rules: what users feel (TTFT, token pace, errors) and server restarts."""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+from ..findings import Evidence, RuleSpec, Severity
+from ..history import bucket_quantile
+from ..model import Kind, Labels, Layer, make_labels
+from ..units import fmt_seconds
+from .base import Candidate, Context, Rule, server_subject, sub, without
+from .window import count_since, hist_since, increase_since
+
+DEC = Layer.DECODING
+WARN, CRIT = Severity.WARN, Severity.CRIT
+
+
+def _quantile(ctx: Context, s, q: float) -> float | None:
+    """The derived (on-screen) quantile when present, else computed over the window."""
+    v = ctx.derived(s.key, make_labels(s.labels, quantile=q))
+    if v is None:
+        d = hist_since(s, ctx.now - ctx.window)
+        if d is not None and d.total > 0:
+            v = bucket_quantile(q, d.buckets)
+    return v
+
+
+# ---- DEC-001 TTFT p99 over the SLO ----------------------------------------------------------
+def ttft_slo(ctx: Context) -> Iterator[Candidate]:
+    t, slo = ctx.t, ctx.cfg.slo.ttft_p99_seconds
+    for s in ctx.series_of("latency.ttft_seconds"):
+        n = count_since(s, ctx.now - ctx.window)
+        if n is None or n[0] < t.slo_min_requests:
+            continue
+        p99 = _quantile(ctx, s, 0.99)
+        if p99 is None or p99 <= slo:
+            continue
+        evidence = [Evidence(s.key, make_labels(s.labels, quantile=0.99), p99, slo, ">", "s",
+                             f"{n[0]:.0f} first tokens in the last {ctx.window:.0f} s")]
+        remedy = None
+        qs = ctx.series("latency.queue_seconds", s.labels)
+        q99 = _quantile(ctx, qs, 0.99) if qs is not None else None
+        if q99 is not None:
+            evidence.append(Evidence("latency.queue_seconds", make_labels(s.labels, quantile=0.99),
+                                     q99, None, "", "s", "time waiting before prefill"))
+            if q99 >= 0.5 * p99:
+                remedy = ("requests wait in the queue: add capacity (replicas, GPUs) or admit "
+                          "fewer; see the memory and scheduling findings for why")
+            else:
+                remedy = ("prefill itself is slow: enable chunked prefill and prefix caching, "
+                          "or cap prompt length")
+        sev = CRIT if p99 >= t.ttft_crit_factor * slo else WARN
+        yield Candidate(server_subject(s.labels), sev, tuple(evidence),
+                        title=f"TTFT p99 {fmt_seconds(p99)} over the {fmt_seconds(slo)} SLO",
+                        remedy=remedy)
+
+
+# ---- DEC-002 inter-token latency jitter ----------------------------------------------------
+def itl_jitter(ctx: Context) -> Iterator[Candidate]:
+    t = ctx.t
+    for s in ctx.series_of("latency.itl_seconds"):
+        n = count_since(s, ctx.now - ctx.window)
+        if n is None or n[0] < t.itl_min_tokens:
+            continue
+        p50 = _quantile(ctx, s, 0.5)
+        p99 = _quantile(ctx, s, 0.99)
+        if not p50 or p99 is None or p99 < t.itl_jitter_min_seconds:
+            continue
+        ratio = p99 / p50
+        if ratio < t.itl_jitter_ratio:
+            continue
+        yield Candidate(server_subject(s.labels), WARN, (
+            Evidence(s.key, s.labels, round(ratio, 2), t.itl_jitter_ratio, ">=", "",
+                     "p99 / p50 of inter-token latency"),
+            Evidence(s.key, make_labels(s.labels, quantile=0.99), p99, t.itl_jitter_min_seconds,
+                     ">=", "s"),
+            Evidence(s.key, make_labels(s.labels, quantile=0.5), p50, None, "", "s"),
+        ), title=f"inter-token latency jitter (p99 {ratio:.1f}x p50)")
+
+
+# ---- DEC-003 speculative acceptance low ---------------------------------------------------
+def spec_acceptance(ctx: Context) -> Iterator[Candidate]:
+    t = ctx.t
+    since = ctx.now - ctx.window
+    for ds in ctx.series_of("spec.draft_tokens_total"):
+        acc = ctx.series("spec.accepted_tokens_total", ds.labels)
+        if acc is None:
+            continue
+        di, ai = increase_since(ds, since), increase_since(acc, since)
+        if di is None or ai is None or di[0] < t.spec_min_draft_tokens:
+            continue
+        ratio = min(1.0, ai[0] / di[0])
+        if ratio >= t.spec_acceptance_min:
+            continue
+        yield Candidate(server_subject(ds.labels), WARN, (
+            Evidence("spec.acceptance_ratio", ds.labels, ratio, t.spec_acceptance_min, "<",
+                     "ratio", f"{ai[0]:.0f} of {di[0]:.0f} draft tokens accepted in the last "
+                     f"{ctx.window:.0f} s"),
+        ))
+
+
+# ---- DEC-004 error rate -----------------------------------------------------------------
+def error_rate(ctx: Context) -> Iterator[Candidate]:
+    t, limit = ctx.t, ctx.cfg.slo.error_ratio
+    since = ctx.now - ctx.window
+    groups: dict[Labels, list] = {}
+    for s in ctx.series_of("server.requests_finished_total"):
+        groups.setdefault(without(s.labels, "reason"), []).append(s)
+    for labels, series in groups.items():
+        total = errors = aborts = 0.0
+        for s in series:
+            inc = increase_since(s, since)
+            if inc is None:
+                continue
+            total += inc[0]
+            reason = s.label("reason")
+            if reason in t.error_reasons:
+                errors += inc[0]
+            elif reason == "abort":
+                aborts += inc[0]
+        if total < t.error_min_requests or errors <= 0:
+            continue
+        ratio = errors / total
+        if ratio <= limit:
+            continue
+        note = f"{errors:.0f} of {total:.0f} requests in the last {ctx.window:.0f} s " \
+               f"ended {'/'.join(t.error_reasons)}"
+        if aborts:
+            note += f"; {aborts:.0f} client aborts not counted"
+        yield Candidate(server_subject(labels), CRIT if ratio >= t.error_crit_ratio else WARN, (
+            Evidence("server.error_ratio", labels, ratio, limit, ">", "ratio", note),
+        ), title=f"error rate {ratio:.1%}")
+
+
+# ---- DEC-005 server restarted -------------------------------------------------------------
+RESTART_COUNTERS = ("server.generation_tokens_total", "server.prompt_tokens_total",
+                    "server.requests_finished_total")
+
+
+def server_restarted(ctx: Context) -> Iterator[Candidate]:
+    t = ctx.t
+    restarts = ctx.state.setdefault("restarts", {})  # instance -> (time, Evidence)
+    seen = ctx.state.setdefault("restart_seen", set())
+    for key in RESTART_COUNTERS:
+        for s in ctx.series_of(key):
+            inst = s.label("instance")
+            if (key, s.labels) not in seen:  # first sight: a recent past restart counts too
+                seen.add((key, s.labels))
+                for when in s.resets(t.restart_window):
+                    _note_restart(restarts, inst, when, s, None)
+            pts = s.points
+            if len(pts) >= 2 and pts[-1][0] >= ctx.now and pts[-1][1] < pts[-2][1]:
+                _note_restart(restarts, inst, ctx.now, s, pts[-2][1])
+    for s in ctx.series_of("server.process_start_seconds"):
+        pts = s.points
+        if len(pts) >= 2 and pts[-1][0] >= ctx.now and pts[-1][1] > pts[-2][1] + 1.0:
+            _note_restart(restarts, s.label("instance"), ctx.now, s, pts[-2][1])
+    for inst, (when, evidence) in list(restarts.items()):
+        if ctx.now - when > t.restart_window:
+            del restarts[inst]
+            continue
+        down = _downtime(ctx, inst, when)
+        evs = [evidence]
+        if down is not None:
+            secs, n, reason, source = down
+            evs.append(Evidence("server.downtime_seconds", sub(instance=inst) if inst else (),
+                                secs, None, "", "s",
+                                f"{source} unreachable for {n} scrapes" +
+                                (f": {reason}" if reason else "")))
+            title = f"server restarted (down {fmt_seconds(secs)})"
+        else:
+            title = "server restarted (between two scrapes)"
+        yield Candidate(sub(instance=inst) if inst else (), WARN, tuple(evs), title=title)
+
+
+def _note_restart(restarts: dict, inst: str, when: float, s, old: float | None) -> None:
+    prev = restarts.get(inst)
+    if prev is not None and abs(prev[0] - when) < 1e-6:
+        return
+    if prev is not None and prev[0] > when:
+        return
+    new = s.points[-1][1] if s.kind is not Kind.HISTOGRAM else None
+    clock = time.strftime("%H:%M:%S", time.localtime(when))
+    if s.key == "server.process_start_seconds":
+        e = Evidence(s.key, s.labels, new, old, ">", "s", f"new process started at {clock}")
+    else:
+        e = Evidence(s.key, s.labels, new, old, "<", s.unit,
+                     f"counter went backwards at {clock}: the server restarted")
+    restarts[inst] = (when, e)
+
+
+def _downtime(ctx: Context, inst: str, when: float):
+    """(seconds, failed scrapes, last error, source) of the outage that ended at the
+    restart, from the server source's ERROR ticks (tracked by the engine)."""
+    outages = ctx.state.get("outages", {})
+    names = [f"server:{inst}"] if inst else []
+    names += [n for n in outages if n.startswith("server") and n not in names]
+    for name in names:
+        o = outages.get(name)
+        if not o or not o.get("last"):
+            continue
+        start, end, n, reason = o["last"]
+        if when - 30.0 <= end <= when + 1e-6:
+            return end - start, n, reason, name
+    return None
+
+
+RULES = (
+    Rule(RuleSpec(
+        "DEC-001", DEC, "TTFT p99 over the SLO",
+        "Time to first token, p99 over the window, above the SLO with enough requests to "
+        "judge; the queue-time p99 beside it says whether requests wait or prefill is slow.",
+        ("latency.ttft_seconds",),
+        {"slo.ttft_p99_seconds": None, "thresholds.slo_min_requests": None,
+         "thresholds.ttft_crit_factor": None, "diagnosis.window": None},
+        "if the queue dominates: add capacity or admit fewer; else enable chunked prefill and "
+        "prefix caching, or cap prompt length",
+        optional=("latency.queue_seconds",)), ttft_slo),
+    Rule(RuleSpec(
+        "DEC-002", DEC, "inter-token latency jitter",
+        "Inter-token latency p99/p50 over the window at or above the ratio (and p99 above a "
+        "floor): decodes stall, usually behind long prefills.",
+        ("latency.itl_seconds",),
+        {"thresholds.itl_jitter_ratio": None, "thresholds.itl_jitter_min_seconds": None,
+         "thresholds.itl_min_tokens": None},
+        "enable chunked prefill with a smaller --max-num-batched-tokens, or separate prefill "
+        "from decode (disaggregated serving)"), itl_jitter),
+    Rule(RuleSpec(
+        "DEC-003", DEC, "speculative acceptance low",
+        "Accepted / proposed draft tokens over the window below the minimum: drafting costs "
+        "more than it saves.",
+        ("spec.draft_tokens_total", "spec.accepted_tokens_total"),
+        {"thresholds.spec_acceptance_min": None, "thresholds.spec_min_draft_tokens": None},
+        "fewer speculative tokens (--num-speculative-tokens), a draft model closer to the "
+        "target, or speculative decoding off for this traffic"), spec_acceptance),
+    Rule(RuleSpec(
+        "DEC-004", DEC, "error rate",
+        "Share of finished requests over the window that ended in an error reason above the "
+        "SLO (client aborts are reported, not counted, by default).",
+        ("server.requests_finished_total",),
+        {"slo.error_ratio": None, "thresholds.error_min_requests": None,
+         "thresholds.error_crit_ratio": None, "thresholds.error_reasons": None},
+        "read the server log for the failing requests (OOM, bad input, timeouts); check the "
+        "other findings for a cause"), error_rate),
+    Rule(RuleSpec(
+        "DEC-005", DEC, "server restarted",
+        "Server counters went backwards (or its process start time moved): it restarted; the "
+        "downtime is how long its /metrics could not be read before.",
+        ("server.generation_tokens_total|server.prompt_tokens_total|"
+         "server.requests_finished_total|server.process_start_seconds",),
+        {"thresholds.restart_window": None},
+        "find why it exited: its log around the restart, dmesg for the OOM killer or Xid, the "
+        "supervisor's restart count", raise_after=0.0), server_restarted),
+)

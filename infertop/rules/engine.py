@@ -1,0 +1,227 @@
+"""The Diagnoser: runs every rule each tick and turns conditions into trusted Findings.
+
+Rules say what holds *now*; this module decides what the on-call engineer sees:
+
+* **hysteresis**: a condition must hold ``raise_after`` seconds (default 5) without a
+  break before its finding raises, and be absent ``clear_after`` seconds (default 10)
+  before it clears.  A value hovering at a threshold therefore never raises (the streak
+  keeps breaking) or, once raised, never clears and re-raises (the healthy streak keeps
+  breaking): one raise per episode.  ``since`` is when the condition began.
+* **severity** rises at once and falls only after ``clear_after`` at the lower level.
+* **cause over symptom**: a rule that ``supersedes`` another (launch-bound decode explains
+  "busy but not working" on the same GPUs) keeps it quiet while it holds.
+* **missing inputs**: a rule whose required readings are absent is not run (silent), and
+  ``missing_inputs`` says which readings it lacks and why.
+* a rule that raises is a bug, not a finding: it is skipped and recorded in
+  ``rule_errors``, the other rules still run.
+
+Time is the Snapshot's clock, so demo, replay and live diagnose alike.  Call
+``evaluate`` after ``history.add(snapshot)``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field, replace
+
+from ..config import DiagnosisConfig
+from ..findings import Finding, FindingEvent, RuleSpec, Severity
+from ..history import History, Series
+from ..model import Labels, Reading, Snapshot, Status
+from .base import FACT_MAX_AGE, Candidate, Context, Rule, describe_subject
+from .registry import all_rules
+
+
+@dataclass
+class _Track:
+    pending_since: float
+    finding: Finding | None = None
+    healthy_since: float | None = None
+    sev_seen: dict[Severity, float] = field(default_factory=dict)
+
+
+def covers(cause: Labels, symptom: Labels) -> bool:
+    """True when a cause's subject includes the symptom's (same labels where both have
+    one; a ``gpus`` list includes its ``gpu``s; an empty subject covers everything)."""
+    a, b = dict(cause), dict(symptom)
+    if "gpus" in a and "gpu" in b:
+        return b["gpu"] in a["gpus"].split(",")
+    return all(a[k] == b[k] for k in a.keys() & b.keys())
+
+
+class Diagnoser:
+    def __init__(self, config: DiagnosisConfig | None = None) -> None:
+        self.config = config or DiagnosisConfig()
+        self.rules: tuple[Rule, ...] = tuple(r for r in all_rules()
+                                            if self.config.enabled(r.code))
+        self._by_code = {r.code: r for r in all_rules()}
+        self._causes: dict[str, list[str]] = {}
+        for r in self.rules:
+            for victim in r.spec.supersedes:
+                self._causes.setdefault(victim, []).append(r.code)
+        self._timing = {r.code: (self.config.raise_after(r.code, r.spec.raise_after),
+                                 self.config.clear_after(r.code, r.spec.clear_after))
+                        for r in all_rules()}
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every finding and trend (a replay that seeks backwards)."""
+        self._tracks: dict[tuple[str, Labels], _Track] = {}
+        self._events: deque[FindingEvent] = deque(maxlen=max(1, self.config.diagnosis.events_max))
+        self._state: dict = {"outages": {}}
+        self._index_key: tuple | None = None
+        self._index: dict[str, list[Series]] = {}
+        self.rule_errors: dict[str, str] = {}
+        self.active: list[Finding] = []
+
+    @property
+    def events(self) -> list[FindingEvent]:
+        """Raises and clears, oldest first (bounded by ``diagnosis.events_max``)."""
+        return list(self._events)
+
+    # -- one tick -----------------------------------------------------------------------
+    def evaluate(self, history: History, snapshot: Snapshot,
+                 derived: list[Reading]) -> list[Finding]:
+        now = snapshot.time
+        self._track_sources(snapshot)
+        ctx = Context(history, snapshot, derived, self.config, self._series_index(history),
+                      self._state)
+        cands: dict[tuple[str, Labels], Candidate] = {}
+        for rule in self.rules:
+            if not all(ctx.has_input(i) for i in rule.required):
+                continue
+            try:
+                for c in rule.check(ctx):
+                    key = (rule.code, c.subject)
+                    old = cands.get(key)
+                    if old is None or c.severity > old.severity:
+                        cands[key] = c
+            except Exception as e:  # a rule bug must not take the screen down
+                self.rule_errors[rule.code] = f"{type(e).__name__}: {e}"
+        if self._causes:
+            cands = {k: c for k, c in cands.items() if not self._explained(k, cands)}
+        self._update(now, cands)
+        return list(self.active)
+
+    def _explained(self, key: tuple[str, Labels], cands) -> bool:
+        code, subject = key
+        for cause in self._causes.get(code, ()):
+            for (c2, s2) in cands:
+                if c2 == cause and covers(s2, subject):
+                    return True
+        return False
+
+    def _update(self, now: float, cands: dict[tuple[str, Labels], Candidate]) -> None:
+        for key, c in cands.items():
+            code = key[0]
+            raise_after, clear_after = self._timing[code]
+            tr = self._tracks.get(key)
+            if tr is None:
+                tr = self._tracks[key] = _Track(pending_since=now)
+            tr.healthy_since = None
+            tr.sev_seen[c.severity] = now
+            if tr.finding is None and now - tr.pending_since < raise_after:
+                continue
+            sev = max(s for s, t in tr.sev_seen.items()
+                      if s is c.severity or now - t < clear_after)
+            was = tr.finding
+            tr.finding = self._finding(code, c, sev, tr.pending_since)
+            if was is None:
+                self._events.append(FindingEvent(now, code, c.subject, "raised", sev,
+                                                 tr.finding.summary()))
+        for key in [k for k in self._tracks if k not in cands]:
+            tr = self._tracks[key]
+            if tr.finding is None:
+                del self._tracks[key]  # the streak broke before it raised
+                continue
+            if tr.healthy_since is None:
+                tr.healthy_since = now
+            if now - tr.healthy_since >= self._timing[key[0]][1]:
+                f = tr.finding
+                self._events.append(FindingEvent(
+                    now, f.code, f.subject, "cleared", f.severity,
+                    f"{f.code} {f.title}: cleared after {now - f.since:.0f} s"))
+                del self._tracks[key]
+        active = [tr.finding for tr in self._tracks.values() if tr.finding is not None]
+        active.sort(key=lambda f: (-f.severity.rank, f.layer.index, f.code, f.subject))
+        self.active = active
+
+    def _finding(self, code: str, c: Candidate, sev: Severity, since: float) -> Finding:
+        spec = self._by_code[code].spec
+        title = c.title
+        if title is None:
+            title = spec.title + (f" ({describe_subject(c.subject)})" if c.subject else "")
+        return Finding(code, spec.layer, sev, title, c.evidence, c.remedy or spec.remedy, since,
+                       c.subject)
+
+    def _track_sources(self, snapshot: Snapshot) -> None:
+        """Outages per source (ERROR ticks), for the restart finding's downtime."""
+        outages = self._state["outages"]
+        for name, s in snapshot.samples.items():
+            o = outages.setdefault(name, {"down_since": None, "failed": 0, "last": None,
+                                          "reason": ""})
+            if s.status is Status.ERROR:
+                if o["down_since"] is None:
+                    o["down_since"], o["failed"] = s.time, 0
+                o["failed"] += 1
+                o["reason"] = s.reason
+            elif s.status is Status.OK and o["down_since"] is not None:
+                o["last"] = (o["down_since"], snapshot.time, o["failed"], o["reason"])
+                o["down_since"] = None
+
+    def _series_index(self, history: History) -> dict[str, list[Series]]:
+        # History only gains series between its expiry sweeps (every 30th tick): its
+        # length and that sweep count say whether the index is still right.
+        key = (id(history), len(history), history.ticks // 30)
+        if key != self._index_key:
+            idx: dict[str, list[Series]] = {}
+            for s in history:
+                idx.setdefault(s.key, []).append(s)
+            self._index, self._index_key = idx, key
+        return self._index
+
+    # -- what the help screen and docs show -----------------------------------------------
+    def catalogue(self) -> list[RuleSpec]:
+        """Every rule (enabled or not) with the thresholds and timing in force."""
+        out = []
+        for r in all_rules():
+            ra, ca = self._timing[r.code]
+            out.append(replace(r.spec, thresholds={k: self.config.value(k)
+                                                   for k in r.spec.thresholds},
+                               raise_after=ra, clear_after=ca))
+        return out
+
+    def missing_inputs(self, history: History) -> dict[str, list[str]]:
+        """Why silent: code -> the required inputs with no current reading (and the
+        source's reason when it said one: no GPM on this GPU, no server)."""
+        idx: dict[str, list[Series]] = {}
+        for s in history:
+            idx.setdefault(s.key, []).append(s)
+        fresh = history.now - FACT_MAX_AGE
+        out: dict[str, list[str]] = {}
+        for r in all_rules():
+            if not self.config.enabled(r.code):
+                out[r.code] = ["disabled in the config"]
+                continue
+            lacking = []
+            for spec in r.required:
+                reasons = []
+                ok = False
+                for key, lab in spec.alternatives:
+                    for s in idx.get(key, ()):
+                        if lab and any(s.label(k) != v for k, v in lab):
+                            continue
+                        if s.status is Status.OK and s.last_seen >= fresh:
+                            ok = True
+                            break
+                        if s.reason:
+                            reasons.append(f"{s.status.value}: {s.reason}")
+                    if ok:
+                        break
+                if not ok:
+                    why = reasons[0] if reasons else "not reported by any source"
+                    lacking.append(f"{spec.text} ({why})")
+            if lacking:
+                out[r.code] = lacking
+        return out
+

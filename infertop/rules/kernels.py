@@ -1,0 +1,200 @@
+"""Kernel rules: is the GPU fed fast enough, and does prefill scale as it should."""
+
+from __future__ import annotations
+
+import math
+from typing import Iterator
+
+from ..findings import Evidence, RuleSpec, Severity
+from ..history import Series
+from ..model import Layer
+from .base import ENGINE_ROLES, Candidate, Context, Rule, ev, server_subject, split_slope, sub
+from .window import point_at
+
+KRN = Layer.KERNELS
+WARN = Severity.WARN
+
+
+# ---- KRN-001 launch-bound decode ------------------------------------------------------
+def launch_bound(ctx: Context) -> Iterator[Candidate]:
+    t = ctx.t
+    threads, procs = ctx.ok("thread.cpu_ratio"), ctx.ok("process.cpu_ratio")
+    if not any(r.value >= t.launch_thread_cpu_min for r in (threads or procs)):
+        return  # nothing near a full core: the usual answer, found cheaply
+    engine_pids = {pid for pid, p in ctx.procs.items() if p.role in ENGINE_ROLES}
+
+    def of_engine(rs):
+        return [r for r in rs if not engine_pids or r.label("pid") in engine_pids]
+
+    hot = max(of_engine(threads), key=lambda r: r.value, default=None)
+    if hot is None:  # no per-thread CPU: a process at one core is the next best sign
+        hot = max(of_engine(procs), key=lambda r: r.value, default=None)
+    if hot is None or hot.value < t.launch_thread_cpu_min:
+        return
+    sm = ctx.per_gpu("gpu.sm_active_ratio")
+    mine = ctx.gpus_by_root().get(ctx.root_of(hot.label("pid")))
+    gpus = [g for g in (mine or sm) if g in sm]
+    if not gpus:
+        return
+    mean_sm = sum(sm[g].value for g in gpus) / len(gpus)
+    if mean_sm > t.launch_sm_active_max:
+        return
+    running = ctx.ok("server.requests_running")
+    if running:
+        batch = sum(r.value for r in running)
+        if batch < 1 or batch > t.launch_batch_max:
+            return
+        batch_ev = ev(running[0], "server.requests_running", running[0].labels if
+                      len(running) == 1 else (), batch, t.launch_batch_max, "<=",
+                      "small decode batch")
+    else:
+        steps = ctx.derived_of("server.iteration_tokens_mean")
+        if not steps:
+            return
+        batch = max(r.value for r in steps)
+        if batch > t.launch_batch_max:
+            return
+        batch_ev = ev(steps[0], "server.iteration_tokens_mean", steps[0].labels, batch,
+                      t.launch_batch_max, "<=", "tokens per engine step")
+    graphs = ctx.setting("cuda_graphs")
+    eager = graphs is not None and graphs.strip().lower().startswith("off")
+    where = "thread" if hot.key == "thread.cpu_ratio" else "process"
+    name = hot.label("name") or hot.label("tid") or hot.label("pid")
+    evidence = [
+        ev(hot, hot.key, hot.labels, hot.value, t.launch_thread_cpu_min, ">=",
+           f"engine {where} {name} (pid {hot.label('pid')}) near one full core"),
+        Evidence("gpu.sm_active_ratio", () if len(gpus) > 1 else sm[gpus[0]].labels, mean_sm,
+                 t.launch_sm_active_max, "<=", "ratio",
+                 f"mean over GPU {','.join(gpus)}" if len(gpus) > 1 else ""),
+        batch_ev,
+    ]
+    if graphs is not None:
+        evidence.append(ev(None, "server.setting", sub(name="cuda_graphs"), graphs, None, "",
+                           "every kernel launched one by one from Python" if eager else ""))
+    if eager:
+        remedy = ("enable CUDA graphs (drop --enforce-eager / --disable-cuda-graph): one "
+                  "replay instead of hundreds of launches per step")
+        title = "launch-bound decode in eager mode"
+    else:
+        remedy = ("the CPU cannot issue kernels fast enough: larger batches, async scheduling; "
+                  "py-spy the engine thread to see where the step time goes")
+        title = "launch-bound decode"
+    yield Candidate(sub(gpus=",".join(gpus)), WARN, tuple(evidence), title=title, remedy=remedy)
+
+
+# ---- KRN-002 TTFT superlinear in prompt length -----------------------------------------
+def ttft_superlinear(ctx: Context) -> Iterator[Candidate]:
+    """Histograms lose which prompt had which TTFT, but their windowed means do not: over
+    successive windows, (mean prompt length, mean TTFT minus mean queue time) pairs trace
+    how prefill time scales.  The windows are split by prompt length into a short and a
+    long half (by request count); the slope is log(TTFT_long / TTFT_short) over
+    log(prompt_long / prompt_short), each side a request-weighted mean.  Near 1 is linear
+    (normal, compute-bound prefill); >= 1.5 means cost grows like the square of the prompt
+    (attention without a flash/chunked kernel).  Pooling halves instead of a least-squares
+    fit over windows keeps a few noisy windows (2-5 requests each at low traffic) from
+    flattening the slope.  It needs enough windows with requests and a spread in prompt
+    length, and is recomputed once per window (memoised)."""
+    t = ctx.t
+    w = t.ttft_fit_window
+    end = math.floor(ctx.now / w) * w
+    memo = ctx.state.setdefault("krn002", {})
+    for ps in ctx.series_of("request.prompt_tokens"):
+        ts = ctx.series("latency.ttft_seconds", ps.labels)
+        if ts is None or not ts.points:
+            continue
+        got = memo.get(ps.labels)
+        if got is None or got[0] != end:
+            got = (end, _fit(ctx, ps, ts, ctx.series("latency.queue_seconds", ps.labels), end))
+            memo[ps.labels] = got
+        fit = got[1]
+        if fit is None:
+            continue
+        slope, n, (pmin, pmax), (tmin, tmax) = fit
+        if slope < t.ttft_slope_min:
+            continue
+        yield Candidate(server_subject(ps.labels), WARN, (
+            Evidence("latency.ttft_seconds", ps.labels, round(slope, 2), t.ttft_slope_min, ">=",
+                     "", f"log-log slope of mean TTFT over mean prompt length, {n} windows "
+                     f"of {w:.0f} s"),
+            Evidence("request.prompt_tokens", ps.labels, pmax, None, "", "tokens",
+                     f"mean prompt {pmin:.0f} -> {pmax:.0f} tokens while prefill TTFT "
+                     f"{tmin * 1e3:.0f} -> {tmax * 1e3:.0f} ms"),
+        ), title=f"TTFT grows like prompt^{slope:.1f}")
+
+
+def _fit(ctx: Context, ps: Series, ts: Series, qs: Series | None, end: float):
+    t = ctx.t
+    w = t.ttft_fit_window
+    bounds = [end - k * w for k in range(t.ttft_fit_windows + 1)][::-1]
+
+    def at(s: Series | None):
+        if s is None or not s.points:
+            return None
+        return [point_at(s, b) for b in bounds]
+
+    P, T, Q = at(ps), at(ts), at(qs)
+    pts = []
+    for i in range(len(bounds) - 1):
+        dp, dt = _delta(P, i), _delta(T, i)
+        if dp is None or dt is None or dp[0] < t.ttft_fit_min_requests or \
+                dt[0] < t.ttft_fit_min_requests:
+            continue
+        prompt = dp[1] / dp[0]
+        ttft = dt[1] / dt[0]
+        dq = _delta(Q, i) if Q is not None else None
+        if dq is not None and dq[0] > 0:
+            ttft -= dq[1] / dq[0]  # queueing is not prefill: leave it out
+        if prompt > 0 and ttft > 0:
+            pts.append((prompt, ttft, dt[0]))
+    if len(pts) < t.ttft_fit_min_points:
+        return None
+    got = split_slope(pts)
+    if got is None:
+        return None
+    slope, (p_lo, p_hi), (t_lo, t_hi) = got
+    if p_hi / p_lo < t.ttft_fit_prompt_spread:
+        return None
+    return slope, len(pts), (p_lo, p_hi), (t_lo, t_hi)
+
+
+def _delta(points, i) -> tuple[float, float] | None:
+    """(observations, sum) between two boundary points; None across a reset."""
+    if points is None:
+        return None
+    a, b = points[i], points[i + 1]
+    if a is None or b is None or a is b or b.time <= a.time or b.total < a.total:
+        return None
+    return b.total - a.total, b.sum - a.sum
+
+
+RULES = (
+    Rule(RuleSpec(
+        "KRN-001", KRN, "launch-bound decode",
+        "An engine thread is pinned near one full core while the SMs idle on a small batch: "
+        "the GPU waits for the CPU to launch kernels (worst in eager mode, no CUDA graphs).",
+        ("thread.cpu_ratio|process.cpu_ratio", "gpu.sm_active_ratio",
+         "server.requests_running|server.iteration_tokens"),
+        {"thresholds.launch_thread_cpu_min": None, "thresholds.launch_sm_active_max": None,
+         "thresholds.launch_batch_max": None},
+        "enable CUDA graphs (drop --enforce-eager); otherwise larger batches or async "
+        "scheduling, and py-spy the engine thread",
+        optional=("server.setting{name=cuda_graphs}", "process.info", "process.gpu_mem_bytes"),
+        supersedes=("HW-001",)), launch_bound),
+    Rule(RuleSpec(
+        "KRN-002", KRN, "TTFT superlinear in prompt length",
+        "Over successive windows, mean TTFT (minus mean queue time) grows faster than mean "
+        "prompt length: the log-log slope between the windows with the longest and the "
+        "shortest prompts at or above the threshold, with enough windows and a spread in "
+        "prompt lengths.",
+        ("request.prompt_tokens", "latency.ttft_seconds"),
+        {"thresholds.ttft_slope_min": None, "thresholds.ttft_fit_window": None,
+         "thresholds.ttft_fit_windows": None, "thresholds.ttft_fit_min_points": None,
+         "thresholds.ttft_fit_min_requests": None, "thresholds.ttft_fit_prompt_spread": None},
+        "enable chunked prefill and a flash-attention backend; cap the prompt length; prefix "
+        "caching for shared prefixes",
+        optional=("latency.queue_seconds",),
+        notes="A request's prompt length and TTFT are only in separate histograms, so the fit "
+              "works on windowed means: it sees the trend when the mix of prompt lengths "
+              "changes over time, and stays silent while the mix is steady."),
+        ttft_superlinear),
+)

@@ -1,0 +1,272 @@
+"""Memory rules: KV-cache pressure and leaks, GPU memory headroom, duplicated weights."""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+from ..findings import Evidence, RuleSpec, Severity
+from ..model import Layer
+from ..units import fmt_bytes
+from .base import Candidate, Context, Rule, ev, server_subject, sub
+from .window import covered, increase_since, value_at
+
+MEM = Layer.MEMORY
+NOTICE, WARN, CRIT = Severity.NOTICE, Severity.WARN, Severity.CRIT
+
+
+# ---- MEM-001 KV pressure --------------------------------------------------------------
+def kv_pressure(ctx: Context) -> Iterator[Candidate]:
+    t = ctx.t
+    for kv in ctx.ok("kv.usage_ratio"):
+        if kv.value < t.kv_pressure_ratio:
+            continue
+        waiting = ctx.peer("server.requests_waiting", kv.labels)
+        rate, pre_labels = None, kv.labels
+        ps = ctx.series("server.preemptions_total", kv.labels)
+        if ps is None:
+            pr = ctx.peer("server.preemptions_total", kv.labels)
+            ps = ctx.series(pr.key, pr.labels) if pr is not None else None
+        if ps is not None:
+            pre_labels = ps.labels
+            inc = increase_since(ps, ctx.now - ctx.window)
+            rate = inc[0] / inc[1] if inc is not None and inc[1] > 0 else None
+        preempting = rate is not None and rate > 0
+        queued = waiting is not None and waiting.value >= 1
+        if not (preempting or queued):
+            continue
+        evidence = [ev(kv, kv.key, kv.labels, kv.value, t.kv_pressure_ratio, ">=")]
+        if preempting:
+            evidence.append(ev(None, "server.preemptions_per_second", pre_labels, rate, 0, ">",
+                               f"over the last {ctx.window:.0f} s"))
+        if queued:
+            evidence.append(ev(waiting, waiting.key, waiting.labels, waiting.value, 1, ">="))
+        sev = CRIT if rate is not None and rate >= t.kv_preempt_crit_per_second else WARN
+        yield Candidate(server_subject(kv.labels), sev, tuple(evidence))
+
+
+# ---- MEM-002 KV leak ------------------------------------------------------------------
+def kv_leak(ctx: Context) -> Iterator[Candidate]:
+    t = ctx.t
+    for kv in ctx.ok("kv.usage_ratio"):
+        if kv.value < t.kv_leak_ratio:
+            continue
+        running = ctx.peer("server.requests_running", kv.labels)
+        if running is None or running.value > 0:
+            continue
+        waiting = ctx.peer("server.requests_waiting", kv.labels)
+        if waiting is not None and waiting.value > 0:
+            continue
+        evidence = [ev(kv, kv.key, kv.labels, kv.value, t.kv_leak_ratio, ">="),
+                    ev(running, running.key, running.labels, running.value, 0, "==",
+                       "no request running")]
+        if waiting is not None:
+            evidence.append(ev(waiting, waiting.key, waiting.labels, waiting.value, 0, "=="))
+        yield Candidate(server_subject(kv.labels), WARN, tuple(evidence))
+
+
+# ---- MEM-003 GPU memory headroom low or growing -----------------------------------------
+def mem_headroom(ctx: Context) -> Iterator[Candidate]:
+    t = ctx.t
+    totals = ctx.per_gpu("gpu.mem_total_bytes")
+    for gpu, used in ctx.per_gpu("gpu.mem_used_bytes").items():
+        tot = totals.get(gpu)
+        if tot is None or not tot.value:
+            continue
+        total = tot.value
+        free_share = max(0.0, 1.0 - used.value / total)
+        evidence, sev = [], None
+        growth = _growth(ctx, used, total)
+        if growth is not None:
+            rise, span, eta = growth
+            sev = CRIT if eta <= t.mem_oom_eta_seconds else WARN
+            evidence.append(ev(used, used.key, used.labels, rise, t.mem_growth_ratio * total, ">=",
+                               f"+{fmt_bytes(rise)} in {span:.0f} s, steadily; full in "
+                               f"~{eta:.0f} s at this pace"))
+        if free_share < t.mem_headroom_ratio and not _preallocated(ctx, gpu, 1.0 - free_share):
+            evidence.append(Evidence("gpu.mem_used_bytes", used.labels, 1.0 - free_share,
+                                     1.0 - t.mem_headroom_ratio, ">", "ratio",
+                                     f"{fmt_bytes(total - used.value)} free of "
+                                     f"{fmt_bytes(total)} (servers that pre-allocate a KV "
+                                     "cache run here by design)"))
+            sev = sev or NOTICE
+        if sev is None:
+            continue
+        title = f"GPU {gpu}: memory " + ("growing steadily" if growth else "headroom low")
+        remedy = ("memory grows with no plateau: a leak or fragmentation (e.g. a second "
+                  "process, growing CUDA graphs); find the process (per-process GPU memory) "
+                  "before it hits OOM" if growth else
+                  "little free memory: a new process or a larger batch may OOM; lower "
+                  "--gpu-memory-utilization if other work must share this GPU")
+        yield Candidate(sub(gpu=gpu), sev, tuple(evidence), title=title, remedy=remedy)
+
+
+# servers that reserve most of a GPU for their KV cache at start-up, by design
+PREALLOCATING = ("vllm", "sglang", "trtllm", "tgi")
+PREALLOC_SETTINGS = ("gpu_memory_utilization", "mem_fraction_static")
+
+
+def _preallocated(ctx: Context, gpu: str, used_share: float) -> bool:
+    """True when low headroom is a server's own reservation: a vLLM/SGLang/TGI/TRT-LLM
+    process holds memory on this GPU, or usage matches the reservation it was given."""
+    for r in ctx.ok("process.gpu_mem_bytes"):
+        if r.label("gpu") == gpu:
+            p = ctx.procs.get(r.label("pid"))
+            if p is not None and p.kind in PREALLOCATING:
+                return True
+    for name in PREALLOC_SETTINGS:
+        text = ctx.setting(name)
+        if text is None:
+            text = next((r.text for r in ctx.all("kv.config")
+                         if r.label("name") == name and r.text), None)
+        try:
+            share = float(text) if text is not None else None
+        except ValueError:
+            share = None
+        if share is not None and used_share <= share + 0.05:
+            return True
+    return False
+
+
+def _growth(ctx: Context, used, total: float) -> tuple[float, float, float] | None:
+    """(rise, seconds, seconds to full) when used memory rose steadily over the window."""
+    t = ctx.t
+    s = ctx.series(used.key, used.labels)
+    w = t.mem_growth_window
+    if s is None or not covered(s, w / 2, ctx.now):
+        return None
+    start_t = max(ctx.now - w, s.points[0][0])
+    # the window's first value moves slowly: look it up once per 5 s, not every tick
+    memo = ctx.state.setdefault("mem003", {})
+    slot = int(start_t // 5)
+    got = memo.get(used.labels)
+    if got is None or got[0] != slot:
+        got = memo[used.labels] = (slot, value_at(s, start_t))
+    first = got[1]
+    rise = used.value - first if first is not None else 0.0
+    if rise < t.mem_growth_ratio * total:  # cheap test first: the usual answer
+        return None
+    n = 6
+    span = ctx.now - start_t
+    vals = [value_at(s, start_t + span * k / n) for k in range(n + 1)]
+    if any(v is None for v in vals):
+        return None
+    tol = 0.002 * total
+    steps = [b - a for a, b in zip(vals, vals[1:])]
+    if any(d < -tol for d in steps):
+        return None  # went down on the way: a load that came and went, not growth
+    if sum(d > tol / 4 for d in steps) < (2 * n) // 3:
+        return None  # rose in one jump (a model or a batch loaded): a step, not growth
+    slope = rise / span if span > 0 else 0.0
+    eta = (total - used.value) / slope if slope > 0 else float("inf")
+    return rise, span, eta
+
+
+# ---- MEM-004 same model's weights twice on one GPU ---------------------------------------
+_MODEL_FLAGS = ("--model", "--model-path", "--model-id", "-m")
+
+
+def parse_model(cmdline: str) -> str | None:
+    """The model named on a server's command line (``--model X``, ``serve X``, llama.cpp's
+    ``-m X``; Python's own ``python -m module`` is not a model)."""
+    toks = cmdline.split()
+    for i, tok in enumerate(toks):
+        nxt = toks[i + 1] if i + 1 < len(toks) else None
+        if tok in _MODEL_FLAGS and nxt:
+            if tok == "-m" and i == 1 and os.path.basename(toks[0]).startswith("python"):
+                continue
+            return nxt.rstrip("/")
+        for flag in _MODEL_FLAGS[:3]:
+            if tok.startswith(flag + "="):
+                return tok.split("=", 1)[1].rstrip("/")
+        if tok == "serve" and nxt and not nxt.startswith("-"):
+            return nxt.rstrip("/")
+    return None
+
+
+def model_of(ctx: Context, pid: str) -> str | None:
+    """The model a process serves, from its command line or its nearest ancestor's."""
+    seen = set()
+    cur = pid
+    while cur in ctx.procs and cur not in seen:
+        seen.add(cur)
+        model = parse_model(ctx.procs[cur].cmdline)
+        if model:
+            return model
+        cur = ctx.procs[cur].ppid
+    return None
+
+
+def weights_twice(ctx: Context) -> Iterator[Candidate]:
+    t = ctx.t
+    by_gpu: dict[str, list] = {}
+    for r in ctx.ok("process.gpu_mem_bytes"):
+        if r.label("pid") and r.label("gpu") and r.value >= t.weights_min_bytes:
+            by_gpu.setdefault(r.label("gpu"), []).append(r)
+    for gpu, rs in sorted(by_gpu.items()):
+        if len(rs) < 2:
+            continue
+        groups: dict[str, list] = {}
+        for r in rs:
+            pid = r.label("pid")
+            if pid not in ctx.procs:
+                continue
+            model = model_of(ctx, pid)
+            # one server serves one model: two of its processes on a GPU hold it twice
+            ident = f"model {model}" if model else f"server pid {ctx.root_of(pid)}"
+            groups.setdefault(ident, []).append(r)
+        for ident, same in groups.items():
+            if len(same) < 2:
+                continue
+            evidence = tuple(
+                ev(r, r.key, r.labels, r.value, t.weights_min_bytes, ">=",
+                   f"pid {r.label('pid')} ({ctx.procs[r.label('pid')].name}), {ident}")
+                for r in same)
+            pids = ", ".join(r.label("pid") for r in same)
+            yield Candidate(sub(gpu=gpu), WARN, evidence,
+                            title=f"GPU {gpu}: {ident} loaded twice (pids {pids})")
+            break
+
+
+RULES = (
+    Rule(RuleSpec(
+        "MEM-001", MEM, "KV-cache pressure",
+        "KV-cache usage near full while requests are preempted (rate over the window, not the "
+        "lifetime total) or wait in the queue: concurrency exceeds what the cache holds.",
+        ("kv.usage_ratio", "server.preemptions_total|server.requests_waiting"),
+        {"thresholds.kv_pressure_ratio": None, "thresholds.kv_preempt_crit_per_second": None,
+         "diagnosis.window": None},
+        "lower max concurrent sequences (--max-num-seqs) or --max-model-len; give the KV cache "
+        "more memory (--gpu-memory-utilization, FP8 KV cache) or add GPUs"), kv_pressure),
+    Rule(RuleSpec(
+        "MEM-002", MEM, "KV-cache leak",
+        "KV-cache usage stays up while no request runs or waits: blocks that are never freed "
+        "(aborted requests, a scheduler bug).",
+        ("kv.usage_ratio", "server.requests_running"),
+        {"thresholds.kv_leak_ratio": None},
+        "note the server version and recent aborts, then restart the engine; report it "
+        "upstream",
+        optional=("server.requests_waiting",), raise_after=30.0,
+        notes="vLLM counts cached-but-free prefix blocks as free, so an idle server reads ~0 "
+              "(the rule needs 30 s of idleness by default)."), kv_leak),
+    Rule(RuleSpec(
+        "MEM-003", MEM, "GPU memory headroom low or growing",
+        "Free GPU memory under the headroom share (notice; not when a vLLM/SGLang/TGI/TRT-LLM "
+        "process holds it or usage matches its gpu_memory_utilization/mem_fraction_static: "
+        "that reservation is by design), or used memory rising steadily over the window "
+        "(warning; critical when full soon at that pace).",
+        ("gpu.mem_used_bytes", "gpu.mem_total_bytes"),
+        {"thresholds.mem_headroom_ratio": None, "thresholds.mem_growth_window": None,
+         "thresholds.mem_growth_ratio": None, "thresholds.mem_oom_eta_seconds": None},
+        "find the process that grows (per-process GPU memory) before it hits OOM; lower "
+        "--gpu-memory-utilization if other work shares the GPU",
+        optional=("process.gpu_mem_bytes", "process.info", "kv.config")), mem_headroom),
+    Rule(RuleSpec(
+        "MEM-004", MEM, "weights held twice on one GPU",
+        "Two processes each hold a model-sized share of one GPU's memory and serve the same "
+        "model (same --model, or the same server's process tree).",
+        ("process.gpu_mem_bytes", "process.info"),
+        {"thresholds.weights_min_bytes": None},
+        "stop the duplicate server, or give each server its own GPUs (CUDA_VISIBLE_DEVICES)"),
+        weights_twice),
+)

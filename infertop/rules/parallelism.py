@@ -1,0 +1,167 @@
+"""Parallelism rules: tensor-parallel groups in step, their links, data-parallel balance."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..findings import Evidence, RuleSpec, Severity
+from ..model import Layer
+from .base import Candidate, Context, Rule, ev, sub
+from .hardware import pcie_capacity
+
+PAR = Layer.PARALLELISM
+WARN = Severity.WARN
+
+
+# ---- PAR-001 straggler in a TP group ----------------------------------------------------
+def tp_straggler(ctx: Context) -> Iterator[Candidate]:
+    t = ctx.t
+    sm = ctx.per_gpu("gpu.sm_active_ratio")
+    util = ctx.per_gpu("gpu.util_ratio")
+    throttle = ctx.per_gpu("gpu.throttle_reasons")
+    for group in ctx.tp_groups:
+        src = sm if all(g in sm for g in group) else util
+        if not all(g in src for g in group):
+            continue
+        vals = {g: src[g].value for g in group}
+        mean = sum(vals.values()) / len(vals)
+        spread = max(vals.values()) - min(vals.values())
+        if mean < t.tp_busy_min or spread < t.tp_imbalance:
+            continue
+        median = sorted(vals.values())[len(vals) // 2]
+        odd = max(group, key=lambda g: (abs(vals[g] - median), g))
+        key = src[odd].key
+        note = f"GPU {odd} {vals[odd]:.0%} against a median of {median:.0%}"
+        th = throttle.get(odd)
+        if th is not None and int(th.value) & ~0x1:
+            note += f"; it is throttled ({th.text or hex(int(th.value))}, see HW-003)"
+        gl = ",".join(group)
+        evidence = [Evidence(key, sub(gpus=gl), spread, t.tp_imbalance, ">=", "ratio",
+                             f"max - min across TP group {gl}: " + note)]
+        evidence += [ev(src[g], key, src[g].labels, vals[g], None, "") for g in group]
+        yield Candidate(sub(gpus=gl), WARN, tuple(evidence),
+                        title=f"GPU {odd} out of step with its TP group ({gl})")
+
+
+# ---- PAR-002 TP over PCIe without NVLink ----------------------------------------------------
+def tp_over_pcie(ctx: Context) -> Iterator[Candidate]:
+    t = ctx.t
+    if not ctx.tp_groups:
+        return
+    topo = {(r.label("gpu"), r.label("peer")): r.text for r in ctx.ok("gpu.topology")
+            if r.text}
+    tx = ctx.per_gpu("gpu.pcie_tx_bytes_per_second")
+    rx = ctx.per_gpu("gpu.pcie_rx_bytes_per_second")
+    for group in ctx.tp_groups:
+        paths = [(a, b, topo.get((a, b)) or topo.get((b, a)))
+                 for i, a in enumerate(group) for b in group[i + 1:]]
+        pcie = [(a, b, p) for a, b, p in paths if p and not p.upper().startswith("NV")]
+        if not pcie:
+            continue  # all NVLink (or unknown): not this rule
+        heavy = []
+        for g in group:
+            rates = [r for r in (tx.get(g), rx.get(g)) if r is not None]
+            if not rates:
+                continue
+            top = max(rates, key=lambda r: r.value)
+            cap = pcie_capacity(ctx, g)
+            limit = t.tp_pcie_heavy_ratio * cap if cap else t.tp_pcie_heavy_bytes
+            if top.value >= limit:
+                heavy.append((top, limit, cap))
+        if not heavy or len(heavy) * 2 < len(group):
+            continue
+        gl = ",".join(group)
+        worst_path = max(pcie, key=lambda x: _PATH_RANK.get(x[2].upper(), 0))
+        evidence = [Evidence("gpu.topology", sub(gpu=worst_path[0], peer=worst_path[1]),
+                             worst_path[2], "NVLINK", "!=", "",
+                             f"{len(pcie)} of {len(paths)} GPU pairs of TP group {gl} "
+                             "talk over PCIe")]
+        for r, limit, cap in heavy:
+            evidence.append(ev(r, r.key, r.labels, r.value, limit, ">=",
+                               f"{r.value / cap:.0%} of the link" if cap else ""))
+        yield Candidate(sub(gpus=gl), WARN, tuple(evidence),
+                        title=f"TP group {gl} all-reduces over PCIe ({worst_path[2]})")
+
+
+# how far apart two GPUs are on the PCIe tree (nvidia-smi topo -m)
+_PATH_RANK = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
+
+
+# ---- PAR-003 DP engines unevenly loaded ---------------------------------------------------
+def dp_unbalanced(ctx: Context) -> Iterator[Candidate]:
+    t = ctx.t
+    by_model: dict[str, list] = {}
+    for r in ctx.ok("server.requests_running"):
+        by_model.setdefault(r.label("model"), []).append(r)
+    for model, engines in sorted(by_model.items()):
+        if len(engines) < 2:
+            continue
+        loads = []
+        for r in engines:
+            w = ctx.peer("server.requests_waiting", r.labels)
+            kv = ctx.peer("kv.usage_ratio", r.labels)
+            loads.append((r.value + (w.value if w is not None else 0.0), r,
+                          kv.value if kv is not None else None))
+        hi = max(loads, key=lambda x: x[0])
+        lo = min(loads, key=lambda x: x[0])
+        by_load = hi[0] - lo[0] >= t.dp_load_min_gap and \
+            hi[0] >= t.dp_load_ratio * (lo[0] + 1.0)
+        kvs = [x for x in loads if x[2] is not None]
+        kv_hi = max(kvs, key=lambda x: x[2]) if kvs else None
+        kv_lo = min(kvs, key=lambda x: x[2]) if kvs else None
+        by_kv = kv_hi is not None and kv_hi[2] - kv_lo[2] >= t.dp_kv_gap and kv_hi[2] >= 0.5
+        if not (by_load or by_kv):
+            continue
+        evidence = []
+        if by_load:
+            evidence.append(Evidence("server.requests_running", hi[1].labels, hi[0],
+                                     t.dp_load_ratio * (lo[0] + 1.0), ">=", "count",
+                                     f"running+waiting {hi[0]:.0f} against {lo[0]:.0f} on "
+                                     f"{_who(lo[1])}"))
+        if by_kv:
+            evidence.append(Evidence("kv.usage_ratio", kv_hi[1].labels, kv_hi[2],
+                                     kv_lo[2] + t.dp_kv_gap, ">=", "ratio",
+                                     f"against {kv_lo[2]:.0%} on {_who(kv_lo[1])}"))
+        yield Candidate(sub(model=model) if model else (), WARN, tuple(evidence),
+                        title=f"data-parallel engines unevenly loaded ({_who(hi[1])} busiest)")
+
+
+def _who(r) -> str:
+    parts = [f"{k} {r.label(k)}" for k in ("instance", "engine") if r.label(k)]
+    return ", ".join(parts) or "one engine"
+
+
+RULES = (
+    Rule(RuleSpec(
+        "PAR-001", PAR, "TP straggler",
+        "Inside one tensor-parallel group (GPUs of one server, split by tensor_parallel_size) "
+        "SM activity (or util without GPM) differs by more than the spread while the group "
+        "is busy: every step waits for the slowest rank.",
+        ("gpu.sm_active_ratio|gpu.util_ratio",
+         "process.gpu_mem_bytes|server.setting{name=tensor_parallel_size}"),
+        {"thresholds.tp_imbalance": None, "thresholds.tp_busy_min": None},
+        "check the odd GPU: its clocks and throttling (HW-003), PCIe link width, other "
+        "processes on it",
+        optional=("process.info", "gpu.throttle_reasons")), tp_straggler),
+    Rule(RuleSpec(
+        "PAR-002", PAR, "TP over PCIe without NVLink",
+        "A tensor-parallel group whose GPUs reach each other over PCIe (PIX/PXB/PHB/NODE/SYS, "
+        "no NVLink) moves heavy traffic over it: all-reduces compete for the bus.",
+        ("gpu.topology", "gpu.pcie_tx_bytes_per_second|gpu.pcie_rx_bytes_per_second",
+         "process.gpu_mem_bytes|server.setting{name=tensor_parallel_size}"),
+        {"thresholds.tp_pcie_heavy_ratio": None, "thresholds.tp_pcie_heavy_bytes": None},
+        "place the TP group on NVLink-connected GPUs, or use fewer TP ranks / pipeline "
+        "parallelism across PCIe",
+        optional=("gpu.pcie_link_gen", "gpu.pcie_link_width"),
+        supersedes=("HW-004",)), tp_over_pcie),
+    Rule(RuleSpec(
+        "PAR-003", PAR, "DP engines unevenly loaded",
+        "Data-parallel engines (or replicas) of one model carry very different loads "
+        "(running+waiting) or KV usage: the load balancer favours some.",
+        ("server.requests_running",),
+        {"thresholds.dp_load_ratio": None, "thresholds.dp_load_min_gap": None,
+         "thresholds.dp_kv_gap": None},
+        "check the router's policy (least-loaded instead of round-robin/sticky sessions); "
+        "with vLLM DP, check the engines' KV sizes match",
+        optional=("server.requests_waiting", "kv.usage_ratio")), dp_unbalanced),
+)

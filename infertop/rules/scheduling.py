@@ -1,0 +1,227 @@
+"""Scheduling rules: the host side that feeds the GPUs (GIL, queues, threads, CPU)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..findings import Evidence, RuleSpec, Severity
+from ..model import Layer
+from .base import Candidate, Context, Rule, ev, server_subject, sub
+from .window import covered, value_at
+
+SCH = Layer.SCHEDULING
+WARN = Severity.WARN
+
+# rate sub-windows for "throughput is falling": the newest against the best of the recent
+THROUGHPUT_STEP = 10.0
+THROUGHPUT_LOOKBACK = 120.0
+
+
+# ---- SCH-001 GIL contention -------------------------------------------------------------
+def _python_pid(ctx: Context, r) -> bool:
+    p = ctx.procs.get(r.label("pid"))
+    if p is not None:
+        return p.is_python
+    name = r.label("name").lower()  # no process.info: judge by the process name
+    return "python" in name or name.startswith(("vllm::", "sglang"))
+
+
+def gil_contention(ctx: Context) -> Iterator[Candidate]:
+    t = ctx.t
+    pinned = [r for r in ctx.ok("process.cpu_ratio")
+              if t.gil_cpu_min <= r.value <= t.gil_cpu_max and _python_pid(ctx, r)]
+    if not pinned:
+        return
+    threads: dict[str, list] = {}
+    for th in ctx.ok("thread.cpu_ratio"):
+        if th.value >= t.gil_thread_busy:
+            threads.setdefault(th.label("pid"), []).append(th)
+    trend = None
+    for r in pinned:
+        busy = sorted(threads.get(r.label("pid"), ()), key=lambda th: -th.value)
+        if len(busy) < t.gil_busy_threads:
+            continue
+        if trend is None:
+            trend = throughput_trend(ctx) or (None, None)
+        cur, peak = trend
+        if cur is None or not peak or cur > (1.0 - t.gil_throughput_drop) * peak:
+            continue
+        pid = r.label("pid")
+        names = ", ".join(f"{th.label('name') or th.label('tid')} {th.value:.0%}"
+                          for th in busy[:4])
+        yield Candidate(sub(pid=pid), WARN, (
+            ev(r, r.key, r.labels, r.value, t.gil_cpu_min, ">=",
+               f"pinned near one core (up to {t.gil_cpu_max:.2f}): one thread runs Python at a "
+               "time"),
+            Evidence("thread.cpu_ratio", sub(pid=pid), len(busy), t.gil_busy_threads, ">=",
+                     "count", f"busy Python threads: {names}"),
+            Evidence("throughput.generation_tokens_per_second", (), cur,
+                     (1.0 - t.gil_throughput_drop) * peak, "<=", "tokens/s",
+                     f"peak {peak:.0f} tokens/s in the last {THROUGHPUT_LOOKBACK:.0f} s"),
+        ), title=f"GIL contention in pid {pid} ({r.label('name')})")
+
+
+def throughput_trend(ctx: Context) -> tuple[float, float] | None:
+    """(newest 10 s generation rate, best 10 s rate of the last 2 min), all engines summed."""
+    series = [s for s in ctx.series_of("server.generation_tokens_total")
+              if covered(s, 3 * THROUGHPUT_STEP, ctx.now)]
+    if not series:
+        return None
+    n = int(THROUGHPUT_LOOKBACK // THROUGHPUT_STEP)
+    rates = [0.0] * n
+    valid = [False] * n
+    for s in series:
+        first_t = s.points[0][0]
+        vals = [value_at(s, ctx.now - k * THROUGHPUT_STEP) for k in range(n + 1)]
+        for k in range(n):
+            if ctx.now - (k + 1) * THROUGHPUT_STEP < first_t - 1.0:
+                break
+            a, b = vals[k + 1], vals[k]
+            if a is None or b is None or b < a:
+                continue  # a reset inside the window: no rate for it
+            rates[k] += (b - a) / THROUGHPUT_STEP
+            valid[k] = True
+    got = [r for r, ok in zip(rates, valid) if ok]
+    if len(got) < 3 or not valid[0]:
+        return None
+    return rates[0], max(got)
+
+
+# ---- SCH-002 queue grows while GPUs idle and KV free ------------------------------------
+CAP_SETTINGS = ("max_num_seqs", "max_running_requests", "parallel", "max_concurrent_requests")
+
+
+def queue_while_idle(ctx: Context) -> Iterator[Candidate]:
+    t = ctx.t
+    sm = ctx.per_gpu("gpu.sm_active_ratio")
+    if sm:
+        busy_key, busy, limit = "gpu.sm_active_ratio", sm, t.idle_sm_active_max
+    else:
+        busy_key, busy, limit = "gpu.util_ratio", ctx.per_gpu("gpu.util_ratio"), t.idle_util_max
+    if not busy:
+        return
+    mean = sum(r.value for r in busy.values()) / len(busy)
+    if mean > limit:
+        return
+    for w in ctx.ok("server.requests_waiting"):
+        if w.value < t.queue_waiting_min:
+            continue
+        kv = ctx.peer("kv.usage_ratio", w.labels)
+        if kv is None or kv.value > t.kv_free_max:
+            continue
+        evidence = [ev(w, w.key, w.labels, w.value, t.queue_waiting_min, ">="),
+                    Evidence(busy_key, () if len(busy) > 1 else next(iter(busy.values())).labels,
+                             mean, limit, "<=", "ratio",
+                             f"mean over {len(busy)} GPU(s)" if len(busy) > 1 else ""),
+                    ev(kv, kv.key, kv.labels, kv.value, t.kv_free_max, "<=")]
+        running = ctx.peer("server.requests_running", w.labels)
+        cap_note = ""
+        for name in CAP_SETTINGS:
+            cap = ctx.setting(name)
+            if cap is not None:
+                at_cap = running is not None and cap.isdigit() and running.value >= int(cap)
+                cap_note = f"{name}={cap}" + (" reached" if at_cap else "")
+                evidence.append(ev(None, "server.setting", sub(name=name), cap, None, "",
+                                   "the concurrency cap" + (" is reached" if at_cap else "")))
+                break
+        if running is not None:
+            evidence.insert(1, ev(running, running.key, running.labels, running.value, None, "",
+                                  "running"))
+        yield Candidate(server_subject(w.labels), WARN, tuple(evidence),
+                        title="queue grows while GPUs idle and KV is free"
+                        + (f" ({cap_note})" if cap_note else ""))
+
+
+# ---- SCH-003 too many threads for the cores ----------------------------------------------
+def too_many_threads(ctx: Context) -> Iterator[Candidate]:
+    t = ctx.t
+    cores = ctx.ok("host.cpu_count")
+    if not cores or not cores[0].value:
+        return
+    ncpu = cores[0].value
+    runnable = [r for r in ctx.ok("thread.cpu_ratio") if r.value >= t.thread_busy_cores]
+    if len(runnable) <= t.threads_per_core_max * ncpu:
+        return
+    used = sum(r.value for r in runnable)
+    host = ctx.ok("host.cpu_ratio")
+    busy_share = host[0].value if host else used / ncpu
+    if busy_share < t.threads_host_busy_ratio:
+        return
+    per_pid: dict[str, int] = {}
+    for r in runnable:
+        per_pid[r.label("pid")] = per_pid.get(r.label("pid"), 0) + 1
+    top = ", ".join(f"pid {p}: {n}" for p, n in sorted(per_pid.items(), key=lambda x: -x[1])[:3])
+    evidence = [Evidence("thread.cpu_ratio", (), len(runnable), t.threads_per_core_max * ncpu,
+                         ">", "count", f"threads using >= {t.thread_busy_cores:.0%} of a core "
+                         f"on {ncpu:.0f} CPUs ({top})"),
+                Evidence("host.cpu_ratio", host[0].labels if host else (), busy_share,
+                         t.threads_host_busy_ratio, ">=", "ratio")]
+    for r in ctx.derived_of("process.ctx_switches_per_second"):
+        if r.label("type") == "involuntary" and r.value:
+            evidence.append(ev(r, r.key, r.labels, r.value, None, "", "preempted by the kernel"))
+            break
+    yield Candidate((), WARN, tuple(evidence))
+
+
+# ---- SCH-004 host CPU saturated ---------------------------------------------------------
+def host_cpu(ctx: Context) -> Iterator[Candidate]:
+    t = ctx.t
+    for r in ctx.ok("host.cpu_ratio"):
+        if r.value < t.host_cpu_saturated:
+            continue
+        evidence = [ev(r, r.key, r.labels, r.value, t.host_cpu_saturated, ">=")]
+        top = sorted(ctx.ok("process.cpu_ratio"), key=lambda p: -p.value)[:3]
+        for p in top:
+            evidence.append(ev(p, p.key, p.labels, p.value, None, "", "top consumer"))
+        yield Candidate((), WARN, tuple(evidence))
+        return
+
+
+RULES = (
+    Rule(RuleSpec(
+        "SCH-001", SCH, "GIL contention",
+        "A Python server process is pinned near one core while several of its threads are "
+        "busy and generation throughput falls below its recent peak: threads take turns on "
+        "the GIL instead of feeding the GPU.",
+        ("process.cpu_ratio", "thread.cpu_ratio", "server.generation_tokens_total"),
+        {"thresholds.gil_cpu_min": None, "thresholds.gil_cpu_max": None,
+         "thresholds.gil_thread_busy": None, "thresholds.gil_busy_threads": None,
+         "thresholds.gil_throughput_drop": None},
+        "spread the work over processes (more API servers: --api-server-count; detokenize "
+        "out of process); py-spy the process to see the threads waiting on the GIL",
+        optional=("process.info",),
+        notes="Throughput: generation tokens per 10 s, newest against the best of the last "
+              "2 minutes."), gil_contention),
+    Rule(RuleSpec(
+        "SCH-002", SCH, "queue grows while GPUs idle and KV is free",
+        "Requests wait while the GPUs are mostly idle and the KV cache has room: a "
+        "concurrency cap, not capacity, holds them back.",
+        ("server.requests_waiting", "kv.usage_ratio", "gpu.sm_active_ratio|gpu.util_ratio"),
+        {"thresholds.queue_waiting_min": None, "thresholds.idle_sm_active_max": None,
+         "thresholds.idle_util_max": None, "thresholds.kv_free_max": None},
+        "raise the concurrency cap (vLLM --max-num-seqs, SGLang --max-running-requests, "
+        "llama.cpp --parallel, TGI --max-concurrent-requests)",
+        optional=("server.requests_running", "server.setting{name=max_num_seqs}")),
+        queue_while_idle),
+    Rule(RuleSpec(
+        "SCH-003", SCH, "too many threads for the cores",
+        "More runnable threads than the host has cores for (per-thread CPU above a floor) "
+        "while the host is busy: threads preempt each other (OpenMP/BLAS/tokenizer pools "
+        "sized for a bigger machine).",
+        ("thread.cpu_ratio", "host.cpu_count"),
+        {"thresholds.thread_busy_cores": None, "thresholds.threads_per_core_max": None,
+         "thresholds.threads_host_busy_ratio": None},
+        "size thread pools to the cores: OMP_NUM_THREADS / torch.set_num_threads, "
+        "TOKENIZERS_PARALLELISM=false, fewer workers per host",
+        optional=("host.cpu_ratio", "process.ctx_switches_total"),
+        supersedes=("SCH-004",)), too_many_threads),
+    Rule(RuleSpec(
+        "SCH-004", SCH, "host CPU saturated",
+        "The whole host's CPUs are nearly all busy: scheduling, tokenization and kernel "
+        "launches wait for a core.",
+        ("host.cpu_ratio",),
+        {"thresholds.host_cpu_saturated": None},
+        "find the top consumers (listed); move other work off this host, or give the server "
+        "more cores",
+        optional=("process.cpu_ratio",)), host_cpu),
+)

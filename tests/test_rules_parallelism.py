@@ -1,0 +1,179 @@
+"""Parallelism rules PAR-001..PAR-003."""
+
+from __future__ import annotations
+
+import pytest
+
+from rulekit import (Case, Feed, check_clears, check_missing_inputs, check_no_flap,
+                     check_quiet_when_healthy, check_quiet_when_too_short, check_raises)
+
+GIB = float(1 << 30)
+
+
+def tp_server(n_gpus: int, tp: int) -> dict:
+    """One vLLM server: API process 100, a worker per GPU (pids 201..) holding 20 GiB."""
+    info = {"pid=100,ppid=1,name=python,role=api_server,kind=vllm": "vllm serve m"}
+    mem = {}
+    for g in range(n_gpus):
+        info[f"pid={201 + g},ppid=100,name=VLLM::Worker,role=worker,kind=vllm"] = "VLLM::Worker"
+        mem[f"gpu={g},pid={201 + g}"] = 20 * GIB
+    return {"process.info": info, "process.gpu_mem_bytes": mem,
+            "server.setting": {"name=tensor_parallel_size": str(tp)}}
+
+
+class Straggler(Case):
+    code = "PAR-001"
+    missing = ("process.gpu_mem_bytes", "server.setting")
+
+    def _t(self, odd):
+        return {**tp_server(4, 4),
+                "gpu.sm_active_ratio": {"gpu=0": 0.7, "gpu=1": 0.7, "gpu=2": odd, "gpu=3": 0.72}}
+
+    def good(self):
+        return self._t(0.68)
+
+    def bad(self):
+        return self._t(0.4)
+
+    def hi(self):
+        return self._t(0.51)   # spread 0.21
+
+    def lo(self):
+        return self._t(0.53)   # spread 0.19
+
+
+CAP = 1.969e9 * 16
+
+
+class TpOverPcie(Case):
+    code = "PAR-002"
+    missing = ("gpu.topology",)
+
+    def _t(self, share, path="PHB"):
+        d = tp_server(2, 2)
+        d.update({"gpu.topology": {"gpu=0,peer=1": path, "gpu=1,peer=0": path},
+                  "gpu.pcie_link_gen": {"gpu=0": 4, "gpu=1": 4},
+                  "gpu.pcie_link_width": {"gpu=0": 16, "gpu=1": 16},
+                  "gpu.pcie_tx_bytes_per_second": {"gpu=0": share * CAP, "gpu=1": share * CAP},
+                  "gpu.pcie_rx_bytes_per_second": {"gpu=0": share * CAP, "gpu=1": share * CAP}})
+        return d
+
+    def good(self):
+        return self._t(0.02)
+
+    def bad(self):
+        return self._t(0.6)
+
+    def hi(self):
+        return self._t(0.31)
+
+    def lo(self):
+        return self._t(0.29)
+
+
+class DpUnbalanced(Case):
+    code = "PAR-003"
+    missing = ("server.requests_running",)
+
+    def _t(self, a, b):
+        return {"server.requests_running": {"engine=0,model=m": a, "engine=1,model=m": b},
+                "server.requests_waiting": {"engine=0,model=m": 0, "engine=1,model=m": 0},
+                "kv.usage_ratio": {"engine=0,model=m": 0.4, "engine=1,model=m": 0.35}}
+
+    def good(self):
+        return self._t(8, 7)
+
+    def bad(self):
+        return self._t(15, 2)
+
+    def hi(self):
+        return self._t(6, 2)    # gap 4 and 6 >= 2 x (2 + 1)
+
+    def lo(self):
+        return self._t(5, 2)
+
+
+CASES = [Straggler(), TpOverPcie(), DpUnbalanced()]
+ids = repr
+
+
+def fresh(case):
+    return type(case)()
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_raises_when_sustained(case):
+    check_raises(fresh(case))
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_quiet_when_healthy(case):
+    check_quiet_when_healthy(fresh(case))
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_quiet_when_too_short(case):
+    check_quiet_when_too_short(fresh(case))
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_clears_after_healthy_seconds(case):
+    check_clears(fresh(case))
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_no_flap_around_threshold(case):
+    check_no_flap(fresh(case))
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_silent_when_inputs_missing(case):
+    check_missing_inputs(fresh(case))
+
+
+# ---- closer looks ---------------------------------------------------------------------
+def test_straggler_names_the_odd_gpu_and_its_throttling():
+    c = Straggler()
+    f = Feed()
+    f.run(lambda: {**c.bad(), "gpu.throttle_reasons": {"gpu=2": 0x40}}, 10)
+    got = f.active("PAR-001")[0]
+    assert got.subject == (("gpus", "0,1,2,3"),) and "GPU 2" in got.title
+    assert "throttled" in got.evidence[0].note
+
+
+def test_data_parallel_replicas_are_not_one_tp_group():
+    """Four GPUs under one server with TP=2: two groups of two; imbalance between the
+    groups (a DP matter) is not a straggler."""
+    f = Feed()
+    d = {**tp_server(4, 2),
+         "gpu.sm_active_ratio": {"gpu=0": 0.8, "gpu=1": 0.8, "gpu=2": 0.4, "gpu=3": 0.4}}
+    f.run(lambda: d, 10)
+    assert not f.active("PAR-001")
+
+
+def test_tp_size_one_has_no_group():
+    f = Feed()
+    d = {**tp_server(2, 1), "gpu.sm_active_ratio": {"gpu=0": 0.9, "gpu=1": 0.2}}
+    f.run(lambda: d, 10)
+    assert not f.active("PAR-001")
+
+
+def test_nvlink_group_is_fine_however_busy_pcie_is():
+    f = Feed()
+    f.run(lambda: TpOverPcie()._t(0.9, path="NVLINK"), 10)
+    assert not f.active("PAR-002")
+
+
+def test_tp_over_pcie_explains_pcie_saturation():
+    f = Feed()
+    f.run(lambda: TpOverPcie()._t(0.95), 10)
+    assert f.active("PAR-002") and not f.active("HW-004")
+
+
+def test_dp_kv_imbalance_counts_too():
+    f = Feed()
+    d = DpUnbalanced()._t(8, 7)
+    d["kv.usage_ratio"] = {"engine=0,model=m": 0.95, "engine=1,model=m": 0.3}
+    f.run(lambda: d, 10)
+    got = f.active("PAR-003")[0]
+    assert got.evidence[0].key == "kv.usage_ratio" and "engine 0" in got.title
