@@ -205,7 +205,8 @@ def make_pipeline(args: argparse.Namespace):
         cfg = load_config(getattr(args, "config", None))
     except ConfigError as e:
         raise UsageError(f"config: {e}") from None
-    return Pipeline(Diagnoser(cfg))
+    # one window for the screen's quantiles and the rules' evidence, so they agree
+    return Pipeline(Diagnoser(cfg), window=cfg.diagnosis.window)
 
 
 async def sample_window(source, pipeline, window: float, interval: float):
@@ -271,8 +272,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     frame = asyncio.run(sample_window(source, pipeline, args.duration, args.interval))
     if frame is None:
         raise UsageError("the source produced no snapshot (empty recording?)")
-    meta = {"version": __version__, "source": source.describe(),
-            "sources": sources_status(frame), "duration": args.duration}
+    desc = source.describe()
+    where = f" on {desc['host']}" if desc.get("host") else ""
+    meta = {"version": __version__, "source": f"{desc.get('source')} {desc.get('label', '')}{where}",
+            "sources": sources_status(frame), "duration": args.duration,
+            "ticks": pipeline.history.ticks, "now": frame.snapshot.time,
+            "any_source_ok": frame.sources_ok(),
+            "unchecked": pipeline.diagnoser.missing_inputs(pipeline.history)}
     print(render_report(frame.findings, frame.layers(), args.format, meta))
     return exit_code(frame.findings, frame.sources_ok())
 

@@ -13,7 +13,6 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from infertop.units import fmt_value
 
 
 def findings_renderable(findings: list[Any], styles: dict[str, str]) -> Table | Text:
@@ -24,20 +23,11 @@ def findings_renderable(findings: list[Any], styles: dict[str, str]) -> Table | 
         t.add_column(col, overflow="fold")
     for f in findings:
         sev = getattr(f.severity, "value", str(f.severity))
-        ev = "\n".join(
-            f"{e.key}{_labels(e.labels)} = {fmt_value(e.value, e.unit)} "
-            f"{e.op} {fmt_value(e.threshold, e.unit) if isinstance(e.threshold, (int, float)) else e.threshold}"
-            + (f" ({e.note})" if getattr(e, "note", "") else "")
-            for e in f.evidence)
+        ev = "\n".join(e.describe() for e in f.evidence)
         since = time.strftime("%H:%M:%S", time.localtime(f.since))
         t.add_row(Text(f.code, style=styles.get(sev, "")), sev, f"{f.title}\nsince {since}", ev,
                   f.remedy)
     return t
-
-
-def _labels(labels) -> str:
-    d = dict(labels)
-    return "{" + ",".join(f"{k}={v}" for k, v in d.items()) + "}" if d else ""
 
 
 def events_renderable(events: list[Any]) -> Table | Text:
