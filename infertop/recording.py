@@ -1,0 +1,207 @@
+"""The recording format: JSON Lines (optionally gzip), a versioned header, raw snapshots.
+
+    {"format": "infertop-recording", "schema": 1, "infertop": "0.1.0", "host": ...,
+     "started": 1767225600.0, "source": {...}, "gpus": [...], "server": {...}, ...}
+    {"time": ..., "tick": 1, "samples": {...}, "capabilities": {...}}   <- Snapshot.to_dict
+    ...
+
+Only raw Snapshots are stored (cumulative counters, histogram buckets), never derived
+values, so a recording is re-diagnosed by whatever rules the reader has.  The file is
+append-only and written a line at a time: a crash loses at most the line being written,
+and a reader tolerates that truncated last line.  Anything else wrong (not a recording, a
+corrupt header, a newer schema) is a ``RecordingError`` with one line for a person.
+
+Pure: bytes in, bytes out.  The file I/O lives in ``infertop.probes.recorder`` (writing,
+through aiofiles) and ``infertop.probes.replay`` (reading).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+from . import __version__
+from .model import Snapshot
+
+FORMAT = "infertop-recording"
+SCHEMA = 1
+GZIP_MAGIC = b"\x1f\x8b"
+_TIME_RE = re.compile(rb'^\{"time":\s*(-?[0-9.eE+-]+)\s*,')
+
+
+class RecordingError(ValueError):
+    """A file that cannot be replayed; the message is one line for a person."""
+
+
+# ---- header --------------------------------------------------------------------------
+def make_header(describe: Mapping[str, Any], first: Snapshot | None, *, host: str,
+                started: float, interval: float | None = None, part: int = 0) -> dict:
+    """The header of a recording: who wrote it, of what machine, server and GPUs."""
+    gpus: list[Any] = []
+    server: dict[str, Any] = {}
+    if first is not None:
+        nvml = first.samples.get("nvml")
+        if nvml is not None:
+            gpus = list(nvml.meta.get("gpus") or [])
+        for name, s in first.samples.items():
+            if name.startswith("server:"):
+                server = {"kind": s.meta.get("dialect"), "model": s.meta.get("model"),
+                          "url": s.meta.get("url"), "source": name}
+                break
+        proc = first.samples.get("process")
+        if not server.get("kind") and proc is not None and \
+                isinstance(proc.meta.get("server"), Mapping):
+            server["kind"] = proc.meta["server"].get("kind")
+    if not gpus:
+        gpus = list(describe.get("gpus") or [])
+    if not server and isinstance(describe.get("server"), Mapping):
+        server = dict(describe["server"])
+    return {"format": FORMAT, "schema": SCHEMA, "infertop": __version__, "host": host,
+            "started": started, "source": dict(describe), "gpus": gpus, "server": server,
+            "interval": interval, "part": part}
+
+
+def encode_header(header: Mapping[str, Any]) -> bytes:
+    return (json.dumps(dict(header), separators=(",", ":"), sort_keys=False, default=str)
+            + "\n").encode("utf-8")
+
+
+def check_header(obj: Any, name: str) -> dict:
+    """A parsed first line -> the header, or RecordingError saying what is wrong."""
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+        raise RecordingError(f"{name}: not an infertop recording (no \"format\": \"{FORMAT}\" "
+                             "header on the first line)")
+    schema = obj.get("schema")
+    if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
+        raise RecordingError(f"{name}: corrupt recording header (schema is {schema!r}, "
+                             "expected a positive integer)")
+    if schema > SCHEMA:
+        by = obj.get("infertop", "a newer infertop")
+        raise RecordingError(f"{name}: recorded with schema {schema} by infertop {by}; this "
+                             f"infertop {__version__} reads schema {SCHEMA}: upgrade infertop")
+    return obj
+
+
+def parse_header_line(line: bytes, name: str) -> dict:
+    try:
+        obj = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        if FORMAT.encode() in line[:200]:
+            raise RecordingError(f"{name}: corrupt recording header ({_short(e)})") from None
+        raise RecordingError(f"{name}: not an infertop recording (the first line is not "
+                             "JSON)") from None
+    return check_header(obj, name)
+
+
+# ---- snapshots -------------------------------------------------------------------------
+def encode_snapshot(snap: Snapshot) -> bytes:
+    """One line; ``time`` first so a reader can index lines without parsing them."""
+    return (json.dumps(snap.to_dict(), separators=(",", ":"), allow_nan=False, default=str)
+            + "\n").encode("utf-8")
+
+
+def decode_snapshot(line: bytes) -> Snapshot:
+    try:
+        return Snapshot.from_dict(json.loads(line))
+    except (ValueError, KeyError, TypeError) as e:
+        raise RecordingError(f"corrupt snapshot line ({_short(e)})") from None
+
+
+def line_time(line: bytes) -> float | None:
+    """A snapshot line's time without parsing the whole line (None: not a snapshot)."""
+    m = _TIME_RE.match(line)
+    if m:
+        try:
+            return float(m.group(1))
+        except ValueError:
+            return None
+    return None
+
+
+# ---- whole files -----------------------------------------------------------------------
+@dataclass
+class Decoded:
+    header: dict
+    lines: list[bytes]            # raw snapshot lines, in order
+    times: list[float]            # each line's snapshot time
+    truncated: bool = False       # the last line was cut short (a crash or a kill)
+    skipped: int = 0              # unreadable lines in the middle, left out
+    notes: list[str] = field(default_factory=list)
+
+
+def decompress(data: bytes) -> tuple[bytes, bool]:
+    """Gzip data (possibly several members, possibly cut short) -> (bytes, complete?)."""
+    out: list[bytes] = []
+    complete = True
+    while data:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out.append(d.decompress(data))
+        except zlib.error:
+            complete = False
+            break
+        if not d.eof:
+            complete = False  # stream ended early: keep what was flushed
+            break
+        data = d.unused_data
+        if data[:2] != GZIP_MAGIC:
+            break
+    return b"".join(out), complete
+
+
+def decode(data: bytes, name: str = "recording") -> Decoded:
+    """Split a whole recording (plain or gzip) into header and snapshot lines."""
+    if not data:
+        raise RecordingError(f"{name}: empty file, not an infertop recording")
+    gz_complete = True
+    if data[:2] == GZIP_MAGIC:
+        data, gz_complete = decompress(data)
+        if not data:
+            raise RecordingError(f"{name}: gzip data holds nothing readable")
+    head, _, rest = data.partition(b"\n")
+    header = parse_header_line(head, name)
+    out = Decoded(header, [], [])
+    pieces = rest.split(b"\n")
+    last_cut = pieces[-1] != b""   # the file did not end with a newline
+    if not last_cut:
+        pieces.pop()
+    n = len(pieces)
+    for i, line in enumerate(pieces):
+        if not line.strip():
+            continue
+        t = line_time(line)
+        is_last = i == n - 1
+        if is_last and (last_cut or not gz_complete):
+            try:
+                json.loads(line)
+            except ValueError:
+                out.truncated = True
+                out.notes.append("last line cut short (the recorder was stopped mid-write)")
+                break
+        if t is None:
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                out.skipped += 1
+                continue
+            if not isinstance(obj, dict) or "samples" not in obj:
+                continue  # another kind of line (a future event line): not a snapshot
+            t = float(obj.get("time", 0.0))
+        out.lines.append(line)
+        out.times.append(t)
+    if not gz_complete and not out.truncated:
+        out.truncated = True
+        out.notes.append("gzip stream cut short (the recorder was stopped mid-write)")
+    return out
+
+
+def iter_snapshots(dec: Decoded) -> Iterator[Snapshot]:
+    for line in dec.lines:
+        yield decode_snapshot(line)
+
+
+def _short(e: Exception) -> str:
+    return str(e).splitlines()[0][:120] if str(e) else type(e).__name__
