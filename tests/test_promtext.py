@@ -1,21 +1,27 @@
 """infertop.promtext against prometheus_client's text parser (the oracle).
 
-Every fixture, every edge case and a few hundred random line mixes must give the same
-families (name, type, help) and samples (name, labels, value incl. NaN, timestamp) as
-``prometheus_client.parser.text_string_to_metric_families``, or both must reject the text.
+Every fixture, every edge case, a few hundred random line mixes and scrape after scrape of
+pages whose values churn (the parser diffs each scrape against the last page of its shape)
+must give the same families (name, type, help) and samples (name, labels, value incl. NaN,
+timestamp) as ``prometheus_client.parser.text_string_to_metric_families``, or both must
+reject the text.
 """
 
 from __future__ import annotations
 
+import copy
 import math
+import pickle
 import random
+import re
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from infertop import promtext
-from infertop.promtext import Family, ParseError, PromSample, clear_caches, parse
+from infertop.promtext import (Family, FrozenLabels, ParseError, PromSample, clear_caches,
+                               parse)
 
 METRICS = Path(__file__).parent / "fixtures" / "metrics"
 FIXTURES = sorted(METRICS.glob("*.prom"))
@@ -187,12 +193,43 @@ def test_more_than_value_and_timestamp_is_an_error():
         parse("g 1 2 3\n")
 
 
-def test_samples_own_their_label_dicts():
+def test_labels_are_read_only_and_shared_between_parses():
     text = '# TYPE g gauge\ng{a="b"} 1\ng{a="b"} 2\n'
     first = parse(text)[0].samples
-    first[0].labels["a"] = "changed"
-    assert first[1].labels == {"a": "b"}
-    assert parse(text)[0].samples[0].labels == {"a": "b"}  # the cache is not poisoned
+    labels = first[0].labels
+    assert isinstance(labels, FrozenLabels) and labels == {"a": "b"}
+    mutators = [lambda d: d.__setitem__("a", "x"), lambda d: d.__delitem__("a"),
+                lambda d: d.pop("a"), lambda d: d.popitem(), lambda d: d.clear(),
+                lambda d: d.update(a="x"), lambda d: d.setdefault("z", "x"),
+                lambda d: d.__ior__({"a": "x"})]
+    for mutate in mutators:
+        with pytest.raises(TypeError, match="read-only"):
+            mutate(labels)
+    with pytest.raises(TypeError):
+        labels["a"] = "x"  # type: ignore[index]
+    assert labels == {"a": "b"} and parse("g 1\n")[0].samples[0].labels == {}
+    with pytest.raises(TypeError):
+        parse("g 1\n")[0].samples[0].labels["x"] = "y"  # the shared empty labels too
+    # copies are plain, editable dicts; copy/deepcopy/pickle keep it read-only and equal
+    for editable in (dict(labels), labels.copy(), labels | {"c": "d"}):
+        assert type(editable) is dict
+        editable["a"] = "changed"
+    for clone in (copy.copy(labels), copy.deepcopy(labels), pickle.loads(pickle.dumps(labels))):
+        assert isinstance(clone, FrozenLabels) and clone == {"a": "b"}
+    second = parse(text)[0].samples
+    assert second[0] is first[0]  # unchanged line: the very same (frozen) sample object
+    assert second[0].labels == {"a": "b"}
+
+
+def test_earlier_results_survive_later_scrapes():
+    busy = (METRICS / "vllm-0.32-busy.prom").read_text()
+    idle = (METRICS / "vllm-0.32-idle.prom").read_text()
+    clear_caches()
+    first = ours(busy)
+    fams = parse(idle)  # same shape, other values: the template is updated in place
+    fams[0].samples.clear()  # a caller editing its lists does not reach the cache either
+    assert first == ours(busy)
+    assert ours(idle) != first
 
 
 def test_samples_are_frozen_with_values_as_floats():
@@ -210,7 +247,114 @@ def test_caches_stay_bounded(monkeypatch):
         text = "".join(f'g{{id="{i}-{j}"}} {j}\n' for j in range(10))
         assert [s.value for s in parse(text)[0].samples] == [0.0]  # untyped: one per family
         assert len(promtext._SERIES) <= 50
+        assert len(promtext._COMMENTS) <= 50
+        assert len(promtext._TEMPLATES) <= promtext._TEMPLATES_MAX
     clear_caches()
+
+
+def test_a_churning_page_keeps_memory_bounded():
+    # Every scrape brings new values and, every 3rd, a new label value (a new page shape):
+    # templates stay at their maximum and each still holds one page, not a history.
+    clear_caches()
+    for i in range(3 * promtext._TEMPLATES_MAX + 5):
+        text = (f'# TYPE g gauge\ng{{id="{i // 3}"}} {i}\n'
+                + "".join(f'g{{k="{j}"}} {i + j}\n' for j in range(20)))
+        samples = parse(text)[0].samples
+        assert [s.value for s in samples] == [float(i)] + [float(i + j) for j in range(20)]
+        assert len(promtext._TEMPLATES) <= promtext._TEMPLATES_MAX
+        assert all(len(t.samples) == 21 for t in promtext._TEMPLATES)
+    clear_caches()
+
+
+# --- value churn: diffing a scrape against the last page of its shape -----------------------
+
+def _sample_line(line: str) -> bool:
+    return bool(line) and not line.startswith("#")
+
+
+def _with_values(text: str, value_of) -> str:
+    out = []
+    for n, line in enumerate(text.split("\n")):
+        if _sample_line(line):
+            head, _, old = line.rpartition(" ")
+            new = value_of(n, head, old)
+            if new is not None:
+                line = f"{head} {new}"
+        out.append(line)
+    return "\n".join(out)
+
+
+def test_every_value_changed_matches_oracle():
+    busy = (METRICS / "vllm-0.32-busy.prom").read_text()
+    clear_caches()
+    assert_same(busy)
+    for k in range(1, 4):  # every sample line differs from the scrape before
+        assert_same(_with_values(busy, lambda n, h, v: repr(float(v) + k)))
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
+def test_random_value_churn_matches_oracle(path: Path):
+    # Scrape after scrape of one page where random lines change: new numbers, special
+    # values, a timestamp, a changed series, or garbage (then both must reject).
+    rng = random.Random(path.name)
+    base = path.read_text()
+    odd = ["NaN", "+Inf", "-Inf", "1e-3", "-0", "1_0", "x", "", "5 1700000000000",
+           '7 # {a="b"} 1']
+    odd_rate = 0.0
+
+    def churn(n: int, head: str, old: str) -> str | None:
+        r = rng.random()
+        if r < odd_rate:
+            return rng.choice(odd)
+        return None if r < 0.6 else repr(rng.uniform(0, 1e6))
+
+    clear_caches()
+    for _ in range(30):
+        odd_rate = 0.0 if rng.random() < 0.7 else 0.01  # most scrapes: only numbers move
+        text = _with_values(base, churn)
+        if rng.random() < 0.1:  # a series changes (same line count): a new page shape
+            text = text.replace('le="+Inf"', 'le="+Inf",x="y"', 1)
+        try:
+            want = oracle(text)
+        except Exception:
+            with pytest.raises(ParseError):
+                parse(text)
+            continue
+        if "# {" in text:  # the deliberate exemplar difference: compare only other pages
+            parse(text)
+            continue
+        got = ours(text)
+        assert [f[:3] for f in got] == [f[:3] for f in want]
+        for (name, _, _, ws), (_, _, _, gs) in zip(want, got):
+            assert [(g[0], g[1], g[3]) for g in gs] == [(w[0], w[1], w[3]) for w in ws], name
+            assert all(_same_value(g[2], w[2]) for g, w in zip(gs, ws)), name
+
+
+def test_changed_line_with_garbage_is_named_and_the_template_survives():
+    text = "# TYPE g gauge\ng{a=\"1\"} 1\ng{a=\"2\"} 2\n"
+    clear_caches()
+    assert ours(text)[0][3][1][2] == 2.0
+    for bad in ("oops", "1_0"):  # float() would take "1_0"; the exposition does not
+        with pytest.raises(ParseError, match=re.escape(f"line 3: invalid value '{bad}'")):
+            parse(text.replace("} 2", "} " + bad))
+    # a whole line replaced by a bare number: no series at all, not a new value for one
+    with pytest.raises(Exception):
+        oracle(text.replace('g{a="2"} 2', "2"))
+    with pytest.raises(ParseError, match="line 3"):
+        parse(text.replace('g{a="2"} 2', "2"))
+    assert_same(text.replace('g{a="2"} 2', "NaN"))  # both read it as series "Na", value "N"
+    assert ours(text.replace("} 2", "} 3"))[0][3][1][2] == 3.0
+    assert ours(text)[0][3][1][2] == 2.0
+
+
+def test_two_servers_with_the_same_shape_alternate():
+    page = "# TYPE m gauge\nm{model=\"%s\"} %d\n"
+    clear_caches()
+    for i in range(6):
+        for model in ("llama", "qwen"):
+            assert ours(page % (model, i)) == [("m", "gauge", "", [("m", {"model": model},
+                                                                      float(i), None)])]
+    assert len(promtext._TEMPLATES) == 2
 
 
 # --- random mixes of lines: same result or both reject ---------------------------------------
