@@ -88,7 +88,12 @@ def derive(history: History, window: float = 60.0) -> list[Reading]:
                 out.append(_reading(s.key, labels, None, Status.NODATA,
                                     "no request in the window"))
             else:
-                out.append(_reading(s.key, labels, s.quantile(q, window)))
+                v = s.quantile(q, window)
+                first = next((le for le, _ in d.buckets if le > 0), None)
+                # the rank fell in the lowest bucket: interpolation only says "below it"
+                note = f"below the first bucket bound {first:g}" \
+                    if first is not None and v is not None and v <= first else ""
+                out.append(_reading(s.key, labels, v, reason=note))
     # ---- uptime from the server's start time ------------------------------------------
     for s in history.find("server.process_start_seconds"):
         v = s.last()

@@ -75,7 +75,13 @@ def fmt_reading(r: Reading | None) -> str:
         return "err"
     if r.status is Status.NODATA or r.value is None:
         return "–"
-    text = r.text if r.text is not None and r.unit == "" else fmt_value(r.value, r.unit)
+    if r.reason.startswith("below the first bucket bound "):
+        # a quantile that only a bucket bound limits: say "< 300 ms", not a made-up 297 ms
+        text = "<" + fmt_value(float(r.reason.rsplit(" ", 1)[1]), r.unit)
+    elif r.text is not None and r.unit == "":
+        text = r.text
+    else:
+        text = fmt_value(r.value, r.unit)
     return text + ("*" if r.status is Status.STALE else "")
 
 

@@ -32,6 +32,15 @@ from infertop.recording import RecordingError, encode_header, encode_snapshot, m
 from .source import SnapshotSource
 
 
+def default_recording_path(now: float | None = None) -> Path:
+    """$XDG_DATA_HOME/infertop/recordings/infertop-YYYYmmdd-HHMMSS.jsonl.gz (dir 0700)."""
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    d = base / "infertop" / "recordings"
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now or time.time()))
+    return d / f"infertop-{stamp}.jsonl.gz"
+
+
 class Recorder:
     def __init__(self, path: str | os.PathLike, header: dict, *, gzip: bool | None = None,
                  max_bytes: int | None = None, keep: int | None = None) -> None:

@@ -75,3 +75,13 @@ def test_frame_layers_hold_gauges_and_derived_not_raw_counters():
     keys = {r.key for rs in layers.values() for r in rs}
     assert "kv.usage_ratio" in keys and "throughput.generation_tokens_per_second" in keys
     assert "server.generation_tokens_total" not in keys
+
+
+def test_quantile_in_lowest_bucket_is_shown_as_an_upper_bound():
+    from infertop.units import fmt_reading
+    ticks = [(t, [hist("latency.queue_seconds", {0.3: 20 * t, 0.5: 20 * t}, 0.5 * t,
+                       instance="a")]) for t in range(3)]
+    r = find(run(ticks), "latency.queue_seconds", quantile=0.99)[0]
+    assert r.value == pytest.approx(0.297)          # Prometheus' interpolation, for JSON
+    assert "below the first bucket bound 0.3" in r.reason
+    assert fmt_reading(r) == "<300 ms"               # the screen does not invent precision

@@ -83,6 +83,7 @@ class InfertopApp(App):
         self.started_at = time.perf_counter()
         self._timer = None
         self._styles: dict[str, str] = {}
+        self._epoch = getattr(source, "epoch", None)
         self.register_theme(INFERTOP_THEME)
         name = theme or DEFAULT_THEME
         if name not in self.available_themes:
@@ -109,6 +110,10 @@ class InfertopApp(App):
         self._styles = roles(self.get_css_variables())
         self.query_one("#status", Static).update("starting sources…")
         self._start_source()
+
+    def on_resize(self, event) -> None:
+        # small terminals (80x24): banner and findings strip give their rows to the panes
+        self.screen.set_class(event.size.height < 36, "-small")
 
     def watch_theme(self, _theme: str) -> None:
         if not hasattr(self, "frame"):
@@ -144,6 +149,11 @@ class InfertopApp(App):
         self.polling = True
         try:
             snap = await self.source.next()
+            epoch = getattr(self.source, "epoch", None)
+            if epoch != self._epoch:
+                # a new demo scenario is a new timeline: rates and findings start over
+                self._epoch = epoch
+                self.pipeline.reset()
             if snap is None:
                 self.paused = True
                 self.status_note = "end of recording: press [ or { to go back, q to quit"
@@ -308,16 +318,21 @@ class InfertopApp(App):
 
     async def action_record(self) -> None:
         from infertop.probes.recorder import Recorder, default_recording_path
+        from infertop.recording import make_header
         rec = self.extras.pop("recorder", None)
         if rec is not None:
             await rec.close()
-            self.notify(f"recording saved: {rec.path}", timeout=6)
+            self.notify(f"recording saved: {rec.path} ({rec.lines} ticks)", timeout=6)
             self._update_status()
             return
-        path = self.options.get("record_path") or default_recording_path()
         try:
-            rec = Recorder(path, header=self.source.describe())
-            await rec.open()
+            path = self.options.get("record_path") or default_recording_path()
+            first = self.frame.snapshot if self.frame is not None else None
+            header = make_header(self.source.describe(), first, host=socket.gethostname(),
+                                 started=time.time(), interval=self.interval)
+            rec = Recorder(path, header)
+            if first is not None:
+                await rec.write(first)   # opens the file now: errors show at once
         except Exception as e:
             self.notify(f"cannot record: {e}", severity="error", timeout=8)
             return

@@ -214,12 +214,16 @@ async def sample_window(source, pipeline, window: float, interval: float):
     ticks = max(2, int(math.ceil(window / interval)) + 1)
     await source.start()
     frame = None
+    epoch = getattr(source, "epoch", None)
     try:
         for i in range(ticks):
             started = time.monotonic()
             snap = await source.next()
             if snap is None:
                 break
+            if getattr(source, "epoch", None) != epoch:   # the demo tour moved on
+                epoch = source.epoch
+                pipeline.reset()
             frame = pipeline.feed(snap)
             if source.realtime and i < ticks - 1:
                 await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
@@ -284,22 +288,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from infertop.probes.recorder import record_headless
+    from infertop.probes.recorder import run_record
     source = make_source(args)
-
-    async def run() -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        import signal
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, stop.set)
-            except (NotImplementedError, RuntimeError):
-                pass
-        return await record_headless(source, args.output, args.duration, args.interval,
-                                     stop=stop, max_bytes=args.max_bytes)
-
-    ticks = asyncio.run(run())
+    # demo and replay compute the next tick at once: record them as fast as they go
+    interval = args.interval if source.realtime else 0.0
+    ticks = run_record(source, args.output, duration=args.duration, interval=interval,
+                       max_bytes=args.max_bytes)
     print(f"infertop: recorded {ticks} ticks to {args.output}", file=sys.stderr)
     return EXIT_OK
 
@@ -310,9 +304,10 @@ def cmd_demo_server(args: argparse.Namespace) -> int:
 
 
 def cmd_demo_list() -> int:
-    from infertop.scenario import list_scenarios
-    for sc in list_scenarios():
-        print(f"{sc.name:28} {sc.layer:12} {sc.title}")
+    from infertop.scenario import catalogue
+    for sc in catalogue():
+        layer = getattr(sc.layer, "value", sc.layer)
+        print(f"{sc.name:30} {layer:12} {sc.title}")
     return EXIT_OK
 
 
@@ -384,8 +379,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as e:
         print(f"infertop: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except Exception as e:  # the known one-line errors of scenarios, recordings, servers
+        if type(e).__name__ in ("RecordingError", "ScenarioError", "DemoServerError",
+                                "ConfigError", "CaptureError"):
+            print(f"infertop: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        raise
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `infertop demo --list | head`: the reader left, not an error
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 if __name__ == "__main__":

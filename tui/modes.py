@@ -60,9 +60,7 @@ class DemoApp(InfertopApp):
             await self.action_record()
 
     def _switched(self, what: str) -> None:
-        # a new scenario is a new timeline: rates and findings start over
-        self.pipeline.reset()
-        self.notify(what, timeout=3)
+        self.notify(what, timeout=3)   # the epoch change resets the pipeline on the next tick
 
     def action_next_scenario(self) -> None:
         self.source.next_scenario()
@@ -81,13 +79,13 @@ class DemoApp(InfertopApp):
         ph = self.source.phase
         t = Text()
         t.append(" DEMO ", style="bold reverse")
-        t.append(f" {sc.name}", style="bold")
-        t.append(f"  [{sc.layer}]  phase {ph.index + 1}/{len(sc.phases)}: {ph.name}")
+        t.append(f" {sc.title}", style="bold")
+        t.append(f"  [{ph.layer}]  phase {ph.index + 1}/{ph.count}: {ph.name}")
         t.append(f"  speed {self.options.get('speed', 1.0):g}x   n/p scenario · r restart\n")
-        t.append(ph.narration)
-        if getattr(sc, "remedy", "") and ph.index == len(sc.phases) - 1 or \
-                getattr(ph, "show_remedy", False):
-            t.append(f"\nremedy: {sc.remedy}", style=self._styles.get("accent", "bold"))
+        t.append(" ".join(ph.narration.split()))
+        if ph.remedy and ph.index == ph.count - 1:
+            t.append("\nremedy: " + " ".join(ph.remedy.split()),
+                     style=self._styles.get("accent", "bold"))
         return t
 
 
@@ -104,7 +102,7 @@ class ReplayApp(InfertopApp):
         src = self.source
         t = Text()
         t.append(" REPLAY ", style="bold reverse")
-        pos = src.current_time - src.start_time if src.current_time is not None else 0.0
+        pos = src.elapsed
         frac = (src.position / max(1, src.length)) if src.length else 0.0
         width = 30
         filled = int(frac * width)

@@ -27,6 +27,7 @@ class PaneContext:
     frame: Frame
     styles: dict[str, str]          # role -> Rich style, from the theme (themes/)
     wide: bool = False              # zoomed or large terminal: show more columns/rows
+    height: int = 0                 # content rows of the pane being drawn
     extras: dict[str, Any] = field(default_factory=dict)  # capture summaries etc.
 
     # -- findings -----------------------------------------------------------------------
@@ -157,7 +158,7 @@ class Columns:
 def kv_table(rows: list[tuple[str, RenderableType, RenderableType | str]], *,
              label_width: int = 14) -> Columns:
     """Label / value / sparkline rows, the common pane body."""
-    t = Columns(widths=[label_width, 16, 24], gap=1)
+    t = Columns(widths=[label_width, 22, 24], gap=1)
     for label, value, extra in rows:
         t.add_row(label, value, extra)
     return t
@@ -206,6 +207,7 @@ class LayerPane(Static):
                 self.set_class(s == worst, f"sev-{s}")
             self.worst = worst
         ctx.wide = self.size.width >= 110
+        ctx.height = max(0, self.size.height - 2)
         codes = " ".join(sorted({f.code for f in findings}))
         self.border_subtitle = f"{worst.upper()} {codes}" if worst else ""
         content = self.render_frame(ctx)

@@ -38,6 +38,8 @@ class DecodingPane(LayerPane):
                            ("spec.acceptance_ratio", "spec accept"),
                            ("server.uptime_seconds", "uptime")):
             for r in ctx.readings(key):
-                rows.append((label, ctx.value_text(r), ctx.spark(key, 16, 0, **dict(r.labels))))
+                trend = "" if key == "server.uptime_seconds" else \
+                    ctx.spark(key, 16, 0, **dict(r.labels))
+                rows.append((label, ctx.value_text(r), trend))
         head = Text(f"percentiles over the last {window} s", style=ctx.styles["muted"])
         return group(t, kv_table(rows), head)

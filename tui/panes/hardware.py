@@ -8,7 +8,7 @@ from rich.text import Text
 from infertop.model import Layer
 from infertop.units import bar, fmt_value
 
-from .base import LayerPane, PaneContext, grid, group
+from .base import Columns, LayerPane, PaneContext, grid, group
 
 
 def gpu_indices(ctx: PaneContext) -> list[str]:
@@ -94,4 +94,13 @@ class HardwarePane(LayerPane):
                         ctx.spark("gpu.util_ratio", 16, 0, 1, gpu=g)]
             t.add_row(*row)
         legend = ctx.note("util = a kernel was running; SM act = SMs actually busy (GPM)")
-        return group(t, legend)
+        trends = None
+        if ctx.height >= 2 * len(gpus) + 4:   # room to spare: the last minute per GPU
+            trends = Columns(["trend", "util", "SM act", "power", "SM clk"],
+                             header_style=ctx.styles["header"])
+            for g in gpus:
+                trends.add_row(f"GPU {g}", ctx.spark("gpu.util_ratio", 14, 0, 1, gpu=g),
+                               ctx.spark("gpu.sm_active_ratio", 14, 0, 1, gpu=g),
+                               ctx.spark("gpu.power_watts", 14, 0, None, gpu=g),
+                               ctx.spark("gpu.sm_clock_hz", 14, 0, None, gpu=g))
+        return group(t, legend, trends)

@@ -73,7 +73,8 @@ class SchedulingPane(LayerPane):
 
 
 def _multi(ctx: PaneContext, key: str) -> bool:
-    return len(ctx.readings(key)) > 1
+    """More than one engine reports this key (then rows say which engine)."""
+    return len({(r.label("instance"), r.label("engine")) for r in ctx.readings(key)}) > 1
 
 
 def _depths(procs) -> dict[str, int]:

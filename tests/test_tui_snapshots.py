@@ -1,0 +1,53 @@
+"""SVG snapshots of demo frames (Textual is pinned in pyproject for these).
+
+Frames are driven by hand (the app's own timer is set far out), so the same ticks land on
+screen every run; the demo's clock and seed are fixed.  `make snapshots` re-records them
+after an intended change of the screen.
+"""
+
+import socket
+
+import pytest
+
+from infertop.probes.demo import DemoSource
+from infertop.tui.cli import build_parser, make_pipeline
+from infertop.tui.modes import DemoApp
+
+
+@pytest.fixture(autouse=True)
+def fixed_host(monkeypatch):
+    monkeypatch.setattr(socket, "gethostname", lambda: "gpu-box")
+
+
+def demo_app(name: str) -> DemoApp:
+    return DemoApp(DemoSource(name), interval=3600.0,
+                   pipeline=make_pipeline(build_parser().parse_args([])))
+
+
+def ticks(n: int):
+    async def run_before(pilot):
+        app = pilot.app
+        while app.ticks < 1:
+            await pilot.pause(0.01)
+        for _ in range(n - app.ticks):
+            await app._poll()
+        await pilot.pause()
+    return run_before
+
+
+def test_healthy_wide(snap_compare):
+    assert snap_compare(demo_app("healthy"), terminal_size=(160, 48), run_before=ticks(40))
+
+
+def test_kv_pressure_small_terminal(snap_compare):
+    assert snap_compare(demo_app("mem-kv-pressure"), terminal_size=(80, 24),
+                        run_before=ticks(90))
+
+
+def test_tp_straggler_zoomed_parallelism(snap_compare):
+    async def run_before(pilot):
+        await ticks(70)(pilot)
+        await pilot.press("5")
+        await pilot.pause()
+    assert snap_compare(demo_app("par-tp-straggler"), terminal_size=(120, 36),
+                        run_before=run_before)
