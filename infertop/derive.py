@@ -11,7 +11,7 @@ from typing import Iterable
 
 from .history import History, Series
 from .keys import SPECS
-from .model import Kind, Labels, Reading, Status, make_labels
+from .model import Labels, Reading, Status, make_labels
 
 QUANTILES = (0.5, 0.9, 0.99)
 
@@ -71,9 +71,7 @@ def derive(history: History, window: float = 60.0) -> list[Reading]:
     out += _ratio(history, "spec.acceptance_ratio", "spec.accepted_tokens_total",
                   "spec.draft_tokens_total", window)
     # ---- histograms: quantiles and means ----------------------------------------------
-    for s in history:
-        if s.kind is not Kind.HISTOGRAM or s.last_seen < history.now:
-            continue
+    for s in history.histograms():
         if s.key == "server.iteration_tokens":
             out.append(_reading("server.iteration_tokens_mean", s.labels, s.mean(window)))
             continue

@@ -170,6 +170,8 @@ class History:
         self.max_points = max_points
         self.expire_after = expire_after  # drop series unseen this long (exited processes)
         self._series: dict[SeriesKey, Series] = {}
+        self._by_key: dict[str, dict[Labels, Series]] = {}   # key -> series: find() is hot
+        self._hist_keys: dict[str, None] = {}   # ordered: derived readings keep their order
         self.now: float = 0.0
         self.ticks = 0
 
@@ -200,6 +202,9 @@ class History:
         if s is None:
             s = Series(r.key, r.labels, r.kind, r.unit, deque(maxlen=self.max_points))
             self._series[sk] = s
+            self._by_key.setdefault(r.key, {})[r.labels] = s
+            if r.kind is Kind.HISTOGRAM:
+                self._hist_keys[r.key] = None
         s.status, s.reason, s.last_seen = r.status, r.reason, t
         if r.text is not None:
             s.text = r.text
@@ -223,24 +228,25 @@ class History:
         dead = [k for k, s in self._series.items() if now - s.last_seen > self.expire_after]
         for k in dead:
             del self._series[k]
+            self._by_key[k[0]].pop(k[1], None)
+
+    def histograms(self) -> list[Series]:
+        """Histogram series seen this tick."""
+        return [s for k in self._hist_keys for s in self._by_key.get(k, {}).values()
+                if s.kind is Kind.HISTOGRAM and s.last_seen >= self.now]
 
     def get(self, key: str, labels: Labels = ()) -> Series | None:
         return self._series.get((key, labels))
 
     def find(self, key: str, **labels: str) -> list[Series]:
         """Series of a key whose labels include all the given ones (current ones only)."""
-        out = []
-        for (k, _), s in self._series.items():
-            if k != key or s.last_seen < self.now:
-                continue
-            if all(s.label(n) == v for n, v in labels.items()):
-                out.append(s)
-        return out
+        return [s for s in self._by_key.get(key, {}).values()
+                if s.last_seen >= self.now and all(s.label(n) == v for n, v in labels.items())]
 
     def find_any(self, key: str, **labels: str) -> list[Series]:
         """Like find, but includes series not seen this tick (for recent-past questions)."""
-        return [s for (k, _), s in self._series.items() if k == key and
-                all(s.label(n) == v for n, v in labels.items())]
+        return [s for s in self._by_key.get(key, {}).values()
+                if all(s.label(n) == v for n, v in labels.items())]
 
     def latest(self, key: str, **labels: str) -> float | None:
         for s in self.find(key, **labels):

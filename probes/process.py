@@ -184,6 +184,14 @@ class ProcessProbe(BlockingProbe):
         self._prev_host: tuple[float, float] | None = None
         self._container: tuple[bool, str] | None = None
         self.tree: list[int] = []
+        # children(recursive=True) reads /proc/*/stat for every process on the host (psutil's
+        # ppid_map): on a busy GPU box that is the probe's biggest cost, so the member list
+        # is refreshed every ``rediscover_every`` seconds (or when a member exits) and the
+        # same psutil.Process objects are reused in between.
+        self._members: list[Any] = []
+        self._members_root: int | None = None
+        self._members_at = -math.inf
+        self._comm: dict[tuple[int, int], str] = {}   # thread names seldom change
 
     # -- lifecycle
     def open_blocking(self) -> Capability:
@@ -288,15 +296,23 @@ class ProcessProbe(BlockingProbe):
             self._pid_gone = True
 
     def _tree(self, psutil, server: ServerProcess):
+        now = self._clock()
+        fresh = (self._members_root == server.pid and now - self._members_at < self.rediscover_every
+                 and self._members and all(p.is_running() for p in self._members))
+        if fresh:
+            return self._members
         try:
             root = psutil.Process(server.pid)
             kids = root.children(recursive=True)
         except psutil.NoSuchProcess:
             self._drop(f"server pid {server.pid} exited")
+            self._members = []
             return None
         except psutil.AccessDenied:
-            return [root]
-        return [root, *kids]
+            kids = []
+        self._members, self._members_root, self._members_at = [root, *kids], server.pid, now
+        self._comm.clear()   # names (and reused thread ids) are at most one refresh old
+        return self._members
 
     # -- one process
     def _read_process(self, psutil, p, server: ServerProcess,
@@ -394,9 +410,12 @@ class ProcessProbe(BlockingProbe):
         for rate, tid in rates:
             if len(out) >= self.max_threads:
                 break
-            comm = read_comm(pid, tid)
-            if comm is None:  # thread exited after threads() listed it
-                continue
+            comm = self._comm.get((pid, tid))
+            if comm is None:
+                comm = read_comm(pid, tid)
+                if comm is None:  # thread exited after threads() listed it
+                    continue
+                self._comm[(pid, tid)] = comm
             out.append(_reading("thread.cpu_ratio", rate, {"pid": pid, "tid": tid, "name": comm}))
         return out
 

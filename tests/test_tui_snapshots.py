@@ -20,7 +20,7 @@ def fixed_host(monkeypatch):
 
 
 def demo_app(name: str) -> DemoApp:
-    return DemoApp(DemoSource(name), interval=3600.0,
+    return DemoApp(DemoSource(name), interval=1.0, options={"manual_ticks": True},
                    pipeline=make_pipeline(build_parser().parse_args([])))
 
 

@@ -84,6 +84,7 @@ class InfertopApp(App):
         self._timer = None
         self._styles: dict[str, str] = {}
         self._epoch = getattr(source, "epoch", None)
+        self._shown: dict[str, Text] = {}
         self.register_theme(INFERTOP_THEME)
         name = theme or DEFAULT_THEME
         if name not in self.available_themes:
@@ -129,7 +130,8 @@ class InfertopApp(App):
         if missing:
             self.status_note = " · ".join(missing)
         await self._poll()
-        self._timer = self.set_interval(self.wall_interval, self._tick)
+        if not self.options.get("manual_ticks"):   # tests and screenshots drive ticks by hand
+            self._timer = self.set_interval(self.wall_interval, self._tick)
 
     @property
     def wall_interval(self) -> float:
@@ -181,7 +183,7 @@ class InfertopApp(App):
         if self.first_frame_at is None:
             self.first_frame_at = time.perf_counter() - self.started_at
         with self.batch_update():
-            self.query_one("#header", Static).update(self._header_text(frame))
+            self._set_text("#header", self._header_text(frame), layout=False)
             self._update_strip(frame)
             self.update_banner()
             ctx = PaneContext(frame, self._styles, extras=self.extras)
@@ -233,6 +235,7 @@ class InfertopApp(App):
         strip = self.query_one("#findings-strip", Static)
         if not frame.findings:
             strip.set_class(True, "-none")
+            self._shown.pop("#findings-strip", None)
             return
         strip.set_class(False, "-none")
         t = Text()
@@ -243,7 +246,7 @@ class InfertopApp(App):
                 t.append("  ")
             t.append(f"{f.code}", style=self._styles.get(sev, ""))
             t.append(f" {f.title}")
-        strip.update(t)
+        self._set_text("#findings-strip", t)
 
     def _update_status(self) -> None:
         parts = []
@@ -257,7 +260,7 @@ class InfertopApp(App):
             parts.append(f"● REC {getattr(rec, 'path', '')}")
         if self.status_note:
             parts.append(self.status_note)
-        self.query_one("#status", Static).update(" · ".join(parts))
+        self._set_text("#status", Text(" · ".join(parts)), layout=False)
 
     def update_banner(self) -> None:
         """Demo and replay sources describe themselves in the banner (see cli wiring)."""
@@ -265,10 +268,17 @@ class InfertopApp(App):
         text = self.banner_text()
         banner.set_class(bool(text), "-visible")
         if text:
-            banner.update(text)
+            self._set_text("#banner", text)
 
     def banner_text(self) -> Text | None:
         return None
+
+    def _set_text(self, selector: str, text: Text, layout: bool = True) -> None:
+        """Update a bar only when its text changed (a repaint costs more than a compare)."""
+        if self._shown.get(selector) == text:
+            return
+        self._shown[selector] = text
+        self.query_one(selector, Static).update(text, layout=layout)
 
     # -- actions --------------------------------------------------------------------------
     def action_pause(self) -> None:

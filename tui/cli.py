@@ -279,7 +279,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     desc = source.describe()
     where = f" on {desc['host']}" if desc.get("host") else ""
     meta = {"version": __version__, "source": f"{desc.get('source')} {desc.get('label', '')}{where}",
-            "sources": sources_status(frame), "duration": args.duration,
+            "sources": {n: st["status"] if st["status"] == "ok" else f"{st['status']}: {st['reason']}"
+                        for n, st in sources_status(frame).items()},
+            "duration": args.duration,
             "ticks": pipeline.history.ticks, "now": frame.snapshot.time,
             "any_source_ok": frame.sources_ok(),
             "unchecked": pipeline.diagnoser.missing_inputs(pipeline.history)}

@@ -158,7 +158,7 @@ class Columns:
 def kv_table(rows: list[tuple[str, RenderableType, RenderableType | str]], *,
              label_width: int = 14) -> Columns:
     """Label / value / sparkline rows, the common pane body."""
-    t = Columns(widths=[label_width, 22, 24], gap=1)
+    t = Columns(widths=[label_width, 30, 24], gap=1)
     for label, value, extra in rows:
         t.add_row(label, value, extra)
     return t
@@ -215,4 +215,4 @@ class LayerPane(Static):
             content = content.to_text()
         if content != self.last_renderable:   # Text compares by value: skip idle repaints
             self.last_renderable = content
-            self.update(content)
+            self.update(content, layout=False)   # the grid fixes the size: no re-layout

@@ -8,7 +8,7 @@ from rich.text import Text
 from infertop.model import Layer
 from infertop.units import bar
 
-from .base import LayerPane, PaneContext, grid, group, kv_table
+from .base import Columns, LayerPane, PaneContext, grid, group, kv_table
 from .hardware import gpu_indices
 
 SETTINGS_SHOWN = ("cuda_graphs", "compilation", "max_num_seqs", "max_num_batched_tokens",
@@ -53,6 +53,14 @@ class KernelsPane(LayerPane):
                                                                     key="server.setting"), ""))
         if rows:
             parts.append(kv_table(rows))
+        if gpus and ctx.height >= len(parts) + 12 + 2 * len(gpus):  # room: the last minute
+            trends = Columns(["trend", "SM active", "tensor", "DRAM bw"],
+                             header_style=ctx.styles["header"])
+            for g in gpus:
+                trends.add_row(f"GPU {g}", ctx.spark("gpu.sm_active_ratio", 16, 0, 1, gpu=g),
+                               ctx.spark("gpu.tensor_active_ratio", 16, 0, 1, gpu=g),
+                               ctx.spark("gpu.dram_bw_util_ratio", 16, 0, 1, gpu=g))
+            parts.append(trends)
         nsys = ctx.extras.get("nsys_summary")
         if nsys:
             parts.append(nsys)
