@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,3 +19,31 @@ if str(ROOT / "tests") not in sys.path:
 @pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+@contextlib.contextmanager
+def python_workload_tree(lifetime: int = 90):
+    """A real Python parent + child with CPU-bound threads (tests/helpers/py_workload.py),
+    yielding (parent pid, child pid); skips when py-spy is missing or ptrace is refused."""
+    from infertop.probes.pyspy import find_pyspy
+    pyspy = find_pyspy()
+    if pyspy is None:
+        pytest.skip("py-spy not installed")
+    workload = Path(__file__).resolve().parent / "helpers" / "py_workload.py"
+    proc = subprocess.Popen([sys.executable, str(workload), "--lifetime", str(lifetime)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        words = proc.stdout.readline().split()
+        assert words and words[0] == "READY", words
+        parent, child = int(words[1]), int(words[2])
+        probe = subprocess.run([pyspy, "dump", "--pid", str(parent)], capture_output=True,
+                               text=True, env={**os.environ, "RUST_BACKTRACE": "0"})
+        if probe.returncode != 0 and "ermission" in probe.stderr:
+            pytest.skip(f"ptrace not permitted here: {probe.stderr.strip()[:120]}")
+        yield parent, child
+    finally:
+        try:
+            proc.stdin.close()
+            proc.wait(10)
+        except Exception:
+            proc.kill()

@@ -18,6 +18,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from conftest import python_workload_tree
 
 from infertop import keys
 from infertop.probes import capture_dir as cd
@@ -38,25 +39,8 @@ def _mode(p: Path) -> int:
 @pytest.fixture(scope="class")
 def workload():
     """A parent + child Python tree; skips the module's real tests if ptrace is refused."""
-    if PYSPY is None:
-        pytest.skip("py-spy not installed")
-    proc = subprocess.Popen([sys.executable, str(WORKLOAD), "--lifetime", "90"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        words = proc.stdout.readline().split()
-        assert words and words[0] == "READY", words
-        parent, child = int(words[1]), int(words[2])
-        probe = subprocess.run([PYSPY, "dump", "--pid", str(parent)], capture_output=True, text=True,
-                               env={**os.environ, "RUST_BACKTRACE": "0"})
-        if probe.returncode != 0 and "ermission" in probe.stderr:
-            pytest.skip(f"ptrace not permitted here: {probe.stderr.strip()[:120]}")
-        yield parent, child
-    finally:
-        try:
-            proc.stdin.close()
-            proc.wait(10)
-        except Exception:
-            proc.kill()
+    with python_workload_tree() as pids:
+        yield pids
 
 
 @pytest.fixture
