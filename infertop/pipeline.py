@@ -59,8 +59,11 @@ class Frame:
         return [f for f in self.findings if f.layer is layer]
 
     def sources_ok(self) -> bool:
-        """At least one source produced readings this tick (exit code 3 otherwise)."""
-        return any(s.status is Status.OK and s.readings for s in self.snapshot.samples.values())
+        """At least one source read something of the server or its GPUs this tick (exit
+        code 3 otherwise).  The host's own CPU and memory alone do not count: they are
+        always there, even when infertop found nothing it was asked to watch."""
+        return any(s.status is Status.OK and any(not r.key.startswith("host.") for r in s.readings)
+                   for s in self.snapshot.samples.values())
 
 
 class Pipeline:

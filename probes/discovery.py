@@ -514,6 +514,33 @@ def port_from_url(url: str) -> int | None:
         return None
 
 
+def host_from_url(url: str) -> str:
+    if "://" not in url:
+        url = "http://" + url
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
+def is_local_host(host: str) -> bool:
+    """Whether a URL's host is this machine (loopback, its name, or one of its addresses):
+    only then can the server's processes be read here."""
+    import socket
+    if host in ("", "localhost", "0.0.0.0", "::", "::1") or host.startswith("127."):
+        return True
+    names = {socket.gethostname().lower(), socket.getfqdn().lower()}
+    if host in names:
+        return True
+    try:
+        import psutil
+        addrs = {a.address.split("%")[0].lower() for nics in psutil.net_if_addrs().values()
+                 for a in nics}
+    except Exception:
+        addrs = set()
+    return host in addrs
+
+
 # ---- I/O: psutil ---------------------------------------------------------------------------
 
 def _self_pids() -> set[int]:
@@ -596,6 +623,9 @@ def locate(pid: int | None = None, url: str | None = None) -> tuple[ServerProces
     import psutil
     if pid is not None:
         return _by_pid(psutil, pid)
+    if url and not is_local_host(host_from_url(url)):
+        return None, (f"{host_from_url(url)} is another machine: its server's processes "
+                      "cannot be read from here (run infertop on that host for them)")
     port = port_from_url(url) if url else None
     why_port = ""
     if port is not None:

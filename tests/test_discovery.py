@@ -320,3 +320,12 @@ def test_fill_ports_prefers_the_roots_socket_and_never_a_workers():
     other = ServerProcess(30, "vllm", "python", [], None, "", [30])
     _fill_ports([other], {8000: []})
     assert other.port == 8000
+
+
+def test_remote_url_is_not_looked_for_locally():
+    from infertop.probes.discovery import host_from_url, is_local_host, locate
+    assert is_local_host("127.0.0.1") and is_local_host("localhost") and is_local_host("::1")
+    assert host_from_url("http://gpu-node-7.example:8000/metrics") == "gpu-node-7.example"
+    assert not is_local_host("gpu-node-7.example")
+    server, why = locate(url="http://gpu-node-7.example:8000")
+    assert server is None and "another machine" in why

@@ -262,6 +262,9 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     if frame is None:
         raise UsageError("the source produced no snapshot (empty recording?)")
     print(json.dumps(snapshot_json(frame), indent=1, allow_nan=False, default=str))
+    for name, st in sources_status(frame).items():
+        if st["status"] in ("error", "stale"):   # say it on stderr too: scripts see it
+            print(f"infertop: {name}: {st['reason']}", file=sys.stderr)
     if not frame.sources_ok():
         bad = "; ".join(f"{n}: {s['reason']}" for n, s in sources_status(frame).items())
         print(f"infertop: no source could be read ({bad})", file=sys.stderr)
