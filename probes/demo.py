@@ -60,17 +60,21 @@ class DemoSource(SnapshotSource):
         self.dialect = dialect
         self.instance = instance
         self.tour = name is None
-        self.names = list_scenarios() if self.tour else [name]
+        # n/p in the screen move through the whole catalogue, starting at the named one
+        # (a scenario file of the instructor's own comes first, then the shipped ones)
+        self.names = list_scenarios()
+        if not self.tour and name not in self.names:
+            self.names.insert(0, name)
         if not self.names:
             raise ScenarioError("no scenarios are installed")
-        self._index = 0
+        self._index = 0 if self.tour else self.names.index(name)
         self._clock = DEMO_EPOCH if start_time is None else float(start_time)
         self._tick = 0
         self.epoch = 0
         self._ended = False
         self._settings_cache: dict[tuple, dict[str, str]] = {}
         self._last_meta: dict[str, Any] = {}
-        self._run = self._new_run(self.names[0])
+        self._run = self._new_run(self.names[self._index])
 
     # ---- scenario control --------------------------------------------------------------
     def _new_run(self, name: str) -> ScenarioRun:

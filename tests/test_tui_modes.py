@@ -1,0 +1,100 @@
+"""Pilot tests of the demo banner and scenario keys, and of the replay bar and its keys."""
+
+import asyncio
+
+import pytest
+
+from infertop.probes.demo import DemoSource
+from infertop.probes.recorder import record_headless
+from infertop.probes.replay import ReplaySource
+from infertop.tui.cli import build_parser, make_pipeline
+from infertop.tui.modes import DemoApp, ReplayApp
+
+
+def pipeline():
+    return make_pipeline(build_parser().parse_args([]))
+
+
+def banner(app) -> str:
+    return app._shown.get("#banner").plain if app._shown.get("#banner") else ""
+
+
+async def drive(pilot, app, n):
+    """Advance n ticks by hand (the apps run with manual ticks: no timing in the test)."""
+    while app.ticks < 1:
+        await pilot.pause(0.01)
+    for _ in range(n):
+        await app._poll()
+    await pilot.pause()
+
+
+async def test_demo_banner_narrates_and_keys_switch_scenarios():
+    app = DemoApp(DemoSource("mem-kv-leak"), pipeline=pipeline(),
+                  options={"manual_ticks": True})
+    async with app.run_test(size=(140, 40)) as pilot:
+        await drive(pilot, app, 5)
+        text = banner(app)
+        assert "DEMO" in text and "KV-cache leak" in text and "phase 1/" in text
+        await pilot.press("n")
+        await drive(pilot, app, 1)
+        nxt = app.source.scenario.name
+        assert nxt != "mem-kv-leak" and app.source.scenario.title in banner(app)
+        assert app.pipeline.history.ticks == 1          # a new scenario starts a new history
+        await pilot.press("p")
+        await drive(pilot, app, 3)
+        assert app.source.scenario.name == "mem-kv-leak"
+        await pilot.press("r")
+        await drive(pilot, app, 1)
+        assert "phase 1/" in banner(app) and app.pipeline.history.ticks == 1
+
+
+async def test_demo_reaches_its_finding_and_highlights_the_reading():
+    app = DemoApp(DemoSource("mem-kv-pressure"), pipeline=pipeline(),
+                  options={"manual_ticks": True})
+    async with app.run_test(size=(160, 48)) as pilot:
+        await drive(pilot, app, 90)
+        assert any(f.code == "MEM-001" for f in app.frame.findings)
+        mem = app.query_one("#pane-memory")
+        assert mem.has_class("sev-crit") or mem.has_class("sev-warn")
+        assert "MEM-001" in mem.last_renderable.plain        # inline, beside the reading
+        assert "MEM-001" in app._shown["#findings-strip"].plain
+        await pilot.press("f")
+        assert app.screen.__class__.__name__ == "FindingsScreen"
+
+
+@pytest.fixture
+def recording(tmp_path):
+    path = tmp_path / "kv.jsonl.gz"
+    ticks = asyncio.run(record_headless(DemoSource("mem-kv-leak"), path, 150, 0))
+    assert ticks == 150
+    return path
+
+
+async def test_replay_bar_and_keys_step_jump_and_goto(recording):
+    src = ReplaySource(recording)
+    app = ReplayApp(src, pipeline=pipeline(), options={"manual_ticks": True})
+    async with app.run_test(size=(140, 40)) as pilot:
+        await drive(pilot, app, 9)
+        assert src.position == 9 and "REPLAY" in banner(app) and "tick 9/150" in banner(app)
+        await pilot.press("right_square_bracket")
+        assert src.position == 10 and app.paused
+        await pilot.press("left_square_bracket")
+        assert src.position == 9
+        await pilot.press("right_curly_bracket")          # +10 %
+        assert src.position == 24
+        await pilot.press("g")
+        await pilot.press(*"2:00", "enter")
+        await pilot.pause()
+        assert abs(src.elapsed - 120) <= 1
+        # findings recomputed from the raw data up to the new position
+        assert any(f.code == "MEM-002" for f in app.frame.findings)
+        await pilot.press("left_curly_bracket")           # back 10 %: findings rebuilt
+        assert src.position < 120
+
+
+async def test_replay_end_pauses_with_a_note(recording):
+    src = ReplaySource(recording)
+    app = ReplayApp(src, pipeline=pipeline(), options={"manual_ticks": True})
+    async with app.run_test(size=(120, 36)) as pilot:
+        await drive(pilot, app, 160)
+        assert app.paused and "end of recording" in app.status_note
