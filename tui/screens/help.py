@@ -22,7 +22,7 @@ def bindings_table(app: Any) -> Table:
         if not isinstance(b, Binding):
             continue
         keys = b.key_display or b.key
-        if keys in seen:
+        if b.action.startswith("zoom(") or keys in seen:   # 1-6 get one row below
             continue
         seen.add(keys)
         t.add_row(keys.replace(",", " / "), b.description or b.action)
