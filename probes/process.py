@@ -27,6 +27,8 @@ from infertop.keys import SPECS
 from infertop.model import Capability, Reading, Sample, Status, make_labels
 
 from . import discovery
+from infertop.pidmap import map_gpu_pids  # noqa: F401  (re-exported)
+
 from .base import BlockingProbe, sample
 from .discovery import (LOOKED_FOR, ROOT_ROLES, SERVER_KINDS, ServerProcess, classify,
                         clean_cmdline, server_settings)
@@ -122,33 +124,6 @@ def visible_pids(proc: str = "/proc") -> set[int]:
         return {int(n) for n in os.listdir(proc) if n.isdigit()}
     except OSError:
         return set()
-
-
-def map_gpu_pids(tree_pids: set[int] | Iterable[int],
-                 gpu_procs: Iterable[tuple[int, int, float]],
-                 ns_pid_map: Mapping[int, int] | Iterable[tuple[int, int]] | None = None,
-                 *, visible: set[int] | None = None) -> tuple[dict[int, list[int]], list[int]]:
-    """Which GPUs each server process uses, from NVML's (gpu, pid, bytes) list.
-
-    NVML reports host PIDs; a tree seen from inside a container has other PIDs.  A GPU
-    process matches a tree pid directly or through ``ns_pid_map`` (alias -> tree pid, from
-    ``ns_pid_aliases``).  ``unmatched``: GPU pids that match nothing and are not a process
-    we can see (``visible``; when None, every pid outside the tree counts): the pane says
-    "N GPU processes not in this PID namespace".
-    """
-    tree = set(tree_pids)
-    aliases = dict(ns_pid_map or {})
-    matched: dict[int, list[int]] = {}
-    unmatched: set[int] = set()
-    for gpu, pid, _bytes in gpu_procs:
-        local = pid if pid in tree else aliases.get(pid)
-        if local is not None and local in tree:
-            gpus = matched.setdefault(local, [])
-            if gpu not in gpus:
-                gpus.append(gpu)
-        elif visible is None or (pid not in visible and pid not in aliases):
-            unmatched.add(pid)
-    return {p: sorted(g) for p, g in sorted(matched.items())}, sorted(unmatched)
 
 
 # ---- the probe ----------------------------------------------------------------------------

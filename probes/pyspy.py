@@ -572,7 +572,8 @@ async def record(pids: Iterable[tuple[int, str]], seconds: float = 10, *, rate: 
                 "other", "py-spy wrote no profile")
             raise CaptureError(e.message, e.fix)
         result.summary = summarize(result)
-        _save_record(result, out_dir, server)
+        # speedscope JSON and SVG can be MBs: build and write them off the event loop
+        await asyncio.to_thread(_save_record, result, out_dir, server)
         if progress:
             progress(1.0)
         return result

@@ -267,3 +267,12 @@ def test_detect_container(tmp_path):
         (True, "init's cgroup mentions kubepods")
     (root / ".dockerenv").write_text("")
     assert detect_container(str(proc), str(root), environ={}) == (True, "/.dockerenv exists")
+
+
+def test_gpu_holders_names_tree_processes_across_namespaces():
+    from infertop.pidmap import gpu_holders
+    # the tree sees itself as 7/8 (container); NVML reports host pids 4107/4108 and 999
+    held, outside = gpu_holders([7, 8], [(0, 4107, 1.0), (1, 4108, 1.0), (1, 999, 1.0)],
+                                [(4107, 7), (4108, 8)], {7: "api_server", 8: "worker"})
+    assert held == {4107: "api_server", 4108: "worker"}
+    assert outside == [999]

@@ -85,7 +85,9 @@ class CaptureController:
         try:
             targets = self.targets()
             result = await dump_tree(targets)
-            save_dump(result, self._dir(), self.server_name())
+            # file work in a thread: a slow or full disk must not stall the screen
+            directory = await asyncio.to_thread(self._dir)
+            await asyncio.to_thread(save_dump, result, directory, self.server_name())
             screen.set_result(result)
         except CaptureError as e:
             screen.set_result(e)
@@ -109,7 +111,8 @@ class CaptureController:
         from infertop.probes.pyspy import record, summary_lines
         self.running = "py-spy record"
         try:
-            result = await record(self.targets(), seconds, out_dir=self._dir(),
+            out_dir = await asyncio.to_thread(self._dir)
+            result = await record(self.targets(), seconds, out_dir=out_dir,
                                   server=self.server_name(),
                                   progress=lambda f: screen.set_progress(
                                       f, f"recording… {f * seconds:.0f}/{seconds:g} s"),
@@ -163,7 +166,8 @@ class CaptureController:
         from infertop.probes.nsys import nsys_capture
         self.running = "nsys capture"
         try:
-            base = capture_path(self._dir(), self.server_name(), "nsys", "nsys-rep")
+            directory = await asyncio.to_thread(self._dir)
+            base = capture_path(directory, self.server_name(), "nsys", "nsys-rep")
             base = base.with_name(base.name[: -len(".nsys-rep")])
             result = await nsys_capture(session, seconds, base, self.cancel,
                                         progress=lambda f: screen.set_progress(f, "collecting…"))

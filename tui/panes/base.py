@@ -16,6 +16,7 @@ from textual.widgets import Static
 
 from infertop.history import Series
 from infertop.model import Layer, Reading, Status
+from infertop.pidmap import gpu_holders
 from infertop.pipeline import Frame
 from infertop.units import fmt_reading, sparkline
 
@@ -29,6 +30,7 @@ class PaneContext:
     wide: bool = False              # zoomed or large terminal: show more columns/rows
     height: int = 0                 # content rows of the pane being drawn
     extras: dict[str, Any] = field(default_factory=dict)  # capture summaries etc.
+    extras_cache: dict[str, Any] = field(default_factory=dict)  # per-frame derived lookups
 
     # -- findings -----------------------------------------------------------------------
     def flag(self, key: str, labels: Iterable[tuple[str, str]] = ()) -> tuple[str, str] | None:
@@ -87,6 +89,20 @@ class PaneContext:
 
     def series(self, key: str, **labels: str) -> list[Series]:
         return self.frame.history.find(key, **labels)
+
+    def gpu_holders(self) -> tuple[dict[str, str], list[int]]:
+        """NVML pid -> the server process (role) holding GPU memory, across PID namespaces,
+        and the GPU pids outside the server's tree."""
+        if "gpu_holders" not in self.extras_cache:
+            names = {int(r.label("pid")): r.label("role") or r.label("name")
+                     for r in self.readings("process.info") if r.label("pid").isdigit()}
+            procs = [(int(r.label("gpu") or 0), int(r.label("pid")), r.value or 0.0)
+                     for r in self.readings("process.gpu_mem_bytes") if r.label("pid").isdigit()]
+            snap = self.frame.snapshot
+            held, outside = gpu_holders(snap.meta("tree") or list(names), procs,
+                                        [tuple(a) for a in snap.meta("pid_aliases") or []], names)
+            self.extras_cache["gpu_holders"] = ({str(k): v for k, v in held.items()}, outside)
+        return self.extras_cache["gpu_holders"]
 
     def source_reason(self, prefix: str) -> str | None:
         """Why a source has nothing: its capability or its last error, for the pane."""

@@ -56,15 +56,19 @@ class MemoryPane(LayerPane):
                           ctx.spark("gpu.mem_used_bytes", 16, 0,
                                     total.value if total and total.ok else None, gpu=g))
             parts.append(t)
-        procs = ctx.readings("process.gpu_mem_bytes")
+        procs = [r for r in ctx.readings("process.gpu_mem_bytes") if r.label("pid")]
         if procs:
-            names = {r.label("pid"): r.label("role") or r.label("name")
-                     for r in ctx.readings("process.info")}
+            held, outside = ctx.gpu_holders()
             t = grid(["PID", "process", "GPU", "GPU mem"], styles=ctx.styles)
             for r in sorted(procs, key=lambda r: -(r.value or 0))[: 8 if ctx.wide else 4]:
-                t.add_row(r.label("pid"), names.get(r.label("pid"), "(other)"), r.label("gpu"),
-                          ctx.value_text(r))
+                t.add_row(r.label("pid"), held.get(r.label("pid"), "(not the server)"),
+                          r.label("gpu"), ctx.value_text(r, key="process.gpu_mem_bytes"))
             parts.append(t)
+            if outside:
+                where = " (in a container, host PIDs may be invisible)" \
+                    if ctx.frame.snapshot.meta("in_container") else ""
+                parts.append(ctx.note(f"{len(outside)} GPU process(es) outside the server's "
+                                      f"tree{where}"))
         host_used, host_total = ctx.one("host.mem_used_bytes"), ctx.one("host.mem_total_bytes")
         if host_used and host_total and host_used.ok and host_total.ok:
             parts.append(Text(f"host RAM {fmt_value(host_used.value, 'bytes')} / "

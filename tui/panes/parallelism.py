@@ -25,11 +25,11 @@ class ParallelismPane(LayerPane):
             t = grid(["GPU", "util", "SM act", "mem", "PCIe tx", "NVLink tx", "holder"],
                      styles=ctx.styles)
             holders: dict[str, list[str]] = {}
-            roles = {r.label("pid"): r.label("role") or r.label("name")
-                     for r in ctx.readings("process.info")}
+            held, _ = ctx.gpu_holders()
             for r in ctx.readings("process.gpu_mem_bytes"):
-                holders.setdefault(r.label("gpu"), []).append(
-                    roles.get(r.label("pid"), r.label("pid")))
+                if r.label("pid"):
+                    holders.setdefault(r.label("gpu"), []).append(
+                        held.get(r.label("pid"), r.label("pid")))
             for g in gpus:
                 t.add_row(g, ctx.value_text(ctx.one("gpu.util_ratio", gpu=g)),
                           ctx.value_text(ctx.one("gpu.sm_active_ratio", gpu=g)),
