@@ -98,3 +98,21 @@ async def test_replay_end_pauses_with_a_note(recording):
     async with app.run_test(size=(120, 36)) as pilot:
         await drive(pilot, app, 160)
         assert app.paused and "end of recording" in app.status_note
+
+
+async def test_R_records_the_frames_and_the_file_replays(tmp_path):
+    path = tmp_path / "live.jsonl"
+    app = DemoApp(DemoSource("healthy"), pipeline=pipeline(),
+                  options={"manual_ticks": True, "record_path": str(path)})
+    async with app.run_test(size=(120, 36)) as pilot:
+        await drive(pilot, app, 3)
+        await pilot.press("R")
+        await pilot.pause()
+        assert "recorder" in app.extras and "REC" in app._shown["#status"].plain
+        await drive(pilot, app, 5)
+        await pilot.press("R")
+        await pilot.pause()
+        assert "recorder" not in app.extras
+    src = ReplaySource(path)
+    assert src.length == 6            # the frame on screen when R was pressed + 5 more
+    assert src.header["source"]["source"] == "demo" and src.header["server"]["kind"] == "vllm"

@@ -8,6 +8,7 @@ batch_update.  Nothing here blocks the event loop.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from typing import Any
@@ -336,7 +337,8 @@ class InfertopApp(App):
             self._update_status()
             return
         try:
-            path = self.options.get("record_path") or default_recording_path()
+            path = self.options.get("record_path") or \
+                await asyncio.to_thread(default_recording_path)   # mkdir: off the loop
             first = self.frame.snapshot if self.frame is not None else None
             header = make_header(self.source.describe(), first, host=socket.gethostname(),
                                  started=time.time(), interval=self.interval)
