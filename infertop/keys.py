@@ -87,6 +87,8 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("process.cpu_ratio", "cores", G, (SCH, PAR), "process CPU in cores (1.0 = one core)"),
     _k("process.rss_bytes", "bytes", G, (SCH, MEM), "process resident memory"),
     _k("process.threads", "count", G, SCH, "process thread count"),
+    _k("process.state", "", I, SCH,
+       "scheduler state (text: running, sleeping, disk-sleep, stopped...); D means blocked on I/O"),
     _k("process.ctx_switches_total", "count", C, SCH,
        "voluntary+involuntary context switches (label type)"),
     _k("process.gpu_mem_bytes", "bytes", G, (MEM, PAR), "GPU memory held by a process on a GPU"),

@@ -151,6 +151,9 @@ def process_sample(frame: Frame, settings: dict[str, str] | None = None) -> Samp
             text=" ".join(p.argv)))
         readings.append(_r("process.cpu_ratio", p.cpu, base))
         readings.append(_r("process.rss_bytes", p.rss, base))
+        # like psutil: a process busy more than half the time is mostly seen running
+        readings.append(_r("process.state", 1.0, base,
+                           text="running" if p.cpu >= 0.5 else "sleeping"))
         readings.append(_r("process.threads", float(p.threads), base))
         readings.append(_r("process.ctx_switches_total", p.ctx_voluntary,
                            make_labels(base, type="voluntary")))

@@ -356,6 +356,8 @@ class ProcessProbe(BlockingProbe):
         out.append(_reading("process.rss_bytes", float(mem.rss) if mem else None, labels,
                             status=Status.ERROR if mem_denied else Status.OK,
                             reason=denied if mem_denied else ""))
+        if status:
+            out.append(_reading("process.state", 1.0, labels, text=str(status)))
         out.append(_reading("process.threads", float(nthr) if nthr is not None else None, labels,
                             status=Status.ERROR if nthr_denied else Status.OK,
                             reason=denied if nthr_denied else ""))

@@ -87,6 +87,8 @@ async def test_two_ticks_over_a_real_tree():
     assert nthreads.value == 4
     (rss,) = by_pid(second, "process.rss_bytes", child)
     assert rss.value > 1e6
+    (state,) = by_pid(second, "process.state", child)
+    assert state.text in ("running", "sleeping", "disk-sleep")  # psutil's words, as text
     ctx = {r.label("type"): r for r in by_pid(second, "process.ctx_switches_total", child)}
     assert set(ctx) == {"voluntary", "involuntary"} and all(r.value >= 0 for r in ctx.values())
     assert {r.key for r in second.readings} >= HOST_KEYS | {"process.info", "thread.cpu_ratio"}

@@ -38,7 +38,7 @@ class SchedulingPane(LayerPane):
             parts.append(line.append_text(ctx.spark("host.cpu_ratio", 12, 0, 1)))
         procs = ctx.readings("process.info")
         if procs:
-            t = grid(["PID", "process", "CPU", "RSS", "thr", "csw/s"], styles=ctx.styles)
+            t = grid(["PID", "process", "S", "CPU", "RSS", "thr", "csw/s"], styles=ctx.styles)
             depth = _depths(procs)
             for p in sorted(procs, key=lambda p: (depth.get(p.label("pid"), 0), int(p.label("pid") or 0))):
                 pid = p.label("pid")
@@ -47,7 +47,10 @@ class SchedulingPane(LayerPane):
                 indent = "  " * depth.get(pid, 0)
                 csw = [r.value for r in ctx.readings("process.ctx_switches_per_second", pid=pid)
                        if r.ok]
+                state = ctx.one("process.state", pid=pid)
+                code = STATE_CODES.get(state.text, "?") if state is not None and state.text else "–"
                 t.add_row(pid, f"{indent}{name}" + (f" ({role})" if role and role not in name.lower() else ""),
+                          Text(code, style=ctx.styles["warn"] if code == "D" else ""),
                           ctx.value_text(ctx.one("process.cpu_ratio", pid=pid)),
                           ctx.value_text(ctx.one("process.rss_bytes", pid=pid)),
                           ctx.value_text(ctx.one("process.threads", pid=pid)),
@@ -70,6 +73,12 @@ class SchedulingPane(LayerPane):
         if gil is not None:
             parts.append(gil)
         return group(*parts)
+
+
+# top's one-letter process states
+STATE_CODES = {"running": "R", "sleeping": "S", "disk-sleep": "D", "stopped": "T",
+               "tracing-stop": "t", "zombie": "Z", "dead": "X", "idle": "I", "waking": "W",
+               "parked": "P"}
 
 
 def _multi(ctx: PaneContext, key: str) -> bool:
