@@ -1,0 +1,96 @@
+"""The command as a user runs it: exit codes, one-line errors, the JSON contract."""
+
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+
+LAYERS = {"hardware", "kernels", "memory", "scheduling", "parallelism", "decoding"}
+
+
+def run(*args, timeout=60):
+    return subprocess.run([sys.executable, "-m", "infertop", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_version_and_help():
+    r = run("--version")
+    assert r.returncode == 0 and r.stdout.startswith("infertop ")
+    r = run("doctor", "--help")
+    assert r.returncode == 0 and "3 no source could be read" in " ".join(r.stdout.split())
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--interval", "0"], "must be greater than 0"),
+    (["snapshot", "--window", "abc"], "expected a number"),
+    (["--source", "foo:bar"], "--source must be live, demo:NAME or replay:FILE"),
+    (["demo", "nosuch"], "no scenario named 'nosuch'"),
+    (["replay", "/nonexistent/x.jsonl"], "no such file"),
+    (["replay", __file__], "not an infertop recording"),
+    (["--theme", "nope", "--source", "demo"], "unknown theme 'nope'"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, words):
+    r = run(*args)
+    assert r.returncode == 2, r
+    assert words in r.stderr and "Traceback" not in r.stderr
+
+
+def test_snapshot_json_contract_from_a_demo():
+    r = run("snapshot", "--json", "--source", "demo:mem-kv-pressure", "--window", "100")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert set(d) >= {"time", "version", "sources", "layers"}
+    assert set(d["layers"]) == LAYERS
+    for layer in d["layers"].values():
+        for reading in layer["readings"]:
+            assert set(reading) >= {"key", "labels", "value", "unit", "status"}
+    assert all(s["status"] == "ok" for s in d["sources"].values())
+    kv = [x for x in d["layers"]["memory"]["readings"] if x["key"] == "kv.usage_ratio"]
+    assert kv and kv[0]["value"] > 0.9                 # the scenario's state at the window end
+    assert any(f["code"] == "MEM-001" for f in d["findings"])
+
+
+def test_nothing_to_read_is_exit_3_with_the_reasons():
+    port = free_port()  # nothing listens there
+    r = run("snapshot", "--json", "--no-gpu", "--pid", "999999999",
+            "--url", f"http://127.0.0.1:{port}", "--window", "0.5")
+    assert r.returncode == 3, r
+    assert "connection refused" in r.stderr and "no source could be read" in r.stderr
+    d = json.loads(r.stdout)
+    assert d["sources"][f"server:127.0.0.1:{port}"]["status"] == "error"
+
+
+@pytest.mark.parametrize("scenario,duration,code", [("healthy", 60, 0),
+                                                    ("mem-kv-pressure", 100, 2)])
+def test_doctor_exit_code_follows_the_worst_finding(scenario, duration, code):
+    r = run("doctor", "--source", f"demo:{scenario}", "--duration", str(duration),
+            "--format", "json")
+    assert r.returncode == code, r.stderr
+    d = json.loads(r.stdout)
+    assert set(d) >= {"findings", "layers"}
+    if code:
+        f = d["findings"][0]
+        assert set(f) >= {"code", "layer", "severity", "title", "evidence", "remedy", "since"}
+
+
+def test_record_then_replay_headless(tmp_path):
+    out = tmp_path / "r.jsonl.gz"
+    r = run("record", "-o", str(out), "--source", "demo:healthy", "--duration", "30")
+    assert r.returncode == 0 and "recorded 30 ticks" in r.stderr
+    r = run("snapshot", "--json", "--source", f"replay:{out}", "--window", "60")
+    assert r.returncode == 0 and json.loads(r.stdout)["layers"]["decoding"]["readings"]
+
+
+def test_demo_list_names_every_layer():
+    r = run("demo", "--list")
+    assert r.returncode == 0
+    layers = {line.split()[1] for line in r.stdout.splitlines() if line.strip()}
+    assert LAYERS <= layers
