@@ -6,7 +6,7 @@ clear line naming the file, the phase and the key, never a traceback.  The forma
     name = "kv-leak"                 # equals the file's stem
     title = "KV-cache leak"
     layer = "memory"                 # the layer it teaches
-    expect = ["MEM-002"]             # finding codes it should trigger
+    expect = ["MEM-002"]             # finding codes it should trigger (each in one phase's raises)
     seed = 11
     summary = "one paragraph: what goes wrong"
     remedy = "what fixes it"
@@ -24,6 +24,8 @@ clear line naming the file, the phase and the key, never a traceback.  The forma
     duration = 30                    # virtual seconds
     ramp = 5                         # seconds to move from the previous phase's values
     narration = "what to look at on screen"
+    raises = ["MEM-002"]             # codes of `expect` this phase brings on: each is active
+                                     # within 10 s of the phase's start (tests check it)
     arrival_rate = 6                 # any knob (see KNOBS); unset knobs keep their value
     [phase.gpu.2]                    # per-GPU overrides, for this phase only
     clock_ratio = 0.7
@@ -173,7 +175,10 @@ GPU_KNOBS = frozenset({
 # phase-only keys: not inherited by the next phase
 PHASE_FLAGS = {"down": "the server is unreachable (/metrics refuses connections)",
                "restart": "the server restarts at this phase's start (counters reset)"}
-PHASE_META = ("name", "duration", "ramp", "narration", "gpu")
+PHASE_META = ("name", "duration", "ramp", "narration", "gpu", "raises")
+RAISES_HELP = ("`raises = [\"CODE\", ...]`: finding codes of `expect` this phase brings on "
+               "(active within 10 s of its start); every code of `expect` is in exactly one "
+               "phase's `raises`")
 TOP_KEYS = ("name", "title", "layer", "expect", "seed", "summary", "remedy", "setup",
             "defaults", "phase")
 NEIGHBOUR_KEYS = {"gpu": int, "mem_gib": float, "sm": float, "cmd": str, "in_tree": bool}
@@ -191,6 +196,7 @@ class Phase:
     down: bool = False
     restart: bool = False
     start: float = 0.0                           # offset in the scenario's timeline
+    raises: tuple[str, ...] = ()                 # codes of `expect` raised after this start
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,8 +251,8 @@ class Scenario:
         return {"name": self.name, "title": self.title, "layer": self.layer.value,
                 "expect": list(self.expect), "seed": self.seed, "remedy": self.remedy,
                 "summary": self.summary, "duration": self.duration,
-                "phases": [{"name": p.name, "duration": p.duration, "narration": p.narration}
-                           for p in self.phases]}
+                "phases": [{"name": p.name, "duration": p.duration, "narration": p.narration,
+                            "raises": list(p.raises)} for p in self.phases]}
 
 
 def _with_gpu(knobs: Mapping[str, Any], overrides: Mapping[int, Mapping[str, Any]],
@@ -271,7 +277,8 @@ def knob_reference() -> str:
     lines = ["### [setup]", *rows(SETUP), "", "### phase knobs (inherited by later phases)",
              *rows(KNOBS), "", "Per-GPU tables `[phase.gpu.N]` take: "
              + ", ".join(f"`{k}`" for k in sorted(GPU_KNOBS)) + " (that phase only).",
-             "Phase-only flags: " + "; ".join(f"`{k}`: {v}" for k, v in PHASE_FLAGS.items())]
+             "Phase-only flags: " + "; ".join(f"`{k}`: {v}" for k, v in PHASE_FLAGS.items()),
+             "", "Phase key " + RAISES_HELP + "."]
     return "\n".join(lines)
 
 
@@ -397,12 +404,39 @@ def validate(data: Mapping[str, Any], *, source: str = "<scenario>", stem: str |
             if not isinstance(v, bool):
                 raise fail(f"{where}: {flag} must be true or false")
             flags[flag] = v
+        raises = _raises(rp.get("raises", []), expect, where, fail)
         phases.append(Phase(i, pname, float(duration), float(ramp), narration.strip(),
-                            dict(cur), gpu, flags["down"], flags["restart"], start))
+                            dict(cur), gpu, flags["down"], flags["restart"], start, raises))
         start += float(duration)
     _check_weights(phases, setup, fail)
+    _check_raises(phases, expect, fail)
     return Scenario(name, title, layer, tuple(expect), seed, summary.strip(), remedy.strip(),
                     setup, tuple(phases), path, initial)
+
+
+def _raises(raw: Any, expect: list[str], where: str, fail) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not all(isinstance(c, str) for c in raw):
+        raise fail(f"{where}: raises must be a list of finding codes like [\"MEM-002\"]")
+    for c in raw:
+        if c not in expect:
+            raise fail(f"{where}: raises '{c}' is not in expect "
+                       f"({', '.join(expect) or 'empty'})")
+    if len(set(raw)) != len(raw):
+        raise fail(f"{where}: raises names a code twice")
+    return tuple(raw)
+
+
+def _check_raises(phases: list[Phase], expect: list[str], fail) -> None:
+    """Every expected code belongs to exactly one phase: the one whose start it follows."""
+    for c in expect:
+        owners = [p for p in phases if c in p.raises]
+        if not owners:
+            raise fail(f"expect: '{c}' is in no phase's raises (add raises = [\"{c}\"] to "
+                       f"the phase it follows)")
+        if len(owners) > 1:
+            names = ", ".join(f"'{p.name}'" for p in owners)
+            raise fail(f"expect: '{c}' is in the raises of several phases ({names}); "
+                       f"give it to one")
 
 
 def _knob_defaults() -> dict[str, Any]:

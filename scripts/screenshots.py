@@ -19,7 +19,7 @@ SHOTS = [
     ("mem-kv-pressure", 90, None),
     ("hw-busy-not-working", 60, "1"),
     ("krn-launch-bound", 60, "2"),
-    ("mem-kv-leak", 75, "3"),
+    ("mem-kv-leak", 105, "3"),
     ("sch-gil-contention", 60, "4"),
     ("par-tp-straggler", 70, "5"),
     ("dec-spec-collapse", 70, "6"),
