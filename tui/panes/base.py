@@ -29,6 +29,7 @@ class PaneContext:
     styles: dict[str, str]          # role -> Rich style, from the theme (themes/)
     wide: bool = False              # zoomed or large terminal: show more columns/rows
     height: int = 0                 # content rows of the pane being drawn
+    width: int = 0                  # content columns of the pane being drawn
     extras: dict[str, Any] = field(default_factory=dict)  # capture summaries etc.
     extras_cache: dict[str, Any] = field(default_factory=dict)  # per-frame derived lookups
 
@@ -172,16 +173,16 @@ class Columns:
 
 
 def kv_table(rows: list[tuple[str, RenderableType, RenderableType | str]], *,
-             label_width: int = 14) -> Columns:
-    """Label / value / sparkline rows, the common pane body."""
-    t = Columns(widths=[label_width, 30, 24], gap=1)
+             label_width: int = 14, narrow: bool = False) -> Columns:
+    """Label / value / sparkline rows, the common pane body (narrow: 80x24 panes)."""
+    t = Columns(widths=[12, 22, 10] if narrow else [label_width, 30, 24], gap=1)
     for label, value, extra in rows:
         t.add_row(label, value, extra)
     return t
 
 
-def grid(headers: list[str], *, styles: dict[str, str]) -> Columns:
-    return Columns(headers, header_style=styles["header"])
+def grid(headers: list[str], *, styles: dict[str, str], max_width: int = 26) -> Columns:
+    return Columns(headers, header_style=styles["header"], max_width=max_width)
 
 
 def group(*parts: "Text | Columns | None") -> Text:
@@ -224,6 +225,7 @@ class LayerPane(Static):
             self.worst = worst
         ctx.wide = self.size.width >= 110
         ctx.height = max(0, self.size.height - 2)
+        ctx.width = max(0, self.size.width - 4)
         codes = " ".join(sorted({f.code for f in findings}))
         self.border_subtitle = f"{worst.upper()} {codes}" if worst else ""
         content = self.render_frame(ctx)

@@ -42,4 +42,4 @@ class DecodingPane(LayerPane):
                     ctx.spark(key, 16, 0, **dict(r.labels))
                 rows.append((label, ctx.value_text(r), trend))
         head = Text(f"percentiles over the last {window} s", style=ctx.styles["muted"])
-        return group(t, kv_table(rows), head)
+        return group(t, kv_table(rows, narrow=ctx.width < 70), head)

@@ -52,7 +52,7 @@ class KernelsPane(LayerPane):
                 rows.append((name.replace("_", " "), ctx.value_text(settings[name],
                                                                     key="server.setting"), ""))
         if rows:
-            parts.append(kv_table(rows))
+            parts.append(kv_table(rows, narrow=ctx.width < 70))
         if gpus and ctx.height >= len(parts) + 12 + 2 * len(gpus):  # room: the last minute
             trends = Columns(["trend", "SM active", "tensor", "DRAM bw"],
                              header_style=ctx.styles["header"])

@@ -34,7 +34,7 @@ class MemoryPane(LayerPane):
             rows.append(("KV blocks", Text(f"{cfg['num_gpu_blocks']} × {cfg.get('block_size', '?')}"
                                            " tokens"), ""))
         if rows:
-            parts.append(kv_table(rows))
+            parts.append(kv_table(rows, narrow=ctx.width < 70))
         elif not ctx.readings("server.info"):
             parts.append(ctx.note("No server metrics: KV cache unknown "
                                   f"({ctx.source_reason('server') or 'no --url / server found'})"))

@@ -49,7 +49,7 @@ class ParallelismPane(LayerPane):
             if links:
                 rows.append(("GPU links", Text(", ".join(sorted(links))), ""))
             if rows:
-                parts.append(kv_table(rows))
+                parts.append(kv_table(rows, narrow=ctx.width < 70))
         else:
             parts.append(ctx.note("Single host view: no GPUs visible for balance."))
         engines = sorted({(r.label("instance"), r.label("engine"))

@@ -38,7 +38,9 @@ class SchedulingPane(LayerPane):
             parts.append(line.append_text(ctx.spark("host.cpu_ratio", 12, 0, 1)))
         procs = ctx.readings("process.info")
         if procs:
-            t = grid(["PID", "process", "S", "CPU", "RSS", "thr", "csw/s"], styles=ctx.styles)
+            narrow = ctx.width < 70   # 80x24: names give way to the numbers
+            t = grid(["PID", "process", "S", "CPU", "RSS", "thr", "csw/s"], styles=ctx.styles,
+                     max_width=16 if narrow else 30)
             depth = _depths(procs)
             for p in sorted(procs, key=lambda p: (depth.get(p.label("pid"), 0), int(p.label("pid") or 0))):
                 pid = p.label("pid")
@@ -57,7 +59,7 @@ class SchedulingPane(LayerPane):
                           f"{sum(csw):.0f}" if csw else "–")
             parts.append(t)
             threads = sorted((r for r in ctx.readings("thread.cpu_ratio") if r.ok),
-                             key=lambda r: -(r.value or 0))[: 6 if ctx.wide else 3]
+                             key=lambda r: -(r.value or 0))[: max(3, ctx.height - len(procs) - 6)]
             if threads:
                 tt = grid(["TID", "thread", "CPU", "of PID"], styles=ctx.styles)
                 for r in threads:
