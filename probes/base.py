@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import signal
 import time
 from typing import Any, Mapping
 
@@ -86,3 +87,16 @@ def sample(source: str, readings: list[Reading] | tuple[Reading, ...], *,
     t = time.time() if now is None else now
     dur = (time.perf_counter() - started) if started is not None else 0.0
     return Sample(source, t, tuple(readings), status, reason, dict(meta or {}), dur)
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An Event that SIGINT and SIGTERM set (Ctrl-C, kill), so a headless command ends its
+    loop and closes its files instead of dying mid-write.  Call inside the running loop."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass  # not the main thread, or no signals on this platform
+    return stop

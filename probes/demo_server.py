@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import sys
 from typing import Callable
 
 from infertop.scenario_expo import render
 from infertop.scenario_sim import Frame
 
+from .base import stop_on_signals
 from .demo import DemoSource
 
 HEAD_TIMEOUT = 10.0
@@ -222,13 +222,7 @@ def serve(name: str | None = None, host: str = "127.0.0.1", port: int = 8000,
     async def main() -> int:
         server = DemoServer(name, host=host, port=port, dialect=dialect, speed=speed,
                             seed=seed, log=say)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, stop.set)
-            except (NotImplementedError, RuntimeError, ValueError):
-                pass
+        stop = stop_on_signals()
         await server.start()
         sc = server.source.scenario
         which = "tour of all scenarios" if server.source.tour else f"scenario {sc.name}"

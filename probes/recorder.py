@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import socket
 import time
 import zlib
@@ -29,6 +28,7 @@ import aiofiles.os
 from infertop.model import Snapshot
 from infertop.recording import RecordingError, encode_header, encode_snapshot, make_header
 
+from .base import stop_on_signals
 from .source import SnapshotSource
 
 
@@ -186,13 +186,7 @@ def run_record(source: SnapshotSource, path: str | os.PathLike, *,
     written.
     """
     async def main() -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, stop.set)
-            except (NotImplementedError, RuntimeError, ValueError):
-                pass  # not the main thread, or no signals here
+        stop = stop_on_signals()
         return await record_headless(source, path, duration, interval, stop=stop, gzip=gzip,
                                      max_bytes=max_bytes, keep=keep)
 
