@@ -126,3 +126,14 @@ async def test_stale_source_is_marked_in_header():
         await settle(pilot, app, 2)
         assert "nvml:stale" in text_of(app.query_one("#header"))
         assert "90 %*" in pane_text(app, "hardware")   # stale values carry a marker
+
+
+async def test_interval_keys_retune_the_hub_deadline():
+    from infertop.probes.hub import Hub
+    hub = Hub([], deadline=0.8)
+    app = InfertopApp(hub, pipeline=Pipeline(), interval=1.0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("minus")                 # 2 s ticks: probes may take 1.6 s
+        assert app.interval == 2.0 and hub.deadline == pytest.approx(1.6)
+        await pilot.press("plus", "plus", "plus")  # 0.25 s ticks: never below 0.2 s
+        assert app.interval == 0.25 and hub.deadline == pytest.approx(0.2)

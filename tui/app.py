@@ -288,6 +288,8 @@ class InfertopApp(App):
 
     def _set_interval(self, interval: float) -> None:
         self.interval = interval
+        if hasattr(self.source, "deadline"):   # a source must answer within its tick
+            self.source.deadline = max(0.2, min(interval * 0.8, 5.0))
         if self._timer is not None:
             self._timer.stop()
         self._timer = self.set_interval(self.wall_interval, self._tick)
