@@ -195,6 +195,29 @@ def _kill(proc: asyncio.subprocess.Process, sig: int = signal.SIGKILL) -> None:
             pass
 
 
+_PYVER = re.compile(rb"python(\d)\.(\d+)")
+
+
+def _python_before_311(pid: int, proc: str = "/proc") -> bool:
+    """Whether the target runs CPython older than 3.11, from its executable's or its
+    libpython's name (``python3.10``, ``libpython3.10.so``); unknown counts as not older."""
+    names = []
+    try:
+        names.append(os.fsencode(os.readlink(f"{proc}/{pid}/exe")))
+    except OSError:
+        pass
+    try:
+        with open(f"{proc}/{pid}/maps", "rb") as f:
+            names += [line for line in f.read().splitlines() if b"libpython" in line][:1]
+    except OSError:
+        pass
+    for name in names:
+        m = _PYVER.search(name)
+        if m:
+            return (int(m.group(1)), int(m.group(2))) < (3, 11)
+    return False
+
+
 def _read_cmdline(pid: int) -> str:
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -549,13 +572,23 @@ async def record(pids: Iterable[tuple[int, str]], seconds: float = 10, *, rate: 
         raise CaptureError(f"cannot write in capture directory {out_dir}: {e.strerror or e}",
                            "pass a writable directory with --capture-dir DIR") from e
     runs: list[_Run] = []
+    old_python = {p.pid: _python_before_311(p.pid) for p in python_procs}
+    for p in python_procs:
+        if old_python[p.pid] and not blocking:
+            result.notes.append(f"PID {p.pid} runs Python < 3.11: on-CPU samples taken in "
+                                "blocking mode (py-spy pauses it briefly per sample) so idle "
+                                "threads are not counted as busy")
     try:
         for p in python_procs:
             for kind in ("active", "gil"):
                 argv = [exe, "record", "--pid", str(p.pid), "--format", "speedscope",
                         "--output", str(tmp / f"{p.pid}.{kind}.json"), "--duration", str(secs),
                         "--rate", str(rate), "--hideprogress"]
-                if not blocking:
+                # Python < 3.11: nonblocking py-spy cannot tell idle threads (it would rank a
+                # thread blocked in read() as hot), so the on-CPU run pauses the target; the
+                # GIL run stays nonblocking (one ptrace tracer per process at a time).
+                pause = blocking or (kind == "active" and old_python.get(p.pid, False))
+                if not pause:
                     argv.append("--nonblocking")
                 if kind == "gil":
                     argv.append("--gil")
@@ -826,7 +859,7 @@ class GilSampler:
         exe = _require_pyspy(self.pyspy)
         pid = _check_pid(pid)
         argv = [exe, "dump", "--json", "--pid", str(pid)]
-        if self.nonblocking:
+        if self.nonblocking and not _python_before_311(pid):  # < 3.11: only a pause tells idle
             argv.append("--nonblocking")
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
