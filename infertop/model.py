@@ -10,7 +10,8 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping
+from collections.abc import Mapping  # typing.Mapping's isinstance is 5x slower: hot path
+from typing import Any, Iterable, Iterator
 
 Labels = tuple[tuple[str, str], ...]
 
