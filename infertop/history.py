@@ -243,19 +243,9 @@ class History:
         return [s for s in self._by_key.get(key, {}).values()
                 if s.last_seen >= self.now and all(s.label(n) == v for n, v in labels.items())]
 
-    def find_any(self, key: str, **labels: str) -> list[Series]:
-        """Like find, but includes series not seen this tick (for recent-past questions)."""
-        return [s for s in self._by_key.get(key, {}).values()
-                if all(s.label(n) == v for n, v in labels.items())]
-
     def latest(self, key: str, **labels: str) -> float | None:
         for s in self.find(key, **labels):
             v = s.last()
             if v is not None and s.status is Status.OK:
                 return v
         return None
-
-    def sum_latest(self, key: str, **labels: str) -> float | None:
-        vals = [s.last() for s in self.find(key, **labels)]
-        vals = [v for v in vals if v is not None]
-        return sum(vals) if vals else None

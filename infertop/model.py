@@ -262,9 +262,3 @@ class Snapshot:
                    capabilities={n: Capability.from_dict(c)
                                  for n, c in (d.get("capabilities") or {}).items()})
 
-
-def readings_by_key(readings: Iterable[Reading]) -> dict[str, list[Reading]]:
-    out: dict[str, list[Reading]] = {}
-    for r in readings:
-        out.setdefault(r.key, []).append(r)
-    return out

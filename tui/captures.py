@@ -224,9 +224,6 @@ class CaptureController:
         else:
             self.app.notify(f"GIL sampler: {cap.reason}", severity="error")
 
-    def on_tick(self, frame) -> None:
-        return None
-
 
 def nsys_text(summary) -> Text:
     t = Text("last nsys capture: ", style="bold")

@@ -40,12 +40,6 @@ class LiveApp(InfertopApp):
     def action_gil_sampler(self) -> None:
         self.captures.toggle_gil_sampler()
 
-    async def after_snapshot(self, snap, frame) -> None:
-        await super().after_snapshot(snap, frame)
-        captures = getattr(self, "captures", None)
-        if captures is not None:
-            captures.on_tick(frame)
-
 
 class DemoApp(InfertopApp):
     BINDINGS = InfertopApp.BINDINGS + [
