@@ -791,7 +791,21 @@ def summary_lines(s: ProfileSummary, width: int = 60, threads: int = 5,
     for name, act, gil in s.per_thread[:threads]:
         lines.append(f"  {name[:width - 20]:<{width - 20}} cpu {act * 100:3.0f}%  "
                      f"gil {gil * 100:3.0f}%")
+    spin = spin_share(s)
+    if spin >= 0.2:
+        lines.append(f"  note: {spin * 100:.0f}% of on-CPU samples are spin-waits (sched_yield, "
+                     "SpinCondition): the thread polls for work, which py-spy counts as idle")
     return lines
+
+
+SPIN_WAITS = ("sched_yield", "SpinCondition.wait", "memory_fence", "acquire_read")
+
+
+def spin_share(s: ProfileSummary) -> float:
+    """Share of own time in busy-wait frames (vLLM's shm_broadcast ring polls with
+    sched_yield): CPU that top shows as busy but that does no work."""
+    return sum(share for name, share in s.top_functions
+               if any(w in name for w in SPIN_WAITS))
 
 
 def open_hints(result: RecordResult) -> list[str]:

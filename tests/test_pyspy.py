@@ -458,3 +458,15 @@ def test_python_version_of_a_target_from_its_executable(tmp_path):
     assert pyspy._python_before_311(2, str(proc)) is False
     assert pyspy._python_before_311(3, str(proc)) is True      # embedded libpython
     assert pyspy._python_before_311(4, str(proc)) is False     # unknown: not older
+
+
+def test_summary_notes_spin_waits():
+    s = pyspy.ProfileSummary(
+        top_functions=[("sched_yield (vllm/distributed/utils.py)", 0.47),
+                       ("MessageQueue.acquire_read (vllm/.../shm_broadcast.py)", 0.15),
+                       ("forward (model.py)", 0.10)],
+        gil_share=0.03, idle_share=0.99, per_thread=[], samples=68)
+    assert pyspy.spin_share(s) == pytest.approx(0.62)
+    assert any("spin-waits" in line for line in pyspy.summary_lines(s))
+    s.top_functions = [("forward (model.py)", 0.9)]
+    assert not any("spin-waits" in line for line in pyspy.summary_lines(s))
