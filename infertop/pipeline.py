@@ -74,6 +74,7 @@ class Pipeline:
         self.history = History(max_points=max_points)
         self.diagnoser = diagnoser
         self.window = window
+        self.timeline: Any = None   # the source's epoch: a new demo scenario starts over
 
     def reset(self) -> None:
         """Forget everything (a replay seek backwards rebuilds from the start)."""
@@ -81,7 +82,12 @@ class Pipeline:
         if self.diagnoser is not None and hasattr(self.diagnoser, "reset"):
             self.diagnoser.reset()
 
-    def feed(self, snap: Snapshot) -> Frame:
+    def feed(self, snap: Snapshot, timeline: Any = None) -> Frame:
+        """One tick.  ``timeline`` is the source's epoch (demo scenarios bump it): when it
+        changes, History and findings restart, so a scenario switch is no counter reset."""
+        if timeline != self.timeline:
+            self.timeline = timeline
+            self.reset()
         self.history.add(snap)
         derived = self._derive(self.history, self.window)
         self.history.add_readings(snap.time, derived)

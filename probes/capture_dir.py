@@ -36,12 +36,18 @@ class CaptureError(Exception):
         return self.message + (f"\nFix: {self.fix}" if self.fix else "")
 
 
-def default_capture_dir() -> Path:
-    """``$XDG_DATA_HOME/infertop/captures`` (``~/.local/share`` when XDG_DATA_HOME is unset)."""
+def data_home() -> Path:
+    """``$XDG_DATA_HOME/infertop`` (``~/.local/share/infertop`` when unset): captures and
+    recordings live under it."""
     base = os.environ.get("XDG_DATA_HOME") or ""
     # The XDG spec says a relative XDG_DATA_HOME is invalid and must be ignored.
     root = Path(base) if base and os.path.isabs(base) else Path.home() / ".local" / "share"
-    return root / "infertop" / "captures"
+    return root / "infertop"
+
+
+def default_capture_dir() -> Path:
+    """``$XDG_DATA_HOME/infertop/captures``."""
+    return data_home() / "captures"
 
 
 def capture_dir(override: str | None = None) -> Path:

@@ -22,12 +22,8 @@ from infertop.scenario_expo import render
 from infertop.scenario_readings import entry_process, nvml_sample, process_sample
 from infertop.scenario_sim import DEMO_EPOCH, Frame, ScenarioRun
 
+from .server_metrics import refused_message
 from .source import SnapshotSource
-
-
-def down_reason(url: str) -> str:
-    """What a scrape of a stopped server says (the live probe's words)."""
-    return f"connection refused at {url} — is the server running?"
 
 
 @dataclass(frozen=True)
@@ -196,7 +192,7 @@ class DemoSource(SnapshotSource):
         src = self.server_source
         url = f"demo://{self.scenario.name}/metrics"
         if frame.down:
-            return Sample(src, frame.time, (), Status.ERROR, down_reason(url),
+            return Sample(src, frame.time, (), Status.ERROR, refused_message(url),
                           dict(self._last_meta))
         text = render(frame, self.dialect or frame.kind)
         return sample_from_exposition(src, frame, text, self.instance, url=url,

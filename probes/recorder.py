@@ -29,13 +29,13 @@ from infertop.model import Snapshot
 from infertop.recording import RecordingError, encode_header, encode_snapshot, make_header
 
 from .base import stop_on_signals
+from .capture_dir import data_home
 from .source import SnapshotSource
 
 
 def default_recording_path(now: float | None = None) -> Path:
     """$XDG_DATA_HOME/infertop/recordings/infertop-YYYYmmdd-HHMMSS.jsonl.gz (dir 0700)."""
-    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    d = base / "infertop" / "recordings"
+    d = data_home() / "recordings"
     d.mkdir(parents=True, exist_ok=True, mode=0o700)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now or time.time()))
     return d / f"infertop-{stamp}.jsonl.gz"

@@ -170,6 +170,11 @@ class ServerMetricsProbe(Probe):
         return f"no answer from {self.url} within {self.timeout:g} s (server busy or hung?)"
 
 
+def refused_message(url: str) -> str:
+    """What a scrape of a stopped server says (the demo's downtime says the same)."""
+    return f"connection refused at {url} — is the server running?"
+
+
 def _connect_message(url: str, err: BaseException) -> str:
     e: BaseException | None = err
     while e is not None:
@@ -177,7 +182,7 @@ def _connect_message(url: str, err: BaseException) -> str:
             break
         e = e.__cause__ or e.__context__
     if e is not None or "refused" in str(err).lower():
-        return f"connection refused at {url} — is the server running?"
+        return refused_message(url)
     return f"cannot connect to {url}: {err or type(err).__name__}"
 
 

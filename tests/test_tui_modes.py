@@ -77,18 +77,23 @@ async def test_replay_bar_and_keys_step_jump_and_goto(recording):
         await drive(pilot, app, 9)
         assert src.position == 9 and "REPLAY" in banner(app) and "tick 9/150" in banner(app)
         await pilot.press("right_square_bracket")
+        await app.workers.wait_for_complete()
         assert src.position == 10 and app.paused
         await pilot.press("left_square_bracket")
+        await app.workers.wait_for_complete()
         assert src.position == 9
         await pilot.press("right_curly_bracket")          # +10 %
+        await app.workers.wait_for_complete()
         assert src.position == 24
         await pilot.press("g")
         await pilot.press(*"2:00", "enter")
+        await app.workers.wait_for_complete()
         await pilot.pause()
         assert abs(src.elapsed - 120) <= 1
         # findings recomputed from the raw data up to the new position
         assert any(f.code == "MEM-002" for f in app.frame.findings)
         await pilot.press("left_curly_bracket")           # back 10 %: findings rebuilt
+        await app.workers.wait_for_complete()
         assert src.position < 120
 
 

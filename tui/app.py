@@ -80,12 +80,10 @@ class InfertopApp(App):
         self.zoomed: int | None = None
         self.extras: dict[str, Any] = {}       # capture summaries shown in panes
         self.status_note = ""
-        self.first_frame_at: float | None = None
-        self.started_at = time.perf_counter()
         self._timer = None
         self._styles: dict[str, str] = {}
-        self._epoch = getattr(source, "epoch", None)
         self._shown: dict[str, Text] = {}
+        self.host = socket.gethostname()   # once: the header is drawn every tick
         self.register_theme(INFERTOP_THEME)
         name = theme or DEFAULT_THEME
         if name not in self.available_themes:
@@ -152,17 +150,12 @@ class InfertopApp(App):
         self.polling = True
         try:
             snap = await self.source.next()
-            epoch = getattr(self.source, "epoch", None)
-            if epoch != self._epoch:
-                # a new demo scenario is a new timeline: rates and findings start over
-                self._epoch = epoch
-                self.pipeline.reset()
             if snap is None:
                 self.paused = True
                 self.status_note = "end of recording: press [ or { to go back, q to quit"
                 self._update_status()
                 return
-            frame = self.pipeline.feed(snap)
+            frame = self.pipeline.feed(snap, getattr(self.source, "epoch", None))
             self.ticks += 1
             await self.after_snapshot(snap, frame)
             self._apply(frame)
@@ -181,8 +174,6 @@ class InfertopApp(App):
 
     def _apply(self, frame: Frame) -> None:
         self.frame = frame
-        if self.first_frame_at is None:
-            self.first_frame_at = time.perf_counter() - self.started_at
         with self.batch_update():
             self._set_text("#header", self._header_text(frame), layout=False)
             self._update_strip(frame)
@@ -197,9 +188,7 @@ class InfertopApp(App):
     def _header_text(self, frame: Frame | None = None) -> Text:
         t = Text()
         t.append(f"infertop {__version__}", style="bold")
-        desc = self.source.describe()
-        host = desc.get("host") or socket.gethostname()
-        t.append(f"  {host}")
+        t.append(f"  {self.host}")
         if frame is None:
             return t
         snap = frame.snapshot

@@ -214,17 +214,13 @@ async def sample_window(source, pipeline, window: float, interval: float):
     ticks = max(2, int(math.ceil(window / interval)) + 1)
     await source.start()
     frame = None
-    epoch = getattr(source, "epoch", None)
     try:
         for i in range(ticks):
             started = time.monotonic()
             snap = await source.next()
             if snap is None:
                 break
-            if getattr(source, "epoch", None) != epoch:   # the demo tour moved on
-                epoch = source.epoch
-                pipeline.reset()
-            frame = pipeline.feed(snap)
+            frame = pipeline.feed(snap, getattr(source, "epoch", None))
             if source.realtime and i < ticks - 1:
                 await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
     finally:

@@ -3,6 +3,7 @@ and replay (position bar, stepping and seeking).  Each adds only its keys and ba
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from rich.text import Text
@@ -83,6 +84,9 @@ class DemoApp(InfertopApp):
         return t
 
 
+REBUILD_TICKS = 600
+
+
 class ReplayApp(InfertopApp):
     BINDINGS = InfertopApp.BINDINGS + [
         Binding("right_square_bracket", "step(1)", "step", key_display="]"),
@@ -109,21 +113,38 @@ class ReplayApp(InfertopApp):
         return t
 
     def _rebuild(self) -> None:
-        """After a seek, recompute History, derived values and findings from raw data."""
-        snaps = self.source.snapshots_until(self.source.position)
-        self.pipeline.reset()
-        frame = None
-        for s in snaps[-600:]:
-            frame = self.pipeline.feed(s)
+        """After a seek, recompute History, derived values and findings from raw data, in a
+        thread: decoding and re-diagnosing hundreds of ticks takes seconds, and the screen
+        must stay live meanwhile."""
+        self.run_worker(self._rebuild_async(), exclusive=True, group="rebuild")
+
+    async def _rebuild_async(self) -> None:
+        self.polling = True   # no tick may feed the pipeline while it is rebuilt
+        try:
+            frame = await asyncio.to_thread(self._replay_until, self.source.position)
+        finally:
+            self.polling = False
         if frame is not None:
             self._apply(frame)
         else:
             self.update_banner()
 
+    def _replay_until(self, position: int):
+        # the longest rule window is 300 s: twice that also covers raise/clear hysteresis
+        snaps = self.source.snapshots_until(position, limit=REBUILD_TICKS)
+        self.pipeline.reset()
+        frame = None
+        for s in snaps:
+            frame = self.pipeline.feed(s)
+        return frame
+
     def action_step(self, n: int) -> None:
         self.paused = True
-        self.source.step(n)
-        self._rebuild()
+        if n == 1:   # forward by one: just the next tick, nothing to recompute
+            self.run_worker(self._poll(), group="poll")
+        else:
+            self.source.step(n)
+            self._rebuild()
         self._update_status()
 
     def action_jump(self, fraction: float) -> None:
