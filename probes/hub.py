@@ -30,6 +30,8 @@ class Hub(SnapshotSource):
         self.disabled = {n: Capability(n, False, why) for n, why in (disabled or {}).items()}
         self.capabilities: dict[str, Capability] = dict(self.disabled)
         self._last: dict[str, Sample] = {}
+        self._inflight: dict[str, asyncio.Future] = {}   # one collection per probe at a time
+        self._used: set[asyncio.Future] = set()          # finished ones already handed out
         self._tick = 0
         self.overruns = 0  # ticks where some probe was late
 
@@ -59,6 +61,9 @@ class Hub(SnapshotSource):
             await p.close()
         self.capabilities.pop(name, None)
         self._last.pop(name, None)
+        task = self._inflight.pop(name, None)
+        if task is not None:
+            task.cancel()
 
     def active_probes(self) -> list[Probe]:
         return [p for p in self.probes
@@ -75,10 +80,25 @@ class Hub(SnapshotSource):
                         capabilities=dict(self.capabilities))
 
     async def _collect(self, p: Probe) -> Sample:
+        """One probe's sample within the deadline.
+
+        Not ``wait_for``: on timeout it cancels and then *waits for the cancellation*, and a
+        scrape of a CPU-starved server can take many seconds to unwind (seen with vLLM's
+        CPU build saturating the host: the whole tick hung for 30 s).  The collection is
+        left running instead, one per probe, and its answer is used by a later tick."""
         started = time.perf_counter()
+        task = self._inflight.get(p.name)
+        if task is None or task.done() and task in self._used:
+            task = asyncio.ensure_future(p.collect())
+            self._inflight[p.name] = task
+        done, _ = await asyncio.wait({task}, timeout=self.deadline)
+        if not done:
+            return self._stale(p.name, f"no answer within {self.deadline:.1f} s")
+        self._used.add(task)
+        self._used = {t for t in self._used if t in self._inflight.values()}
         try:
-            s = await asyncio.wait_for(p.collect(), timeout=self.deadline)
-        except (asyncio.TimeoutError, StillRunning):
+            s = task.result()
+        except StillRunning:
             return self._stale(p.name, f"no answer within {self.deadline:.1f} s")
         except Exception as e:
             msg = str(e) or type(e).__name__
@@ -98,6 +118,8 @@ class Hub(SnapshotSource):
         return Sample(name, time.time(), readings, Status.STALE, reason, last.meta)
 
     async def stop(self) -> None:
+        for task in self._inflight.values():
+            task.cancel()
         await asyncio.gather(*(p.close() for p in self.probes), return_exceptions=True)
 
     def describe(self) -> dict[str, Any]:

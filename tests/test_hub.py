@@ -83,3 +83,41 @@ async def test_hung_blocking_probe_goes_stale_with_last_value_and_loop_stays_fre
     p.release.set()
     await asyncio.sleep(0)
     await hub.stop()
+
+
+class SlowToCancel(Probe):
+    """An async probe that, like a scrape of a CPU-starved server, neither answers in time
+    nor lets go quickly when cancelled."""
+
+    name = "server:slow"
+
+    def __init__(self):
+        self.release = asyncio.Event()
+        self.calls = 0
+
+    async def collect(self):
+        self.calls += 1
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            await self.release.wait()   # cleanup that waits on the peer
+            raise
+        return Sample(self.name, 0.0, (Reading("server.requests_running", 3.0),))
+
+
+async def test_a_probe_slow_to_cancel_does_not_hold_the_tick():
+    p = SlowToCancel()
+    hub = Hub([p, Fixed("fast")], deadline=0.1)
+    await hub.start()
+    for _ in range(3):   # each tick ends at its deadline; the slow collection keeps running
+        snap = await asyncio.wait_for(hub.next(), 5.0)
+        assert snap.samples["server:slow"].status is Status.STALE
+        assert snap.samples["fast"].status is Status.OK
+    assert p.calls == 1                  # never a second collection on top of the first
+    p.release.set()
+    snap = await hub.next()              # the late answer is used by the next tick
+    assert snap.samples["server:slow"].status is Status.OK
+    assert snap.samples["server:slow"].readings[0].value == 3.0
+    snap = await hub.next()
+    assert p.calls == 2                  # and then a fresh collection starts
+    await hub.stop()
