@@ -7,6 +7,7 @@ panes never do I/O and never call probes.  Severity shows twice: the pane's CSS 
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -106,18 +107,25 @@ class PaneContext:
         return self.extras_cache["gpu_holders"]
 
     def source_reason(self, prefix: str) -> str | None:
-        """Why a source has nothing: its capability or its last error, for the pane."""
+        """Why sources have nothing: capabilities, errors, or what the probe says it looked
+        for; every matching source (several --url servers each get their line)."""
         snap = self.frame.snapshot
-        for name, cap in snap.capabilities.items():
-            if name.startswith(prefix) and not cap.available:
-                return cap.reason
+        why = [cap.reason for name, cap in snap.capabilities.items()
+               if name.startswith(prefix) and not cap.available]
         for name, s in snap.samples.items():
-            if name.startswith(prefix) and s.status is not Status.OK:
-                return f"{s.status.value}: {s.reason}"
-        return None
+            if not name.startswith(prefix):
+                continue
+            if s.status is not Status.OK:
+                why.append(f"{s.status.value}: {s.reason}")
+            elif s.reason or s.meta.get("reason"):
+                why.append(s.reason or s.meta["reason"])
+        return "\n".join(why) or None
 
     def note(self, text: str, role: str = "muted") -> Text:
-        return Text(text, style=self.styles[role])
+        """A message for the pane, wrapped to its width (a reason is worth reading whole)."""
+        width = max(20, self.width or 76)
+        lines = [ln for part in text.split("\n") for ln in textwrap.wrap(part, width) or [""]]
+        return Text("\n".join(lines), style=self.styles[role])
 
 
 class Columns:

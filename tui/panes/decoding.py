@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import RenderableType
 from rich.text import Text
 
-from infertop.model import Layer
+from infertop.model import Layer, Status
 
 from .base import LayerPane, PaneContext, grid, group, kv_table
 
@@ -42,4 +42,8 @@ class DecodingPane(LayerPane):
                     ctx.spark(key, 16, 0, **dict(r.labels))
                 rows.append((label, ctx.value_text(r), trend))
         head = Text(f"percentiles over the last {window} s", style=ctx.styles["muted"])
-        return group(t, kv_table(rows, narrow=ctx.width < 70), head)
+        down = [f"{name.split(':', 1)[1]}: {s.reason}"
+                for name, s in ctx.frame.snapshot.samples.items()
+                if name.startswith("server:") and s.status is not Status.OK]
+        trouble = ctx.note("\n".join(down), "warn") if down else None  # one server of several
+        return group(t, kv_table(rows, narrow=ctx.width < 70), head, trouble)

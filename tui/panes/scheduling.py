@@ -70,7 +70,7 @@ class SchedulingPane(LayerPane):
             looked = snap.meta("looked_for")
             why = ctx.source_reason("process")
             parts.append(ctx.note("No server process found" + (f": {why}" if why else "") +
-                                  (f"\nlooked for {looked}" if looked else "")))
+                                  (f"\nLooked for {looked}." if looked else "")))
         gil = ctx.extras.get("pyspy_summary")
         if gil is not None:
             parts.append(gil)
