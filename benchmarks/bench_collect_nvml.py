@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from fake_pynvml import FakeGPU, FakeNVML, GiB, ManualClock  # noqa: E402
+from helpers.fake_pynvml import FakeGPU, FakeNVML, GiB, ManualClock  # noqa: E402
 
-from infertop.probes.nvml import NvmlProbe  # noqa: E402
+from infertop.probes.nvml.probe import NvmlProbe  # noqa: E402
 
 
 def p99(xs: list[float]) -> float:

@@ -23,8 +23,8 @@ import time
 import zlib
 from pathlib import Path
 
-from infertop.probes.demo import DemoSource
-from infertop.probes.recorder import record_headless
+from infertop.demo.source import DemoSource
+from infertop.probes.sources.recorder import record_headless
 from infertop.recording import encode_snapshot
 
 

@@ -19,12 +19,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 import httpx  # noqa: E402
-from fake_pynvml import FakeGPU, FakeNVML, GiB, ManualClock  # noqa: E402
+from helpers.fake_pynvml import FakeGPU, FakeNVML, GiB, ManualClock  # noqa: E402
 
 from infertop.pipeline import Pipeline  # noqa: E402
-from infertop.probes.hub import Hub  # noqa: E402
-from infertop.probes.nvml import NvmlProbe  # noqa: E402
-from infertop.probes.server_metrics import ServerMetricsProbe  # noqa: E402
+from infertop.probes.sources.hub import Hub  # noqa: E402
+from infertop.probes.nvml.probe import NvmlProbe  # noqa: E402
+from infertop.probes.server.metrics import ServerMetricsProbe  # noqa: E402
 from infertop.rules.engine import Diagnoser  # noqa: E402
 
 PAGE = (ROOT / "tests" / "fixtures" / "metrics" / "vllm-0.32-busy.prom").read_text()

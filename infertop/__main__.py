@@ -2,7 +2,7 @@
 
 import sys
 
-from infertop.tui.cli import main
+from infertop.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

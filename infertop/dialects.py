@@ -1,6 +1,6 @@
 """Inference-server /metrics dialects -> common Readings (keys from infertop.keys).
 
-Each server names the same quantities differently (reference: shared/reference/metrics.md
+Each server names the same quantities differently (docs/metrics.md lists every name and its key; sources in ../shared/reference/metrics.md
 §1 vLLM, §2 SGLang, §3 TGI, §4 llama.cpp, §5 Triton/TensorRT-LLM).  A dialect is a table of
 rules "family -> key"; the dialect is picked by the family-name prefixes the page uses.
 
@@ -20,6 +20,7 @@ from typing import Callable, Iterable
 from .keys import SPECS
 from .model import Kind, Reading, make_labels
 from .promtext import Family, ParseError, parse
+from .units import natural_key
 
 __all__ = ["Exposition", "ParseError", "readings_from_families", "readings_from_exposition",
            "detect_dialect"]
@@ -34,7 +35,7 @@ class Exposition:
 
 
 @dataclass(frozen=True)
-class Rule:
+class FamilyMap:
     """Map the samples of one or more families (summed) onto a reading key."""
 
     families: tuple[str, ...]
@@ -49,13 +50,13 @@ class Rule:
     fraction: bool = False  # documented 0..1; a value above 1 is taken as a percent
 
 
-def _r(families: str | tuple[str, ...], key: str, **kw) -> Rule:
+def _r(families: str | tuple[str, ...], key: str, **kw) -> FamilyMap:
     fams = (families,) if isinstance(families, str) else families
     for k in ("select", "keep", "const", "rename"):
         if k in kw and isinstance(kw[k], dict):
             kw[k] = tuple(kw[k].items())
     assert key in SPECS, key
-    return Rule(fams, key, **kw)
+    return FamilyMap(fams, key, **kw)
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class Dialect:
     prefixes: tuple[str, ...]
     engine_label: str
     model_labels: tuple[str, ...]
-    rules: tuple[Rule, ...]
+    rules: tuple[FamilyMap, ...]
     extras: tuple[Callable[["_Ctx"], None], ...] = ()  # facts that are not one series
 
 
@@ -171,18 +172,14 @@ def _models_and_engines(d: Dialect, by_name: dict[str, Family]) -> tuple[list[st
                     break
             if d.engine_label and d.engine_label in lab:
                 engines.add(lab[d.engine_label])
-    return sorted(models), sorted(engines, key=_engine_order)
+    return sorted(models), sorted(engines, key=natural_key)
 
 
-def _engine_order(e: str) -> tuple[int, str]:
-    return (int(e), "") if e.isdigit() else (1 << 30, e)
-
-
-def _selected(rule: Rule, lab: dict[str, str]) -> bool:
+def _selected(rule: FamilyMap, lab: dict[str, str]) -> bool:
     return all(lab.get(k) == v for k, v in rule.select)
 
 
-def _rule_labels(ctx: _Ctx, rule: Rule, lab: dict[str, str]) -> tuple:
+def _rule_labels(ctx: _Ctx, rule: FamilyMap, lab: dict[str, str]) -> tuple:
     more: dict[str, str] = {}
     if rule.keep:
         ren = dict(rule.rename)
@@ -195,7 +192,7 @@ def _rule_labels(ctx: _Ctx, rule: Rule, lab: dict[str, str]) -> tuple:
     return make_labels(ctx.labels(lab, **more))
 
 
-def _acc(ctx: _Ctx, rule: Rule, labels: tuple, kind: Kind) -> _Acc:
+def _acc(ctx: _Ctx, rule: FamilyMap, labels: tuple, kind: Kind) -> _Acc:
     key = (rule.key, labels)
     a = ctx.accs.get(key)
     if a is None:
@@ -204,7 +201,7 @@ def _acc(ctx: _Ctx, rule: Rule, labels: tuple, kind: Kind) -> _Acc:
     return a
 
 
-def _apply(ctx: _Ctx, rule: Rule, fam: Family) -> None:
+def _apply(ctx: _Ctx, rule: FamilyMap, fam: Family) -> None:
     kind = SPECS[rule.key].kind
     if rule.part:
         if fam.type not in ("histogram", "summary"):
@@ -236,7 +233,7 @@ def _add(a: _Acc, v: float) -> None:
     a.n += 1
 
 
-def _apply_histogram(ctx: _Ctx, rule: Rule, fam: Family) -> None:
+def _apply_histogram(ctx: _Ctx, rule: FamilyMap, fam: Family) -> None:
     for s in fam.samples:
         if not _selected(rule, s.labels):
             continue
@@ -360,7 +357,7 @@ def _number_text(v: float) -> str:
 
 # ---- per-server tables ------------------------------------------------------------------
 
-# vLLM V1 (0.33) names, with V0/early-V1 names as fallbacks (metrics.md §1.3, §1.4).
+# vLLM V1 (0.33) names, with V0/early-V1 names as fallbacks (docs/metrics.md#vllm, #vllm-legacy).
 # kv_cache_usage_perc / gpu_cache_usage_perc: "1 means 100 percent usage" -> a fraction.
 VLLM = Dialect("vllm", ("vllm:",), "engine", ("model_name",),
                extras=(_vllm_cache_config,), rules=(
@@ -401,7 +398,7 @@ VLLM = Dialect("vllm", ("vllm:",), "engine", ("model_name",),
     _r("vllm:iteration_tokens_total", "server.engine_steps_total", part="count"),
 ))
 
-# SGLang 0.5.23 (metrics.md §2).  Scheduler metrics carry tp/pp/ep ranks (identical values
+# SGLang 0.5.23 (docs/metrics.md#sglang).  Scheduler metrics carry tp/pp/ep ranks (identical values
 # when every scheduler reports): max over them; dp_rank is the engine.  The tokenizer's
 # counters are bumped when a request finishes, so prompt tokens include cached ones and
 # num_requests_total counts finished requests.
@@ -427,7 +424,7 @@ SGLANG = Dialect("sglang", ("sglang:",), "dp_rank", ("model_name",),
     _r("sglang:generation_tokens_histogram", "request.generation_tokens"),
 ))
 
-# TGI (metrics.md §3): counters without _total, no model label; token totals only exist as
+# TGI (docs/metrics.md#tgi): counters without _total, no model label; token totals only exist as
 # the sums of the per-request length histograms (counted when a request ends).
 TGI = Dialect("tgi", ("tgi_",), "", (), rules=(
     _r("tgi_batch_current_size", "server.requests_running"),
@@ -445,7 +442,7 @@ TGI = Dialect("tgi", ("tgi_",), "", (), rules=(
     _r("tgi_request_generated_tokens", "request.generation_tokens"),
 ))
 
-# llama.cpp llama-server --metrics (metrics.md §4): no labels.  prompt_tokens excludes
+# llama.cpp llama-server --metrics (docs/metrics.md#llamacpp): no labels.  prompt_tokens excludes
 # cached tokens, so the prefix-cache lookups are processed + cached.
 LLAMACPP = Dialect("llamacpp", ("llamacpp:",), "", (), rules=(
     _r("llamacpp:requests_processing", "server.requests_running"),
@@ -462,7 +459,7 @@ LLAMACPP = Dialect("llamacpp", ("llamacpp:",), "", (), rules=(
     _r("llamacpp:spec_decode_num_accepted_tokens", "spec.accepted_tokens_total"),
 ))
 
-# Triton core + TensorRT-LLM backend (labels model, version) and trtllm-serve (metrics.md §5).
+# Triton core + TensorRT-LLM backend (labels model, version) and trtllm-serve (docs/metrics.md#triton).
 # Running/queued/KV from nv_trt_llm_* as the Gateway API inference extension reads them.
 TRITON = Dialect("triton", ("nv_inference_", "nv_trt_llm_", "trtllm_"), "",
                  ("model", "model_name"), extras=(_triton_kv,), rules=(

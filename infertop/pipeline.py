@@ -9,13 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .findings import Finding
 from .history import History
 from .keys import SPECS
 from .model import LAYERS, Kind, Layer, Reading, Snapshot, Status
 
 
 class Evaluator(Protocol):
-    def evaluate(self, history: History, snapshot: Snapshot, derived: list[Reading]) -> list[Any]:
+    def evaluate(self, history: History, snapshot: Snapshot, derived: list[Reading]) -> list[Finding]:
         ...
 
 
@@ -26,7 +27,7 @@ class Frame:
     snapshot: Snapshot
     derived: list[Reading]
     history: History
-    findings: list[Any] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     window: float = 60.0
     _all: list[Reading] | None = field(default=None, repr=False, compare=False)
     _index: dict[str, list[Reading]] | None = field(default=None, repr=False, compare=False)
@@ -55,7 +56,7 @@ class Frame:
     def layers(self) -> dict[str, list[Reading]]:
         return {layer.value: self.layer_readings(layer) for layer in LAYERS}
 
-    def findings_for(self, layer: Layer) -> list[Any]:
+    def findings_for(self, layer: Layer) -> list[Finding]:
         return [f for f in self.findings if f.layer is layer]
 
     def sources_ok(self) -> bool:

@@ -11,8 +11,8 @@ append-only and written a line at a time: a crash loses at most the line being w
 and a reader tolerates that truncated last line.  Anything else wrong (not a recording, a
 corrupt header, a newer schema) is a ``RecordingError`` with one line for a person.
 
-Pure: bytes in, bytes out.  The file I/O lives in ``infertop.probes.recorder`` (writing,
-through aiofiles) and ``infertop.probes.replay`` (reading).
+Pure: bytes in, bytes out.  The file I/O lives in ``infertop.probes.sources.recorder`` (writing,
+through aiofiles) and ``infertop.probes.sources.replay`` (reading).
 """
 
 from __future__ import annotations

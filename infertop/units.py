@@ -7,6 +7,12 @@ from typing import Sequence
 
 from .model import Reading, Status
 
+
+def natural_key(s: str) -> tuple[int, int, str]:
+    """Order label values a person expects: "2" before "10", numbers before names (GPU
+    indices, engine ids, PIDs are label strings)."""
+    return (0, int(s), "") if s.isdigit() else (1, 0, s)
+
 _BLOCKS = "▁▂▃▄▅▆▇█"
 
 

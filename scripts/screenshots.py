@@ -9,9 +9,10 @@ import asyncio
 import socket
 from pathlib import Path
 
-from infertop.probes.demo import DemoSource
-from infertop.tui.cli import build_parser, make_pipeline
+from infertop.demo.source import DemoSource
+from infertop.cli.main import build_parser, make_pipeline
 from infertop.tui.modes import DemoApp
+from infertop.tui.options import AppOptions
 
 OUT = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 # (scenario, ticks, zoom key or None): a moment where the scenario's signature is on screen
@@ -27,7 +28,7 @@ SHOTS = [
 
 
 async def shoot(name: str, ticks: int, zoom: str | None) -> Path:
-    app = DemoApp(DemoSource(name), interval=1.0, options={"manual_ticks": True},
+    app = DemoApp(DemoSource(name), interval=1.0, options=AppOptions(manual_ticks=True),
                   pipeline=make_pipeline(build_parser().parse_args([])))
     async with app.run_test(size=(160, 48)) as pilot:
         while app.ticks < 1:

@@ -25,7 +25,7 @@ def fixtures_dir() -> Path:
 def python_workload_tree(lifetime: int = 90):
     """A real Python parent + child with CPU-bound threads (tests/helpers/py_workload.py),
     yielding (parent pid, child pid); skips when py-spy is missing or ptrace is refused."""
-    from infertop.probes.pyspy import find_pyspy
+    from infertop.probes.capture.pyspy import find_pyspy
     pyspy = find_pyspy()
     if pyspy is None:
         pytest.skip("py-spy not installed")

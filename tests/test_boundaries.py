@@ -25,16 +25,48 @@ def imports_of(path: Path) -> set[str]:
     return names
 
 
+# The demo package's two adapters: a SnapshotSource for the app and an HTTP server.  They
+# may use asyncio and the probes' helpers; the rest of the demo is pure like the core.
+DEMO_ADAPTERS = {"infertop/demo/source.py", "infertop/demo/server.py"}
+
+
 def test_core_imports_no_io_library():
     bad = {}
     for f in (ROOT / "infertop").rglob("*.py"):
         if f.name == "__main__.py":  # the `python -m infertop` shim starts the CLI
+            continue
+        if str(f.relative_to(ROOT)) in DEMO_ADAPTERS:
             continue
         hit = {n for n in imports_of(f) if n in FORBIDDEN_IN_CORE
                or n.startswith(("infertop.probes", "infertop.tui"))}
         if hit:
             bad[str(f.relative_to(ROOT))] = sorted(hit)
     assert not bad, bad
+
+
+def test_demo_adapters_do_not_import_tui():
+    for rel in DEMO_ADAPTERS:
+        hit = {n for n in imports_of(ROOT / rel) if n.startswith("infertop.tui") or n == "textual"}
+        assert not hit, (rel, hit)
+
+
+def test_headless_commands_do_not_import_tui():
+    """snapshot, doctor, record, demo-server: no Textual at module level or lazily, except
+    the one module that starts the screen."""
+    bad = {}
+    for f in (ROOT / "cli").rglob("*.py"):
+        if f.name == "interactive.py":
+            continue
+        hit = {n for n in imports_of(f) if n.startswith("infertop.tui") or n in ("textual", "rich")}
+        if hit:
+            bad[f.name] = sorted(hit)
+    assert not bad, bad
+
+
+def test_tui_is_textual_only():
+    """tui/ holds the screen: no argument parsing or headless command lives there."""
+    for f in (ROOT / "tui").rglob("*.py"):
+        assert "argparse" not in imports_of(f), f
 
 
 def test_probes_do_not_import_tui():

@@ -3,7 +3,7 @@ import pytest
 from infertop.history import History
 from infertop.model import Status
 from infertop.pipeline import Pipeline
-from snapkit import hist, reading, sample, snap
+from helpers.snapkit import hist, reading, sample, snap
 
 
 def run(ticks):

@@ -4,7 +4,7 @@ import pytest
 
 from infertop.history import History, bucket_quantile
 from infertop.model import Status
-from snapkit import hist, reading, sample, snap
+from helpers.snapkit import hist, reading, sample, snap
 
 
 def feed(h, t, *readings):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers.spawn_tree import spawn
-from infertop.probes.discovery import (ProcInfo, ServerProcess, classify, clean_cmdline,
+from infertop.probes.server.discovery import (ProcInfo, ServerProcess, classify, clean_cmdline,
                                        discover_all, find_server, group_servers, locate,
                                        port_from_cmdline, port_from_url, server_settings,
                                        split_program)
@@ -307,7 +307,7 @@ def test_url_port_nobody_listens_on_falls_back_to_names():
 
 
 def test_fill_ports_prefers_the_roots_socket_and_never_a_workers():
-    from infertop.probes.discovery import _fill_ports
+    from infertop.probes.server.discovery import _fill_ports
     tgi = ServerProcess(1, "tgi", "text-generation-launcher", [], None, "", [1, 2])
     vllm_root = ServerProcess(5, "vllm", "python", [], None, "", [5, 6])
     engine = ServerProcess(9, "vllm", "VLLM::EngineCore", [], None, "", [9, 10])
@@ -323,7 +323,7 @@ def test_fill_ports_prefers_the_roots_socket_and_never_a_workers():
 
 
 def test_remote_url_is_not_looked_for_locally():
-    from infertop.probes.discovery import host_from_url, is_local_host, locate
+    from infertop.probes.server.discovery import host_from_url, is_local_host, locate
     assert is_local_host("127.0.0.1") and is_local_host("localhost") and is_local_host("::1")
     assert host_from_url("http://gpu-node-7.example:8000/metrics") == "gpu-node-7.example"
     assert not is_local_host("gpu-node-7.example")

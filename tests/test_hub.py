@@ -3,7 +3,7 @@ import threading
 
 from infertop.model import Capability, Reading, Sample, Status
 from infertop.probes.base import BlockingProbe, Probe
-from infertop.probes.hub import Hub
+from infertop.probes.sources.hub import Hub
 
 
 class Fixed(Probe):

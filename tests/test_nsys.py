@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from infertop.probes import nsys as N
-from infertop.probes.capture_dir import CaptureError
+from infertop.probes.capture import nsys as N
+from infertop.probes.capture.files import CaptureError
 
 FAKE = str(Path(__file__).resolve().parent / "fakes" / "bin" / "nsys")
 

@@ -1,4 +1,4 @@
-"""NvmlProbe against the fake pynvml (tests/fake_pynvml.py): no GPU needed, no sleeping.
+"""NvmlProbe against the fake pynvml (tests/helpers/fake_pynvml.py): no GPU needed, no sleeping.
 
 A ManualClock drives both the fake (GPM sample times, byte counters) and the probe's GPM
 spacing, so "two samples >= 0.1 s apart" is a clock advance, not a wait.
@@ -17,14 +17,14 @@ from pathlib import Path
 import pynvml as real_pynvml
 import pytest
 
-from fake_pynvml import FakeGPU, FakeNVML, GiB, ManualClock, h100_pair
+from helpers.fake_pynvml import FakeGPU, FakeNVML, GiB, ManualClock, h100_pair
 from infertop.keys import SPECS
 from infertop.model import Status
 from infertop.probes.base import StillRunning
-from infertop.probes.hub import Hub
-from infertop.probes.nvml import LOST_REASON, NvmlProbe
-from infertop.probes.nvml_gpu import GPU_KEYS
-from infertop.probes.nvml_decode import decode_throttle, is_throttled, topology_name
+from infertop.probes.sources.hub import Hub
+from infertop.probes.nvml.probe import LOST_REASON, NvmlProbe
+from infertop.probes.nvml.gpu import GPU_KEYS
+from infertop.probes.nvml.decode import decode_throttle, is_throttled, topology_name
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,8 +14,8 @@ import pytest
 from helpers.spawn_tree import spawn
 from infertop.keys import SPECS
 from infertop.model import Status
-from infertop.probes.discovery import LOOKED_FOR, ServerProcess
-from infertop.probes.process import (ProcessProbe, detect_container, map_gpu_pids,
+from infertop.probes.server.discovery import LOOKED_FOR, ServerProcess
+from infertop.probes.server.process import (ProcessProbe, detect_container, map_gpu_pids,
                                      ns_pid_aliases, read_comm, read_nspids)
 
 HOST_KEYS = {"host.cpu_ratio", "host.cpu_count", "host.load1", "host.mem_used_bytes",

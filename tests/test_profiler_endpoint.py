@@ -9,7 +9,7 @@ import threading
 
 import httpx
 
-from infertop.probes import profiler_endpoint as pe
+from infertop.probes.capture import profiler_endpoint as pe
 
 
 def _mock(handler):

@@ -21,9 +21,9 @@ import pytest
 from conftest import python_workload_tree
 
 from infertop import keys
-from infertop.probes import capture_dir as cd
-from infertop.probes import pyspy
-from infertop.probes.pyspy import (CaptureError, DumpResult, Frame, ProcessDump, RecordResult,
+from infertop.probes.capture import files as cd
+from infertop.probes.capture import pyspy
+from infertop.probes.capture.pyspy import (CaptureError, DumpResult, StackFrame, ProcessDump, RecordResult,
                                    ThreadDump, ThreadProfile)
 
 HERE = Path(__file__).resolve().parent
@@ -308,8 +308,8 @@ def test_atomic_write_leaves_nothing_on_disk_full(tmp_path, monkeypatch):
 # ------------------------------------------------------------- summary (no py-spy needed)
 
 def _synthetic_record() -> RecordResult:
-    frames = [Frame("main", "/srv/app.py", 1), Frame("step", "/srv/lib/python3.11/site-packages/vllm/core.py", 10),
-              Frame("sched", "/srv/lib/python3.11/site-packages/vllm/core.py", 20), Frame("wait", "/usr/lib/python3.11/threading.py", 5)]
+    frames = [StackFrame("main", "/srv/app.py", 1), StackFrame("step", "/srv/lib/python3.11/site-packages/vllm/core.py", 10),
+              StackFrame("sched", "/srv/lib/python3.11/site-packages/vllm/core.py", 20), StackFrame("wait", "/usr/lib/python3.11/threading.py", 5)]
     r = RecordResult([(10, "engine")], 1, 1.0, 100, frames=frames)
     r.threads = [ThreadProfile(10, "engine", "10", "MainThread", active=80, gil=70),
                  ThreadProfile(10, "engine", "11", "io", active=20, gil=5),
@@ -343,11 +343,11 @@ def test_summarize_shares():
 
 def _dump_result() -> DumpResult:
     eng = [ThreadDump(15571, 1, 15571, "MainThread", True, True,
-                      [Frame("hot_spin_loop", "/srv/app.py", 3), Frame("EngineCore.step", "/srv/vllm/v1/engine/core.py", 674)]),
+                      [StackFrame("hot_spin_loop", "/srv/app.py", 3), StackFrame("EngineCore.step", "/srv/vllm/v1/engine/core.py", 674)]),
            ThreadDump(15571, 2, 15844, "MultiprocWorkerMonitor", False, False,
-                      [Frame("_PollLikeSelector.select", "/usr/lib/python3.11/selectors.py", 415)]),
+                      [StackFrame("_PollLikeSelector.select", "/usr/lib/python3.11/selectors.py", 415)]),
            ThreadDump(15571, 3, 16518, "signal-callback", False, False,
-                      [Frame("idle_wait", "/srv/vllm/v1/engine/utils.py", 395)])]
+                      [StackFrame("idle_wait", "/srv/vllm/v1/engine/utils.py", 395)])]
     return DumpResult([ProcessDump(15571, "engine", "VLLM::EngineCore", eng),
                        ProcessDump(15099, "router", "text-generation-router", error="PID 15099 is not a Python process",
                                    fix="use native tools: gdb -p 15099 ...")], 0.0, 0.02)

@@ -18,9 +18,9 @@ import pytest
 from infertop import __version__
 from infertop.derive import derive
 from infertop.history import History
-from infertop.probes.demo import DemoSource
-from infertop.probes.recorder import Recorder, record_headless, run_record
-from infertop.probes.replay import ReplaySource
+from infertop.demo.source import DemoSource
+from infertop.probes.sources.recorder import Recorder, record_headless, run_record
+from infertop.probes.sources.replay import ReplaySource
 from infertop.recording import SCHEMA, RecordingError, decode, encode_snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,8 +170,8 @@ def test_sigkill_mid_run_loses_at_most_the_last_line(tmp_path, suffix):
     path = tmp_path / f"killed{suffix}"
     child = textwrap.dedent(f"""
         import asyncio, sys
-        from infertop.probes.demo import DemoSource
-        from infertop.probes.recorder import record_headless
+        from infertop.demo.source import DemoSource
+        from infertop.probes.sources.recorder import record_headless
 
         class Loud(DemoSource):
             async def next(self):
@@ -241,9 +241,9 @@ def test_unwritable_path_is_one_clear_line(tmp_path):
 def test_headless_recording_never_imports_textual(tmp_path):
     code = textwrap.dedent(f"""
         import asyncio, sys
-        from infertop.probes.demo import DemoSource
-        from infertop.probes.recorder import record_headless
-        from infertop.probes.replay import ReplaySource
+        from infertop.demo.source import DemoSource
+        from infertop.probes.sources.recorder import record_headless
+        from infertop.probes.sources.replay import ReplaySource
         n = asyncio.run(record_headless(DemoSource("healthy"), {str(tmp_path / "t.jsonl")!r},
                                         5.0, 0.0))
         ReplaySource({str(tmp_path / "t.jsonl")!r})

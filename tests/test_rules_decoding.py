@@ -7,7 +7,7 @@ import pytest
 from infertop.config import DiagnosisConfig, SLO
 from infertop.findings import Severity
 from infertop.model import Status
-from rulekit import (SERVER, Case, Feed, Hist)
+from helpers.rulekit import (SERVER, Case, Feed, Hist)
 
 E0 = "engine=0,model=m"
 

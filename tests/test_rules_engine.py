@@ -18,7 +18,7 @@ from infertop.rules.catalogue_doc import render_catalogue
 from infertop.rules.engine import Diagnoser, covers
 from infertop.rules import decoding, hardware, kernels, memory, parallelism, scheduling
 from infertop.rules.registry import all_rules
-from rulekit import Feed, tick
+from helpers.rulekit import Feed, tick
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIRED = ["HW-001", "HW-002", "HW-003", "HW-004", "HW-005", "KRN-001", "KRN-002", "MEM-001",

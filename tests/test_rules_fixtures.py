@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from infertop.model import Sample, Snapshot
-from rulekit import Feed
+from helpers.rulekit import Feed
 
 dialects = pytest.importorskip("infertop.dialects")
 

@@ -6,7 +6,7 @@ import pytest
 
 from infertop.findings import Severity
 from infertop.model import Status
-from rulekit import (Case, Feed)
+from helpers.rulekit import (Case, Feed)
 
 
 class BusyNotWorking(Case):

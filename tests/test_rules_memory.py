@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infertop.findings import Severity
-from rulekit import (Case, Feed)
+from helpers.rulekit import (Case, Feed)
 
 GIB = float(1 << 30)
 E0 = "engine=0,model=m"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rulekit import (Case, Feed)
+from helpers.rulekit import (Case, Feed)
 
 GIB = float(1 << 30)
 

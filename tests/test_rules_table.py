@@ -13,7 +13,7 @@ import test_rules_kernels
 import test_rules_memory
 import test_rules_parallelism
 import test_rules_scheduling
-from rulekit import (check_clears, check_missing_inputs, check_no_flap, check_quiet_when_healthy,
+from helpers.rulekit import (check_clears, check_missing_inputs, check_no_flap, check_quiet_when_healthy,
                      check_quiet_when_too_short, check_raises)
 
 CASES = [c for m in (test_rules_hardware, test_rules_kernels, test_rules_memory,

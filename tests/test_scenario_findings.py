@@ -20,9 +20,9 @@ from functools import lru_cache
 import pytest
 
 from infertop.pipeline import Pipeline
-from infertop.probes.demo import DemoSource
+from infertop.demo.source import DemoSource
 from infertop.rules.engine import Diagnoser
-from infertop.scenario import list_scenarios, load_scenario
+from infertop.demo.scenario import list_scenarios, load_scenario
 
 RAISE_WITHIN = 10  # seconds (ticks) after a phase's onset
 LAYER_PREFIX = {"hardware": "HW", "kernels": "KRN", "memory": "MEM", "scheduling": "SCH",

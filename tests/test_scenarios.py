@@ -8,18 +8,18 @@ import math
 import statistics
 
 import pytest
-from scenario_play import play, play_fresh
+from helpers.scenario_play import play, play_fresh
 
 from infertop.dialects import readings_from_exposition
 from infertop.keys import SPECS
 from infertop.model import Kind, Status
-from infertop.probes.demo import DemoSource
-from infertop.probes.discovery import classify
-from infertop.scenario import (KNOBS, ScenarioError, catalogue, knob_reference,
+from infertop.demo.source import DemoSource
+from infertop.probes.server.discovery import classify
+from infertop.demo.scenario import (KNOBS, ScenarioError, catalogue, knob_reference,
                                list_scenarios, load_scenario, parse_scenario)
-from infertop.scenario_expo import render
-from infertop.scenario_hist import VLLM_ITL, VLLM_REQUEST, VLLM_TTFT
-from infertop.scenario_sim import ScenarioRun
+from infertop.demo.exposition import render
+from infertop.demo.hist import VLLM_ITL, VLLM_REQUEST, VLLM_TTFT
+from infertop.demo.sim import ScenarioRun
 
 REQUIRED = {
     "healthy", "hw-busy-not-working", "hw-fp32-fallback", "hw-throttling",

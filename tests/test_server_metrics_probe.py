@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from infertop.model import Status
-from infertop.probes.hub import Hub
-from infertop.probes.server_metrics import ServerMetricsError, ServerMetricsProbe, normalize_url
+from infertop.probes.sources.hub import Hub
+from infertop.probes.server.metrics import ServerMetricsError, ServerMetricsProbe, normalize_url
 
 METRICS = Path(__file__).parent / "fixtures" / "metrics"
 VLLM = (METRICS / "vllm-0.32-busy.prom").read_bytes()

@@ -6,9 +6,9 @@ import pytest
 
 from infertop.model import Capability, Reading, Sample, Snapshot, Status
 from infertop.pipeline import Pipeline
-from infertop.probes.source import SnapshotSource
+from infertop.probes.sources.source import SnapshotSource
 from infertop.tui.app import InfertopApp, UnknownTheme
-from synthetic_source import SyntheticSource
+from helpers.synthetic_source import SyntheticSource
 
 
 def text_of(widget) -> str:
@@ -32,19 +32,15 @@ async def settle(pilot, app, ticks: int):
     raise AssertionError(f"only {app.ticks} ticks")
 
 
-async def test_six_panes_show_their_layers_readings():
+async def test_header_and_panes_update_on_ticks():
+    """Pane content itself is tested through render_frame (test_panes_render.py); here the
+    App's part: ticks reach every pane and the header."""
     app = InfertopApp(SyntheticSource(), pipeline=Pipeline(), interval=0.05)
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot, app, 3)
-        hw = pane_text(app, "hardware")
-        assert "H100" in hw and "90 %" in hw
-        assert "70 %" in pane_text(app, "kernels")          # GPM SM active
-        assert "KV cache" in pane_text(app, "memory") and "40 %" in pane_text(app, "memory")
-        sched = pane_text(app, "scheduling")
-        assert "VLLM::EngineCore" in sched and "95 %" in sched
-        assert "spread" in pane_text(app, "parallelism")
-        dec = pane_text(app, "decoding")
-        assert "TTFT" in dec and "ms" in dec
+        assert "H100" in pane_text(app, "hardware")
+        assert all(pane_text(app, layer).strip() for layer in
+                   ("hardware", "kernels", "memory", "scheduling", "parallelism", "decoding"))
         header = text_of(app.query_one("#header"))
         assert "vllm" in header and "tiny-llama" in header and "2 GPU" in header
 
@@ -75,12 +71,10 @@ async def test_keys_zoom_pause_interval_and_help():
         assert app.screen.__class__.__name__ != "HelpScreen"
 
 
-async def test_no_gpu_no_server_says_what_it_looked_for():
+async def test_no_gpu_no_server_header_says_nvml_is_missing():
     app = InfertopApp(SyntheticSource(gpus=0, server=False), pipeline=Pipeline(), interval=0.05)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app, 2)
-        assert "NVML library not found" in pane_text(app, "hardware")
-        assert "No decoding readings" in pane_text(app, "decoding")
         assert "nvml:n/a" in text_of(app.query_one("#header"))
 
 
@@ -129,7 +123,7 @@ async def test_stale_source_is_marked_in_header():
 
 
 async def test_interval_keys_retune_the_hub_deadline():
-    from infertop.probes.hub import Hub
+    from infertop.probes.sources.hub import Hub
     hub = Hub([], deadline=0.8)
     app = InfertopApp(hub, pipeline=Pipeline(), interval=1.0)
     async with app.run_test(size=(100, 30)) as pilot:

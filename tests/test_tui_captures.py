@@ -8,10 +8,11 @@ from conftest import python_workload_tree
 
 from infertop.model import Capability, Sample, Snapshot
 from infertop.pipeline import Pipeline
-from infertop.probes.hub import Hub
+from infertop.probes.sources.hub import Hub
 from infertop.probes.base import Probe
 from infertop.tui.modes import LiveApp
-from snapkit import reading
+from infertop.tui.options import AppOptions
+from helpers.snapkit import reading
 
 WORKLOAD = Path(__file__).parent / "helpers" / "py_workload.py"
 
@@ -49,7 +50,7 @@ async def wait_for(pilot, cond, timeout=20.0):
 async def test_dump_and_cancelled_record_keep_the_screen_live(tree, tmp_path):
     parent, child = tree
     app = LiveApp(Hub([TreeProbe(parent, child)], deadline=1.0), pipeline=Pipeline(),
-                  interval=0.1, options={"capture_dir": str(tmp_path / "caps")})
+                  interval=0.1, options=AppOptions(capture_dir=str(tmp_path / "caps")))
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_for(pilot, lambda: app.ticks >= 2)
         await pilot.press("p")
@@ -76,7 +77,7 @@ async def test_dump_and_cancelled_record_keep_the_screen_live(tree, tmp_path):
         assert not isinstance(rec, Exception), rec
         assert rec.cancelled and rec.sampled_seconds < 10
         assert rec.speedscope_path.exists() and rec.svg_path.exists()
-        assert "hot_spin_loop" in str(app.extras["pyspy_summary"])
+        assert "hot_spin_loop" in str(app.summaries.pyspy)
 
 
 async def test_gil_sampler_toggles_a_probe(tree):

@@ -4,11 +4,12 @@ import asyncio
 
 import pytest
 
-from infertop.probes.demo import DemoSource
-from infertop.probes.recorder import record_headless
-from infertop.probes.replay import ReplaySource
-from infertop.tui.cli import build_parser, make_pipeline
+from infertop.demo.source import DemoSource
+from infertop.probes.sources.recorder import record_headless
+from infertop.probes.sources.replay import ReplaySource
+from infertop.cli.main import build_parser, make_pipeline
 from infertop.tui.modes import DemoApp, ReplayApp
+from infertop.tui.options import AppOptions
 
 
 def pipeline():
@@ -30,7 +31,7 @@ async def drive(pilot, app, n):
 
 async def test_demo_banner_narrates_and_keys_switch_scenarios():
     app = DemoApp(DemoSource("mem-kv-leak"), pipeline=pipeline(),
-                  options={"manual_ticks": True})
+                  options=AppOptions(manual_ticks=True))
     async with app.run_test(size=(140, 40)) as pilot:
         await drive(pilot, app, 5)
         text = banner(app)
@@ -50,7 +51,7 @@ async def test_demo_banner_narrates_and_keys_switch_scenarios():
 
 async def test_demo_reaches_its_finding_and_highlights_the_reading():
     app = DemoApp(DemoSource("mem-kv-pressure"), pipeline=pipeline(),
-                  options={"manual_ticks": True})
+                  options=AppOptions(manual_ticks=True))
     async with app.run_test(size=(160, 48)) as pilot:
         await drive(pilot, app, 90)
         assert any(f.code == "MEM-001" for f in app.frame.findings)
@@ -72,7 +73,7 @@ def recording(tmp_path):
 
 async def test_replay_bar_and_keys_step_jump_and_goto(recording):
     src = ReplaySource(recording)
-    app = ReplayApp(src, pipeline=pipeline(), options={"manual_ticks": True})
+    app = ReplayApp(src, pipeline=pipeline(), options=AppOptions(manual_ticks=True))
     async with app.run_test(size=(140, 40)) as pilot:
         await drive(pilot, app, 9)
         assert src.position == 9 and "REPLAY" in banner(app) and "tick 9/150" in banner(app)
@@ -99,7 +100,7 @@ async def test_replay_bar_and_keys_step_jump_and_goto(recording):
 
 async def test_replay_end_pauses_with_a_note(recording):
     src = ReplaySource(recording)
-    app = ReplayApp(src, pipeline=pipeline(), options={"manual_ticks": True})
+    app = ReplayApp(src, pipeline=pipeline(), options=AppOptions(manual_ticks=True))
     async with app.run_test(size=(120, 36)) as pilot:
         await drive(pilot, app, 160)
         assert app.paused and "end of recording" in app.status_note
@@ -108,16 +109,16 @@ async def test_replay_end_pauses_with_a_note(recording):
 async def test_R_records_the_frames_and_the_file_replays(tmp_path):
     path = tmp_path / "live.jsonl"
     app = DemoApp(DemoSource("healthy"), pipeline=pipeline(),
-                  options={"manual_ticks": True, "record_path": str(path)})
+                  options=AppOptions(manual_ticks=True, record_path=str(path)))
     async with app.run_test(size=(120, 36)) as pilot:
         await drive(pilot, app, 3)
         await pilot.press("R")
         await pilot.pause()
-        assert "recorder" in app.extras and "REC" in app._shown["#status"].plain
+        assert app.recorder is not None and "REC" in app._shown["#status"].plain
         await drive(pilot, app, 5)
         await pilot.press("R")
         await pilot.pause()
-        assert "recorder" not in app.extras
+        assert app.recorder is None
     src = ReplaySource(path)
     assert src.length == 6            # the frame on screen when R was pressed + 5 more
     assert src.header["source"]["source"] == "demo" and src.header["server"]["kind"] == "vllm"

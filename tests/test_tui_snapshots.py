@@ -9,9 +9,10 @@ import socket
 
 import pytest
 
-from infertop.probes.demo import DemoSource
-from infertop.tui.cli import build_parser, make_pipeline
+from infertop.demo.source import DemoSource
+from infertop.cli.main import build_parser, make_pipeline
 from infertop.tui.modes import DemoApp
+from infertop.tui.options import AppOptions
 
 
 @pytest.fixture(autouse=True)
@@ -20,7 +21,7 @@ def fixed_host(monkeypatch):
 
 
 def demo_app(name: str) -> DemoApp:
-    return DemoApp(DemoSource(name), interval=1.0, options={"manual_ticks": True},
+    return DemoApp(DemoSource(name), interval=1.0, options=AppOptions(manual_ticks=True),
                    pipeline=make_pipeline(build_parser().parse_args([])))
 
 

@@ -23,10 +23,12 @@ from textual.widgets import Footer, Static
 from infertop import __version__
 from infertop.model import LAYERS, Status
 from infertop.pipeline import Frame, Pipeline
-from infertop.probes.source import SnapshotSource
+from infertop.probes.sources.hub import deadline_for
+from infertop.probes.sources.source import SnapshotSource
 from infertop.themes import DEFAULT_THEME, INFERTOP_THEME, roles, stylesheet_path
 
-from .panes.base import SEVERITY_ORDER, LayerPane, PaneContext
+from .options import AppOptions, CaptureSummaries
+from .panes.base import LayerPane, PaneContext
 from .panes.decoding import DecodingPane
 from .panes.hardware import HardwarePane
 from .panes.kernels import KernelsPane
@@ -66,22 +68,23 @@ class InfertopApp(App):
 
     def __init__(self, source: SnapshotSource, *, interval: float = 1.0,
                  pipeline: Pipeline | None = None, theme: str | None = None,
-                 options: dict[str, Any] | None = None) -> None:
+                 options: AppOptions | None = None) -> None:
         super().__init__()
         self.source = source
         self.interval = interval
         self.pipeline = pipeline or Pipeline()
-        self.options = options or {}
+        self.options = options or AppOptions()
         self.frame: Frame | None = None
         self.paused = False
         self.polling = False
         self.overruns = 0
         self.ticks = 0
         self.zoomed: int | None = None
-        self.extras: dict[str, Any] = {}       # capture summaries shown in panes
+        self.summaries = CaptureSummaries()     # capture results shown in panes
+        self.recorder: Any = None               # the Recorder while `R` records
         self.status_note = ""
         self._timer = None
-        self._styles: dict[str, str] = {}
+        self.role_styles: dict[str, str] = {}
         self._shown: dict[str, Text] = {}
         self.host = socket.gethostname()   # once: the header is drawn every tick
         self.register_theme(INFERTOP_THEME)
@@ -102,13 +105,20 @@ class InfertopApp(App):
         yield Static("", id="status")
         yield Footer()
 
+    def _main_widget(self, selector: str, cls=None):
+        """A widget of the main screen, also while a capture or help screen is on top
+        (``query_one`` looks at the active screen only, so a tick landing while `p`'s
+        screen is open failed with NoMatches)."""
+        screen = self.screen_stack[0]
+        return screen.query_one(selector, cls) if cls is not None else screen.query_one(selector)
+
     @property
     def panes(self) -> list[LayerPane]:
-        return [self.query_one(f"#pane-{cls.pane_layer.value}", LayerPane) for cls in PANE_CLASSES]
+        return [self._main_widget(f"#pane-{cls.pane_layer.value}", LayerPane) for cls in PANE_CLASSES]
 
     async def on_mount(self) -> None:
-        self._styles = roles(self.get_css_variables())
-        self.query_one("#status", Static).update("starting sources…")
+        self.role_styles = roles(self.get_css_variables())
+        self._main_widget("#status", Static).update("starting sources…")
         self._start_source()
 
     def on_resize(self, event) -> None:
@@ -118,7 +128,7 @@ class InfertopApp(App):
     def watch_theme(self, _theme: str) -> None:
         if not hasattr(self, "frame"):
             return  # set during __init__, before there is anything to draw
-        self._styles = roles(self.get_css_variables())
+        self.role_styles = roles(self.get_css_variables())
         if self.frame is not None and self.is_running:
             self._apply(self.frame)
 
@@ -129,12 +139,12 @@ class InfertopApp(App):
         if missing:
             self.status_note = " · ".join(missing)
         await self._poll()
-        if not self.options.get("manual_ticks"):   # tests and screenshots drive ticks by hand
+        if not self.options.manual_ticks:   # tests and screenshots drive ticks by hand
             self._timer = self.set_interval(self.wall_interval, self._tick)
 
     @property
     def wall_interval(self) -> float:
-        speed = float(self.options.get("speed", 1.0) or 1.0)
+        speed = float(self.options.speed or 1.0)
         return max(0.02, self.interval / speed) if not self.source.realtime else self.interval
 
     # -- the tick -------------------------------------------------------------------------
@@ -158,18 +168,20 @@ class InfertopApp(App):
             frame = self.pipeline.feed(snap, getattr(self.source, "epoch", None))
             self.ticks += 1
             await self.after_snapshot(snap, frame)
+            if not self.screen_stack:   # the app is closing: nothing left to draw on
+                return
             self._apply(frame)
         finally:
             self.polling = False
 
     async def after_snapshot(self, snap, frame: Frame) -> None:
         """Hook for recording and samplers (kept out of _apply: may await I/O)."""
-        recorder = self.extras.get("recorder")
+        recorder = self.recorder
         if recorder is not None:
             try:
                 await recorder.write(snap)
             except Exception as e:  # a full disk stops the recording, not the screen
-                self.extras.pop("recorder", None)
+                self.recorder = None
                 self.notify(f"recording stopped: {e}", severity="error", timeout=8)
 
     def _apply(self, frame: Frame) -> None:
@@ -178,7 +190,7 @@ class InfertopApp(App):
             self._set_text("#header", self._header_text(frame), layout=False)
             self._update_strip(frame)
             self.update_banner()
-            ctx = PaneContext(frame, self._styles, extras=self.extras)
+            ctx = PaneContext(frame, self.role_styles, summaries=self.summaries)
             for pane in self.panes:
                 if pane.display:
                     pane.show(ctx)
@@ -199,7 +211,7 @@ class InfertopApp(App):
         engines = snap.meta("engines")
         gpus = snap.meta("gpus")
         if kind:
-            t.append(f"  {kind}", style=self._styles.get("accent", "bold"))
+            t.append(f"  {kind}", style=self.role_styles.get("accent", "bold"))
         if model:
             t.append(f" {model}")
         if url:
@@ -211,30 +223,29 @@ class InfertopApp(App):
         for name, s in sorted(snap.samples.items()):
             short = name.split(":", 1)[0]
             if s.status is Status.OK:
-                t.append(f" {short}✓", style=self._styles.get("ok", ""))
+                t.append(f" {short}✓", style=self.role_styles.get("ok", ""))
             elif s.status is Status.STALE:
-                t.append(f" {short}:stale", style=self._styles.get("warn", ""))
+                t.append(f" {short}:stale", style=self.role_styles.get("warn", ""))
             else:
-                t.append(f" {short}:ERR", style=self._styles.get("crit", ""))
+                t.append(f" {short}:ERR", style=self.role_styles.get("crit", ""))
         for name, cap in sorted(snap.capabilities.items()):
             if not cap.available:
-                t.append(f" {name.split(':', 1)[0]}:n/a", style=self._styles.get("muted", ""))
+                t.append(f" {name.split(':', 1)[0]}:n/a", style=self.role_styles.get("muted", ""))
         return t
 
     def _update_strip(self, frame: Frame) -> None:
-        strip = self.query_one("#findings-strip", Static)
+        strip = self._main_widget("#findings-strip", Static)
         if not frame.findings:
             strip.set_class(True, "-none")
             self._shown.pop("#findings-strip", None)
             return
         strip.set_class(False, "-none")
         t = Text()
-        for f in sorted(frame.findings,
-                        key=lambda f: -SEVERITY_ORDER.get(getattr(f.severity, "value", ""), 0)):
-            sev = getattr(f.severity, "value", str(f.severity))
+        for f in sorted(frame.findings, key=lambda f: f.severity, reverse=True):
+            sev = f.severity.value
             if t:
                 t.append("  ")
-            t.append(f"{f.code}", style=self._styles.get(sev, ""))
+            t.append(f"{f.code}", style=self.role_styles.get(sev, ""))
             t.append(f" {f.title}")
         self._set_text("#findings-strip", t)
 
@@ -245,7 +256,7 @@ class InfertopApp(App):
         parts.append(f"tick {self.ticks}")
         if self.overruns:
             parts.append(f"{self.overruns} late ticks skipped")
-        rec = self.extras.get("recorder")
+        rec = self.recorder
         if rec is not None:
             parts.append(f"● REC {getattr(rec, 'path', '')}")
         if self.status_note:
@@ -254,7 +265,7 @@ class InfertopApp(App):
 
     def update_banner(self) -> None:
         """Demo and replay sources describe themselves in the banner (see cli wiring)."""
-        banner = self.query_one("#banner", Static)
+        banner = self._main_widget("#banner", Static)
         text = self.banner_text()
         banner.set_class(bool(text), "-visible")
         if text:
@@ -268,7 +279,7 @@ class InfertopApp(App):
         if self._shown.get(selector) == text:
             return
         self._shown[selector] = text
-        self.query_one(selector, Static).update(text, layout=layout)
+        self._main_widget(selector, Static).update(text, layout=layout)
 
     # -- actions --------------------------------------------------------------------------
     def action_pause(self) -> None:
@@ -278,12 +289,12 @@ class InfertopApp(App):
     def _set_interval(self, interval: float) -> None:
         self.interval = interval
         if hasattr(self.source, "deadline"):   # a source must answer within its tick
-            self.source.deadline = max(0.2, min(interval * 0.8, 5.0))
+            self.source.deadline = deadline_for(interval)
         if self._timer is not None:
             self._timer.stop()
         self._timer = self.set_interval(self.wall_interval, self._tick)
         if self.frame is not None:
-            self.query_one("#header", Static).update(self._header_text(self.frame))
+            self._main_widget("#header", Static).update(self._header_text(self.frame))
         self.notify(f"interval {interval:g} s", timeout=2)
 
     def action_faster(self) -> None:
@@ -297,7 +308,7 @@ class InfertopApp(App):
             self._set_interval(larger[0])
 
     def action_zoom(self, index: int) -> None:
-        container = self.query_one("#panes")
+        container = self._main_widget("#panes")
         if self.zoomed == index:
             self.zoomed = None
         else:
@@ -319,16 +330,16 @@ class InfertopApp(App):
         self.push_screen(FindingsScreen(self))
 
     async def action_record(self) -> None:
-        from infertop.probes.recorder import Recorder, default_recording_path
+        from infertop.probes.sources.recorder import Recorder, default_recording_path
         from infertop.recording import make_header
-        rec = self.extras.pop("recorder", None)
+        rec, self.recorder = self.recorder, None
         if rec is not None:
             await rec.close()
             self.notify(f"recording saved: {rec.path} ({rec.lines} ticks)", timeout=6)
             self._update_status()
             return
         try:
-            path = self.options.get("record_path") or \
+            path = self.options.record_path or \
                 await asyncio.to_thread(default_recording_path)   # mkdir: off the loop
             first = self.frame.snapshot if self.frame is not None else None
             header = make_header(self.source.describe(), first, host=socket.gethostname(),
@@ -339,12 +350,12 @@ class InfertopApp(App):
         except Exception as e:
             self.notify(f"cannot record: {e}", severity="error", timeout=8)
             return
-        self.extras["recorder"] = rec
+        self.recorder = rec
         self.notify(f"recording to {path}", timeout=4)
         self._update_status()
 
     async def on_unmount(self) -> None:
-        rec = self.extras.pop("recorder", None)
+        rec, self.recorder = self.recorder, None
         if rec is not None:
             await rec.close()
         await self.source.stop()

@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.text import Text
 
-from infertop.probes.capture_dir import CaptureError, capture_dir, capture_path
+from infertop.probes.capture.files import CaptureError, capture_dir, capture_path
 
 ROLE_ORDER = ("api_server", "engine_core", "scheduler", "worker", "server", "router", "shard")
 
@@ -57,7 +57,7 @@ class CaptureController:
         return kind or (frame.snapshot.meta("dialect") if frame else None) or "server"
 
     def _dir(self):
-        return capture_dir(self.app.options.get("capture_dir"))
+        return capture_dir(self.app.options.capture_dir)
 
     def _open_screen(self, title: str):
         from .screens.capture import CaptureScreen
@@ -80,7 +80,7 @@ class CaptureController:
         self.app.run_worker(self._dump(screen), group="capture", exclusive=False)
 
     async def _dump(self, screen) -> None:
-        from infertop.probes.pyspy import dump_tree, save_dump
+        from infertop.probes.capture.pyspy import dump_tree, save_dump
         self.running = "py-spy dump"
         try:
             targets = self.targets()
@@ -105,10 +105,10 @@ class CaptureController:
                 screen = self._open_screen(f"py-spy record, {seconds:g} s (Esc cancels)")
                 self.app.run_worker(self._record(screen, seconds), group="capture")
         self.app.push_screen(NumberPrompt("py-spy record for how many seconds?",
-                                          self.app.options.get("record_seconds", 10), 1, 600), go)
+                                          self.app.options.record_seconds, 1, 600), go)
 
     async def _record(self, screen, seconds: float) -> None:
-        from infertop.probes.pyspy import record, summary_lines
+        from infertop.probes.capture.pyspy import record, summary_lines
         self.running = "py-spy record"
         try:
             out_dir = await asyncio.to_thread(self._dir)
@@ -120,8 +120,8 @@ class CaptureController:
             screen.set_result(result)
             if result.summary is not None:
                 text = Text("\n".join(summary_lines(result.summary, width=70)),
-                            style=self.app._styles.get("accent", ""))
-                self.app.extras["pyspy_summary"] = text
+                            style=self.app.role_styles.get("accent", ""))
+                self.app.summaries.pyspy = text
         except CaptureError as e:
             screen.set_result(e)
         finally:
@@ -134,7 +134,7 @@ class CaptureController:
         self.app.run_worker(self._plan_gpu(), group="capture")
 
     async def _plan_gpu(self) -> None:
-        from infertop.probes.nsys import plan_gpu_capture
+        from infertop.probes.capture.nsys import plan_gpu_capture
         cmdlines = self.cmdlines()
         root = cmdlines[0] if cmdlines else []
         plan = await plan_gpu_capture(cmdlines, root, self.server_name())
@@ -149,7 +149,7 @@ class CaptureController:
             self.app.push_screen(NumberPrompt("nsys capture for how many seconds?", 10, 1, 300),
                                  go)
         elif plan.mode == "endpoint":
-            from infertop.probes.profiler_endpoint import confirm_text
+            from infertop.probes.capture.profiler_endpoint import confirm_text
             from .screens.prompt import ConfirmPrompt
             kind = self.server_name()
 
@@ -163,7 +163,7 @@ class CaptureController:
             self.app.push_screen(CaptureScreen(plan, title="GPU capture"))
 
     async def _nsys(self, screen, session: str, seconds: float) -> None:
-        from infertop.probes.nsys import nsys_capture
+        from infertop.probes.capture.nsys import nsys_capture
         self.running = "nsys capture"
         try:
             directory = await asyncio.to_thread(self._dir)
@@ -174,14 +174,14 @@ class CaptureController:
             screen.set_result(result)
             summary = getattr(result, "summary", None)
             if summary is not None:
-                self.app.extras["nsys_summary"] = nsys_text(summary)
+                self.app.summaries.nsys = nsys_text(summary)
         except CaptureError as e:
             screen.set_result(e)
         finally:
             self.running = None
 
     async def _endpoint(self, screen, kind: str, cmdline: list[str]) -> None:
-        from infertop.probes.profiler_endpoint import start_stop_profile
+        from infertop.probes.capture.profiler_endpoint import start_stop_profile
         self.running = "profiler capture"
         frame = self.app.frame
         url = frame.snapshot.meta("url") if frame else None
@@ -203,7 +203,7 @@ class CaptureController:
         self.app.run_worker(self._toggle_gil(), group="gil")
 
     async def _toggle_gil(self) -> None:
-        from infertop.probes.gil_probe import GilProbe
+        from infertop.probes.capture.gil_probe import GilProbe
         hub = self.app.source
         if not hasattr(hub, "add_probe"):
             self.app.notify("the GIL sampler needs a live source", severity="warning")

@@ -24,9 +24,9 @@ class LiveApp(InfertopApp):
         await super().on_mount()
         from .captures import CaptureController
         self.captures = CaptureController(self)
-        if self.options.get("record_now"):
+        if self.options.record_now:
             await self.action_record()
-        if self.options.get("gil_sampler"):
+        if self.options.gil_sampler:
             self.set_timer(1.5, self.captures.toggle_gil_sampler)  # after the tree is known
 
     def action_pyspy_dump(self) -> None:
@@ -51,7 +51,7 @@ class DemoApp(InfertopApp):
 
     async def on_mount(self) -> None:
         await super().on_mount()
-        if self.options.get("record_now"):
+        if self.options.record_now:
             await self.action_record()
 
     def _switched(self, what: str) -> None:
@@ -76,11 +76,11 @@ class DemoApp(InfertopApp):
         t.append(" DEMO ", style="bold reverse")
         t.append(f" {sc.title}", style="bold")
         t.append(f"  [{ph.layer}]  phase {ph.index + 1}/{ph.count}: {ph.name}")
-        t.append(f"  speed {self.options.get('speed', 1.0):g}x   n/p scenario · r restart\n")
+        t.append(f"  speed {self.options.speed:g}x   n/p scenario · r restart\n")
         t.append(" ".join(ph.narration.split()))
         if ph.remedy and ph.index == ph.count - 1:
             t.append("\nremedy: " + " ".join(ph.remedy.split()),
-                     style=self._styles.get("accent", "bold"))
+                     style=self.role_styles.get("accent", "bold"))
         return t
 
 

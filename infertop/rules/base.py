@@ -18,6 +18,7 @@ from ..findings import Evidence, RuleSpec, Severity
 from ..history import History, Series
 from ..keys import SPECS
 from ..model import Kind, Labels, Reading, Snapshot, Status, make_labels
+from ..units import natural_key
 
 # Readings probes send on a slow cadence (facts that rarely change): when the newest
 # snapshot lacks them, the newest value in History (this recent) stands in.  Fast readings
@@ -280,7 +281,7 @@ class Context:
                     continue  # another program's process: not part of a server's groups
                 if pid and gpu and r.value >= 256 * 2**20:
                     out.setdefault(self.root_of(pid), set()).add(gpu)
-            self._gpus_by_root = {k: sorted(v, key=_num_key) for k, v in out.items()}
+            self._gpus_by_root = {k: sorted(v, key=natural_key) for k, v in out.items()}
         return self._gpus_by_root
 
     @property
@@ -307,7 +308,7 @@ def tp_groups(ctx: Context) -> list[tuple[str, ...]]:
     elif tp and tp >= 2:
         used = [g for g, r in ctx.per_gpu("gpu.mem_used_bytes").items()
                 if (r.value or 0) >= ctx.t.weights_min_bytes]
-        gpu_sets = [sorted(used, key=_num_key)]
+        gpu_sets = [sorted(used, key=natural_key)]
     else:
         return []
     groups: list[tuple[str, ...]] = []
@@ -328,10 +329,6 @@ def _int(text: str | None) -> int | None:
         return None
     m = re.match(r"\s*(\d+)", text)
     return int(m.group(1)) if m else None
-
-
-def _num_key(s: str):
-    return (0, int(s)) if s.isdigit() else (1, s)
 
 
 def ev(r: Reading | None, key: str, labels: Labels, value, threshold, op: str,

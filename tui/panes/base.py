@@ -17,11 +17,13 @@ from textual.widgets import Static
 
 from infertop.history import Series
 from infertop.model import Layer, Reading, Status
+from infertop.findings import Severity
 from infertop.pidmap import gpu_holders
 from infertop.pipeline import Frame
 from infertop.units import fmt_reading, sparkline
 
-SEVERITY_ORDER = {"notice": 1, "warn": 2, "crit": 3}
+from ..options import CaptureSummaries
+
 
 
 @dataclass
@@ -31,7 +33,7 @@ class PaneContext:
     wide: bool = False              # zoomed or large terminal: show more columns/rows
     height: int = 0                 # content rows of the pane being drawn
     width: int = 0                  # content columns of the pane being drawn
-    extras: dict[str, Any] = field(default_factory=dict)  # capture summaries etc.
+    summaries: CaptureSummaries = field(default_factory=CaptureSummaries)  # capture results
     extras_cache: dict[str, Any] = field(default_factory=dict)  # per-frame derived lookups
 
     # -- findings -----------------------------------------------------------------------
@@ -46,10 +48,9 @@ class PaneContext:
                 ev_labels = dict(ev.labels)
                 if any(want.get(k) != v for k, v in ev_labels.items() if k in want):
                     continue
-                sev = f.severity.value if hasattr(f.severity, "value") else str(f.severity)
-                if best is None or SEVERITY_ORDER.get(sev, 0) > SEVERITY_ORDER.get(best[0], 0):
-                    best = (sev, f.code)
-        return best
+                if best is None or f.severity > best[0]:
+                    best = (f.severity, f.code)
+        return (best[0].value, best[1]) if best else None
 
     # -- readings -----------------------------------------------------------------------
     def readings(self, key: str, **labels: str) -> list[Reading]:
@@ -224,12 +225,11 @@ class LayerPane(Static):
 
     def show(self, ctx: PaneContext) -> None:
         findings = ctx.frame.findings_for(self.pane_layer)
-        sevs = [f.severity.value if hasattr(f.severity, "value") else str(f.severity)
-                for f in findings]
-        worst = max(sevs, key=lambda s: SEVERITY_ORDER.get(s, 0)) if sevs else None
+        worst = max((f.severity for f in findings), default=None)
+        worst = worst.value if worst is not None else None
         if worst != self.worst:
-            for s in SEVERITY_ORDER:
-                self.set_class(s == worst, f"sev-{s}")
+            for s in Severity:
+                self.set_class(s.value == worst, f"sev-{s.value}")
             self.worst = worst
         ctx.wide = self.size.width >= 110
         ctx.height = max(0, self.size.height - 2)

@@ -8,13 +8,15 @@ from rich.text import Text
 from infertop.model import Layer
 from infertop.units import bar, fmt_value
 
+from infertop.units import natural_key
+
 from .base import Columns, LayerPane, PaneContext, grid, group
 
 
 def gpu_indices(ctx: PaneContext) -> list[str]:
     idx = {r.label("gpu") for r in ctx.readings("gpu.info")}
     idx |= {r.label("gpu") for r in ctx.readings("gpu.util_ratio")}
-    return sorted((i for i in idx if i), key=lambda s: int(s) if s.isdigit() else 0)
+    return sorted((i for i in idx if i), key=natural_key)
 
 
 def short_name(name: str) -> str:

@@ -61,7 +61,7 @@ class KernelsPane(LayerPane):
                                ctx.spark("gpu.tensor_active_ratio", 16, 0, 1, gpu=g),
                                ctx.spark("gpu.dram_bw_util_ratio", 16, 0, 1, gpu=g))
             parts.append(trends)
-        nsys = ctx.extras.get("nsys_summary")
+        nsys = ctx.summaries.nsys
         if nsys:
             parts.append(nsys)
         else:

@@ -71,7 +71,7 @@ class SchedulingPane(LayerPane):
             why = ctx.source_reason("process")
             parts.append(ctx.note("No server process found" + (f": {why}" if why else "") +
                                   (f"\nLooked for {looked}." if looked else "")))
-        gil = ctx.extras.get("pyspy_summary")
+        gil = ctx.summaries.pyspy
         if gil is not None:
             parts.append(gil)
         return group(*parts)

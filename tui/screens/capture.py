@@ -22,10 +22,10 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, ProgressBar, Static
 
-from infertop.probes.capture_dir import CaptureError
-from infertop.probes.nsys import GpuCapturePlan, NsysResult
-from infertop.probes.profiler_endpoint import ProfileEndpointResult
-from infertop.probes.pyspy import DumpResult, RecordResult, ThreadDump, open_hints
+from infertop.probes.capture.files import CaptureError
+from infertop.probes.capture.nsys import GpuCapturePlan, NsysResult
+from infertop.probes.capture.profiler_endpoint import ProfileEndpointResult
+from infertop.probes.capture.pyspy import DumpResult, RecordResult, ThreadDump, open_hints
 
 
 def thread_matches(t: ThreadDump, role: str, query: str) -> bool:

@@ -56,7 +56,7 @@ class FindingsScreen(ModalScreen):
         events = getattr(diagnoser, "events", []) if diagnoser else []
         with VerticalScroll(classes="dialog"):
             yield Static(Text("Active findings", style="bold"))
-            yield Static(findings_renderable(findings, self._app._styles), id="findings-list")
+            yield Static(findings_renderable(findings, self._app.role_styles), id="findings-list")
             yield Static(Text("\nRaised and cleared", style="bold"))
             yield Static(events_renderable(events), id="findings-events")
             yield Static(Text("\nesc closes", style="dim"))

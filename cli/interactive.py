@@ -1,0 +1,43 @@
+"""The screen: the only place the command line imports Textual (lazily)."""
+
+from __future__ import annotations
+
+import argparse
+
+from .errors import UsageError
+from .sources import make_pipeline
+
+
+def run_tui(source, args: argparse.Namespace) -> int:
+    from infertop.tui.modes import app_for_source
+    pipeline = make_pipeline(args)
+    from infertop.tui.app import UnknownTheme
+    from infertop.tui.options import AppOptions
+    options = AppOptions(speed=getattr(args, "speed", 1.0),
+                         capture_dir=getattr(args, "capture_dir", None),
+                         record_path=getattr(args, "record", None),
+                         record_now=bool(getattr(args, "record", None)))
+    try:
+        app = app_for_source(source, interval=args.interval, pipeline=pipeline,
+                             theme=getattr(args, "theme", None), options=options)
+    except UnknownTheme as e:
+        raise UsageError(str(e)) from None
+    app.run()
+    return getattr(app, "exit_code", None) or 0
+
+
+def nothing_live(source) -> bool:
+    """No GPU and no server found: what --or-demo checks before starting the screen."""
+    try:
+        from infertop.probes.server.discovery import discover_all
+        if discover_all():
+            return False
+    except Exception:
+        pass
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+        return False
+    except Exception:
+        return True

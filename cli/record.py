@@ -1,0 +1,20 @@
+"""``infertop record``: snapshots to JSON Lines, headless."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .errors import EXIT_OK
+from .sources import make_source
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    from infertop.probes.sources.recorder import run_record
+    source = make_source(args)
+    # demo and replay compute the next tick at once: record them as fast as they go
+    interval = args.interval if source.realtime else 0.0
+    ticks = run_record(source, args.output, duration=args.duration, interval=interval,
+                       max_bytes=args.max_bytes)
+    print(f"infertop: recorded {ticks} ticks to {args.output}", file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,40 @@
+"""``infertop snapshot --json``: sample a window, print one JSON object."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from infertop import __version__
+
+from .errors import EXIT_NO_SOURCE, EXIT_OK, UsageError
+from .sources import make_pipeline, make_source, sample_window, sources_status
+
+
+def snapshot_json(frame) -> dict[str, Any]:
+    layers = {name: {"readings": [r.to_dict() for r in readings]}
+              for name, readings in frame.layers().items()}
+    return {"time": frame.snapshot.time, "version": __version__,
+            "sources": sources_status(frame), "layers": layers,
+            "findings": [f.to_dict() for f in frame.findings]}
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    source = make_source(args)
+    pipeline = make_pipeline(args)
+    interval = args.interval
+    frame = asyncio.run(sample_window(source, pipeline, args.window, interval))
+    if frame is None:
+        raise UsageError("the source produced no snapshot (empty recording?)")
+    print(json.dumps(snapshot_json(frame), indent=1, allow_nan=False, default=str))
+    for name, st in sources_status(frame).items():
+        if st["status"] in ("error", "stale"):   # say it on stderr too: scripts see it
+            print(f"infertop: {name}: {st['reason']}", file=sys.stderr)
+    if not frame.sources_ok():
+        bad = "; ".join(f"{n}: {s['reason']}" for n, s in sources_status(frame).items())
+        print(f"infertop: no source could be read ({bad})", file=sys.stderr)
+        return EXIT_NO_SOURCE
+    return EXIT_OK

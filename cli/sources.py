@@ -1,0 +1,114 @@
+"""Turning flags into a SnapshotSource and a Pipeline, and sampling a window headless."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import time
+
+from .errors import UsageError
+
+
+def make_source(args: argparse.Namespace):
+    """live | demo:NAME | replay:FILE -> a SnapshotSource (raises UsageError)."""
+    spec = getattr(args, "source", "live") or "live"
+    speed = getattr(args, "speed", 1.0)
+    if spec.startswith("demo"):
+        from infertop.demo.source import DemoSource
+        from infertop.demo.scenario import ScenarioError
+        name = spec.split(":", 1)[1] if ":" in spec else None
+        try:
+            return DemoSource(name or None, speed=speed)
+        except ScenarioError as e:
+            raise UsageError(str(e)) from None
+    if spec.startswith("replay:"):
+        from infertop.probes.sources.replay import ReplaySource
+        from infertop.recording import RecordingError
+        try:
+            return ReplaySource(spec.split(":", 1)[1], speed=speed)
+        except RecordingError as e:
+            raise UsageError(str(e)) from None
+    if spec != "live":
+        raise UsageError(f"--source must be live, demo:NAME or replay:FILE, not {spec!r}")
+    return make_live_source(args)
+
+
+def make_live_source(args: argparse.Namespace):
+    from infertop.probes.sources.hub import Hub, deadline_for
+    from infertop.probes.server.process import ProcessProbe
+    from infertop.probes.server.metrics import ServerMetricsProbe
+
+    urls = list(args.url or [])
+    probes: list = []
+    if not args.no_gpu:
+        from infertop.probes.nvml.probe import NvmlProbe
+        probes.append(NvmlProbe())
+    probes.append(ProcessProbe(pid=args.pid, url=urls[0] if urls else None))
+    if not urls:
+        urls = discovered_urls(args.pid)
+    seen = set()
+    for u in urls:
+        probe = ServerMetricsProbe(u)
+        if probe.name in seen:
+            continue
+        seen.add(probe.name)
+        probes.append(probe)
+    disabled = {"nvml": "GPU readings off (--no-gpu)"} if args.no_gpu else {}
+    return Hub(probes, deadline=deadline_for(args.interval), label=", ".join(urls) or "local", disabled=disabled)
+
+
+def discovered_urls(pid: int | None) -> list[str]:
+    """With no --url: the listening port of a discovered server, if any."""
+    try:
+        from infertop.probes.server.discovery import discover_all, find_server
+        servers = [find_server(pid=pid)] if pid else discover_all()
+    except Exception:
+        return []
+    out = []
+    for s in servers:
+        if s is not None and s.port:
+            out.append(f"http://127.0.0.1:{s.port}")
+    return out
+
+
+def make_pipeline(args: argparse.Namespace):
+    from infertop.config import ConfigError, load_config
+    from infertop.pipeline import Pipeline
+    from infertop.rules.engine import Diagnoser
+    try:
+        cfg = load_config(getattr(args, "config", None))
+    except ConfigError as e:
+        raise UsageError(f"config: {e}") from None
+    # one window for the screen's quantiles and the rules' evidence, so they agree
+    return Pipeline(Diagnoser(cfg), window=cfg.diagnosis.window)
+
+
+async def sample_window(source, pipeline, window: float, interval: float):
+    """Tick the source across ``window`` seconds (at least two ticks); last Frame."""
+    ticks = max(2, int(math.ceil(window / interval)) + 1)
+    await source.start()
+    frame = None
+    try:
+        for i in range(ticks):
+            started = time.monotonic()
+            snap = await source.next()
+            if snap is None:
+                break
+            frame = pipeline.feed(snap, getattr(source, "epoch", None))
+            if source.realtime and i < ticks - 1:
+                await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+    finally:
+        await source.stop()
+    return frame
+
+
+def sources_status(frame) -> dict[str, dict[str, str]]:
+    out = {}
+    snap = frame.snapshot
+    for name, cap in snap.capabilities.items():
+        if not cap.available:
+            out[name] = {"status": "unavailable", "reason": cap.reason}
+    for name, s in snap.samples.items():
+        out[name] = {"status": s.status.value, "reason": s.reason}
+    return out

@@ -1,0 +1,184 @@
+"""A scenario SimFrame as the Samples the live probes would produce: "nvml" and "process".
+
+Same keys, labels and meta as the live NVML and process probes (keys.py), so every pane
+and rule reads a demo exactly as it reads a real machine.  The server's own Sample is made
+from exposition text (``scenario_expo``) through the same parser as live data.
+"""
+
+from __future__ import annotations
+
+from infertop.keys import SPECS
+from infertop.model import Kind, Reading, Sample, Status, make_labels
+from infertop.demo.scenario import THROTTLE_NAMES
+from infertop.demo.sim import SimFrame
+
+_GPU_KEYS = (
+    ("gpu.util_ratio", "util"), ("gpu.mem_util_ratio", "mem_util"),
+    ("gpu.mem_used_bytes", "mem_used"), ("gpu.mem_total_bytes", "mem_total"),
+    ("gpu.power_watts", "power"), ("gpu.power_limit_watts", "power_limit"),
+    ("gpu.temp_celsius", "temp"), ("gpu.sm_clock_hz", "sm_clock"),
+    ("gpu.sm_clock_max_hz", "sm_clock_max"), ("gpu.mem_clock_hz", "mem_clock"),
+    ("gpu.mem_clock_max_hz", "mem_clock_max"),
+    ("gpu.pcie_tx_bytes_per_second", "pcie_tx"), ("gpu.pcie_rx_bytes_per_second", "pcie_rx"),
+)
+_NVLINK_KEYS = (("gpu.nvlink_tx_bytes_per_second", "nvlink_tx"),
+                ("gpu.nvlink_rx_bytes_per_second", "nvlink_rx"))
+_GPM_KEYS = (("gpu.sm_active_ratio", "sm_active"), ("gpu.sm_occupancy_ratio", "occupancy"),
+             ("gpu.tensor_active_ratio", "tensor"), ("gpu.dram_bw_util_ratio", "dram"))
+GPU_LOST_REASON = "GPU lost (fell off the bus)"  # the live NVML probe's words
+# every per-GPU key, ERROR on a lost GPU (as the live probe does)
+LOST_KEYS = tuple(k for k, _ in _GPU_KEYS) + (
+    "gpu.throttle_reasons", "gpu.pcie_link_gen", "gpu.pcie_link_width",
+    "gpu.nvlink_tx_bytes_per_second", "gpu.nvlink_rx_bytes_per_second",
+    "gpu.nvlink_links_active", "gpu.ecc_uncorrected_total", "gpu.ecc_corrected_total",
+    "gpu.mig_enabled") + tuple(k for k, _ in _GPM_KEYS)
+
+
+def _r(key: str, value: float | None, labels, *, text: str | None = None,
+       status: Status = Status.OK, reason: str = "") -> Reading:
+    spec = SPECS[key]
+    if spec.kind is Kind.INFO and value is None and status is Status.OK:
+        value = 1.0
+    if value is not None and spec.kind is Kind.GAUGE:
+        value = _round(value)  # counters stay exact: rounding would quantize their rates
+    return Reading(key, value if status is Status.OK else None, spec.unit, labels, status,
+                   reason, spec.kind, text)
+
+
+def _round(v: float) -> float:
+    """Six significant digits: plenty for a screen, and recordings stay small."""
+    if v == 0 or v != v:
+        return float(v)
+    return float(f"{v:.6g}")
+
+
+def throttle_text(mask: int) -> str:
+    if not mask:
+        return "none"
+    return ",".join(n for i, n in enumerate(THROTTLE_NAMES) if mask & (1 << i))
+
+
+def gpu_uuid(i: int) -> str:
+    return f"GPU-5ce0a0de-0000-4000-8000-{i:012x}"
+
+
+def nvml_sample(frame: SimFrame) -> Sample:
+    s = frame.setup
+    readings: list[Reading] = []
+    gpus_meta = []
+    nvlink_why = f"no NVLink on {s['gpu_name']} here (PCIe only)"
+    for g in frame.gpus:
+        lab = make_labels(gpu=g.index)
+        uuid = gpu_uuid(g.index)
+        bus = f"00000000:{0x18 + 0x10 * g.index:02X}:00.0"
+        info = make_labels(gpu=g.index, uuid=uuid, pci_bus_id=bus)
+        gpus_meta.append({"index": g.index, "name": s["gpu_name"], "uuid": uuid})
+        xid = [_r("gpu.xid_total", float(g.xid_total), lab)]
+        if g.xid_total:
+            xid.append(_r("gpu.xid_last", float(g.xid_last), lab))
+        else:
+            xid.append(_r("gpu.xid_last", None, lab, status=Status.NODATA,
+                          reason="no Xid error seen since infertop started"))
+        if g.lost:
+            readings.append(_r("gpu.info", None, info, text=s["gpu_name"], status=Status.ERROR,
+                               reason=GPU_LOST_REASON))
+            readings.append(_r("gpu.lost", 1.0, lab))
+            for key in LOST_KEYS:
+                readings.append(_r(key, None, lab, status=Status.ERROR, reason=GPU_LOST_REASON))
+            readings += xid
+            continue
+        readings.append(_r("gpu.info", 1.0, info, text=s["gpu_name"]))
+        readings.append(_r("gpu.lost", 0.0, lab))
+        v = g.values
+        for key, name in _GPU_KEYS:
+            readings.append(_r(key, v[name], lab))
+        readings.append(_r("gpu.throttle_reasons", float(g.throttle), lab,
+                           text=throttle_text(g.throttle)))
+        readings.append(_r("gpu.pcie_link_gen", float(s["pcie_gen"]), lab))
+        readings.append(_r("gpu.pcie_link_width", float(s["pcie_width"]), lab))
+        if s["nvlink"]:
+            readings.append(_r("gpu.nvlink_links_active", 18.0, lab))
+            for key, name in _NVLINK_KEYS:
+                readings.append(_r(key, v[name], lab))
+        else:
+            for key in ("gpu.nvlink_links_active",) + tuple(k for k, _ in _NVLINK_KEYS):
+                readings.append(_r(key, None, lab, status=Status.UNSUPPORTED, reason=nvlink_why))
+        readings.append(_r("gpu.ecc_uncorrected_total", float(g.ecc_uncorrected), lab))
+        readings.append(_r("gpu.ecc_corrected_total", 0.0, lab))
+        readings.append(_r("gpu.mig_enabled", 0.0, lab))
+        if s["gpm"]:
+            for key, name in _GPM_KEYS:
+                readings.append(_r(key, v[name], lab))
+        else:
+            for key, _ in _GPM_KEYS:
+                readings.append(_r(key, None, lab, status=Status.UNSUPPORTED,
+                                   reason=f"GPM not supported on {s['gpu_name']} "
+                                          "(needs Hopper or newer)"))
+        readings += xid
+        for pid, mem, sm in g.procs:
+            pl = make_labels(gpu=g.index, pid=pid)
+            readings.append(_r("process.gpu_mem_bytes", mem, pl))
+            readings.append(_r("process.gpu_sm_ratio", max(0.0, min(1.0, sm)), pl))
+    live = [g for g in frame.gpus if not g.lost]
+    half = max(1, len(frame.gpus) // 2)
+    for i, a in enumerate(live):
+        for b in live[i + 1:]:
+            path = "NVLINK" if s["nvlink"] else (
+                "PHB" if a.index // half == b.index // half else "SYS")
+            for x, y in ((a, b), (b, a)):
+                readings.append(_r("gpu.topology", 1.0, make_labels(gpu=x.index, peer=y.index),
+                                   text=path))
+    meta = {"gpus": gpus_meta, "driver": "580.95.05",
+            "gpm": [g.index for g in live if s["gpm"]],
+            "xid": [g.index for g in live], "demo": True}
+    return Sample("nvml", frame.time, tuple(readings), Status.OK, "", meta)
+
+
+def process_sample(frame: SimFrame, settings: dict[str, str] | None = None) -> Sample:
+    """The server's process tree; ``settings`` are the entry point's command-line settings
+    (the probes' discovery parses them, exactly as for a live server)."""
+    readings: list[Reading] = []
+    h = frame.host
+    readings.append(_r("host.cpu_ratio", h["cpu_ratio"], ()))
+    readings.append(_r("host.cpu_count", h["cpu_count"], ()))
+    readings.append(_r("host.load1", h["load1"], ()))
+    readings.append(_r("host.mem_used_bytes", h["mem_used"], ()))
+    readings.append(_r("host.mem_total_bytes", h["mem_total"], ()))
+    for p in frame.procs:
+        base = make_labels(pid=p.pid, name=p.name)
+        readings.append(_r("process.info", 1.0, make_labels(
+            pid=p.pid, ppid=p.ppid, name=p.name, role=p.role, kind=frame.kind),
+            text=" ".join(p.argv)))
+        readings.append(_r("process.cpu_ratio", p.cpu, base))
+        readings.append(_r("process.rss_bytes", p.rss, base))
+        # like psutil: a process busy more than half the time is mostly seen running
+        readings.append(_r("process.state", 1.0, base,
+                           text="running" if p.cpu >= 0.5 else "sleeping"))
+        readings.append(_r("process.threads", float(p.threads), base))
+        readings.append(_r("process.ctx_switches_total", p.ctx_voluntary,
+                           make_labels(base, type="voluntary")))
+        readings.append(_r("process.ctx_switches_total", p.ctx_involuntary,
+                           make_labels(base, type="involuntary")))
+        for t in p.top_threads:
+            readings.append(_r("thread.cpu_ratio", t.cpu,
+                               make_labels(pid=p.pid, tid=t.tid, name=t.name)))
+    for name, value in (settings or {}).items():
+        readings.append(_r("server.setting", 1.0, make_labels(name=name), text=value))
+    meta: dict = {"in_container": False}
+    root = entry_process(frame)
+    if root is not None:
+        meta.update(server={"pid": root.pid, "kind": frame.kind, "name": root.name,
+                            "reason": "demo scenario", "port": DEFAULT_PORTS[frame.kind]},
+                    tree=[p.pid for p in frame.procs])
+        return Sample("process", frame.time, tuple(readings), Status.OK, "", meta)
+    why = "server pid exited (the server is down)"
+    meta.update(server=None, tree=[], reason=why)
+    return Sample("process", frame.time, tuple(readings), Status.OK, why, meta)
+
+
+DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "tgi": 3000, "llamacpp": 8080}
+
+
+def entry_process(frame: SimFrame):
+    """The server's root process (None while it is down)."""
+    return next((p for p in frame.procs if p.ppid == 1), None)

@@ -1,0 +1,1 @@
+"""Demo scenarios shipped as TOML data files (see infertop.demo.scenario)."""

@@ -1,0 +1,243 @@
+"""A fake inference server for workshops: a scenario's /metrics over real HTTP.
+
+``infertop demo-server [NAME]`` serves what the scenario's server would serve: /metrics in
+its dialect (vLLM by default), /health and /v1/models, so ``infertop --url``, Prometheus or
+any other tool attaches exactly as to a real server.  The scenario advances with wall time
+(``speed`` ticks per second); while a scenario's server is down (the restart scenario) the
+port is really closed, so scrapers see "connection refused", then it comes back.
+
+Plain asyncio streams, stdlib only: every scrape reads the latest rendered text (an
+immutable bytes object swapped once per tick), so concurrent scrapes need no lock.
+Binds to 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Callable
+
+from infertop.demo.exposition import render
+from infertop.demo.sim import SimFrame
+
+from infertop.probes.base import stop_on_signals
+from infertop.demo.source import DemoSource
+
+HEAD_TIMEOUT = 10.0
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class DemoServerError(RuntimeError):
+    """The server could not start (port in use, bad address); one line for a person."""
+
+
+class DemoServer:
+    def __init__(self, name: str | None = None, *, host: str = "127.0.0.1", port: int = 8000,
+                 dialect: str | None = None, speed: float = 1.0, seed: int | None = None,
+                 start_time: float | None = None, autoplay: bool = True,
+                 log: Callable[[str], None] | None = None) -> None:
+        self.source = DemoSource(name, speed=speed, seed=seed, dialect=dialect,
+                                 start_time=start_time, loop=True)
+        self.host = host
+        self.port = port
+        self.fixed_dialect = dialect
+        self.speed = speed
+        self.autoplay = autoplay
+        self.log = log or (lambda msg: None)
+        self.frame: SimFrame | None = None
+        self.scrapes = 0
+        self._body = b""
+        self._server: asyncio.AbstractServer | None = None
+        self._task: asyncio.Task | None = None
+        self._ticked = asyncio.Event()
+
+    @property
+    def dialect(self) -> str:
+        return self.fixed_dialect or self.source.server_kind
+
+    @property
+    def down(self) -> bool:
+        return self.frame is not None and self.frame.down
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    # ---- the scenario's clock ---------------------------------------------------------
+    def advance(self) -> SimFrame | None:
+        """One tick of the scenario; the next scrape sees it."""
+        frame = self.source.step_frame()
+        if frame is None:
+            return None
+        self.frame = frame
+        if not frame.down:
+            self._body = render(frame, self.dialect).encode("utf-8")
+        return frame
+
+    async def tick(self) -> SimFrame | None:
+        """``advance`` and open or close the port to match the server being up or down."""
+        frame = self.advance()
+        await self._sync_listening()
+        self._ticked.set()
+        return frame
+
+    async def next_tick(self) -> SimFrame | None:
+        """Wait until the clock advances once (for callers that follow the server)."""
+        self._ticked.clear()
+        await self._ticked.wait()
+        return self.frame
+
+    async def _play(self) -> None:
+        loop = asyncio.get_running_loop()
+        due = loop.time()
+        interval = 1.0 / self.speed
+        while True:
+            due += interval
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            if loop.time() - due > 5 * interval:
+                due = loop.time()  # the machine slept: carry on from now
+            await self.tick()
+
+    # ---- listening ------------------------------------------------------------------------
+    async def start(self) -> None:
+        self.advance()
+        await self._sync_listening()
+        if self.autoplay:
+            self._task = asyncio.create_task(self._play())
+
+    async def _sync_listening(self) -> None:
+        if self.down and self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+            self.log(f"{self.source.scenario.name}: server down (port {self.port} closed)")
+        elif not self.down and self._server is None:
+            await self._listen()
+
+    async def _listen(self) -> None:
+        try:
+            self._server = await asyncio.start_server(self._handle, self.host, self.port,
+                                                      reuse_address=True)
+        except OSError as e:
+            raise DemoServerError(f"cannot listen on {self.host}:{self.port}: "
+                                  f"{e.strerror or e}") from None
+        if self.port == 0:
+            self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+
+    # ---- HTTP ---------------------------------------------------------------------------
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            try:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT)
+            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                    asyncio.TimeoutError, ConnectionError):
+                return
+            parts = head.split(b"\r\n", 1)[0].decode("latin-1").split()
+            if len(parts) < 3 or not parts[2].startswith("HTTP/"):
+                writer.write(_response(400, b"bad request\n", "text/plain"))
+                return
+            method, path = parts[0], parts[1].split("?", 1)[0]
+            status, body, ctype, extra = self._route(method, path)
+            writer.write(_response(status, b"" if method == "HEAD" else body, ctype, extra,
+                                   length=len(body)))
+            await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+            try:
+                await writer.wait_closed()
+            except (ConnectionError, OSError):
+                pass
+
+    def _route(self, method: str, path: str) -> tuple[int, bytes, str, dict[str, str]]:
+        if method not in ("GET", "HEAD"):
+            return 405, b'{"detail":"Method Not Allowed"}', "application/json", {}
+        extra: dict[str, str] = {}
+        frame = self.frame
+        if frame is not None and self.dialect == "llamacpp":
+            extra["Process-Start-Time-Unix"] = str(int(frame.start_time))
+        if path == "/metrics":
+            self.scrapes += 1
+            return 200, self._body, CONTENT_TYPE, extra
+        if path == "/health":
+            body = b'{"status":"ok"}' if self.dialect == "llamacpp" else b""
+            return 200, body, "application/json", extra
+        if path in ("/v1/models", "/models"):
+            return 200, self._models(), "application/json", extra
+        if path == "/":
+            sc = self.source.scenario
+            text = (f"infertop demo server: scenario {sc.name} ({sc.title}), dialect "
+                    f"{self.dialect}. Endpoints: /metrics /health /v1/models\n")
+            return 200, text.encode(), "text/plain; charset=utf-8", extra
+        return 404, b'{"detail":"Not Found"}', "application/json", extra
+
+    def _models(self) -> bytes:
+        s = self.source.scenario.setup
+        created = int(self.frame.start_time) if self.frame else 0
+        model = {"id": s["model"], "object": "model", "created": created,
+                 "owned_by": self.dialect, "root": s["model"], "parent": None,
+                 "max_model_len": s["max_model_len"]}
+        return json.dumps({"object": "list", "data": [model]}).encode()
+
+
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+
+
+def _response(status: int, body: bytes, ctype: str, extra: dict[str, str] | None = None,
+              length: int | None = None) -> bytes:
+    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'OK')}",
+             f"Content-Type: {ctype}",
+             f"Content-Length: {len(body) if length is None else length}",
+             "Connection: close", "Server: infertop-demo"]
+    lines += [f"{k}: {v}" for k, v in (extra or {}).items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def serve(name: str | None = None, host: str = "127.0.0.1", port: int = 8000,
+          dialect: str | None = None, speed: float = 1.0, *, seed: int | None = None,
+          log: Callable[[str], None] | None = None) -> int:
+    """``infertop demo-server``: serve until Ctrl-C or SIGTERM; returns the exit code.
+
+    Raises DemoServerError (port in use...) and ScenarioError (unknown scenario) with one
+    line each, for the CLI to print with exit code 2.
+    """
+    say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+
+    async def main() -> int:
+        server = DemoServer(name, host=host, port=port, dialect=dialect, speed=speed,
+                            seed=seed, log=say)
+        stop = stop_on_signals()
+        await server.start()
+        sc = server.source.scenario
+        which = "tour of all scenarios" if server.source.tour else f"scenario {sc.name}"
+        say(f"infertop demo server: {which}, {server.dialect} dialect, "
+            f"{server.url}/metrics (Ctrl-C to stop)")
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            say(f"note: listening on {host}, reachable from other machines")
+        try:
+            await stop.wait()
+        finally:
+            await server.stop()
+        say("infertop demo server: stopped")
+        return 0
+
+    try:
+        return asyncio.run(main())
+    except KeyboardInterrupt:
+        return 0

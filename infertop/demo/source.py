@@ -1,0 +1,249 @@
+"""The demo source: a scenario played as if a real server were there.
+
+One ``ScenarioRun`` per scenario gives a SimFrame per tick; from it come the three Samples a
+live session has: "nvml", "process" and "server:<instance>".  The server Sample is made the
+live way: the SimFrame is rendered as /metrics text in the scenario's dialect and parsed by
+the same dialect mapper as a real scrape, so the demo exercises the real parser.
+
+Time is virtual (one tick = one second of the scenario) and never goes backwards, even
+across a restart or a switch; ``epoch`` counts those, so the app knows to start a fresh
+History (counters of a new simulated server begin at zero).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from infertop.keys import SPECS
+from infertop.model import Capability, Reading, Sample, Snapshot, Status, make_labels
+from infertop.demo.scenario import Scenario, ScenarioError, list_scenarios, load_scenario
+from infertop.demo.exposition import render
+from infertop.demo.readings import entry_process, nvml_sample, process_sample
+from infertop.demo.sim import DEMO_EPOCH, SimFrame, ScenarioRun
+
+from infertop.probes.server.metrics import refused_message
+from infertop.probes.sources.source import SnapshotSource
+
+
+@dataclass(frozen=True)
+class PhaseInfo:
+    """What the banner shows: where the scenario is and what to look at."""
+
+    name: str
+    narration: str
+    layer: str
+    remedy: str
+    started_at: float   # virtual unix time the phase began
+    index: int          # 0-based
+    count: int          # phases in the scenario
+    scenario: str
+    title: str
+
+
+class DemoSource(SnapshotSource):
+    kind = "demo"
+    tick_seconds = 1.0
+
+    def __init__(self, name: str | None = None, *, speed: float = 1.0, loop: bool = True,
+                 seed: int | None = None, dialect: str | None = None,
+                 start_time: float | None = None, instance: str = "demo") -> None:
+        if speed <= 0:
+            raise ValueError("speed must be > 0")
+        self.speed = float(speed)
+        self.loop = loop
+        self.seed = seed
+        self.dialect = dialect
+        self.instance = instance
+        self.tour = name is None
+        # n/p in the screen move through the whole catalogue, starting at the named one
+        # (a scenario file of the instructor's own comes first, then the shipped ones)
+        self.names = list_scenarios()
+        if not self.tour and name not in self.names:
+            self.names.insert(0, name)
+        if not self.names:
+            raise ScenarioError("no scenarios are installed")
+        self._index = 0 if self.tour else self.names.index(name)
+        self._clock = DEMO_EPOCH if start_time is None else float(start_time)
+        self._tick = 0
+        self.epoch = 0
+        self._ended = False
+        self._settings_cache: dict[tuple, dict[str, str]] = {}
+        self._last_meta: dict[str, Any] = {}
+        self._run = self._new_run(self.names[self._index])
+
+    # ---- scenario control --------------------------------------------------------------
+    def _new_run(self, name: str) -> ScenarioRun:
+        sc = load_scenario(name)
+        return ScenarioRun(sc, seed=self.seed, start_time=self._clock, dialect=self.dialect,
+                           loop=self.loop and not self.tour)
+
+    @property
+    def scenario(self) -> Scenario:
+        return self._run.scenario
+
+    @property
+    def run(self) -> ScenarioRun:
+        return self._run
+
+    @property
+    def label(self) -> str:  # type: ignore[override]
+        prefix = "tour: " if self.tour else ""
+        return f"{prefix}{self.scenario.name} ({self.server_kind})"
+
+    @property
+    def server_kind(self) -> str:
+        return self._run.kind
+
+    @property
+    def phase(self) -> PhaseInfo:
+        run, sc = self._run, self._run.scenario
+        p = run.phase
+        started = run.start_time + run.loop * sc.duration + p.start
+        return PhaseInfo(p.name, p.narration, sc.layer.value, sc.remedy, started, p.index,
+                         len(sc.phases), sc.name, sc.title)
+
+    def switch(self, name: str) -> None:
+        """Play another scenario from its start (a new simulated server)."""
+        if name not in self.names:
+            load_scenario(name)  # raises ScenarioError with the known names
+            self.names.append(name)
+        self._index = self.names.index(name)
+        self._restart_run()
+
+    def next_scenario(self) -> None:
+        self._index = (self._index + 1) % len(self.names)
+        self._restart_run()
+
+    def prev_scenario(self) -> None:
+        self._index = (self._index - 1) % len(self.names)
+        self._restart_run()
+
+    def restart(self) -> None:
+        self._restart_run()
+
+    def _restart_run(self) -> None:
+        self._run = self._new_run(self.names[self._index])
+        self.epoch += 1
+        self._ended = False
+
+    @property
+    def wall_interval(self) -> float:
+        return self.tick_seconds / self.speed
+
+    @property
+    def realtime(self) -> bool:
+        return False
+
+    # ---- SnapshotSource -----------------------------------------------------------------
+    async def start(self) -> dict[str, Capability]:
+        return self.capabilities()
+
+    def capabilities(self) -> dict[str, Capability]:
+        s = self.scenario.setup
+        feats = {"xid"}
+        if s["gpm"]:
+            feats.add("gpm")
+        if s["nvlink"]:
+            feats.add("nvlink")
+        src = self.server_source
+        return {"nvml": Capability("nvml", True, "", frozenset(feats)),
+                "process": Capability("process", True),
+                src: Capability(src, True, "", frozenset({self.server_kind}))}
+
+    @property
+    def server_source(self) -> str:
+        return f"server:{self.instance}"
+
+    async def next(self) -> Snapshot | None:
+        return self.next_sync()
+
+    def next_sync(self) -> Snapshot | None:
+        """The next tick, computed at once (headless commands and tests call this)."""
+        frame = self.step_frame()
+        return None if frame is None else self.snapshot_of(frame)
+
+    def step_frame(self) -> SimFrame | None:
+        """Advance one tick: the scenario's next SimFrame (the tour moves on at an end)."""
+        if self._ended:
+            return None
+        frame = self._run.step()
+        if frame is None:
+            if not self.tour or (self._index == len(self.names) - 1 and not self.loop):
+                self._ended = True
+                return None
+            self.next_scenario()
+            frame = self._run.step()
+            if frame is None:
+                self._ended = True
+                return None
+        self._clock = frame.time
+        self._tick += 1
+        return frame
+
+    def snapshot_of(self, frame: SimFrame) -> Snapshot:
+        samples = {"nvml": nvml_sample(frame),
+                   "process": process_sample(frame, self._settings(frame)),
+                   self.server_source: self.server_sample(frame)}
+        return Snapshot(time=frame.time, samples=samples, tick=self._tick,
+                        capabilities=self.capabilities())
+
+    def server_sample(self, frame: SimFrame) -> Sample:
+        src = self.server_source
+        url = f"demo://{self.scenario.name}/metrics"
+        if frame.down:
+            return Sample(src, frame.time, (), Status.ERROR, refused_message(url),
+                          dict(self._last_meta))
+        text = render(frame, self.dialect or frame.kind)
+        return sample_from_exposition(src, frame, text, self.instance, url=url,
+                                      remember=self._last_meta)
+
+    def _settings(self, frame: SimFrame) -> dict[str, str]:
+        root = entry_process(frame)
+        if root is None:
+            return {}
+        key = (frame.kind, tuple(root.argv))
+        got = self._settings_cache.get(key)
+        if got is None:
+            from infertop.probes.server.discovery import server_settings
+            got = server_settings(frame.kind, root.argv)
+            if len(self._settings_cache) > 64:
+                self._settings_cache.clear()
+            self._settings_cache[key] = got
+        return got
+
+    async def stop(self) -> None:
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        sc = self.scenario
+        s = sc.setup
+        return {"source": "demo", "label": self.label, "scenario": sc.name,
+                "tour": self.tour, "seed": self._run.seed, "speed": self.speed,
+                "server": {"kind": self.server_kind, "model": s["model"]},
+                "gpus": [{"index": i, "name": s["gpu_name"]} for i in range(s["gpus"])],
+                "capabilities": {n: c.to_dict() for n, c in self.capabilities().items()}}
+
+
+def sample_from_exposition(source: str, frame: SimFrame, text: str, instance: str, *, url: str,
+                           remember: dict[str, Any] | None = None) -> Sample:
+    """Parse demo exposition text with the live dialect mapper into the server Sample."""
+    from infertop.dialects import readings_from_exposition
+
+    expo = readings_from_exposition(text, instance)
+    readings = list(expo.readings)
+    if expo.dialect == "llamacpp" and \
+            not any(r.key == "server.process_start_seconds" for r in readings):
+        # llama.cpp sends its start time as a response header, as the live probe reads it
+        readings.append(Reading("server.process_start_seconds", float(int(frame.start_time)),
+                                SPECS["server.process_start_seconds"].unit,
+                                make_labels(instance=instance)))
+    meta = dict(expo.meta or {})
+    meta.setdefault("dialect", expo.dialect)
+    meta.setdefault("model", frame.model)
+    meta.update(url=url, scrape_bytes=len(text.encode("utf-8")),
+                engines=[str(e.index) for e in frame.engines])
+    if remember is not None:
+        remember.clear()
+        remember.update(meta)
+    return Sample(source, frame.time, tuple(readings), Status.OK, "", meta)

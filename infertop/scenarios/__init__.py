@@ -1,1 +1,0 @@
-"""Demo scenarios shipped as TOML data files (see infertop.scenario)."""

@@ -1,0 +1,508 @@
+"""Find the inference server among the host's processes.
+
+Three ways, in order: ``--pid`` (the user knows best), the owner of the TCP port in
+``--url``, then names and command lines.  The naming rules are pure functions
+(``classify``, ``server_settings``, ``group_servers``) so they are tested as tables against
+real process names (``server_settings`` and its per-server flag tables live in
+server_settings.py and are re-exported here); only ``snapshot_processes``/``discover_all``/``find_server`` touch
+psutil, imported lazily (the core must stay importable without it).
+
+What real servers look like (tests/fixtures/processes/*.txt):
+- vLLM: the API server is ``python -m vllm.entrypoints.openai.api_server ...`` or
+  ``vllm serve MODEL``; its children rename themselves with setproctitle to
+  ``VLLM::EngineCore[_DPn]`` / ``VLLM::Worker[_DPn][_PPn][_TPn]...`` / ``VLLM::APIServer_n``
+  / ``VLLM::DPCoordinator`` (prefix from VLLM_PROCESS_NAME_PREFIX).  psutil ``name()``
+  shows the title, ``/proc/PID/comm`` cuts it to 15 chars (``VLLM::EngineCor``), and
+  ``cmdline()`` is the title padded with spaces.
+- SGLang: ``python -m sglang.launch_server`` with ``sglang::scheduler[_DPn_TPn]`` and
+  ``sglang::detokenizer`` children.
+- TGI: ``text-generation-launcher`` -> ``text-generation-router`` + ``text-generation-server``
+  shards.  llama.cpp: one ``llama-server`` process.  Triton: ``tritonserver``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+from urllib.parse import urlsplit
+
+# server_settings is re-exported (process.py, demo.py and the tests import it from here);
+# parse_flags and _pick also read the port flag in port_from_cmdline below.
+from infertop.probes.server.settings import _pick, parse_flags, server_settings
+
+SERVER_KINDS = ("vllm", "sglang", "tgi", "llamacpp", "triton", "trtllm")
+ROLES = ("api_server", "engine_core", "worker", "scheduler", "detokenizer", "router",
+         "shard", "launcher", "server", "helper")
+# Roles that are a server's entry point; anything else is a child whose root is above it.
+ROOT_ROLES = ("api_server", "launcher", "server")
+LOOKED_FOR = "vLLM, SGLang, TGI, llama.cpp, Triton processes; --pid; owner of --url port"
+
+# Ports a server listens on when its command line does not say (documented defaults).
+DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "tgi": 3000, "llamacpp": 8080,
+                 "triton": 8000, "trtllm": 8000}
+
+
+@dataclass
+class ServerProcess:
+    """The root process of one inference server."""
+
+    pid: int
+    kind: str      # vllm|sglang|tgi|llamacpp|triton|trtllm|python|unknown
+    name: str
+    cmdline: list[str]
+    port: int | None
+    reason: str    # how it was found, shown in the header
+    members: list[int] = field(default_factory=list)  # tree pids seen when found
+
+    def to_meta(self) -> dict[str, object]:
+        return {"pid": self.pid, "kind": self.kind, "name": self.name, "reason": self.reason,
+                "port": self.port}
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    """What discovery needs from one process (a psutil row, or a line of a fixture)."""
+
+    pid: int
+    ppid: int
+    name: str
+    cmdline: tuple[str, ...]
+    create_time: float = 0.0
+
+
+# ---- command-line anatomy ----------------------------------------------------------------
+
+_PYTHON_RE = re.compile(r"^(python|pypy)(\d+(\.\d+)*)?[dmu]*(\.exe)?$")
+# python options that consume the next argument
+_PY_OPTS_WITH_ARG = {"-W", "-X", "-Q", "--check-hash-based-pycs"}
+
+
+def clean_cmdline(cmdline: Iterable[str] | None) -> list[str]:
+    """Drop setproctitle's space padding and empty arguments."""
+    out = []
+    for a in cmdline or ():
+        a = a.rstrip(" \x00")
+        if a:
+            out.append(a)
+    return out
+
+
+def split_program(cmdline: Iterable[str] | None) -> tuple[str, str, list[str]]:
+    """What a command line runs: (how, program, args).
+
+    how is "module" (python -m X), "code" (python -c ...), "script" (python path/X: program
+    is the basename) or "exe" (basename of argv[0]).  Looking at the program position, not at
+    every word, is what keeps ``grep vllm serve`` or ``bash -c 'vllm serve'`` from looking
+    like a server.
+    """
+    argv = clean_cmdline(cmdline)
+    if not argv:
+        return "exe", "", []
+    exe = os.path.basename(argv[0])
+    if not _PYTHON_RE.match(exe):
+        return "exe", exe, argv[1:]
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        if a == "-m" and i + 1 < len(argv):
+            return "module", argv[i + 1], argv[i + 2:]
+        if a.startswith("-m") and len(a) > 2 and not a.startswith("--"):
+            return "module", a[2:], argv[i + 1:]
+        if a == "-c" and i + 1 < len(argv):
+            return "code", argv[i + 1], argv[i + 2:]
+        if a in _PY_OPTS_WITH_ARG:
+            i += 2
+            continue
+        if a == "-" or not a.startswith("-"):
+            return "script", os.path.basename(a), argv[i + 1:]
+        i += 1
+    return "exe", exe, []
+
+
+def _title_of(name: str, cmdline: list[str]) -> str:
+    """A setproctitle title ('VLLM::Worker_TP0') from name() or argv[0], else ''."""
+    for cand in (cmdline[0] if cmdline else "", name or ""):
+        if "::" in cand and " " not in cand.strip() and "/" not in cand:
+            return cand.strip()
+    return ""
+
+
+def _classify_title(title: str) -> tuple[str, str] | None:
+    prefix, _, rest = title.partition("::")
+    cut = len(title) == 15  # /proc comm: the title may be cut short
+
+    def is_(word: str) -> bool:
+        return rest.startswith(word) or (cut and len(rest) >= 3 and word.startswith(rest))
+
+    if prefix.lower() == "sglang":
+        if is_("scheduler") or is_("semi_pd_scheduler"):
+            return "sglang", "scheduler"
+        if is_("detokenizer"):
+            return "sglang", "detokenizer"
+        if is_("data_parallel_controller"):
+            return "sglang", "router"
+        if is_("gpu_worker"):
+            return "sglang", "worker"
+        return "sglang", "helper"
+    # vLLM's prefix is configurable (VLLM_PROCESS_NAME_PREFIX, default "VLLM"); the names
+    # after '::' are vLLM's own.  comm cuts 'VLLM::EngineCore' to 'VLLM::EngineCor'.
+    if is_("EngineCore"):
+        return "vllm", "engine_core"
+    if is_("Worker"):
+        return "vllm", "worker"
+    if is_("APIServer"):
+        return "vllm", "api_server"
+    if prefix.upper() == "VLLM":
+        return "vllm", "helper"  # DPCoordinator and future helpers
+    return None
+
+
+_HELPER_CODE = ("multiprocessing.resource_tracker", "multiprocessing.spawn",
+                "multiprocessing.forkserver", "multiprocessing.popen")
+
+
+def classify(name: str, cmdline: Iterable[str] | None) -> tuple[str, str]:
+    """(kind, role) of one process from its name and command line.
+
+    kind: vllm|sglang|tgi|llamacpp|triton|trtllm for a server's process, "python" for any
+    other Python process, "unknown" otherwise.  role: one of ROLES, or "" when the process
+    is not recognisably part of a server.  infertop itself is never a server.
+    """
+    argv = clean_cmdline(cmdline)
+    title = _title_of(name, argv)
+    if title:
+        hit = _classify_title(title)
+        if hit:
+            return hit
+    how, prog, args = split_program(argv)
+    if not argv:
+        prog = name or ""
+        how = "exe"
+    first = args[0] if args else ""
+    if how == "module":
+        if prog.startswith("infertop"):
+            return "unknown", ""
+        if prog.startswith("vllm.entrypoints"):
+            return ("vllm", "api_server") if "cli" not in prog or first == "serve" else \
+                ("vllm", "")
+        if prog in ("sglang.launch_server", "sglang.srt.server") or \
+                (prog in ("sglang", "sglang.cli.main") and first == "serve"):
+            return "sglang", "api_server"
+        if prog.startswith("sglang_router"):
+            return "sglang", "router"
+        if prog.startswith("llama_cpp.server"):
+            return "llamacpp", "server"
+        if prog.startswith("text_generation_server"):
+            return "tgi", "shard"
+        if prog.startswith("torch._inductor.compile_worker") or prog in _HELPER_CODE:
+            return "python", "helper"
+        return "python", ""
+    if how == "code":
+        code = " ".join([prog, *args])
+        if any(h in code for h in _HELPER_CODE) or "compile_worker" in code:
+            return "python", "helper"
+        return "python", ""
+    if prog.startswith("infertop"):
+        return "unknown", ""
+    if prog == "vllm":
+        return ("vllm", "api_server") if first == "serve" else ("unknown", "")
+    if prog == "sglang":
+        return ("sglang", "api_server") if first == "serve" else ("unknown", "")
+    if prog == "text-generation-launcher":
+        return "tgi", "launcher"
+    if prog == "text-generation-router":
+        return "tgi", "router"
+    if prog == "text-generation-server":
+        return "tgi", "shard"
+    if prog in ("llama-server", "llama-server.exe"):
+        return "llamacpp", "server"
+    if prog == "tritonserver":
+        return "triton", "server"
+    if prog == "trtllm-serve":
+        return "trtllm", "api_server"
+    if how == "script":
+        # torch's compile workers run .../torch/_inductor/compile_worker/__main__.py
+        if any("compile_worker" in a for a in argv[:3]):
+            return "python", "helper"
+        return "python", ""
+    if _PYTHON_RE.match(prog or ""):
+        return "python", ""
+    return "unknown", ""
+
+
+# ---- grouping processes into servers -----------------------------------------------------
+
+def group_servers(procs: Iterable[ProcInfo], *,
+                  self_pids: Iterable[int] = ()) -> list[ServerProcess]:
+    """Group server processes under their roots, oldest server first.
+
+    The root is the topmost ancestor of the same kind (vLLM's Worker -> EngineCore -> API
+    server).  When that topmost process is only a child role (an EngineCore whose parent is
+    an ordinary Python script that embeds the engine), the Python parent is taken as the
+    root: it is the process hosting the engine client.
+    """
+    table = {p.pid: p for p in procs}
+    skip = set(self_pids)
+    kinds = {pid: classify(p.name, p.cmdline) for pid, p in table.items()}
+    roots: dict[int, tuple[str, list[int]]] = {}
+    for pid, (kind, role) in kinds.items():
+        if kind not in SERVER_KINDS or not role or pid in skip:
+            continue
+        cur = pid
+        seen = {cur}
+        while True:
+            parent = table.get(table[cur].ppid)
+            if parent is None or parent.pid in seen or parent.pid in skip or parent.pid <= 1:
+                break
+            pk, prole = kinds[parent.pid]
+            if pk == kind and prole:
+                cur = parent.pid
+                seen.add(cur)
+                continue
+            if pk == "python" and prole == "" and kinds[cur][1] not in ROOT_ROLES:
+                cur = parent.pid  # a Python program embedding the engine
+            break
+        entry = roots.setdefault(cur, (kind, []))
+        entry[1].append(pid)
+    out = []
+    for root, (kind, members) in roots.items():
+        p = table[root]
+        argv = clean_cmdline(p.cmdline)
+        out.append((p.create_time, root, ServerProcess(
+            pid=root, kind=kind, name=p.name, cmdline=argv, port=port_from_cmdline(kind, argv),
+            reason=f"found by name: {kind} {kinds[root][1] or 'host process'}",
+            members=sorted(set(members) | {root}))))
+    out.sort(key=lambda t: (t[0], t[1]))
+    return [s for _, _, s in out]
+
+
+def root_of(pid: int, procs: Iterable[ProcInfo]) -> tuple[int, str]:
+    """(root pid, kind) for any process: its server root if it belongs to one, else itself."""
+    table = {p.pid: p for p in procs}
+    for s in group_servers(table.values()):
+        if pid in s.members:
+            return s.pid, s.kind
+    p = table.get(pid)
+    return pid, (classify(p.name, p.cmdline)[0] if p else "unknown")
+
+
+# ---- ports and hosts from the command line and the URL -----------------------------------
+
+def port_from_cmdline(kind: str, cmdline: Iterable[str] | None) -> int | None:
+    """The HTTP port a server was told to use, or None when the command line is silent."""
+    _, _, args = split_program(cmdline)
+    flag = ("--http-port",) if kind == "triton" else ("--port", "-p") if kind == "tgi" \
+        else ("--port",)
+    found = parse_flags(args, flag)
+    v = _pick(found, *flag)
+    try:
+        return int(v) if v is not None else None
+    except ValueError:
+        return None
+
+
+def port_from_url(url: str) -> int | None:
+    """The TCP port a URL points at (scheme default when it has none)."""
+    if "://" not in url:
+        url = "http://" + url
+    try:
+        parts = urlsplit(url)
+        return parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:
+        return None
+
+
+def host_from_url(url: str) -> str:
+    if "://" not in url:
+        url = "http://" + url
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
+def is_local_host(host: str) -> bool:
+    """Whether a URL's host is this machine (loopback, its name, or one of its addresses):
+    only then can the server's processes be read here."""
+    import socket
+    if host in ("", "localhost", "0.0.0.0", "::", "::1") or host.startswith("127."):
+        return True
+    names = {socket.gethostname().lower(), socket.getfqdn().lower()}
+    if host in names:
+        return True
+    try:
+        import psutil
+        addrs = {a.address.split("%")[0].lower() for nics in psutil.net_if_addrs().values()
+                 for a in nics}
+    except Exception:
+        addrs = set()
+    return host in addrs
+
+
+# ---- I/O: psutil ---------------------------------------------------------------------------
+
+def _self_pids() -> set[int]:
+    """infertop's own process and its ancestors are never the server."""
+    out = set()
+    try:
+        import psutil
+        p = psutil.Process()
+        out.add(p.pid)
+        for a in p.parents():
+            out.add(a.pid)
+    except Exception:
+        out.add(os.getpid())
+    return out
+
+
+def snapshot_processes() -> list[ProcInfo]:
+    """Every process we can see (name/cmdline may be empty where access is denied)."""
+    import psutil
+    out = []
+    for p in psutil.process_iter(["pid", "ppid", "name", "cmdline", "create_time"]):
+        i = p.info
+        out.append(ProcInfo(i["pid"], i.get("ppid") or 0, i.get("name") or "",
+                            tuple(i.get("cmdline") or ()), i.get("create_time") or 0.0))
+    return out
+
+
+def listening_ports() -> dict[int, list[int]]:
+    """Listening TCP port -> owner pids.  A port whose owner we may not read (psutil maps a
+    socket to its pid through /proc/PID/fd: same user or root) maps to an empty list."""
+    import psutil
+    owners: dict[int, list[int]] = {}
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except (psutil.AccessDenied, PermissionError):
+        return {}
+    for c in conns:
+        if c.status != psutil.CONN_LISTEN or not c.laddr:
+            continue
+        pids = owners.setdefault(c.laddr.port, [])
+        if c.pid is not None and c.pid not in pids:
+            pids.append(c.pid)
+    return owners
+
+
+def _fill_ports(servers: list[ServerProcess], owners: Mapping[int, list[int]]) -> None:
+    """Port of servers whose command line did not say: a socket the root listens on, else
+    the kind's default port when a member (TGI's router) or an unreadable owner holds it.
+    Other members' ports are not guessed from: workers listen too (gloo, NCCL bootstrap)."""
+    by_pid: dict[int, list[int]] = {}
+    for port, pids in owners.items():
+        for pid in pids:
+            by_pid.setdefault(pid, []).append(port)
+    for s in servers:
+        if s.port is not None:
+            continue
+        default = DEFAULT_PORTS.get(s.kind)
+        mine = sorted(by_pid.get(s.pid, []))
+        if mine:
+            s.port = default if default in mine else mine[0]
+        elif default in owners and (not owners[default] or
+                                    set(owners[default]) & set(s.members)):
+            s.port = default
+
+
+def discover_all() -> list[ServerProcess]:
+    """All inference servers on this host, oldest first."""
+    servers = group_servers(snapshot_processes(), self_pids=_self_pids())
+    if any(s.port is None for s in servers):
+        try:
+            owners = listening_ports()
+        except Exception:  # ports are a convenience; the servers were found anyway
+            owners = {}
+        _fill_ports(servers, owners)
+    return servers
+
+
+def locate(pid: int | None = None, url: str | None = None) -> tuple[ServerProcess | None, str]:
+    """find_server, plus a sentence saying why nothing was found."""
+    import psutil
+    if pid is not None:
+        return _by_pid(psutil, pid)
+    if url and not is_local_host(host_from_url(url)):
+        return None, (f"{host_from_url(url)} is another machine: its server's processes "
+                      "cannot be read from here (run infertop on that host for them)")
+    port = port_from_url(url) if url else None
+    why_port = ""
+    if port is not None:
+        try:
+            owners = listening_ports()
+        except Exception as e:  # psutil can fail in odd sandboxes; name discovery still works
+            owners = {}
+            why_port = f"could not list TCP listeners ({e}); "
+        pids = sorted(set(owners.get(port, [])))
+        if pids:
+            procs = snapshot_processes()
+            root, kind = root_of(pids[0], procs)
+            info = {p.pid: p for p in procs}.get(root)
+            argv = clean_cmdline(info.cmdline) if info else []
+            members = [s.members for s in group_servers(procs) if s.pid == root]
+            return ServerProcess(root, kind, info.name if info else "", argv, port,
+                                 f"owner of port {port} from --url (pid {pids[0]})",
+                                 members[0] if members else [root]), ""
+        if port in owners:  # listed in /proc/net/tcp, but its owner's fds are not readable
+            why_port = (f"port {port} is held by a process we cannot inspect (another user's: "
+                        "run as the server's user or root); ")
+        else:
+            why_port = f"no local process listens on port {port}; "
+    servers = discover_all()
+    if not servers:
+        return None, f"{why_port}no server process found (looked for {LOOKED_FOR})"
+    chosen = servers[0]
+    if port is not None:
+        on_port = [s for s in servers if s.port == port]
+        if on_port:
+            chosen = on_port[0]
+            chosen.reason = f"{why_port}found by name, on port {port}"
+            return chosen, ""
+    if len(servers) > 1:
+        pids = ", ".join(str(s.pid) for s in servers)
+        chosen.reason = (f"{why_port}{len(servers)} servers found (pids {pids}); following the "
+                         f"oldest, pid {chosen.pid}: use --pid or --url to choose")
+    else:
+        chosen.reason = f"{why_port}{chosen.reason}"
+    return chosen, ""
+
+
+def _by_pid(psutil, pid: int) -> tuple[ServerProcess | None, str]:
+    try:
+        p = psutil.Process(pid)
+        with p.oneshot():
+            name, argv = p.name(), clean_cmdline(p.cmdline())
+    except psutil.NoSuchProcess:
+        return None, f"no process with pid {pid} (--pid)"
+    except psutil.AccessDenied:
+        name, argv = "", []
+    kind, _ = classify(name, argv)
+    try:
+        kids = p.children(recursive=True)
+    except psutil.Error:
+        kids = []
+    if kind not in SERVER_KINDS and pid > 1:
+        # a wrapper (shell, python script, `timeout`) whose child is the server
+        for c in kids:
+            try:
+                if c.ppid() == pid:
+                    k, _ = classify(c.name(), c.cmdline())
+                    if k in SERVER_KINDS:
+                        kind = k
+                        break
+            except psutil.Error:
+                continue
+    server = ServerProcess(pid, kind, name, argv, port_from_cmdline(kind, argv),
+                           f"--pid {pid}", [pid, *(c.pid for c in kids)])
+    if server.port is None:
+        try:
+            _fill_ports([server], listening_ports())
+        except Exception:
+            pass  # the port is a convenience: the URL can still be given
+    return server, ""
+
+
+def find_server(pid: int | None = None, url: str | None = None) -> ServerProcess | None:
+    """The server to watch: --pid wins, then the owner of --url's port, then by name."""
+    return locate(pid, url)[0]

@@ -1,0 +1,230 @@
+"""Scrape an inference server's Prometheus /metrics and map it to common readings.
+
+One ``httpx.AsyncClient`` per probe (opened in ``open``, closed in ``close``), explicit
+timeouts, a size cap while streaming, and ``Accept: text/plain`` only: asking for
+OpenMetrics makes prometheus_client rewrite ``:`` in sample names (``vllm:x`` ->
+``vllm_x``) but not in HELP/TYPE, which breaks every vLLM/SGLang name (docs/metrics.md#exposition).
+
+Failures raise ``ServerMetricsError`` with a one-line message saying what to do; the hub
+turns it into an ERROR sample.  ``open`` succeeds even when the server is down: it may be
+starting, and the next tick will find it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import time
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlsplit
+
+from infertop.dialects import readings_from_exposition
+from infertop.keys import SPECS
+from infertop.model import Capability, Reading, Sample, make_labels
+from infertop.promtext import ParseError
+
+from infertop.probes.base import Probe, sample
+
+if TYPE_CHECKING:  # httpx is imported lazily (probes/__init__ explains why)
+    import httpx
+
+__all__ = ["ServerMetricsProbe", "ServerMetricsError", "normalize_url"]
+
+MAX_REDIRECTS = 3
+
+
+class ServerMetricsError(RuntimeError):
+    """A scrape failed; the message is short and says what to do."""
+
+
+def normalize_url(url: str) -> tuple[str, str]:
+    """(full /metrics URL, instance "host:port") from ``8000``, ``host:port``, a base URL
+    or a full URL.  A path other than ``/`` is kept as given."""
+    u = url.strip()
+    if not u:
+        raise ValueError("empty server URL")
+    if u.isdigit():
+        u = f"127.0.0.1:{u}"
+    if u.startswith(":") and u[1:].isdigit():
+        u = "127.0.0.1" + u
+    if "://" not in u:
+        u = "http://" + u
+    parts = urlsplit(u)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL: {url!r}")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise ValueError(f"bad port in {url!r}") from None
+    host = parts.hostname
+    host_text = f"[{host}]" if ":" in host else host
+    instance = f"{host_text}:{port}"
+    path = parts.path if parts.path not in ("", "/") else "/metrics"
+    query = f"?{parts.query}" if parts.query else ""
+    return f"{parts.scheme}://{instance}{path}{query}", instance
+
+
+class ServerMetricsProbe(Probe):
+    def __init__(self, url: str, *, timeout: float = 2.0, max_bytes: int = 8_000_000,
+                 transport: "httpx.AsyncBaseTransport | None" = None) -> None:
+        self._bad_url = ""
+        try:
+            self.url, self.instance = normalize_url(url)
+        except ValueError as e:
+            self.url, self.instance, self._bad_url = url, url.strip() or "?", str(e)
+        self.name = f"server:{self.instance}"
+        self.timeout = timeout
+        self.max_bytes = max_bytes
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+
+    async def open(self) -> Capability:
+        if self._bad_url:
+            return Capability(self.name, False, self._bad_url)
+        if self._client is None:
+            import httpx
+            # trust_env=False: a local monitor must not send 127.0.0.1 scrapes to an
+            # HTTP_PROXY from the environment.  Redirects are followed by hand (same host).
+            self._client = httpx.AsyncClient(
+                transport=self._transport, timeout=httpx.Timeout(self.timeout),
+                headers={"Accept": "text/plain"}, follow_redirects=False, trust_env=False)
+        return Capability(self.name, True, features=frozenset({"metrics"}))
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def collect(self) -> Sample:
+        if self._bad_url:
+            raise ServerMetricsError(self._bad_url)
+        if self._client is None:
+            await self.open()
+        started = time.perf_counter()
+        try:
+            body, headers, url = await asyncio.wait_for(self._fetch(), self.timeout * 2)
+        except asyncio.TimeoutError:
+            raise ServerMetricsError(self._timeout_message()) from None
+        text = body.decode(_charset(headers.get("content-type", "")), errors="replace")
+        if not text.strip():
+            raise ServerMetricsError(f"empty response from {url}: no metrics")
+        try:
+            expo = readings_from_exposition(text, self.instance)
+        except ParseError as e:
+            raise ServerMetricsError(f"{url} did not return Prometheus metrics: {e}") from None
+        readings = list(expo.readings)
+        _add_start_header(readings, headers, self.instance)
+        meta: dict[str, Any] = dict(expo.meta)
+        meta.update(url=url, scrape_bytes=len(body))
+        return sample(self.name, readings, meta=meta, started=started)
+
+    # ---- HTTP --------------------------------------------------------------------------
+
+    async def _fetch(self) -> tuple[bytes, "httpx.Headers", str]:
+        import httpx
+        assert self._client is not None
+        url = self.url
+        for _ in range(MAX_REDIRECTS + 1):
+            try:
+                async with self._client.stream("GET", url) as resp:
+                    if resp.is_redirect:
+                        url = self._redirect_target(url, resp.headers.get("location", ""))
+                        continue
+                    body = await self._read_capped(resp, url)
+                    if resp.status_code != 200:
+                        raise ServerMetricsError(_status_message(url, resp.status_code, body))
+                    return body, resp.headers, url
+            except httpx.TimeoutException:
+                raise ServerMetricsError(self._timeout_message()) from None
+            except httpx.ConnectError as e:
+                raise ServerMetricsError(_connect_message(url, e)) from None
+            except httpx.HTTPError as e:
+                raise ServerMetricsError(f"{url}: {type(e).__name__}: {e}") from None
+        raise ServerMetricsError(f"{self.url}: more than {MAX_REDIRECTS} redirects")
+
+    def _redirect_target(self, url: str, location: str) -> str:
+        target = urljoin(url, location)
+        if urlsplit(target).netloc.lower() != urlsplit(url).netloc.lower():
+            raise ServerMetricsError(
+                f"{url} redirects to another host ({target}); pass that URL with --url "
+                "if it is right")
+        return target
+
+    async def _read_capped(self, resp: "httpx.Response", url: str) -> bytes:
+        limit = self.max_bytes
+        too_big = ServerMetricsError(
+            f"response larger than {limit / 1_000_000:g} MB from {url}: not a metrics page?")
+        declared = resp.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise too_big
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in resp.aiter_bytes():
+            size += len(chunk)
+            if size > limit:
+                raise too_big
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _timeout_message(self) -> str:
+        return f"no answer from {self.url} within {self.timeout:g} s (server busy or hung?)"
+
+
+def refused_message(url: str) -> str:
+    """What a scrape of a stopped server says (the demo's downtime says the same)."""
+    return f"connection refused at {url} — is the server running?"
+
+
+def _connect_message(url: str, err: BaseException) -> str:
+    e: BaseException | None = err
+    while e is not None:
+        if isinstance(e, ConnectionRefusedError) or getattr(e, "errno", None) == errno.ECONNREFUSED:
+            break
+        e = e.__cause__ or e.__context__
+    if e is not None or "refused" in str(err).lower():
+        return refused_message(url)
+    return f"cannot connect to {url}: {err or type(err).__name__}"
+
+
+def _status_message(url: str, status: int, body: bytes) -> str:
+    snippet = " ".join(body[:400].decode("utf-8", errors="replace").split())[:120]
+    fix = ""
+    low = snippet.lower()
+    if "--metrics" in low or (status == 501 and "metrics" in low):
+        fix = " — start llama-server with --metrics"
+    elif status == 404:
+        fix = (" — no metrics at this path: check the port (Triton serves them on 8002) and "
+               "that metrics are on (SGLang: --enable-metrics)")
+    elif status in (401, 403):
+        fix = " — the endpoint needs credentials"
+    elif status >= 500:
+        fix = " — the server failed while rendering its metrics"
+    body_part = f": {snippet}" if snippet else ""
+    return f"HTTP {status} from {url}{body_part}{fix}"
+
+
+def _charset(content_type: str) -> str:
+    for part in content_type.split(";")[1:]:
+        k, _, v = part.strip().partition("=")
+        if k.lower() == "charset" and v:
+            v = v.strip('"').strip()
+            try:
+                "".encode(v)
+            except LookupError:
+                break
+            return v
+    return "utf-8"
+
+
+def _add_start_header(readings: list[Reading], headers: "httpx.Headers", instance: str) -> None:
+    """llama.cpp reports its start time only as a response header."""
+    raw = headers.get("process-start-time-unix")
+    if not raw or any(r.key == "server.process_start_seconds" for r in readings):
+        return
+    try:
+        value = float(raw)
+    except ValueError:
+        return
+    readings.append(Reading("server.process_start_seconds", value,
+                            SPECS["server.process_start_seconds"].unit,
+                            make_labels(instance=instance)))

@@ -1,0 +1,423 @@
+"""The server's process tree: CPU per process and per thread, memory, context switches.
+
+One psutil pass per tick over the server's root and its descendants.  CPU is a rate of
+``cpu_times()`` between ticks (psutil's ``cpu_percent(interval)`` would block the probe's
+thread for the interval), so the first tick of a process has no CPU rate (NODATA).
+Thread names come from ``/proc/PID/task/TID/comm`` (psutil's ``threads()`` has only times);
+Python-level thread names are invisible here (py-spy shows them).
+
+A process or thread that exits while we read it is skipped, never reported as an error:
+in a live tree that is normal (compile workers, tokenizer pools come and go).  A process we
+may not read (another user's) keeps what we could read; the rest are ERROR readings that say
+how to fix it.
+
+Also here: the /proc side of matching NVML's process list to the tree (``read_nspids``,
+``ns_pid_aliases``, ``visible_pids``), with the matching itself pure (``map_gpu_pids``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from infertop.keys import SPECS
+from infertop.model import Capability, Reading, Sample, Status, make_labels
+
+from infertop.probes.server import discovery
+from infertop.pidmap import map_gpu_pids  # noqa: F401  (re-exported)
+
+from infertop.probes.base import BlockingProbe, sample
+from infertop.probes.server.discovery import (LOOKED_FOR, ROOT_ROLES, SERVER_KINDS, ServerProcess, classify,
+                        clean_cmdline, server_settings)
+
+CMDLINE_MAX = 300
+
+
+def _reading(key: str, value: float | None, labels: Mapping[str, Any], *,
+             status: Status = Status.OK, reason: str = "", text: str | None = None) -> Reading:
+    spec = SPECS[key]
+    if status not in (Status.OK, Status.STALE):
+        value = None
+    return Reading(key, value, spec.unit, make_labels(labels), status, reason, spec.kind, text)
+
+
+def _denied_reason(pid: int) -> str:
+    return f"permission denied reading {pid} (run as the server's user or root)"
+
+
+def read_comm(pid: int, tid: int, proc: str = "/proc") -> str | None:
+    """A thread's OS name (prctl/pthread_setname_np), or None if the thread is gone."""
+    try:
+        with open(f"{proc}/{pid}/task/{tid}/comm", "rb") as f:
+            return f.read().decode("utf-8", "replace").rstrip("\n")
+    except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
+        return None
+    except PermissionError:
+        return "?"
+
+
+def truncate(text: str, limit: int = CMDLINE_MAX) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# ---- containers and PID namespaces --------------------------------------------------------
+
+_CGROUP_HINTS = ("docker", "kubepods", "containerd", "libpod", "lxc", "crio")
+
+
+def detect_container(proc: str = "/proc", root: str = "/",
+                     environ: Mapping[str, str] | None = None) -> tuple[bool, str]:
+    """(in a container?, why).  Any one hint is enough; none readable means "no"."""
+    env = os.environ if environ is None else environ
+    try:
+        mine, init = os.readlink(f"{proc}/self/ns/pid"), os.readlink(f"{proc}/1/ns/pid")
+        if mine != init:
+            return True, "PID namespace differs from init's"
+    except OSError:
+        pass
+    for marker in (".dockerenv", "run/.containerenv"):
+        if os.path.exists(os.path.join(root, marker)):
+            return True, f"/{marker} exists"
+    if env.get("container"):
+        return True, f"container={env['container']} in the environment"
+    try:
+        cg = Path(proc, "1", "cgroup").read_text()
+        for hint in _CGROUP_HINTS:
+            if hint in cg:
+                return True, f"init's cgroup mentions {hint}"
+    except OSError:
+        pass
+    ns = read_nspids("self", proc)
+    if ns and len(ns) > 1:
+        return True, "nested PID namespace (NSpid has several entries)"
+    return False, ""
+
+
+def read_nspids(pid: int | str, proc: str = "/proc") -> list[int] | None:
+    """The ``NSpid:`` line of /proc/PID/status: this pid in each PID namespace, from the
+    namespace of this /proc (first) down to the process's own (last).  None if unreadable."""
+    try:
+        with open(f"{proc}/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return [int(x) for x in line.split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def ns_pid_aliases(pids: Iterable[int], proc: str = "/proc") -> dict[int, int]:
+    """Every other pid a tree process is known by (in nested namespaces) -> its pid here."""
+    out: dict[int, int] = {}
+    for pid in pids:
+        for alias in read_nspids(pid, proc) or ():
+            if alias != pid:
+                out.setdefault(alias, pid)
+    return out
+
+
+def visible_pids(proc: str = "/proc") -> set[int]:
+    try:
+        return {int(n) for n in os.listdir(proc) if n.isdigit()}
+    except OSError:
+        return set()
+
+
+# ---- the probe ----------------------------------------------------------------------------
+
+class ProcessProbe(BlockingProbe):
+    """Readings for the inference server's process tree, plus host CPU and memory.
+
+    ``pid``/``url`` choose the server as ``discovery.find_server`` does; with neither, the
+    probe looks for one by name, again every ``rediscover_every`` seconds while none is
+    found.  ``locate`` and ``clock`` are for tests.
+    """
+
+    name = "process"
+
+    def __init__(self, *, pid: int | None = None, url: str | None = None,
+                 max_threads_per_process: int = 20, rediscover_every: float = 5.0,
+                 locate: Callable[..., tuple[ServerProcess | None, str]] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.pid, self.url = pid, url
+        self.max_threads = max(0, max_threads_per_process)
+        self.rediscover_every = rediscover_every
+        self._locate = locate or discovery.locate
+        self._clock = clock
+        self.server: ServerProcess | None = None
+        self._server_ctime: float | None = None
+        self._why = ""                 # why discovery found no server
+        self._exited = ""              # "server pid N exited", until another server is found
+        self._pid_gone = False         # --pid exited: never follow a reused pid
+        self._next_discovery = -math.inf
+        self._prev_cpu: dict[tuple[int, float], tuple[float, float]] = {}
+        self._prev_thr: dict[tuple[int, float], dict[int, float]] = {}
+        self._prev_host: tuple[float, float] | None = None
+        self._container: tuple[bool, str] | None = None
+        self.tree: list[int] = []
+        # children(recursive=True) reads /proc/*/stat for every process on the host (psutil's
+        # ppid_map): on a busy GPU box that is the probe's biggest cost, so the member list
+        # is refreshed every ``rediscover_every`` seconds (or when a member exits) and the
+        # same psutil.Process objects are reused in between.
+        self._members: list[Any] = []
+        self._members_root: int | None = None
+        self._members_at = -math.inf
+        self._comm: dict[tuple[int, int], str] = {}   # thread names seldom change
+
+    # -- lifecycle
+    def open_blocking(self) -> Capability:
+        try:
+            import psutil  # noqa: F401
+        except ImportError:
+            return Capability(self.name, False, "psutil is not installed (pip install psutil)")
+        return Capability(self.name, True, "", frozenset({"process", "threads", "host"}))
+
+    def collect_blocking(self) -> Sample:
+        started = time.perf_counter()
+        try:
+            import psutil
+        except ImportError:
+            return sample(self.name, [], status=Status.ERROR, started=started,
+                          reason="psutil is not installed (pip install psutil)")
+        if self._container is None:
+            self._container = detect_container()
+        readings = self._host(psutil)
+        server = self._ensure_server(psutil)
+        meta: dict[str, Any] = {"in_container": self._container[0]}
+        if self._container[0]:
+            meta["in_container_why"] = self._container[1]
+        tree = self._tree(psutil, server) if server else None
+        if tree is None:
+            server = None
+        if server is None:
+            self.tree = []
+            self._prev_cpu.clear()
+            self._prev_thr.clear()
+            why = "; ".join(w for w in (self._exited, self._why) if w)
+            meta.update(server=None, tree=[], looked_for=LOOKED_FOR, reason=why)
+            return sample(self.name, readings, meta=meta, started=started, reason=why)
+        seen: set[tuple[int, float]] = set()
+        pids = []
+        entry_argv: list[str] | None = None
+        for proc in tree:
+            got = self._read_process(psutil, proc, server, seen)
+            if got is None:
+                continue
+            got_readings, kind, role, argv = got
+            readings.extend(got_readings)
+            pids.append(proc.pid)
+            # settings come from the server's entry point (the root, or under a wrapper
+            # script the first api_server/launcher/server of the server's kind)
+            if entry_argv is None and kind == server.kind and role in ROOT_ROLES:
+                entry_argv = argv
+        for key in set(self._prev_cpu) - seen:   # forget processes that left the tree
+            self._prev_cpu.pop(key, None)
+            self._prev_thr.pop(key, None)
+        for name, value in server_settings(server.kind, entry_argv or []).items():
+            readings.append(_reading("server.setting", 1.0, {"name": name}, text=value))
+        self.tree = pids
+        meta.update(server=server.to_meta(), tree=pids)
+        aliases = ns_pid_aliases(pids)
+        if aliases:  # only when the tree lives in a nested PID namespace
+            meta["pid_aliases"] = sorted([a, p] for a, p in aliases.items())
+        return sample(self.name, readings, meta=meta, started=started)
+
+    # -- server discovery and liveness
+    def _ensure_server(self, psutil) -> ServerProcess | None:
+        now = self._clock()
+        if self.server is not None:
+            try:
+                ctime = psutil.Process(self.server.pid).create_time()
+                # same pid and same start time: not a new process that reused the pid
+                alive = self._server_ctime is None or ctime == self._server_ctime
+            except psutil.NoSuchProcess:
+                alive = False
+            except psutil.AccessDenied:
+                alive = True  # exists; we just may not read it
+            if alive:
+                return self.server
+            self._drop(f"server pid {self.server.pid} exited")
+            return None
+        if self._pid_gone or now < self._next_discovery:
+            return None
+        self._next_discovery = now + self.rediscover_every
+        try:
+            found, why = self._locate(self.pid, self.url)
+        except Exception as e:  # a discovery bug must not kill the host readings
+            found, why = None, f"server discovery failed: {type(e).__name__}: {e}"
+        if found is None:
+            self._why = why
+            return None
+        try:
+            self._server_ctime = psutil.Process(found.pid).create_time()
+        except psutil.NoSuchProcess:
+            self._why = f"server pid {found.pid} exited while being found"
+            return None
+        except psutil.AccessDenied:
+            self._server_ctime = None
+        self.server, self._why, self._exited = found, "", ""
+        return found
+
+    def _drop(self, why: str) -> None:
+        """Forget a server that exited; look for another one rediscover_every from now."""
+        self.server, self._server_ctime = None, None
+        self._exited, self._why = why, ""
+        self._next_discovery = self._clock() + self.rediscover_every
+        if self.pid is not None:
+            self._pid_gone = True
+
+    def _tree(self, psutil, server: ServerProcess):
+        now = self._clock()
+        fresh = (self._members_root == server.pid and now - self._members_at < self.rediscover_every
+                 and self._members and all(p.is_running() for p in self._members))
+        if fresh:
+            return self._members
+        try:
+            root = psutil.Process(server.pid)
+            kids = root.children(recursive=True)
+        except psutil.NoSuchProcess:
+            self._drop(f"server pid {server.pid} exited")
+            self._members = []
+            return None
+        except psutil.AccessDenied:
+            kids = []
+        self._members, self._members_root, self._members_at = [root, *kids], server.pid, now
+        self._comm.clear()   # names (and reused thread ids) are at most one refresh old
+        return self._members
+
+    # -- one process
+    def _read_process(self, psutil, p, server: ServerProcess,
+                      seen: set[tuple[int, float]]):
+        """(readings, kind, role, argv) of one process, or None if it exited or is a
+        zombie."""
+        pid = p.pid
+        denied = _denied_reason(pid)
+        out: list[Reading] = []
+
+        def get(fn):
+            try:
+                return fn(), False
+            except psutil.AccessDenied:
+                return None, True
+
+        try:
+            with p.oneshot():
+                status, _ = get(p.status)
+                if status == psutil.STATUS_ZOMBIE:  # exited, parent has not reaped it yet
+                    return None
+                ctime, _ = get(p.create_time)
+                ctime = ctime or 0.0
+                name, _ = get(p.name)
+                ppid, _ = get(p.ppid)
+                argv, argv_denied = get(p.cmdline)
+                times, times_denied = get(p.cpu_times)
+                t_read = self._clock()
+                mem, mem_denied = get(p.memory_info)
+                nthr, nthr_denied = get(p.num_threads)
+                ctx, ctx_denied = get(p.num_ctx_switches)
+            threads, thr_denied = get(p.threads) if self.max_threads else ([], False)
+        except psutil.NoSuchProcess:  # includes ZombieProcess: gone is gone
+            return None
+        name = name or ""
+        argv = clean_cmdline(argv)
+        kind, role = classify(name, argv)
+        if not role:
+            role = "server" if pid == server.pid else "helper"
+        labels = {"pid": pid, "name": name}
+        info_labels = {"pid": pid, "ppid": ppid if ppid is not None else "", "name": name,
+                       "role": role, "kind": kind if kind in SERVER_KINDS else
+                       (server.kind if pid == server.pid else kind)}
+        text = truncate(" ".join(argv)) if argv else name
+        out.append(_reading("process.info", 1.0, info_labels, text=text,
+                            status=Status.ERROR if argv_denied else Status.OK,
+                            reason=denied if argv_denied else ""))
+        key = (pid, ctime)
+        seen.add(key)
+        # CPU in cores: the rate of user+system time since the previous tick
+        if times_denied or times is None:
+            out.append(_reading("process.cpu_ratio", None, labels, status=Status.ERROR,
+                                reason=denied))
+            dt = None
+        else:
+            total = times.user + times.system
+            prev = self._prev_cpu.get(key)
+            self._prev_cpu[key] = (t_read, total)
+            dt = (t_read - prev[0]) if prev else None
+            if prev and dt and dt > 0:
+                out.append(_reading("process.cpu_ratio", max(0.0, total - prev[1]) / dt, labels))
+            else:
+                out.append(_reading("process.cpu_ratio", None, labels, status=Status.NODATA,
+                                    reason="CPU rate needs two samples"))
+                dt = None
+        out.append(_reading("process.rss_bytes", float(mem.rss) if mem else None, labels,
+                            status=Status.ERROR if mem_denied else Status.OK,
+                            reason=denied if mem_denied else ""))
+        if status:
+            out.append(_reading("process.state", 1.0, labels, text=str(status)))
+        out.append(_reading("process.threads", float(nthr) if nthr is not None else None, labels,
+                            status=Status.ERROR if nthr_denied else Status.OK,
+                            reason=denied if nthr_denied else ""))
+        for typ in ("voluntary", "involuntary"):
+            out.append(_reading("process.ctx_switches_total",
+                                float(getattr(ctx, typ)) if ctx is not None else None,
+                                {**labels, "type": typ},
+                                status=Status.ERROR if ctx_denied else Status.OK,
+                                reason=denied if ctx_denied else ""))
+        if thr_denied:
+            out.append(_reading("thread.cpu_ratio", None, {"pid": pid}, status=Status.ERROR,
+                                reason=denied))
+        elif self.max_threads:
+            out.extend(self._thread_readings(pid, key, threads or [], dt))
+        return out, kind, role, argv
+
+    def _thread_readings(self, pid: int, key: tuple[int, float], threads, dt: float | None):
+        """The busiest threads of one process since the previous tick."""
+        now_times = {t.id: t.user_time + t.system_time for t in threads}
+        prev = self._prev_thr.get(key)
+        self._prev_thr[key] = now_times
+        if not prev or not dt:
+            return []
+        rates = [(max(0.0, v - prev.get(tid, 0.0)) / dt, tid) for tid, v in now_times.items()]
+        rates.sort(key=lambda r: (-r[0], r[1]))
+        out = []
+        for rate, tid in rates:
+            if len(out) >= self.max_threads:
+                break
+            comm = self._comm.get((pid, tid))
+            if comm is None:
+                comm = read_comm(pid, tid)
+                if comm is None:  # thread exited after threads() listed it
+                    continue
+                self._comm[(pid, tid)] = comm
+            out.append(_reading("thread.cpu_ratio", rate, {"pid": pid, "tid": tid, "name": comm}))
+        return out
+
+    # -- host
+    def _host(self, psutil) -> list[Reading]:
+        out = []
+        ct = psutil.cpu_times()
+        # on Linux guest time is already inside user/nice: count it once (as psutil does)
+        total = sum(ct) - getattr(ct, "guest", 0.0) - getattr(ct, "guest_nice", 0.0)
+        busy = total - ct.idle - getattr(ct, "iowait", 0.0)
+        prev, self._prev_host = self._prev_host, (busy, total)
+        if prev and total > prev[1]:
+            out.append(_reading("host.cpu_ratio",
+                                min(1.0, max(0.0, (busy - prev[0]) / (total - prev[1]))), {}))
+        else:
+            out.append(_reading("host.cpu_ratio", None, {}, status=Status.NODATA,
+                                reason="CPU rate needs two samples"))
+        out.append(_reading("host.cpu_count", float(psutil.cpu_count() or os.cpu_count() or 0), {}))
+        try:
+            out.append(_reading("host.load1", float(os.getloadavg()[0]), {}))
+        except OSError:
+            out.append(_reading("host.load1", None, {}, status=Status.UNSUPPORTED,
+                                reason="no load average on this system"))
+        vm = psutil.virtual_memory()
+        # used = total - available: memory nothing can reclaim (page cache is not "used")
+        out.append(_reading("host.mem_used_bytes", float(vm.total - vm.available), {}))
+        out.append(_reading("host.mem_total_bytes", float(vm.total), {}))
+        return out

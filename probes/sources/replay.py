@@ -1,0 +1,197 @@
+"""Replaying a recording: the same Snapshots again, with a position you can move.
+
+The whole file is read once (gzip or plain; a cut-short last line is dropped), lines are
+indexed by their time without parsing, and a Snapshot is decoded when it is asked for.
+Nothing derived was recorded: the app feeds the raw Snapshots to a fresh History, so rates,
+quantiles and findings come from today's code.  After a seek, ``snapshots_until`` gives the
+Snapshots the app needs to rebuild its History up to the new position.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from pathlib import Path
+from typing import Any
+
+from infertop.model import Capability, Snapshot
+from infertop.recording import Decoded, RecordingError, decode, decode_snapshot
+
+from infertop.probes.sources.source import SnapshotSource
+
+
+def read_recording(path: str | os.PathLike) -> Decoded:
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise RecordingError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise RecordingError(f"{p}: is a directory, not a recording") from None
+    except OSError as e:
+        raise RecordingError(f"{p}: cannot read: {e.strerror or e}") from None
+    return decode(data, p.name)
+
+
+class ReplaySource(SnapshotSource):
+    """A finite source over a recording.  ``position`` is the index of the Snapshot last
+    handed out (-1 before the first); ``next`` moves one forward, None at the end.
+    ``start_time``/``current_time`` are recorded unix times, ``elapsed``/``duration`` seconds
+    from the first snapshot; ``goto`` takes seconds from the first snapshot."""
+
+    kind = "replay"
+
+    def __init__(self, path: str | os.PathLike, *, speed: float = 1.0) -> None:
+        if speed <= 0:
+            raise ValueError("speed must be > 0")
+        self.speed = float(speed)
+        self.path = Path(path)
+        self._dec = read_recording(self.path)
+        if not self._dec.lines:
+            raise RecordingError(f"{self.path.name}: the recording holds no snapshot")
+        self.header: dict = self._dec.header
+        self.truncated = self._dec.truncated
+        self.skipped = self._dec.skipped
+        self.notes = list(self._dec.notes)
+        self.label = self.path.name
+        self.tick_seconds = float(self.header.get("interval") or self._median_step())
+        self._pos = -1
+        self._cache: dict[int, Snapshot] = {}
+
+    def _median_step(self) -> float:
+        t = self._dec.times
+        steps = sorted(b - a for a, b in zip(t, t[1:]) if b > a)
+        return steps[len(steps) // 2] if steps else 1.0
+
+    # ---- where we are --------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._dec.lines)
+
+    @property
+    def length(self) -> int:
+        """Snapshots in the recording."""
+        return len(self._dec.lines)
+
+    @property
+    def wall_interval(self) -> float:
+        """Real seconds between ticks when played at ``speed``."""
+        return self.tick_seconds / self.speed
+
+    @property
+    def position(self) -> int:
+        return self._pos
+
+    @property
+    def start_time(self) -> float:
+        return self._dec.times[0]
+
+    @property
+    def duration(self) -> float:
+        """Seconds from the first to the last snapshot."""
+        return self._dec.times[-1] - self._dec.times[0]
+
+    @property
+    def current_time(self) -> float | None:
+        """The recorded (unix) time of the snapshot at ``position``; None before the first."""
+        return self._dec.times[self._pos] if self._pos >= 0 else None
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds from the first snapshot to the one at ``position`` (0 before the first)."""
+        return self._dec.times[max(0, self._pos)] - self._dec.times[0]
+
+    @property
+    def fraction(self) -> float:
+        return max(0, self._pos) / max(1, len(self) - 1)
+
+    @property
+    def at_end(self) -> bool:
+        return self._pos >= len(self) - 1
+
+    @property
+    def realtime(self) -> bool:
+        return False
+
+    # ---- reading -------------------------------------------------------------------------
+    def snapshot_at(self, index: int) -> Snapshot:
+        snap = self._cache.get(index)
+        if snap is None:
+            try:
+                snap = decode_snapshot(self._dec.lines[index])
+            except RecordingError as e:
+                raise RecordingError(f"{self.path.name}: snapshot {index + 1}: {e}") from None
+            if len(self._cache) > 256:
+                self._cache.clear()
+            self._cache[index] = snap
+        return snap
+
+    async def start(self) -> dict[str, Capability]:
+        caps = self.header.get("source", {}).get("capabilities")
+        if isinstance(caps, dict):
+            try:
+                return {n: Capability.from_dict(c) for n, c in caps.items()}
+            except (KeyError, TypeError, ValueError):
+                pass
+        return dict(self.snapshot_at(0).capabilities)
+
+    async def next(self) -> Snapshot | None:
+        while self._pos < len(self) - 1:
+            self._pos += 1
+            try:
+                return self.snapshot_at(self._pos)
+            except RecordingError as e:
+                self.skipped += 1   # a corrupt line in the middle: go on with the next
+                self.notes.append(str(e))
+        return None
+
+    # ---- moving --------------------------------------------------------------------------
+    def _move(self, index: int) -> Snapshot:
+        self._pos = max(0, min(len(self) - 1, index))
+        return self.snapshot_at(self._pos)
+
+    def step(self, n: int = 1) -> Snapshot:
+        """Move ``n`` snapshots (negative: back) and return the one there."""
+        return self._move(max(0, self._pos) + n if self._pos >= 0 or n <= 0 else n - 1)
+
+    def seek_fraction(self, f: float) -> Snapshot:
+        """Go to a share of the recording (0: first snapshot, 1: last)."""
+        f = max(0.0, min(1.0, f))
+        return self._move(round(f * (len(self) - 1)))
+
+    def jump(self, delta_fraction: float) -> Snapshot:
+        """Jump by a share of the recording (``+0.1``: 10 % forward)."""
+        return self.seek_fraction(self.fraction + delta_fraction)
+
+    def goto(self, seconds_from_start: float) -> Snapshot:
+        """The first snapshot at or after ``seconds_from_start`` (clamped to the ends)."""
+        t = self._dec.times[0] + seconds_from_start
+        return self._move(bisect.bisect_left(self._dec.times, t - 1e-9))
+
+    def snapshots_until(self, index: int | None = None, limit: int | None = None
+                        ) -> list[Snapshot]:
+        """Snapshots from the start (or the last ``limit``) up to ``index`` inclusive
+        (default: the current position): what rebuilds History after a seek."""
+        end = self._pos if index is None else index
+        end = min(end, len(self) - 1)
+        start = 0 if limit is None else max(0, end - limit + 1)
+        out = []
+        for i in range(start, end + 1):
+            try:
+                out.append(self.snapshot_at(i))
+            except RecordingError:
+                continue
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        h = self.header
+        return {"source": "replay", "label": self.label, "file": str(self.path),
+                "recorded_by": h.get("infertop"), "schema": h.get("schema"),
+                "host": h.get("host"), "started": h.get("started"), "gpus": h.get("gpus"),
+                "server": h.get("server"), "recorded_source": h.get("source"),
+                "snapshots": len(self), "duration": self.duration,
+                "truncated": self.truncated, "skipped": self.skipped}
+
+
+def open_replay(path: str | os.PathLike) -> ReplaySource:
+    """For the CLI: a ReplaySource, or RecordingError with one line (exit code 2)."""
+    return ReplaySource(path)

@@ -1,0 +1,40 @@
+"""Draw one pane's content straight from a Frame, without an App: pane content is a pure
+function of the Frame (``render_frame``), so tests of what a pane shows need no Pilot."""
+
+from __future__ import annotations
+
+import asyncio
+
+from rich.console import Console
+
+from infertop.pipeline import Frame, Pipeline
+from infertop.themes import roles
+from infertop.tui.app import PANE_CLASSES
+from infertop.tui.panes.base import PaneContext
+
+PANES = {cls.pane_layer.value: cls for cls in PANE_CLASSES}
+
+
+def frames_of(source, ticks: int, pipeline: Pipeline | None = None) -> Frame:
+    """Feed ``ticks`` snapshots of a source through a Pipeline; the last Frame."""
+    pipeline = pipeline or Pipeline()
+
+    async def run() -> Frame:
+        await source.start()
+        frame = None
+        for _ in range(ticks):
+            frame = pipeline.feed(await source.next(), getattr(source, "epoch", None))
+        await source.stop()
+        return frame
+
+    return asyncio.run(run())
+
+
+def pane_text(layer: str, frame: Frame, *, width: int = 150, height: int = 40,
+              wide: bool = True) -> str:
+    """The plain text the ``layer`` pane draws for ``frame`` at this size."""
+    pane = PANES[layer]()
+    ctx = PaneContext(frame, roles({}), wide=wide, height=height, width=width)
+    con = Console(width=width, record=True, color_system=None)
+    con.print(pane.render_frame(ctx))
+    return con.export_text()

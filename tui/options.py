@@ -1,0 +1,26 @@
+"""What the command line tells the screen, and what captures leave for the panes: typed
+fields instead of loose dicts, so a misspelt option is an error, not a silent default."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class AppOptions:
+    speed: float = 1.0                 # demo/replay speed factor (shown in the banner)
+    capture_dir: str | None = None     # --capture-dir (else the XDG data dir)
+    record_path: str | None = None     # --record FILE
+    record_now: bool = False           # start recording at once
+    record_seconds: int = 10           # default length offered by `P`
+    gil_sampler: bool = False          # start the GIL sampler at once
+    manual_ticks: bool = False         # tests and screenshots drive ticks by hand
+
+
+@dataclass
+class CaptureSummaries:
+    """The latest capture results shown inside panes (Rich Text, built off the loop)."""
+
+    pyspy: Any = None                  # scheduling pane: py-spy record summary
+    nsys: Any = None                   # kernels pane: top kernels of the last capture
