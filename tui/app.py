@@ -17,7 +17,9 @@ from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.app import ScreenStackError
 from textual.containers import Container
+from textual.css.query import NoMatches
 from textual.widgets import Footer, Static
 
 from infertop import __version__
@@ -105,6 +107,15 @@ class InfertopApp(App):
         yield Static("", id="status")
         yield Footer()
 
+    def _shutting_down(self) -> bool:
+        """While the app exits, Textual removes the main screen's widgets; a poll that
+        finishes then has nothing to draw on (seen as NoMatches in busy test runs)."""
+        if not self.screen_stack or not self.is_running:
+            return True
+        main = self.screen_stack[0]
+        return bool(getattr(main, "_closing", False) or getattr(main, "_closed", False)
+                    or getattr(self, "_closing", False))
+
     def _main_widget(self, selector: str, cls=None):
         """A widget of the main screen, also while a capture or help screen is on top
         (``query_one`` looks at the active screen only, so a tick landing while `p`'s
@@ -168,9 +179,12 @@ class InfertopApp(App):
             frame = self.pipeline.feed(snap, getattr(self.source, "epoch", None))
             self.ticks += 1
             await self.after_snapshot(snap, frame)
-            if not self.screen_stack:   # the app is closing: nothing left to draw on
-                return
-            self._apply(frame)
+            try:
+                self._apply(frame)
+            except (NoMatches, ScreenStackError):
+                if self._shutting_down():   # a tick that outlived the screen: nothing to draw
+                    return
+                raise
         finally:
             self.polling = False
 
