@@ -308,7 +308,7 @@ def list_scenarios() -> list[str]:
 # The tour: healthy first, then one layer after another, as the screen's panes go.
 _ORDER = (
     "healthy", "hw-busy-not-working", "hw-fp32-fallback", "hw-throttling", "hw-gpu-lost",
-    "krn-launch-bound", "krn-attention-superlinear",
+    "krn-launch-bound", "krn-attention-superlinear", "krn-below-roofline",
     "mem-kv-leak", "mem-kv-pressure", "mem-oom-creep", "mem-weights-twice",
     "sch-gil-contention", "sch-queue-gpus-idle", "sch-host-cpu-saturated",
     "sch-thread-oversubscription",
