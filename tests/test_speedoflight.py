@@ -209,13 +209,25 @@ class Server:
         }
 
 
-def _run(make, n: int = 10):
+def _frame(make, n: int = 10):
     f = Feed()
     frame = None
     for _ in range(n):
         frame = f.pipe.feed(tick(f.t, make()))
         f.t += 1
+    return frame
+
+
+def _run(make, n: int = 10):
+    frame = _frame(make, n)
     return {r.key: r for r in frame.derived if r.key.startswith(("sol.", "gpu.peak"))}
+
+
+def test_kernels_pane_shows_mfu_mbu_and_the_roofline():
+    from helpers.panes import pane_text
+    text = pane_text("kernels", _frame(Server()))
+    # MFU 4.2 %, MBU 88.7 %, 3000 of at most 30 / 8.868 ms = 3383 tok/s
+    assert " ".join(text.split()).count("MFU / MBU 4 % / 89 % roofline 89 % of 3.4 ktokens/s")
 
 
 def test_pipeline_estimate_when_the_engine_counters_are_zero():
