@@ -189,8 +189,8 @@ def derive_sol(history: History, derived: list[Reading], window: float) -> list[
                 weight_bytes=model["model.weight_bytes"],
                 kv_bytes_per_token=model["model.kv_bytes_per_token"], steps_per_second=steps,
                 generation_tokens_per_second=gen, context_tokens=ctx_tokens or 0.0, gpus=gpus)
-            how = (f"infertop's estimate: 2 x {fmt_si(model['model.active_params'], '')}params"
-                   f" x {fmt_si(tokens, 'tok/s')} / {gpus} GPU")
+            how = (f"infertop's estimate: 2 FLOP x {model['model.active_params'] / 1e9:.1f} B "
+                   f"params x {fmt_si(tokens, 'tok/s')} / {gpus} GPU")
         else:
             flops = bytes_ = None
             how = ("no estimate: the engine's estimated_* counters are absent or 0 "
