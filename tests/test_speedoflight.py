@@ -333,3 +333,31 @@ def test_missing_config_is_retried_later_not_every_tick(tmp_path):
     got = {r.key: r for r in reader.readings({"model": str(tmp_path)})}
     assert got["model.params"].value == 6_738_149_376
     assert reader.readings({}) == []
+
+
+# ---- the engines' own counters -----------------------------------------------------------
+def test_vllm_032_page_has_the_mfu_counters_at_zero():
+    """Exposed without --enable-mfu-metrics, at 0 (docs/metrics.md#mfu): mapped, and the
+    pipeline test above shows all-zero counters fall back to the estimate."""
+    from pathlib import Path
+    from infertop.dialects import readings_from_exposition
+    page = (Path(__file__).parent / "fixtures/metrics/vllm-0.32-busy.prom").read_text()
+    got = {r.key: r for r in readings_from_exposition(page, "x").readings
+           if r.key.startswith("server.estimated_")}
+    assert set(got) == {"server.estimated_flops_per_gpu_total",
+                        "server.estimated_read_bytes_per_gpu_total",
+                        "server.estimated_write_bytes_per_gpu_total"}
+    assert all(r.value == 0.0 and r.label("engine") == "0" for r in got.values())
+
+
+def test_sglang_mfu_counters_take_the_max_over_tp_ranks():
+    from infertop.dialects import readings_from_exposition
+    page = "\n".join([
+        "# TYPE sglang:estimated_flops_per_gpu_total counter",
+        'sglang:estimated_flops_per_gpu_total{model_name="m",tp_rank="0"} 5e14',
+        'sglang:estimated_flops_per_gpu_total{model_name="m",tp_rank="1"} 4e14',
+        "# TYPE sglang:num_running_reqs gauge",
+        'sglang:num_running_reqs{model_name="m",tp_rank="0"} 3', ""])
+    got = [r for r in readings_from_exposition(page, "x").readings
+           if r.key == "server.estimated_flops_per_gpu_total"]
+    assert len(got) == 1 and got[0].value == 5e14
