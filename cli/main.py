@@ -7,6 +7,7 @@
     infertop replay FILE [--speed X]
     infertop record -o FILE [--duration S] [source flags]
     infertop demo-server [NAME] [--port N] [--host H] [--dialect D]
+    infertop compare BEFORE AFTER [--format text|json]
 
 Every error a user can cause (bad flag, unreadable file, nothing to read) ends in one
 line on stderr and a non-zero exit code, never a traceback.  Headless commands import
@@ -19,6 +20,7 @@ import sys
 from typing import Sequence
 
 from .args import SUBCOMMANDS, build_parser, build_sub_parser
+from .compare import cmd_compare
 from .demo import cmd_demo_list, cmd_demo_server
 from .doctor import cmd_doctor
 from .errors import EXIT_OK, EXIT_USAGE, UsageError
@@ -44,6 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return cmd_record(args)
             if cmd == "demo-server":
                 return cmd_demo_server(args)
+            if cmd == "compare":
+                return cmd_compare(args)
             if cmd == "demo":
                 if args.list:
                     return cmd_demo_list()
