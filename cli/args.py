@@ -53,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="infertop",
         description="top for LLM inference servers: hardware, kernels, memory, scheduling, "
                     "parallelism and decoding, live.",
-        epilog="Subcommands: snapshot, doctor, demo, replay, record, demo-server "
+        epilog="Subcommands: snapshot, doctor, demo, replay, record, demo-server, compare, "
+               "report "
                "(infertop SUBCOMMAND --help).  Exit codes: 0 ok, 2 bad usage or file, "
                "3 no source could be read; doctor: 1 warning, 2 critical.")
     p.add_argument("--version", action="version", version=f"infertop {__version__}")
@@ -124,6 +125,22 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
                        help="compare every tick, not only those with requests in flight")
         p.add_argument("--max-ticks", type=_positive(int), default=20_000,
                        help="snapshots read per recording at most (default 20000)")
+        p.add_argument("--config", metavar="FILE", help="thresholds/SLO TOML")
+    elif cmd == "report":
+        p.description = ("Write an incident report of a recording: the findings timeline, "
+                         "charts of the key readings per layer with the findings shaded, "
+                         "evidence and remedies, the server's settings.  One self-contained "
+                         "HTML file (nothing fetched) or Markdown.")
+        p.add_argument("recording")
+        p.add_argument("-o", "--output", metavar="FILE",
+                       help="file to write (default: standard output)")
+        p.add_argument("--format", choices=("html", "markdown"), default="html")
+        p.add_argument("--baseline", metavar="BEFORE",
+                       help="a recording to compare with (adds a before/after section)")
+        p.add_argument("--window", type=_positive(float), default=None, metavar="S",
+                       help="window of rates, quantiles and rules (default: the config's, "
+                            "as on the screen)")
+        p.add_argument("--max-ticks", type=_positive(int), default=20_000)
         p.add_argument("--config", metavar="FILE", help="thresholds/SLO TOML")
     elif cmd == "demo-server":
         p.description = "Serve a scenario's metrics over HTTP like a real server."

@@ -62,6 +62,7 @@ class RunSummary:
     settings: dict[str, str] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)   # name -> last status/reason
     loaded: set[float] = field(default_factory=set)  # tick times with requests in flight
+    unchecked: dict[str, list[str]] = field(default_factory=dict)  # rule code -> why not
     dropped_ticks: int = 0
     dropped_series: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
@@ -75,6 +76,23 @@ class RunSummary:
         if loaded_only and self.loaded:
             return [v for t, v in pts if t in self.loaded]
         return [v for _, v in pts]
+
+    def intervals(self) -> list[tuple[str, Labels, float, float | None, FindingEvent]]:
+        """(code, subject, raised at, cleared at or None, the raise event), in raise order:
+        each raise paired with the next clear of the same code and subject."""
+        open_: dict[tuple[str, Labels], FindingEvent] = {}
+        out: list[list] = []
+        index: dict[tuple[str, Labels], int] = {}
+        for e in self.events:
+            k = (e.code, stable_labels(e.subject))
+            if e.kind == "raised" and k not in open_:
+                open_[k] = e
+                index[k] = len(out)
+                out.append([e.code, k[1], e.time, None, e])
+            elif e.kind == "cleared" and k in open_:
+                out[index.pop(k)][3] = e.time
+                del open_[k]
+        return [tuple(x) for x in out]  # type: ignore[misc]
 
     def raised(self) -> dict[tuple[str, Labels], FindingEvent]:
         """(code, subject) -> its first raise."""
@@ -137,4 +155,7 @@ def summarize(snapshots: Iterable, diagnoser: Evaluator | None, *, window: float
             out.events.extend(evs[start:][:max(0, MAX_EVENTS - len(out.events))])
         for name, s in snap.samples.items():
             out.sources[name] = s.status.value + (f": {s.reason}" if s.reason else "")
+    missing = getattr(diagnoser, "missing_inputs", None)
+    if missing is not None and out.ticks:
+        out.unchecked = missing(pipe.history)   # what the rules could not check, and why
     return out
