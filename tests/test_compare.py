@@ -184,3 +184,15 @@ def test_bad_flags_exit_2(capsys):
     with pytest.raises(SystemExit) as e:
         main(["compare", str(BEFORE), str(AFTER), "--min-change", "2"])
     assert e.value.code == 2
+
+
+def test_intervals_pair_each_raise_with_its_clear():
+    r = RunSummary(start=0.0, end=100.0)
+    sub = make_labels(gpu="0", pid="7")      # pid is dropped: the same subject across runs
+    ev = lambda t, code, kind, s=sub: FindingEvent(t, code, s, kind, Severity.WARN, code)
+    r.events = [ev(10, "HW-001", "raised"), ev(20, "DEC-001", "raised", ()),
+                ev(30, "HW-001", "cleared"), ev(40, "HW-001", "raised"),
+                ev(50, "DEC-001", "cleared", ())]
+    got = [(code, start, end) for code, _, start, end, _ in r.intervals()]
+    assert got == [("HW-001", 10, 30), ("DEC-001", 20, 50), ("HW-001", 40, None)]
+    assert r.intervals()[0][1] == (("gpu", "0"),)
