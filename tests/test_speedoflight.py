@@ -361,3 +361,19 @@ def test_sglang_mfu_counters_take_the_max_over_tp_ranks():
     got = [r for r in readings_from_exposition(page, "x").readings
            if r.key == "server.estimated_flops_per_gpu_total"]
     assert len(got) == 1 and got[0].value == 5e14
+
+
+@pytest.mark.parametrize("scenario,source", [
+    ("healthy", "infertop's estimate"),                         # counters exposed at 0
+    ("krn-below-roofline", "the engine's estimated_*_per_gpu counters"),  # mfu_metrics on
+])
+def test_demo_scenarios_show_both_sources(capsys, scenario, source):
+    from cli.main import main
+    assert main(["snapshot", "--json", "--source", f"demo:{scenario}", "--window", "30",
+                 "--speed", "30"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    sol = {r["key"]: r for r in doc["layers"]["kernels"]["readings"]
+           if r["key"].startswith("sol.")}
+    assert sol["sol.mfu_ratio"]["status"] == "ok" and source in sol["sol.mfu_ratio"]["reason"]
+    assert 0 < sol["sol.mbu_ratio"]["value"] < 1
+    assert 0 < sol["sol.decode_roofline_ratio"]["value"] < 1

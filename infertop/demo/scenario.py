@@ -109,6 +109,8 @@ SETUP: dict[str, Knob] = {k.name: k for k in (
        "parameters used per token, billions (0: all; mixture of experts: fewer)"),
     _i("kv_bytes_per_token", 131072, 0, 1 << 30,
        "KV-cache bytes per token of context, all layers (Llama-3.1-8B bf16: 128 KiB)"),
+    Knob("mfu_metrics", "bool", False,
+         help="the server runs with --enable-mfu-metrics (its estimated_* counters count)"),
     Knob("model_config", "bool", True,
          help="the model's config.json is readable (false: no speed-of-light estimate)"),
     _f("gpu_memory_utilization", 0.72, 0.05, 1.0, "share of GPU memory the server reserves"),
