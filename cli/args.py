@@ -7,7 +7,8 @@ import math
 
 from infertop import __version__
 
-SUBCOMMANDS = ("snapshot", "doctor", "demo", "replay", "record", "demo-server", "tui")
+SUBCOMMANDS = ("snapshot", "doctor", "demo", "replay", "record", "demo-server", "compare",
+               "report", "tui")
 
 
 def _positive(kind: type):
@@ -20,6 +21,16 @@ def _positive(kind: type):
             raise argparse.ArgumentTypeError(f"must be greater than 0, got {text!r}")
         return v
     return parse
+
+
+def _ratio(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
+    if not 0 <= v < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text!r}")
+    return v
 
 
 def add_source_flags(p: argparse.ArgumentParser) -> None:
@@ -42,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="infertop",
         description="top for LLM inference servers: hardware, kernels, memory, scheduling, "
                     "parallelism and decoding, live.",
-        epilog="Subcommands: snapshot, doctor, demo, replay, record, demo-server "
+        epilog="Subcommands: snapshot, doctor, demo, replay, record, demo-server, compare, "
+               "report "
                "(infertop SUBCOMMAND --help).  Exit codes: 0 ok, 2 bad usage or file, "
                "3 no source could be read; doctor: 1 warning, 2 critical.")
     p.add_argument("--version", action="version", version=f"infertop {__version__}")
@@ -93,6 +105,43 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
                        help="stop after S seconds (default: until Ctrl-C)")
         p.add_argument("--max-bytes", type=_positive(int), help="rotate at this size")
         add_source_flags(p)
+    elif cmd == "compare":
+        p.description = ("Compare two recordings (before/after a deploy or a config change): "
+                         "readings that moved beyond their noise, findings that appeared or "
+                         "vanished, settings that differ.")
+        p.add_argument("before", help="recording before the change")
+        p.add_argument("after", help="recording after the change")
+        p.add_argument("--format", choices=("text", "json"), default="text")
+        p.add_argument("--min-change", type=_ratio, default=0.05, metavar="R",
+                       help="smallest relative change of a median worth reporting "
+                            "(default 0.05)")
+        p.add_argument("--resamples", type=_positive(int), default=400,
+                       help="bootstrap resamples per reading (default 400)")
+        p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+        p.add_argument("--window", type=_positive(float), default=10.0, metavar="S",
+                       help="window of rates and quantiles (default 10 s: shorter than the "
+                            "screen's 60 s, so each tick says more about its own moment)")
+        p.add_argument("--all-ticks", action="store_true",
+                       help="compare every tick, not only those with requests in flight")
+        p.add_argument("--max-ticks", type=_positive(int), default=20_000,
+                       help="snapshots read per recording at most (default 20000)")
+        p.add_argument("--config", metavar="FILE", help="thresholds/SLO TOML")
+    elif cmd == "report":
+        p.description = ("Write an incident report of a recording: the findings timeline, "
+                         "charts of the key readings per layer with the findings shaded, "
+                         "evidence and remedies, the server's settings.  One self-contained "
+                         "HTML file (nothing fetched) or Markdown.")
+        p.add_argument("recording")
+        p.add_argument("-o", "--output", metavar="FILE",
+                       help="file to write (default: standard output)")
+        p.add_argument("--format", choices=("html", "markdown"), default="html")
+        p.add_argument("--baseline", metavar="BEFORE",
+                       help="a recording to compare with (adds a before/after section)")
+        p.add_argument("--window", type=_positive(float), default=None, metavar="S",
+                       help="window of rates, quantiles and rules (default: the config's, "
+                            "as on the screen)")
+        p.add_argument("--max-ticks", type=_positive(int), default=20_000)
+        p.add_argument("--config", metavar="FILE", help="thresholds/SLO TOML")
     elif cmd == "demo-server":
         p.description = "Serve a scenario's metrics over HTTP like a real server."
         p.add_argument("name", nargs="?", default="healthy")

@@ -7,6 +7,8 @@
     infertop replay FILE [--speed X]
     infertop record -o FILE [--duration S] [source flags]
     infertop demo-server [NAME] [--port N] [--host H] [--dialect D]
+    infertop compare BEFORE AFTER [--format text|json]
+    infertop report RECORDING [-o FILE] [--format html|markdown] [--baseline BEFORE]
 
 Every error a user can cause (bad flag, unreadable file, nothing to read) ends in one
 line on stderr and a non-zero exit code, never a traceback.  Headless commands import
@@ -19,11 +21,13 @@ import sys
 from typing import Sequence
 
 from .args import SUBCOMMANDS, build_parser, build_sub_parser
+from .compare import cmd_compare
 from .demo import cmd_demo_list, cmd_demo_server
 from .doctor import cmd_doctor
 from .errors import EXIT_OK, EXIT_USAGE, UsageError
 from .interactive import nothing_live, run_tui
 from .record import cmd_record
+from .report import cmd_report
 from .snapshot import cmd_snapshot
 from .sources import make_pipeline, make_source
 
@@ -44,6 +48,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return cmd_record(args)
             if cmd == "demo-server":
                 return cmd_demo_server(args)
+            if cmd == "compare":
+                return cmd_compare(args)
+            if cmd == "report":
+                return cmd_report(args)
             if cmd == "demo":
                 if args.list:
                     return cmd_demo_list()

@@ -126,6 +126,17 @@ class Thresholds:
     ttft_fit_min_requests: int = _f(3, "count", "KRN-002: requests a window needs to count")
     ttft_fit_prompt_spread: float = _f(2.0, "factor",
                                        "KRN-002: largest/smallest mean prompt length needed")
+    roofline_ratio_max: float = _f(0.3, "ratio",
+                                   "KRN-003: decode tokens/s at or below this share of its "
+                                   "bandwidth roofline is far below it")
+    roofline_busy_util_min: float = _f(0.8, "ratio",
+                                       "KRN-003: mean NVML GPU util at or above this is 'busy'")
+    roofline_batch_max: float = _f(16.0, "positive",
+                                   "KRN-003: running requests at or below this is a small batch "
+                                   "(larger batches below the roofline have other causes)")
+    roofline_dram_max: float = _f(0.5, "ratio",
+                                  "KRN-003: GPM DRAM bandwidth at or above this says the memory "
+                                  "is busy after all (the estimate is off): no finding")
     # ---- memory ---------------------------------------------------------------------
     kv_pressure_ratio: float = _f(0.9, "ratio", "MEM-001: KV-cache usage at or above this")
     kv_preempt_crit_per_second: float = _f(1.0, "positive",

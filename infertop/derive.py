@@ -12,6 +12,7 @@ from typing import Iterable
 from .history import History, Series
 from .keys import SPECS
 from .model import Labels, Reading, Status, make_labels
+from .sol_derive import derive_sol
 
 QUANTILES = (0.5, 0.9, 0.99)
 
@@ -97,6 +98,8 @@ def derive(history: History, window: float = 60.0) -> list[Reading]:
         v = s.last()
         if v:
             out.append(_reading("server.uptime_seconds", s.labels, max(0.0, history.now - v)))
+    # ---- speed of light: peaks, MFU/MBU, decode roofline (needs the rates above) -------
+    out += derive_sol(history, out, window)
     return out
 
 

@@ -396,6 +396,11 @@ VLLM = Dialect("vllm", ("vllm:",), "engine", ("model_name",),
     # one observation per engine step: its count is the number of steps
     _r("vllm:iteration_tokens_total", "server.iteration_tokens"),
     _r("vllm:iteration_tokens_total", "server.engine_steps_total", part="count"),
+    # MFU estimates (docs/metrics.md#mfu): exposed at 0 without --enable-mfu-metrics, so
+    # sol_derive treats an all-zero counter as absent
+    _r("vllm:estimated_flops_per_gpu", "server.estimated_flops_per_gpu_total"),
+    _r("vllm:estimated_read_bytes_per_gpu", "server.estimated_read_bytes_per_gpu_total"),
+    _r("vllm:estimated_write_bytes_per_gpu", "server.estimated_write_bytes_per_gpu_total"),
 ))
 
 # SGLang 0.5.23 (docs/metrics.md#sglang).  Scheduler metrics carry tp/pp/ep ranks (identical values
@@ -422,6 +427,11 @@ SGLANG = Dialect("sglang", ("sglang:",), "dp_rank", ("model_name",),
     _r("sglang:queue_time_seconds", "latency.queue_seconds"),
     _r("sglang:prompt_tokens_histogram", "request.prompt_tokens"),
     _r("sglang:generation_tokens_histogram", "request.generation_tokens"),
+    _r("sglang:estimated_flops_per_gpu", "server.estimated_flops_per_gpu_total", **_SCHED),
+    _r("sglang:estimated_read_bytes_per_gpu", "server.estimated_read_bytes_per_gpu_total",
+       **_SCHED),
+    _r("sglang:estimated_write_bytes_per_gpu", "server.estimated_write_bytes_per_gpu_total",
+       **_SCHED),
 ))
 
 # TGI (docs/metrics.md#tgi): counters without _total, no model label; token totals only exist as

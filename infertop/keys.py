@@ -69,6 +69,10 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("gpu.xid_last", "", G, HW, "code of the most recent Xid critical error seen"),
     _k("gpu.xid_total", "count", C, HW, "Xid critical errors seen since infertop started"),
     _k("gpu.mig_enabled", "", G, HW, "1 when MIG mode is on"),
+    # static facts for the speed-of-light peaks (infertop/peaks.py)
+    _k("gpu.mem_bus_width_bits", "bits", G, HW, "memory bus width (NVML)"),
+    _k("gpu.cuda_cores", "count", G, HW, "CUDA cores (NVML); SM count = cores / cores per SM"),
+    _k("gpu.compute_capability", "", G, HW, "CUDA compute capability as major.minor (9.0)"),
     # GPM (Hopper+): what the SMs actually do
     _k("gpu.sm_active_ratio", "ratio", G, (HW, KRN, PAR), "GPM SM activity: share of SM cycles busy"),
     _k("gpu.sm_occupancy_ratio", "ratio", G, (HW, KRN), "GPM SM occupancy: resident warps / max"),
@@ -135,6 +139,21 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("request.prompt_tokens", "tokens", H, (DEC, KRN), "prompt length per request"),
     _k("request.generation_tokens", "tokens", H, DEC, "generated length per request"),
     _k("server.iteration_tokens", "tokens", H, KRN, "tokens per engine step (batch size signal)"),
+    # the engine's own analytic MFU estimate (vLLM/SGLang --enable-mfu-metrics): per GPU
+    _k("server.estimated_flops_per_gpu_total", "FLOP", C, KRN,
+       "model FLOPs per GPU the engine estimates it did (0 on the page unless enabled)"),
+    _k("server.estimated_read_bytes_per_gpu_total", "bytes", C, KRN,
+       "bytes per GPU the engine estimates it read from memory"),
+    _k("server.estimated_write_bytes_per_gpu_total", "bytes", C, KRN,
+       "bytes per GPU the engine estimates it wrote to memory"),
+    # ---- the served model, from its config.json (label model) ---------------------------
+    _k("model.info", "", I, KRN, "architecture and compute dtype (text); label dtype, path"),
+    _k("model.params", "count", G, KRN, "parameters (from config.json shapes)"),
+    _k("model.active_params", "count", G, KRN,
+       "parameters used per token (mixture of experts: the routed top-k)"),
+    _k("model.weight_bytes", "bytes", G, (KRN, MEM), "weights in memory, all GPUs together"),
+    _k("model.kv_bytes_per_token", "bytes", G, (KRN, MEM),
+       "KV-cache bytes one token of context takes, all layers"),
     # ---- derived from History (rates, windowed ratios) --------------------------------
     _k("throughput.prompt_tokens_per_second", "tokens/s", G, DEC, "prefill throughput", True),
     _k("throughput.generation_tokens_per_second", "tokens/s", G, (DEC, PAR),
@@ -149,6 +168,20 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("server.engine_steps_per_second", "1/s", G, KRN, "engine steps per second", True),
     _k("process.ctx_switches_per_second", "1/s", G, SCH, "context switch rate (label type)", True),
     _k("server.uptime_seconds", "s", G, DEC, "time since the server (re)started", True),
+    # ---- speed of light (infertop/sol_derive.py); reason says where a value came from ---
+    _k("gpu.peak_flops", "FLOP/s", G, (HW, KRN),
+       "dense tensor peak for the served dtype (label dtype): datasheet table or SMs x clock",
+       True),
+    _k("gpu.peak_mem_bandwidth_bytes_per_second", "bytes/s", G, (HW, KRN),
+       "memory bandwidth peak: NVML bus width x max memory clock x 2, or datasheet", True),
+    _k("sol.mfu_ratio", "ratio", G, KRN,
+       "model FLOPs utilisation per GPU: achieved model FLOP/s / dense peak", True),
+    _k("sol.mbu_ratio", "ratio", G, KRN,
+       "memory-bandwidth utilisation per GPU: model bytes/s / peak bandwidth", True),
+    _k("sol.decode_roofline_tokens_per_second", "tokens/s", G, (KRN, DEC),
+       "the most tokens/s decode can reach at this batch size and context (roofline)", True),
+    _k("sol.decode_roofline_ratio", "ratio", G, KRN,
+       "generation tokens/s now / the decode roofline at this batch size", True),
 )
 
 SPECS: dict[str, KeySpec] = {s.key: s for s in _SPECS}

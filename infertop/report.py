@@ -25,7 +25,10 @@ KEY_READINGS: dict[str, tuple[str, ...]] = {
                  "gpu.pcie_rx_bytes_per_second"),
     "kernels": ("gpu.sm_active_ratio", "gpu.sm_occupancy_ratio", "gpu.tensor_active_ratio",
                 "gpu.dram_bw_util_ratio", "server.iteration_tokens_mean",
-                "server.engine_steps_per_second", "server.setting"),
+                "server.engine_steps_per_second", "gpu.peak_flops",
+                "gpu.peak_mem_bandwidth_bytes_per_second", "sol.mfu_ratio", "sol.mbu_ratio",
+                "sol.decode_roofline_tokens_per_second", "sol.decode_roofline_ratio",
+                "server.setting"),
     "memory": ("kv.usage_ratio", "server.preemptions_per_second", "kv.prefix_cache_hit_ratio",
                "gpu.mem_used_bytes", "gpu.mem_total_bytes", "process.gpu_mem_bytes"),
     "scheduling": ("host.cpu_ratio", "host.cpu_count", "host.load1", "server.requests_running",
@@ -41,6 +44,11 @@ KEY_READINGS: dict[str, tuple[str, ...]] = {
 # execution settings worth a line in the kernels section
 KEY_SETTINGS = ("cuda_graphs", "dtype", "quantization", "compilation_config",
                 "tensor_parallel_size", "max_num_seqs")
+# readings whose reason says where the value came from (a datasheet, NVML, the engine's
+# counters or infertop's estimate): the report prints it beside an OK value too
+SOURCED = ("gpu.peak_flops", "gpu.peak_mem_bandwidth_bytes_per_second", "sol.mfu_ratio",
+           "sol.mbu_ratio", "sol.decode_roofline_tokens_per_second",
+           "sol.decode_roofline_ratio")
 MAX_PER_KEY = 16
 QUANTILES_SHOWN = ("0.5", "0.99")
 
@@ -114,7 +122,7 @@ def _labels(labels) -> str:
 
 def _value(r: Reading) -> str:
     value = r.text if r.text is not None and r.ok else fmt_reading(r)
-    if r.status not in (Status.OK, Status.STALE) and r.reason:
+    if r.reason and (r.status not in (Status.OK, Status.STALE) or r.key in SOURCED):
         value += f" ({r.reason})"
     return value
 

@@ -64,6 +64,8 @@ def fmt_value(value: float | None, unit: str) -> str:
         return f"{value:.0f} °C"
     if unit == "cores":
         return f"{value * 100:.0f} %"  # top's convention: 100 % = one core
+    if unit == "FLOP/s":
+        return fmt_si(value, unit)
     if unit in ("tokens/s", "1/s"):
         return fmt_si(value, unit.replace("1/s", "/s"))
     if unit in ("count", "tokens", "lanes", ""):

@@ -75,7 +75,102 @@ class Superlinear(Case):
         return self._t(1.4)
 
 
-CASES = [LaunchBound(), Superlinear()]
+class BelowRoofline(Case):
+    """A 7B fp16 model on one H100 (3.35 TB/s), batch 8 with 1000 tokens of context: the
+    roofline is 8 / ((14e9 + 8 x 1000 x 524288) / 3.35232e12) = 1474 tok/s.  Healthy
+    decodes 1200 tok/s (81 %), bad 150 tok/s (10 %) while NVML util says 95 %."""
+
+    code = "KRN-003"
+    windowed = True
+    build = 10   # the 60 s rate needs ~8 bad seconds to fall under 30 %
+    lag = 15
+    missing = ("model.weight_bytes",)
+
+    def __init__(self):
+        self.tokens = 0.0
+        self.prompt = Hist((256, 512, 1024, 2048))
+        self.gen = Hist((64, 128, 256, 512))
+
+    def _t(self, tok_s, util=0.95, dram=0.2):
+        self.tokens += tok_s
+        self.prompt.observe(900, 2)
+        self.gen.observe(200, 2)
+        return {"gpu.info": {"gpu=0": "NVIDIA H100 80GB HBM3"},
+                "gpu.mem_bus_width_bits": {"gpu=0": 5120},
+                "gpu.mem_clock_max_hz": {"gpu=0": 2619e6},
+                "gpu.util_ratio": {"gpu=0": util}, "gpu.dram_bw_util_ratio": {"gpu=0": dram},
+                "model.params": {"model=m": 7e9}, "model.active_params": {"model=m": 7e9},
+                "model.weight_bytes": {"model=m": 14e9},
+                "model.kv_bytes_per_token": {"model=m": 524288},
+                "server.generation_tokens_total": {"engine=0,model=m": self.tokens},
+                "server.requests_running": {"engine=0,model=m": 8},
+                "request.prompt_tokens": {"engine=0,model=m": self.prompt.value()},
+                "request.generation_tokens": {"engine=0,model=m": self.gen.value()}}
+
+    def good(self):
+        return self._t(1200)
+
+    def bad(self):
+        return self._t(150)
+
+    def hi(self):   # far below the roofline, GPU just busy enough
+        return self._t(150, util=0.81)
+
+    def lo(self):   # far below the roofline, GPU just not busy
+        return self._t(150, util=0.79)
+
+
+CASES = [LaunchBound(), Superlinear(), BelowRoofline()]
+
+
+def test_below_roofline_evidence_and_remedy():
+    c = BelowRoofline()
+    f = Feed()
+    f.run(c.bad, 20)
+    got = f.active("KRN-003")
+    assert got, [x.code for x in f.findings]
+    fin = got[0]
+    ratio = fin.evidence[0]
+    assert ratio.key == "sol.decode_roofline_ratio"
+    assert ratio.value == pytest.approx(150 / 1474.03, rel=1e-4)
+    assert "of at most 1474 tok/s" in ratio.note and "memory-bound at batch 8.0" in ratio.note
+    assert any(e.key == "gpu.dram_bw_util_ratio" and "GPM confirms" in e.note
+               for e in fin.evidence)
+    assert "small batches" in fin.remedy
+    assert fin.title.startswith("decode at 10 % of its roofline")
+
+
+def test_below_roofline_quiet_when_gpm_says_memory_is_busy():
+    """DRAM at 70 %: memory is the limit after all, the model estimate must be off."""
+    c = BelowRoofline()
+    f = Feed()
+    f.run(lambda: c._t(150, dram=0.7), 25)
+    assert not f.active("KRN-003")
+
+
+def test_below_roofline_without_gpm_says_it_was_not_cross_checked():
+    c = BelowRoofline()
+    f = Feed()
+    f.run(lambda: {k: v for k, v in c.bad().items() if k != "gpu.dram_bw_util_ratio"}, 20)
+    fin = f.active("KRN-003")[0]
+    assert any("not cross-checked" in e.note for e in fin.evidence)
+
+
+def test_large_batch_below_roofline_is_left_to_other_rules():
+    """64 running requests far below the roofline: copies, stragglers or fp32 (HW/PAR
+    rules), not launches."""
+    c = BelowRoofline()
+    f = Feed()
+    f.run(lambda: {**c.bad(), "server.requests_running": {"engine=0,model=m": 64}}, 25)
+    assert not f.active("KRN-003")
+
+
+def test_launch_bound_explains_below_roofline():
+    """KRN-001 (the engine thread pinned, eager mode) is the cause: KRN-003 stays quiet."""
+    c, lb = BelowRoofline(), LaunchBound()
+    f = Feed()
+    f.run(lambda: {**c.bad(), **lb.bad()}, 20)
+    assert f.active("KRN-001") and not f.active("KRN-003")
 
 
 # ---- closer looks ---------------------------------------------------------------------

@@ -223,6 +223,18 @@ def render_vllm(frame: SimFrame) -> str:
                 [(lab(e), e.counters["spec_draft_tokens"]) for e in engines])
         counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.",
                 [(lab(e), e.counters["spec_accepted"]) for e in engines])
+    flops, reads, writes = zip(*[_mfu_estimates(frame, e) for e in engines]) if engines \
+        else ((), (), ())
+    # on vLLM 0.32's page without --enable-mfu-metrics too, at 0 (docs/metrics.md#mfu)
+    counter("vllm:estimated_flops_per_gpu", "Estimated number of floating point operations "
+            "per GPU (for Model Flops Utilization calculations).",
+            [(lab(e), v) for e, v in zip(engines, flops)])
+    counter("vllm:estimated_read_bytes_per_gpu", "Estimated number of bytes read from memory "
+            "per GPU (for Model Flops Utilization calculations).",
+            [(lab(e), v) for e, v in zip(engines, reads)])
+    counter("vllm:estimated_write_bytes_per_gpu", "Estimated number of bytes written to "
+            "memory per GPU (for Model Flops Utilization calculations).",
+            [(lab(e), v) for e, v in zip(engines, writes)])
     for name, key, help in VLLM_HIST:
         t.family(f"vllm:{name}", "histogram", help)
         for e in engines:
@@ -242,6 +254,24 @@ def render_vllm(frame: SimFrame) -> str:
             "num_cpu_blocks": "None", "num_gpu_blocks": str(blocks),
             "sliding_window": "None"}, 1.0)
     return t.text()
+
+
+def _mfu_estimates(frame: SimFrame, e: EngineView) -> tuple[float, float, float]:
+    """What vLLM's --enable-mfu-metrics counts, per GPU (0 when the scenario's server runs
+    without the flag): 2 FLOPs per active parameter per token; every engine step reads the
+    weights, every generated token its sequence's KV cache; KV is written once per token."""
+    s = frame.setup
+    if not s["mfu_metrics"]:
+        return 0.0, 0.0, 0.0
+    gpus = max(1, len(e.gpus))
+    active = (s["active_params_b"] or s["model_params_b"]) * 1e9
+    tokens = e.counters["prompt_tokens"] + e.counters["generation_tokens"]
+    steps = e.hists["iteration"].total
+    prompt = e.hists["prompt_len"]
+    context = prompt.sum / prompt.total if prompt.total else 0.0
+    kv = float(s["kv_bytes_per_token"])
+    reads = steps * s["weights_gib"] * 2**30 + e.counters["generation_tokens"] * context * kv
+    return 2 * active * tokens / gpus, reads / gpus, tokens * kv / gpus
 
 
 # ---- SGLang 0.5 ------------------------------------------------------------------------

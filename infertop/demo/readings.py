@@ -106,6 +106,10 @@ def nvml_sample(frame: SimFrame) -> Sample:
         readings.append(_r("gpu.ecc_uncorrected_total", float(g.ecc_uncorrected), lab))
         readings.append(_r("gpu.ecc_corrected_total", 0.0, lab))
         readings.append(_r("gpu.mig_enabled", 0.0, lab))
+        readings.append(_r("gpu.mem_bus_width_bits", float(s["mem_bus_width_bits"]), lab))
+        readings.append(_r("gpu.cuda_cores", float(s["cuda_cores"]), lab))
+        cc = str(s["compute_capability"])
+        readings.append(_r("gpu.compute_capability", float(cc), lab, text=cc))
         if s["gpm"]:
             for key, name in _GPM_KEYS:
                 readings.append(_r(key, v[name], lab))
@@ -164,6 +168,7 @@ def process_sample(frame: SimFrame, settings: dict[str, str] | None = None) -> S
                                make_labels(pid=p.pid, tid=t.tid, name=t.name)))
     for name, value in (settings or {}).items():
         readings.append(_r("server.setting", 1.0, make_labels(name=name), text=value))
+    readings += model_readings(frame.setup)
     meta: dict = {"in_container": False}
     root = entry_process(frame)
     if root is not None:
@@ -174,6 +179,24 @@ def process_sample(frame: SimFrame, settings: dict[str, str] | None = None) -> S
     why = "server pid exited (the server is down)"
     meta.update(server=None, tree=[], reason=why)
     return Sample("process", frame.time, tuple(readings), Status.OK, why, meta)
+
+
+def model_readings(s) -> list[Reading]:
+    """What the process probe reads from the model's config.json (probes/server/
+    model_config.py), from the scenario's setup."""
+    lab = make_labels(model=s["model"])
+    keys = ("model.params", "model.active_params", "model.weight_bytes",
+            "model.kv_bytes_per_token")
+    if not s["model_config"]:
+        why = f"no config.json for {s['model']} (not a local directory, not in the HF cache)"
+        return [_r(k, None, lab, status=Status.NODATA, reason=why) for k in keys]
+    params = s["model_params_b"] * 1e9
+    active = (s["active_params_b"] or s["model_params_b"]) * 1e9
+    return [_r("model.info", 1.0, make_labels(model=s["model"], dtype="bfloat16"),
+               text="LlamaForCausalLM (demo scenario)"),
+            _r("model.params", params, lab), _r("model.active_params", active, lab),
+            _r("model.weight_bytes", s["weights_gib"] * 2**30, lab),
+            _r("model.kv_bytes_per_token", float(s["kv_bytes_per_token"]), lab)]
 
 
 DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "tgi": 3000, "llamacpp": 8080}

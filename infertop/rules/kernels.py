@@ -167,6 +167,79 @@ def _delta(points, i) -> tuple[float, float] | None:
     return b.total - a.total, b.sum - a.sum
 
 
+# ---- KRN-003 decode far below its roofline while the GPU is busy ---------------------------
+def below_roofline(ctx: Context) -> Iterator[Candidate]:
+    """Decode tokens/s against the bandwidth roofline at this batch size (sol_derive): a
+    busy GPU (NVML util high) that decodes a small batch at a small share of what reading
+    the weights and KV once per step allows spends its time on something else: kernel
+    launches and syncs, host round trips.  Large batches far below the roofline have
+    other causes with their own rules (PCIe copies, stragglers, fp32).  GPM cross-check: DRAM busy
+    at or above ``roofline_dram_max`` means the memory *is* the limit and the estimate is
+    off (wrong model shape, another tenant): no finding."""
+    t = ctx.t
+    util = ctx.per_gpu("gpu.util_ratio")
+    for r in ctx.derived_of("sol.decode_roofline_ratio"):
+        if r.value > t.roofline_ratio_max:
+            continue
+        running = ctx.peer("server.requests_running", r.labels)
+        if running is None or running.value > t.roofline_batch_max:
+            continue  # large batches below the roofline: copies, stragglers (HW/PAR rules)
+        mine = next(iter(ctx.gpus_by_root().values()), None) if len(ctx.gpus_by_root()) == 1 \
+            else None
+        gpus = [g for g in (mine or util) if g in util]
+        if not gpus:
+            continue
+        mean_util = sum(util[g].value for g in gpus) / len(gpus)
+        if mean_util < t.roofline_busy_util_min:
+            continue  # an idle GPU below its roofline is simply not loaded
+        dram = ctx.per_gpu("gpu.dram_bw_util_ratio")
+        dram_gpus = [g for g in gpus if g in dram]
+        mean_dram = (sum(dram[g].value for g in dram_gpus) / len(dram_gpus)) if dram_gpus \
+            else None
+        if mean_dram is not None and mean_dram >= t.roofline_dram_max:
+            continue
+        ceiling = ctx.derived("sol.decode_roofline_tokens_per_second", r.labels)
+        gen = ctx.derived("throughput.generation_tokens_per_second", r.labels)
+        gpu_labels = () if len(gpus) > 1 else util[gpus[0]].labels
+        evidence = [
+            Evidence("sol.decode_roofline_ratio", r.labels, r.value, t.roofline_ratio_max,
+                     "<=", "ratio", f"{gen or 0:.0f} of at most {ceiling or 0:.0f} tok/s "
+                     f"({r.reason})"),
+            Evidence("gpu.util_ratio", gpu_labels, mean_util, t.roofline_busy_util_min, ">=",
+                     "ratio", f"mean over GPU {','.join(gpus)}" if len(gpus) > 1 else ""),
+        ]
+        if mean_dram is not None:
+            evidence.append(Evidence("gpu.dram_bw_util_ratio", gpu_labels, mean_dram,
+                                     t.roofline_dram_max, "<", "ratio",
+                                     "GPM confirms: memory is not the limit"))
+        else:
+            evidence.append(Evidence("gpu.dram_bw_util_ratio", gpu_labels, None, None, "",
+                                     "ratio", "no GPM here: not cross-checked"))
+        tensor = ctx.per_gpu("gpu.tensor_active_ratio")
+        tens = [tensor[g].value for g in gpus if g in tensor]
+        if tens:
+            evidence.append(Evidence("gpu.tensor_active_ratio", gpu_labels,
+                                     sum(tens) / len(tens), None, "", "ratio", ""))
+        evidence.append(ev(running, "server.requests_running", running.labels, running.value,
+                           t.roofline_batch_max, "<=", "small decode batch"))
+        graphs = ctx.setting("cuda_graphs")
+        eager = graphs is not None and graphs.strip().lower().startswith("off")
+        if graphs is not None:
+            evidence.append(ev(None, "server.setting", sub(name="cuda_graphs"), graphs, None,
+                               "", ""))
+        if eager:
+            remedy = ("enable CUDA graphs (drop --enforce-eager / --disable-cuda-graph): the "
+                      "step time goes to launching kernels, not to moving bytes")
+        else:
+            remedy = ("small batches are launch- and sync-bound: more concurrency per replica "
+                      "(fewer replicas), async scheduling; press n for an Nsight capture, p "
+                      "for the engine's stacks")
+        yield Candidate(server_subject(r.labels), WARN, tuple(evidence),
+                        title=f"decode at {r.value * 100:.0f} % of its roofline while the "
+                              "GPU is busy",
+                        remedy=remedy)
+
+
 RULES = (
     Rule(RuleSpec(
         "KRN-001", KRN, "launch-bound decode",
@@ -179,7 +252,7 @@ RULES = (
         "enable CUDA graphs (drop --enforce-eager); otherwise larger batches or async "
         "scheduling, and py-spy the engine thread",
         optional=("server.setting{name=cuda_graphs}", "process.info", "process.gpu_mem_bytes"),
-        supersedes=("HW-001",)), launch_bound),
+        supersedes=("HW-001", "KRN-003")), launch_bound),
     Rule(RuleSpec(
         "KRN-002", KRN, "TTFT superlinear in prompt length",
         "Over successive windows, mean TTFT (minus mean queue time) grows faster than mean "
@@ -197,4 +270,25 @@ RULES = (
               "works on windowed means: it sees the trend when the mix of prompt lengths "
               "changes over time, and stays silent while the mix is steady."),
         ttft_superlinear),
+    Rule(RuleSpec(
+        "KRN-003", KRN, "decode far below its roofline",
+        "Generation tokens/s is at or below a share of the decode roofline (reading the "
+        "weights once per step plus each running sequence's KV cache at the GPU's peak "
+        "bandwidth, for the window's mean batch and context) while NVML says the GPU is "
+        "busy and the batch is small; GPM DRAM bandwidth, when present, must agree that "
+        "memory is not the limit.",
+        ("server.generation_tokens_total", "gpu.util_ratio", "model.weight_bytes",
+         "server.requests_running"),
+        {"thresholds.roofline_ratio_max": None, "thresholds.roofline_busy_util_min": None,
+         "thresholds.roofline_batch_max": None, "thresholds.roofline_dram_max": None},
+        "CUDA graphs on, larger batches per replica, async scheduling; an Nsight capture "
+        "(n) shows where the step time goes",
+        optional=("gpu.dram_bw_util_ratio", "gpu.tensor_active_ratio",
+                  "server.setting{name=cuda_graphs}",
+                  "gpu.mem_bus_width_bits"),
+        notes="The roofline needs the model's shape (config.json, read by the process probe) "
+              "and the GPU's peak bandwidth (NVML or the datasheet table); see "
+              "docs/metrics.md#speed-of-light. KRN-001 (launch-bound decode) explains it "
+              "and keeps it quiet."),
+        below_roofline),
 )

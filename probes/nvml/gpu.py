@@ -26,6 +26,7 @@ GPU_KEYS: tuple[str, ...] = (
     "gpu.nvlink_links_active", "gpu.ecc_uncorrected_total", "gpu.ecc_corrected_total",
     "gpu.mig_enabled", "gpu.sm_active_ratio", "gpu.sm_occupancy_ratio",
     "gpu.tensor_active_ratio", "gpu.dram_bw_util_ratio",
+    "gpu.mem_bus_width_bits", "gpu.cuda_cores", "gpu.compute_capability",
 )
 _VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal",
                  6: "usVal"}  # nvmlValueType_t -> c_nvmlValue_t union member

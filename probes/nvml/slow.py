@@ -30,6 +30,10 @@ def read_slow(calls: NvmlCalls, g: GpuState) -> list[Reading]:
                  nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC),
         read_one(calls, g, "gpu.ecc_corrected_total", "nvmlDeviceGetTotalEccErrors",
                  nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, nvml.NVML_VOLATILE_ECC),
+        # static facts for the speed-of-light peaks (infertop/peaks.py)
+        read_one(calls, g, "gpu.mem_bus_width_bits", "nvmlDeviceGetMemoryBusWidth"),
+        read_one(calls, g, "gpu.cuda_cores", "nvmlDeviceGetNumGpuCores"),
+        compute_capability(calls, g),
     ]
     try:
         mode = calls("nvmlDeviceGetMigMode", g.handle)[0]
@@ -48,6 +52,20 @@ def read_slow(calls: NvmlCalls, g: GpuState) -> list[Reading]:
                       g.nvlink_reason))
     out += processes(calls, g)
     return out
+
+
+def compute_capability(calls: NvmlCalls, g: GpuState) -> Reading:
+    """gpu.compute_capability: value major + minor / 10, text "major.minor"."""
+    fn = "nvmlDeviceGetCudaComputeCapability"
+    try:
+        major, minor = calls(fn, g.handle)
+    except GpuLost:
+        raise
+    except Exception as e:
+        st, why = calls.failure(e, fn, g.name)
+        return mk("gpu.compute_capability", None, g.labels, st, why)
+    major, minor = int(major), int(minor)
+    return mk("gpu.compute_capability", major + minor / 10, g.labels, text=f"{major}.{minor}")
 
 
 def processes(calls: NvmlCalls, g: GpuState) -> list[Reading]:

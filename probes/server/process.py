@@ -33,6 +33,8 @@ from infertop.probes.base import BlockingProbe, sample
 from infertop.probes.server.discovery import (LOOKED_FOR, ROOT_ROLES, SERVER_KINDS, ServerProcess, classify,
                         clean_cmdline, server_settings)
 
+from infertop.probes.server.model_config import ModelConfigReader
+
 CMDLINE_MAX = 300
 
 
@@ -167,6 +169,7 @@ class ProcessProbe(BlockingProbe):
         self._members_root: int | None = None
         self._members_at = -math.inf
         self._comm: dict[tuple[int, int], str] = {}   # thread names seldom change
+        self._model_config = ModelConfigReader()
 
     # -- lifecycle
     def open_blocking(self) -> Capability:
@@ -217,8 +220,11 @@ class ProcessProbe(BlockingProbe):
         for key in set(self._prev_cpu) - seen:   # forget processes that left the tree
             self._prev_cpu.pop(key, None)
             self._prev_thr.pop(key, None)
-        for name, value in server_settings(server.kind, entry_argv or []).items():
+        settings = server_settings(server.kind, entry_argv or [])
+        for name, value in settings.items():
             readings.append(_reading("server.setting", 1.0, {"name": name}, text=value))
+        # the model's shape for the speed-of-light estimate (cached; read once per model)
+        readings += self._model_config.readings(settings, pid=server.pid)
         self.tree = pids
         meta.update(server=server.to_meta(), tree=pids)
         aliases = ns_pid_aliases(pids)

@@ -84,6 +84,9 @@ class FakeGPU:
     sm_clock_max_mhz: int = 1980
     mem_clock_mhz: int = 2619
     mem_clock_max_mhz: int = 2619
+    mem_bus_width: int = 5120               # bits (HBM3, 5 stacks)
+    cuda_cores: int = 16896                 # 132 SMs x 128
+    compute_capability: tuple[int, int] = (9, 0)
     clocks_event_reasons: int = 0
     pcie_gen: int = 5
     pcie_width: int = 16
@@ -339,6 +342,15 @@ class FakeNVML:
         return {_real.NVML_CLOCK_GRAPHICS: g.sm_clock_max_mhz,
                 _real.NVML_CLOCK_SM: g.sm_clock_max_mhz,
                 _real.NVML_CLOCK_MEM: g.mem_clock_max_mhz, _real.NVML_CLOCK_VIDEO: 1980}[type]
+
+    def nvmlDeviceGetMemoryBusWidth(self, device):
+        return self._gpu(device, "nvmlDeviceGetMemoryBusWidth").mem_bus_width
+
+    def nvmlDeviceGetNumGpuCores(self, device):
+        return self._gpu(device, "nvmlDeviceGetNumGpuCores").cuda_cores
+
+    def nvmlDeviceGetCudaComputeCapability(self, handle):
+        return tuple(self._gpu(handle, "nvmlDeviceGetCudaComputeCapability").compute_capability)
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
         return self._gpu(handle, "nvmlDeviceGetCurrentClocksEventReasons").clocks_event_reasons

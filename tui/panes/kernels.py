@@ -46,6 +46,7 @@ class KernelsPane(LayerPane):
             cpu = ctx.one("process.cpu_ratio", pid=engine.label("pid"))
             rows.append(("engine CPU", ctx.value_text(cpu),
                          ctx.spark("process.cpu_ratio", 12, 0, 1, pid=engine.label("pid"))))
+        rows += speed_of_light_rows(ctx)
         settings = {r.label("name"): r for r in ctx.readings("server.setting")}
         for name in SETTINGS_SHOWN:
             if name in settings:
@@ -67,6 +68,25 @@ class KernelsPane(LayerPane):
         else:
             parts.append(ctx.note("top kernels: press n for an Nsight Systems capture"))
         return group(*parts)
+
+
+def speed_of_light_rows(ctx: PaneContext) -> list[tuple]:
+    """MFU/MBU and decode tokens/s against the bandwidth roofline (infertop.sol_derive);
+    a missing value shows "–" here and its reason in snapshot/doctor."""
+    rows: list[tuple] = []
+    mfu, mbu = ctx.one("sol.mfu_ratio"), ctx.one("sol.mbu_ratio")
+    if mfu is not None or mbu is not None:
+        cell = ctx.value_text(mfu)
+        cell.append(" / ")
+        cell.append_text(ctx.value_text(mbu))
+        rows.append(("MFU / MBU", cell, ""))
+    roof = ctx.one("sol.decode_roofline_ratio")
+    if roof is not None:
+        cell = ctx.value_text(roof)
+        cell.append(" of ")
+        cell.append_text(ctx.value_text(ctx.one("sol.decode_roofline_tokens_per_second")))
+        rows.append(("roofline", cell, ctx.spark("sol.decode_roofline_ratio", 12, 0, 1)))
+    return rows
 
 
 def _engine_process(ctx: PaneContext):

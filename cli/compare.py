@@ -1,0 +1,47 @@
+"""``infertop compare BEFORE AFTER``: what changed between two recordings.
+
+Both recordings are replayed through today's pipeline (rates, quantiles and findings
+recomputed), then compared by infertop.compare.  Headless: no Textual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from .errors import UsageError
+from .sources import make_pipeline
+
+MAX_RECORDING_BYTES = 1 << 30   # a day at 1 Hz is ~100 MB gzipped: far above that is a mistake
+
+
+def load_run(path: str, args: argparse.Namespace):
+    """A RunSummary of one recording (RecordingError/UsageError: one line, exit 2)."""
+    from infertop.recording import iter_snapshots
+    from infertop.runsummary import summarize
+    from infertop.probes.sources.replay import read_recording
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        size = 0   # read_recording says why in one line
+    if size > MAX_RECORDING_BYTES:
+        raise UsageError(f"{path}: {size} bytes is more than the {MAX_RECORDING_BYTES} a "
+                         "recording may have here")
+    dec = read_recording(path)
+    if not dec.lines:
+        raise UsageError(f"{path}: the recording holds no snapshot")
+    pipe = make_pipeline(args)
+    meta = {"file": path, "host": dec.header.get("host"),
+            "recorded": dec.header.get("started"), "notes": dec.notes}
+    return summarize(iter_snapshots(dec), pipe.diagnoser, window=args.window or pipe.window,
+                     max_ticks=args.max_ticks, meta=meta)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from infertop.compare import compare, render_json, render_text
+    before = load_run(args.before, args)
+    after = load_run(args.after, args)
+    c = compare(before, after, min_rel=args.min_change, resamples=args.resamples,
+                seed=args.seed, loaded_only=not args.all_ticks)
+    print(render_json(c) if args.format == "json" else render_text(c), end="")
+    return 0

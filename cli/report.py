@@ -1,0 +1,44 @@
+"""``infertop report RECORDING -o report.html``: a self-contained incident report.
+
+The recording is replayed through today's pipeline (findings and rates recomputed), then
+written by infertop.htmlreport as one HTML file (inline CSS and SVG, nothing fetched) or
+as Markdown (``--format markdown``).  ``--baseline BEFORE`` adds a before/after section
+(infertop compare).  Headless: no Textual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from infertop import __version__
+
+from .compare import load_run
+from .errors import UsageError
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from infertop.compare import compare
+    from infertop.htmlreport import render_html, render_markdown
+    run = load_run(args.recording, args)
+    comparison = None
+    if args.baseline:
+        base = load_run(args.baseline, args)
+        comparison = compare(base, run)
+    title = Path(args.recording).name
+    render = render_markdown if args.format == "markdown" else render_html
+    text = render(run, title=title, version=__version__, comparison=comparison)
+    if not args.output or args.output == "-":
+        sys.stdout.write(text)
+        return 0
+    out = Path(args.output)
+    try:
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out)   # a reader never sees half a report
+    except OSError as e:
+        raise UsageError(f"{out}: cannot write: {e.strerror or e}") from None
+    print(f"infertop: wrote {out} ({len(text.encode())} bytes)", file=sys.stderr)
+    return 0
