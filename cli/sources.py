@@ -31,7 +31,25 @@ def make_source(args: argparse.Namespace):
             raise UsageError(str(e)) from None
     if spec != "live":
         raise UsageError(f"--source must be live, demo:NAME or replay:FILE, not {spec!r}")
+    if getattr(args, "prometheus", None):
+        return make_prometheus_source(args)
     return make_live_source(args)
+
+
+def make_prometheus_source(args: argparse.Namespace):
+    """--prometheus URL: the fleet Prometheus scrapes (probes/prometheus/source.py)."""
+    if args.url or args.pid:
+        raise UsageError("--prometheus reads the fleet from Prometheus: drop --url/--pid")
+    from infertop.probes.prometheus.source import PrometheusSource
+    try:
+        return PrometheusSource(args.prometheus, timeout=max(2.0, min(10.0, args.interval * 4)))
+    except ValueError as e:
+        raise UsageError(f"--prometheus: {e}") from None
+
+
+def is_fleet_args(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "prometheus", None)) and \
+        (getattr(args, "source", "live") or "live") == "live"
 
 
 def make_live_source(args: argparse.Namespace):
@@ -81,6 +99,9 @@ def make_pipeline(args: argparse.Namespace):
     except ConfigError as e:
         raise UsageError(f"config: {e}") from None
     # one window for the screen's quantiles and the rules' evidence, so they agree
+    if is_fleet_args(args):
+        from infertop.fleet import FleetPipeline, diagnoser_factory
+        return FleetPipeline(diagnoser_factory(cfg), window=cfg.diagnosis.window)
     return Pipeline(Diagnoser(cfg), window=cfg.diagnosis.window)
 
 

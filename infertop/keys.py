@@ -135,6 +135,12 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("request.prompt_tokens", "tokens", H, (DEC, KRN), "prompt length per request"),
     _k("request.generation_tokens", "tokens", H, DEC, "generated length per request"),
     _k("server.iteration_tokens", "tokens", H, KRN, "tokens per engine step (batch size signal)"),
+    # ---- fleet: one node among many, read through Prometheus or several --url ---------
+    _k("node.up", "", G, PAR,
+       "1 when the node's scrape target answered its last scrape (Prometheus 'up'; "
+       "labels instance, job)"),
+    _k("node.scrape_age_seconds", "s", G, PAR,
+       "age of the node's newest scraped values (labels instance, job)"),
     # ---- derived from History (rates, windowed ratios) --------------------------------
     _k("throughput.prompt_tokens_per_second", "tokens/s", G, DEC, "prefill throughput", True),
     _k("throughput.generation_tokens_per_second", "tokens/s", G, (DEC, PAR),

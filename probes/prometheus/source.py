@@ -1,0 +1,194 @@
+"""A fleet as one SnapshotSource: every node's GPUs and servers, read from Prometheus.
+
+Each refresh asks Prometheus three things at once: the active targets (health, last
+scrape, scrape interval), one instant query for every DCGM field infertop maps, and one
+for every server family the dialect tables know.  Raw values only, as from a direct
+scrape: counters stay cumulative and histograms keep their buckets, so History derives
+rates and windowed quantiles exactly as for one box, and a recording of a fleet replays
+through today's rules.
+
+Samples are named ``<source>@<node>`` (``nvml@node-03``, ``server:10.0.0.3:8000@node-03``,
+``prometheus@node-03``) with ``meta["node"]``; ``infertop.fleet.split_nodes`` turns one
+fleet Snapshot back into one ordinary Snapshot per node, which the six panes and every
+rule read unchanged.  A node is the target label ``node`` when the targets carry one, else
+the host part of ``instance`` (dcgm-exporter on :9400 and the server on :8000 of one host
+are one node).
+
+Prometheus refreshes a value once per scrape interval; asking more often re-reads the same
+numbers, so the source re-queries at about half the shortest scrape interval and hands out
+the previous answer in between (each value's age is ``node.scrape_age_seconds``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from typing import Any
+
+from infertop.dcgm import DCGM_NAMES, families_from_series, gpu_readings
+from infertop.dialects import DIALECTS, GENERIC, readings_from_families
+from infertop.model import Capability, Reading, Sample, Snapshot, Status, make_labels
+from infertop.probes.sources.source import SnapshotSource
+
+from .client import PrometheusClient, PrometheusError, Target, clean_text
+
+NODE_LABEL = "node"
+
+
+def node_of(labels: dict[str, str]) -> str:
+    """The node a series or target belongs to (see the module doc)."""
+    node = labels.get(NODE_LABEL)
+    if node:
+        return node
+    inst = labels.get("instance", "")
+    if inst.startswith("["):
+        return inst[1:].split("]", 1)[0]
+    return inst.rsplit(":", 1)[0] if ":" in inst else inst
+
+
+def server_name_regex() -> str:
+    """Every family name a dialect table reads, with its exposition suffixes, as one RE2
+    alternation (anchored by Prometheus): the query returns what infertop maps, nothing
+    else, which keeps a 64-node answer small."""
+    fams: set[str] = set()
+    for d in DIALECTS.values():
+        for rule in d.rules:
+            fams.update(rule.families)
+    fams.update(f for rule in GENERIC for f in rule.families)
+    fams.update(("vllm:cache_config_info", "sglang:max_total_num_tokens", "sglang:page_size",
+                 "sglang:num_pages", "nv_trt_llm_kv_cache_block_metrics"))
+    parts = sorted(fams)
+    return "|".join(f"{_re_escape(f)}(_total|_bucket|_sum|_count)?" for f in parts)
+
+
+def _re_escape(name: str) -> str:
+    return "".join("\\" + c if c in ".+*?()[]{}|^$\\" else c for c in name)
+
+
+class PrometheusSource(SnapshotSource):
+    kind = "live"
+
+    def __init__(self, url: str, *, timeout: float = 5.0, refresh: float | None = None,
+                 transport=None, max_bytes: int | None = None) -> None:
+        kw = {"timeout": timeout, "transport": transport}
+        if max_bytes:
+            kw["max_bytes"] = max_bytes
+        self.client = PrometheusClient(url, **kw)
+        self.label = f"prometheus {self.client.base}"
+        self.fixed_refresh = refresh
+        self._server_query = f'{{__name__=~"{server_name_regex()}"}}'
+        self._dcgm_query = f'{{__name__=~"{"|".join(DCGM_NAMES)}"}}'
+        self._tick = 0
+        self._last_fetch = 0.0
+        self._cached: tuple[list[Target], list, list] | None = None
+        self.capabilities: dict[str, Capability] = {}
+        self.refresh_interval = refresh or 0.0   # learnt from the targets' scrape interval
+        self.last_error = ""
+        self.fetch_seconds = 0.0
+
+    async def start(self) -> dict[str, Capability]:
+        await self.client.open()
+        return {}
+
+    async def stop(self) -> None:
+        await self.client.close()
+
+    async def fetch(self) -> tuple[list[Target], list, list]:
+        """Targets, DCGM series and server series, asked concurrently."""
+        started = time.perf_counter()
+        targets, dcgm, servers = await asyncio.gather(
+            self.client.targets(), self.client.query(self._dcgm_query),
+            self.client.query(self._server_query))
+        self.fetch_seconds = time.perf_counter() - started
+        return targets, dcgm, servers
+
+    async def next(self) -> Snapshot:
+        self._tick += 1
+        now = time.time()
+        due = self._cached is None or now - self._last_fetch >= self.refresh_interval
+        if due:
+            try:
+                self._cached = await self.fetch()
+                self._last_fetch = now
+                self.last_error = ""
+                if self.fixed_refresh is None:
+                    self.refresh_interval = _half_scrape(self._cached[0])
+            except PrometheusError as e:
+                self.last_error = str(e)
+                self._cached = None
+        if self._cached is None:
+            s = Sample("prometheus", now, (), Status.ERROR, self.last_error,
+                       {"url": self.client.base})
+            return Snapshot(now, {"prometheus": s}, self._tick,
+                            {"prometheus": Capability("prometheus", False, self.last_error)})
+        samples = build_samples(*self._cached, now=now)
+        caps = {n: Capability(n, True) for n in samples}
+        self.capabilities = caps
+        return Snapshot(now, samples, self._tick, caps)
+
+    def describe(self) -> dict[str, Any]:
+        return {"source": "prometheus", "label": self.label, "url": self.client.base,
+                "host": socket.gethostname(), "fleet": True}
+
+
+def _half_scrape(targets: list[Target]) -> float:
+    ivals = [t.scrape_interval for t in targets if t.scrape_interval]
+    return max(0.25, min(ivals) / 2) if ivals else 0.0
+
+
+def build_samples(targets: list[Target], dcgm: list, servers: list, *,
+                  now: float) -> dict[str, Sample]:
+    """One fleet tick's Samples from Prometheus's three answers (pure: tests call it)."""
+    samples: dict[str, Sample] = {}
+    by_instance = {t.instance: t for t in targets}
+    # ---- GPUs: one "nvml" sample per node, from DCGM --------------------------------------
+    per_node: dict[str, list] = {}
+    dcgm_instances: dict[str, set[str]] = {}
+    for labels, value in dcgm:
+        node = node_of(labels)
+        per_node.setdefault(node, []).append((labels, value))
+        dcgm_instances.setdefault(node, set()).add(labels.get("instance", ""))
+    for node, series in per_node.items():
+        readings, meta = gpu_readings(series)
+        meta.update(node=node, via="prometheus dcgm-exporter",
+                    instances=sorted(dcgm_instances[node]))
+        samples[f"nvml@{node}"] = Sample(f"nvml@{node}", now, tuple(readings), Status.OK, "",
+                                         meta)
+    # ---- servers: one "server:<instance>" sample per server target -----------------------
+    per_server: dict[tuple[str, str], list] = {}
+    for labels, value in servers:
+        per_server.setdefault((node_of(labels), labels.get("instance", "")), []).append(
+            (labels, value))
+    for (node, inst), series in per_server.items():
+        expo = readings_from_families(families_from_series(series), inst)
+        t = by_instance.get(inst)
+        meta = dict(expo.meta)
+        meta.update(node=node, url=t.url if t else "", via="prometheus")
+        name = f"server:{inst}@{node}"
+        samples[name] = Sample(name, now, tuple(expo.readings), Status.OK, "", meta)
+    # ---- every target: up and age; a failing server target is an ERROR sample ------------
+    seen_instances = {i for _, i in per_server} | {i for s in dcgm_instances.values() for i in s}
+    per_node_targets: dict[str, list[Reading]] = {}
+    for t in targets:
+        node = node_of(t.labels)
+        if t.up and t.instance not in seen_instances:
+            continue  # a healthy target that is neither a GPU nor a server (Prometheus itself)
+        lab = make_labels(instance=t.instance, job=t.job)
+        rs = per_node_targets.setdefault(node, [])
+        rs.append(Reading("node.up", 1.0 if t.up else 0.0, "", lab))
+        if t.last_scrape is not None:
+            rs.append(Reading("node.scrape_age_seconds", max(0.0, now - t.last_scrape), "s",
+                              lab))
+        if not t.up:
+            reason = (f"Prometheus cannot scrape {t.url or t.instance}: "
+                      f"{t.error or 'target down'}")
+            is_gpu = "dcgm" in t.job.lower() or t.instance.endswith(":9400")
+            name = f"nvml@{node}" if is_gpu else f"server:{t.instance}@{node}"
+            if name not in samples:
+                samples[name] = Sample(name, now, (), Status.ERROR, clean_text(reason),
+                                       {"node": node, "url": t.url, "via": "prometheus"})
+    for node, rs in per_node_targets.items():
+        name = f"prometheus@{node}"
+        samples[name] = Sample(name, now, tuple(rs), Status.OK, "", {"node": node})
+    return dict(sorted(samples.items()))
