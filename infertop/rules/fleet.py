@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
-from ..model import Layer
+from ..model import Layer, make_labels
 from .base import Candidate, Context, Rule, ev, sub
 from .parallelism import dp_unbalanced
 
@@ -61,7 +61,7 @@ def nodes_unbalanced(ctx: Context) -> Iterator[Candidate]:
     for c in dp_unbalanced(ctx):
         busiest = c.evidence[0].labels if c.evidence else ()
         node = dict(busiest).get("node", "")
-        yield Candidate(c.subject + (("node", node),) if node else c.subject, c.severity,
+        yield Candidate(make_labels(c.subject, node=node) if node else c.subject, c.severity,
                         c.evidence,
                         title=f"replicas unevenly loaded across nodes (node {node} busiest)"
                         if node else "replicas unevenly loaded across nodes")
@@ -110,6 +110,5 @@ RULES = (
         "not answer, so nothing about it is known, which is never healthy.",
         ("node.up",), {},
         "check the node: is the server (or dcgm-exporter) running and listening on the "
-        "scraped port? Prometheus's target page shows the last error",
-        raise_after=0.0), scrape_failing),
+        "scraped port? Prometheus's target page shows the last error"), scrape_failing),
 )
