@@ -255,8 +255,8 @@ class FleetDemo:
             p = 0 if port == 0 else port + 2 * i
             self.servers.append(DemoServer(
                 bad_scenario if bad else scenario, host=host, port=p, dialect=dialect,
-                # the bad node at half speed: its trouble lasts twice as long in wall time
-                speed=speed * (0.5 if bad else 1.0), seed=1000 + i, log=log,
+                # the bad node at quarter speed: its trouble lasts 4x as long in wall time
+                speed=speed * (0.25 if bad else 1.0), seed=1000 + i, log=log,
                 dcgm_port=0 if port == 0 else p + 1,
                 hostname=self.node_name(i), skip=bad_skip if bad else 0))
 
