@@ -139,3 +139,17 @@ def test_a_healthy_target_with_no_gpu_or_server_data_is_not_a_node():
     t = Target("127.0.0.1:9090", "prometheus", {"instance": "127.0.0.1:9090",
                                                 "job": "prometheus"}, True, None, 15.0)
     assert build_samples([t], [], [], now=0.0) == {}
+
+
+async def test_control_characters_in_series_labels_are_cleaned():
+    doc = vector(({"__name__": "vllm:num_requests_running", "instance": "h:1",
+                   "node": "evil\x1b]0;pwned\x07", "model_name": "m\u202eodel"}, 1))
+    client = PrometheusClient("prom:9090", transport=httpx.MockTransport(ok(doc)))
+    (labels, value), = await client.query("x")
+    await client.close()
+    assert labels["node"] == "evil ]0;pwned" and labels["model_name"] == "m odel"
+    clean = vector(({"__name__": "up", "instance": "h:1"}, 1))
+    client = PrometheusClient("prom:9090", transport=httpx.MockTransport(ok(clean)))
+    await client.query("up")
+    assert client.last.dirty is False      # the fast path: nothing to clean
+    await client.close()
