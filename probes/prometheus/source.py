@@ -68,6 +68,7 @@ def _re_escape(name: str) -> str:
 
 class PrometheusSource(SnapshotSource):
     kind = "live"
+    fleet = True   # the screen shows the fleet view (tui/modes.py FleetApp)
 
     def __init__(self, url: str, *, timeout: float = 5.0, refresh: float | None = None,
                  transport=None, max_bytes: int | None = None) -> None:
