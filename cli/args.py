@@ -25,7 +25,9 @@ def _positive(kind: type):
 def add_source_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("sources")
     g.add_argument("--url", action="append", default=[], metavar="URL",
-                   help="server base or /metrics URL (repeat for several servers)")
+                   help="server base or /metrics URL (repeat for several servers); on "
+                        "remote hosts, or as NODE=URL, each is a node of a fleet (a "
+                        "dcgm-exporter URL gives that node's GPUs)")
     g.add_argument("--pid", type=_positive(int), help="server process id (else auto-discovered)")
     g.add_argument("--prometheus", metavar="URL",
                    help="read a fleet through Prometheus (dcgm-exporter and servers' /metrics "

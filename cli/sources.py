@@ -48,8 +48,13 @@ def make_prometheus_source(args: argparse.Namespace):
 
 
 def is_fleet_args(args: argparse.Namespace) -> bool:
-    return bool(getattr(args, "prometheus", None)) and \
-        (getattr(args, "source", "live") or "live") == "live"
+    """--prometheus, or --url on remote hosts / NAME=URL: the fleet pipeline and screen."""
+    if (getattr(args, "source", "live") or "live") != "live":
+        return False
+    if getattr(args, "prometheus", None):
+        return True
+    from infertop.probes.sources.fleet_hub import fleet_nodes
+    return fleet_nodes(list(getattr(args, "url", None) or [])) is not None
 
 
 def make_live_source(args: argparse.Namespace):
@@ -58,6 +63,12 @@ def make_live_source(args: argparse.Namespace):
     from infertop.probes.server.metrics import ServerMetricsProbe
 
     urls = list(args.url or [])
+    from infertop.probes.sources.fleet_hub import FleetHub, fleet_nodes
+    nodes = fleet_nodes(urls)
+    if nodes:   # remote hosts or NAME=URL: a fleet read directly, no local probes
+        if args.pid:
+            raise UsageError("--pid is a process of this machine: not with remote --url nodes")
+        return FleetHub(nodes, deadline=deadline_for(args.interval))
     probes: list = []
     if not args.no_gpu:
         from infertop.probes.nvml.probe import NvmlProbe

@@ -1,0 +1,59 @@
+"""Several nodes read directly (--url on remote hosts or NODE=URL): the demo fleet in this
+process (real HTTP on loopback), each node's server and dcgm-exporter page scraped by
+DirectNodeProbes, the same fleet pipeline and cross-node rules as through Prometheus."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+from infertop.demo.server import FleetDemo
+from infertop.fleet import FleetPipeline, diagnoser_factory
+from infertop.model import Status
+from infertop.probes.sources.fleet_hub import FleetHub, fleet_nodes, split_node
+
+
+def test_which_url_lists_make_a_fleet():
+    assert fleet_nodes(["http://127.0.0.1:8000", "http://127.0.0.1:8001"]) is None  # one box
+    assert fleet_nodes(["8000"]) is None
+    assert fleet_nodes(["http://10.0.0.1:8000", "http://10.0.0.2:8000"]) == [
+        ("10.0.0.1", "http://10.0.0.1:8000"), ("10.0.0.2", "http://10.0.0.2:8000")]
+    assert fleet_nodes(["gpu-a=http://127.0.0.1:8000"]) == [("gpu-a", "http://127.0.0.1:8000")]
+    assert split_node("http://h:1/metrics?a=b") == (None, "http://h:1/metrics?a=b")
+
+
+async def test_direct_fleet_finds_the_slow_node_and_the_dead_one():
+    fleet = FleetDemo(4, bad_node=3)
+    await fleet.start()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    try:
+        sd = fleet.file_sd()
+        urls = []
+        for job in ("server", "dcgm"):
+            for g in sd[job]:
+                urls.append(f"{g['labels']['node']}=http://{g['targets'][0]}")
+        urls.append(f"node-dead=http://127.0.0.1:{dead}")
+        nodes = fleet_nodes(urls)
+        hub = FleetHub(nodes, deadline=0.8)
+        pipe = FleetPipeline(diagnoser_factory())
+        await hub.start()
+        frame = None
+        try:
+            for _ in range(9):
+                frame = pipe.feed(await hub.next())
+                await asyncio.sleep(1.0)
+        finally:
+            await hub.stop()
+    finally:
+        await fleet.stop()
+    assert sorted(frame.nodes) == ["node-01", "node-02", "node-03", "node-04", "node-dead"]
+    n1 = frame.nodes["node-01"].snapshot
+    assert n1.samples["nvml"].status is Status.OK           # the dcgm-exporter page
+    assert n1.value("gpu.util_ratio") is not None
+    assert any(n.startswith("server:") and s.status is Status.OK for n, s in n1.samples.items())
+    found = {(f.code, dict(f.subject).get("node")) for f in frame.findings}
+    assert ("FLT-003", "node-dead") in found
+    assert ("FLT-001", "node-04") in found
+    assert not any(n in ("node-01", "node-02", "node-03") for _, n in found), found
