@@ -54,33 +54,102 @@ def split_nodes(snap: Snapshot) -> dict[str, Snapshot]:
             for node in sorted(parts, key=natural_key)}
 
 
+_NODE_LABELS: dict[tuple, tuple] = {}   # (labels, node) -> labels with node: same every tick
+
+
+def node_labels(labels: tuple, node: str) -> tuple:
+    key = (labels, node)
+    got = _NODE_LABELS.get(key)
+    if got is None:
+        if len(_NODE_LABELS) > 200_000:   # bounded: a fleet that keeps renaming its series
+            _NODE_LABELS.clear()
+        got = _NODE_LABELS[key] = make_labels(labels, node=node)
+    return got
+
+
 def with_node(r: Reading, node: str) -> Reading:
-    return replace(r, labels=make_labels(r.labels, node=node))
+    return Reading(r.key, r.value, r.unit, node_labels(r.labels, node), r.status, r.reason,
+                   r.kind, r.text, r.buckets, r.hist_sum)
 
 
 def tag_finding(f: Finding, node: str) -> Finding:
     return replace(f, subject=make_labels(f.subject, node=node))
 
 
+# what the cross-node rules read (infertop/rules/fleet.py): only these are relabelled for
+# them every tick; the whole fleet is relabelled only when asked (snapshot --json, doctor)
+FLEET_RULE_KEYS = frozenset({"node.up", "server.requests_running", "server.requests_waiting",
+                             "kv.usage_ratio", "latency.ttft_seconds", "latency.itl_seconds"})
+
+
 @dataclass
 class FleetFrame(Frame):
-    """The whole fleet as one Frame, plus each node's own Frame."""
+    """The whole fleet as one Frame, plus each node's own Frame.
+
+    ``snapshot`` and ``derived`` label every reading with its node; they are built on first
+    use (the fleet screen reads the nodes' own Frames and never needs them)."""
 
     nodes: dict[str, Frame] = field(default_factory=dict)
     fleet_findings: list[Finding] = field(default_factory=list)
 
+    @property
+    def raw(self) -> Snapshot:
+        """The fleet Snapshot as the source made it (samples ``<name>@<node>``)."""
+        return self._raw
+
+    @property   # type: ignore[override]
+    def snapshot(self) -> Snapshot:
+        if self._whole is None:
+            self._whole = relabel(self._raw)
+        return self._whole
+
+    @snapshot.setter
+    def snapshot(self, value: Snapshot) -> None:   # the dataclass __init__ sets it
+        self._raw = value
+        self._whole = None
+
+    @property   # type: ignore[override]
+    def derived(self) -> list[Reading]:
+        if self._whole_derived is None:
+            self._whole_derived = [with_node(r, node) for node, fr in self.nodes.items()
+                                   for r in fr.derived]
+        return self._whole_derived
+
+    @derived.setter
+    def derived(self, value: list[Reading]) -> None:   # empty: built on first use
+        self._whole_derived = value or None
+
     def node_findings(self, node: str) -> list[Finding]:
         """A node's own findings and the cross-node ones about it, worst first."""
-        own = self.nodes[node].findings if node in self.nodes else []
+        own = [tag_finding(f, node) for f in self.nodes[node].findings] \
+            if node in self.nodes else []
         cross = [f for f in self.fleet_findings if dict(f.subject).get("node") == node]
         return sorted(own + cross, key=lambda f: -f.severity.rank)
+
+
+def relabel(snap: Snapshot, keys: frozenset[str] | None = None) -> Snapshot:
+    """The fleet snapshot with every reading (or those of ``keys``) labelled by node."""
+    samples: dict[str, Sample] = {}
+    for name, s in snap.samples.items():
+        node = node_of(name, s)
+        if node is None:   # Prometheus itself failing: no node to name
+            samples[name] = s
+            continue
+        rs = s.readings if keys is None else [r for r in s.readings if r.key in keys]
+        samples[name] = replace(s, readings=tuple(with_node(r, node) for r in rs))
+    return Snapshot(snap.time, samples, snap.tick, dict(snap.capabilities))
 
 
 class FleetPipeline:
     """Per-node Pipelines and a Diagnoser that runs only the cross-node rules.
 
     ``make_diagnoser(fleet)`` builds a Diagnoser: ``fleet=False`` for a node (every rule but
-    the FLT ones), ``fleet=True`` for the cross-node rules alone."""
+    the FLT ones), ``fleet=True`` for the cross-node rules alone.
+
+    A node whose samples are the very objects of the previous tick (PrometheusSource hands
+    the same Sample back while Prometheus has not scraped the node again) keeps its Frame:
+    re-feeding identical values would only cost time (refreshes run at half the scrape
+    interval, so about every other one)."""
 
     def __init__(self, make_diagnoser: Callable[[bool], object] | None = None,
                  window: float = 60.0, max_points: int = 900) -> None:
@@ -90,7 +159,9 @@ class FleetPipeline:
         self.pipelines: dict[str, Pipeline] = {}
         self.fleet_diagnoser = make_diagnoser(True) if make_diagnoser else None
         self._empty = History(max_points=2)
+        self._last: dict[str, tuple[tuple, Frame]] = {}
         self.timeline = None
+        self.reused = 0   # node feeds skipped because nothing changed (the benchmark says)
 
     @property
     def diagnoser(self):
@@ -102,6 +173,7 @@ class FleetPipeline:
         return next(iter(self.pipelines.values())).history if self.pipelines else self._empty
 
     def reset(self) -> None:
+        self._last.clear()
         for p in self.pipelines.values():
             p.reset()
         if self.fleet_diagnoser is not None and hasattr(self.fleet_diagnoser, "reset"):
@@ -119,25 +191,35 @@ class FleetPipeline:
         if timeline != self.timeline:
             self.timeline = timeline
             self.reset()
-        frames = {node: self._pipeline(node).feed(part, timeline)
-                  for node, part in split_nodes(snap).items()}
-        samples: dict[str, Sample] = {}
+        by_node: dict[str, list[Sample]] = {}
         for name, s in snap.samples.items():
             node = node_of(name, s)
-            if node is None:   # Prometheus itself failing: no node to name
-                samples[name] = s
+            if node is not None and not name.startswith(("prometheus@", "scrape@")):
+                by_node.setdefault(node, []).append(s)
+        frames: dict[str, Frame] = {}
+        for node, part in split_nodes(snap).items():
+            same = tuple(by_node.get(node, ()))
+            last = self._last.get(node)
+            if last is not None and same and len(last[0]) == len(same) and \
+                    all(a is b for a, b in zip(last[0], same)):
+                frames[node] = last[1]
+                self.reused += 1
                 continue
-            samples[name] = replace(s, readings=tuple(with_node(r, node) for r in s.readings))
-        derived = [with_node(r, node) for node, fr in frames.items() for r in fr.derived]
-        whole = Snapshot(snap.time, samples, snap.tick, dict(snap.capabilities))
-        fleet = (self.fleet_diagnoser.evaluate(self._empty, whole, derived)
+            frames[node] = self._pipeline(node).feed(part, timeline)
+            self._last[node] = (same, frames[node])
+        for gone in [n for n in self._last if n not in frames]:
+            del self._last[gone]
+        derived = [with_node(r, node) for node, fr in frames.items() for r in fr.derived
+                   if r.key in FLEET_RULE_KEYS]
+        fleet = (self.fleet_diagnoser.evaluate(self._empty, relabel(snap, FLEET_RULE_KEYS),
+                                               derived)
                  if self.fleet_diagnoser is not None else [])
         findings = list(fleet)
         for node, fr in frames.items():
             findings += [tag_finding(f, node) for f in fr.findings]
         findings.sort(key=lambda f: (-f.severity.rank, f.layer.index, f.code, f.subject))
         history = next(iter(frames.values())).history if frames else self._empty
-        return FleetFrame(whole, derived, history, findings, self.window, nodes=frames,
+        return FleetFrame(snap, [], history, findings, self.window, nodes=frames,
                           fleet_findings=list(fleet))
 
 

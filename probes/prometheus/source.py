@@ -87,6 +87,7 @@ class PrometheusSource(SnapshotSource):
         self.refresh_interval = refresh or 0.0   # learnt from the targets' scrape interval
         self.last_error = ""
         self.fetch_seconds = 0.0
+        self.cache = SampleCache()
 
     async def start(self) -> dict[str, Capability]:
         await self.client.open()
@@ -123,7 +124,7 @@ class PrometheusSource(SnapshotSource):
                        {"url": self.client.base})
             return Snapshot(now, {"prometheus": s}, self._tick,
                             {"prometheus": Capability("prometheus", False, self.last_error)})
-        samples = build_samples(*self._cached, now=now)
+        samples = build_samples(*self._cached, now=now, cache=self.cache)
         caps = {n: Capability(n, True) for n in samples}
         self.capabilities = caps
         return Snapshot(now, samples, self._tick, caps)
@@ -138,10 +139,37 @@ def _half_scrape(targets: list[Target]) -> float:
     return max(0.25, min(ivals) / 2) if ivals else 0.0
 
 
+class SampleCache:
+    """Prometheus answers the same values until it scrapes a target again: a node's group
+    of series whose values did not change maps to the very Sample of last time (mapping a
+    vLLM server's ~300 series is the costly part of a refresh), which also tells the fleet
+    pipeline that the node has nothing new."""
+
+    def __init__(self) -> None:
+        self._by_group: dict[tuple, tuple[tuple, Sample]] = {}
+        self.hits = self.misses = 0
+
+    def get(self, group: tuple, series: list, make) -> Sample:
+        fp = tuple(v for _, v in series)
+        got = self._by_group.get(group)
+        if got is not None and got[0] == fp:
+            self.hits += 1
+            return got[1]
+        self.misses += 1
+        s = make()
+        self._by_group[group] = (fp, s)
+        return s
+
+    def keep_only(self, groups: set) -> None:
+        for g in [g for g in self._by_group if g not in groups]:
+            del self._by_group[g]
+
+
 def build_samples(targets: list[Target], dcgm: list, servers: list, *,
-                  now: float) -> dict[str, Sample]:
+                  now: float, cache: SampleCache | None = None) -> dict[str, Sample]:
     """One fleet tick's Samples from Prometheus's three answers (pure: tests call it)."""
     samples: dict[str, Sample] = {}
+    cache = cache if cache is not None else SampleCache()
     by_instance = {t.instance: t for t in targets}
     # ---- GPUs: one "nvml" sample per node, from DCGM --------------------------------------
     per_node: dict[str, list] = {}
@@ -151,23 +179,29 @@ def build_samples(targets: list[Target], dcgm: list, servers: list, *,
         per_node.setdefault(node, []).append((labels, value))
         dcgm_instances.setdefault(node, set()).add(labels.get("instance", ""))
     for node, series in per_node.items():
-        readings, meta = gpu_readings(series)
-        meta.update(node=node, via="prometheus dcgm-exporter",
-                    instances=sorted(dcgm_instances[node]))
-        samples[f"nvml@{node}"] = Sample(f"nvml@{node}", now, tuple(readings), Status.OK, "",
-                                         meta)
+        def gpu_sample(node=node, series=series) -> Sample:
+            readings, meta = gpu_readings(series)
+            meta.update(node=node, via="prometheus dcgm-exporter",
+                        instances=sorted(dcgm_instances[node]))
+            return Sample(f"nvml@{node}", now, tuple(readings), Status.OK, "", meta)
+        samples[f"nvml@{node}"] = cache.get(("nvml", node), series, gpu_sample)
     # ---- servers: one "server:<instance>" sample per server target -----------------------
     per_server: dict[tuple[str, str], list] = {}
     for labels, value in servers:
         per_server.setdefault((node_of(labels), labels.get("instance", "")), []).append(
             (labels, value))
     for (node, inst), series in per_server.items():
-        expo = readings_from_families(families_from_series(series), inst)
-        t = by_instance.get(inst)
-        meta = dict(expo.meta)
-        meta.update(node=node, url=t.url if t else "", via="prometheus")
-        name = f"server:{inst}@{node}"
-        samples[name] = Sample(name, now, tuple(expo.readings), Status.OK, "", meta)
+        def server_sample(node=node, inst=inst, series=series) -> Sample:
+            expo = readings_from_families(families_from_series(series), inst)
+            t = by_instance.get(inst)
+            meta = dict(expo.meta)
+            meta.update(node=node, url=t.url if t else "", via="prometheus")
+            name = f"server:{inst}@{node}"
+            return Sample(name, now, tuple(expo.readings), Status.OK, "", meta)
+        samples[f"server:{inst}@{node}"] = cache.get(("server", node, inst), series,
+                                                     server_sample)
+    cache.keep_only({("nvml", n) for n in per_node} |
+                    {("server", n, i) for n, i in per_server})
     # ---- every target: up and age; a failing server target is an ERROR sample ------------
     seen_instances = {i for _, i in per_server} | {i for s in dcgm_instances.values() for i in s}
     per_node_targets: dict[str, list[Reading]] = {}
