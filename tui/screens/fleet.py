@@ -74,8 +74,22 @@ def _max(values) -> float | None:
     return max(vals) if vals else None
 
 
+def _ages(frame: FleetFrame) -> dict[str, float]:
+    """node -> age of its oldest scraped value, from this tick's answer (a node's own Frame
+    is kept while Prometheus has nothing new for it, so its ages would be old)."""
+    out: dict[str, float] = {}
+    for name, s in frame.raw.samples.items():
+        if name.startswith(("prometheus@", "scrape@")):
+            node = name.split("@", 1)[1]
+            for r in s.readings:
+                if r.key == "node.scrape_age_seconds" and r.ok:
+                    out[node] = max(out.get(node, 0.0), r.value)
+    return out
+
+
 def gpu_rows(frame: FleetFrame) -> list[GpuRow]:
     rows = []
+    ages = _ages(frame)
     for node, fr in frame.nodes.items():
         util = {r.label("gpu"): r.value for r in fr.by_key("gpu.util_ratio") if r.ok}
         sm = {r.label("gpu"): r.value for r in fr.by_key("gpu.sm_active_ratio") if r.ok}
@@ -90,7 +104,7 @@ def gpu_rows(frame: FleetFrame) -> list[GpuRow]:
             _max(used[g] / total[g] for g in used if total.get(g)),
             _max(r.value for r in fr.by_key("gpu.temp_celsius") if r.ok),
             sum(power) if power else None,
-            _max(r.value for r in fr.by_key("node.scrape_age_seconds") if r.ok),
+            ages.get(node),
             sorted(n for n, s in fr.snapshot.samples.items() if s.status is Status.ERROR)))
     return rows
 
