@@ -30,41 +30,52 @@ from helpers.prom_fleet import INSTALL_HINT, prometheus_binary, start_fleet  # n
 
 async def measure(url: str, refreshes: int, scrape_s: float) -> None:
     from infertop.fleet import FleetPipeline, diagnoser_factory
-    from infertop.probes.prometheus.source import PrometheusSource
+    from infertop.model import Snapshot
+    from infertop.probes.prometheus.source import PrometheusSource, build_samples
 
-    src = PrometheusSource(url, refresh=1e-9, timeout=10.0)   # fetch on every call
+    src = PrometheusSource(url, timeout=10.0)
     pipe = FleetPipeline(diagnoser_factory())
     await src.start()
-    walls, cpus, fetch, feeds, sizes, series = [], [], [], [], [], 0
+    rows = []   # (wall, cpu, fetch wall, fetch cpu, map cpu, pipeline cpu, bytes)
     try:
         for i in range(refreshes + 2):
             w0, c0 = time.perf_counter(), time.process_time()
-            snap = await src.next()
-            w1 = time.perf_counter()
-            frame = pipe.feed(snap)
-            w2, c2 = time.perf_counter(), time.process_time()
+            answers = await src.fetch()           # targets + two instant queries, concurrent
+            w1, c1 = time.perf_counter(), time.process_time()
+            samples = build_samples(*answers, now=time.time(), cache=src.cache)
+            c2 = time.process_time()
+            frame = pipe.feed(Snapshot(time.time(), samples, i))
+            w3, c3 = time.perf_counter(), time.process_time()
             if i >= 2:   # the first two build every series' History
-                walls.append(w2 - w0)
-                cpus.append(c2 - c0)
-                fetch.append(w1 - w0)
-                feeds.append(w2 - w1)
-                sizes.append(src.client.last.bytes)
-            series = sum(len(s.readings) for s in snap.samples.values())
+                rows.append((w3 - w0, c3 - c0, w1 - w0, c1 - c0, c2 - c1, c3 - c2,
+                             src.client.last.bytes))
             await asyncio.sleep(max(0.0, scrape_s / 2 - (time.perf_counter() - w0)))
     finally:
         await src.stop()
     nodes = len(frame.nodes)
     gpus = sum(len({r.label("gpu") for r in fr.by_key("gpu.info")}) for fr in frame.nodes.values())
-    med = statistics.median
-    print(f"fleet: {nodes} nodes, {gpus} GPUs, {series} readings per refresh, "
-          f"{len(frame.findings)} findings")
-    print(f"refresh wall   median {med(walls) * 1000:7.1f} ms   max {max(walls) * 1000:7.1f} ms"
-          f"   (Prometheus requests {med(fetch) * 1000:.1f} ms, pipeline {med(feeds) * 1000:.1f} ms)")
-    print(f"refresh CPU    median {med(cpus) * 1000:7.1f} ms   max {max(cpus) * 1000:7.1f} ms"
-          f"   (infertop's process only)")
-    for period in (scrape_s / 2, 7.5):
-        print(f"share of a core at one refresh per {period:g} s: {med(cpus) / period:6.1%}")
-    print(f"largest answer {max(sizes) / 1e6:.2f} MB (one of the two queries)")
+    down = sum(1 for n, s in frame.raw.samples.items() for r in s.readings
+               if r.key == "node.up" and r.value == 0)
+
+    def med(i: int) -> float:
+        return statistics.median(r[i] for r in rows) * 1000
+
+    def top(i: int) -> float:
+        return max(r[i] for r in rows) * 1000
+    print(f"fleet: {nodes} nodes, {gpus} GPUs, {sum(len(s.readings) for s in samples.values())} "
+          f"readings; {down} targets down at the end (a starved demo fleet misses scrapes); "
+          f"findings: {sorted({f.code for f in frame.findings})}")
+    print(f"refresh wall  median {med(0):7.1f} ms  max {top(0):7.1f} ms  (of which waiting on "
+          f"Prometheus {med(2):.1f} ms)")
+    print(f"refresh CPU   median {med(1):7.1f} ms  max {top(1):7.1f} ms  = HTTP+JSON "
+          f"{med(3):.1f} + mapping {med(4):.1f} + pipeline {med(5):.1f} ms (medians; "
+          "infertop's process only)")
+    print(f"nodes re-fed {len(rows) * nodes - pipe.reused} of {len(rows) * nodes} "
+          f"(unchanged since the last scrape: kept)")
+    cpu = statistics.median(r[1] for r in rows)
+    print(f"share of one core at one refresh per {scrape_s / 2:g} s (half the scrape "
+          f"interval): {cpu / (scrape_s / 2):6.1%}")
+    print(f"largest answer {max(r[6] for r in rows) / 1e6:.2f} MB")
 
 
 def main() -> int:

@@ -101,7 +101,7 @@ def discovered_urls(pid: int | None) -> list[str]:
     return out
 
 
-def make_pipeline(args: argparse.Namespace):
+def make_pipeline(args: argparse.Namespace, source=None):
     from infertop.config import ConfigError, load_config
     from infertop.pipeline import Pipeline
     from infertop.rules.engine import Diagnoser
@@ -110,7 +110,7 @@ def make_pipeline(args: argparse.Namespace):
     except ConfigError as e:
         raise UsageError(f"config: {e}") from None
     # one window for the screen's quantiles and the rules' evidence, so they agree
-    if is_fleet_args(args):
+    if is_fleet_args(args) or getattr(source, "fleet", False):
         from infertop.fleet import FleetPipeline, diagnoser_factory
         return FleetPipeline(diagnoser_factory(cfg), window=cfg.diagnosis.window)
     return Pipeline(Diagnoser(cfg), window=cfg.diagnosis.window)

@@ -153,3 +153,13 @@ async def test_control_characters_in_series_labels_are_cleaned():
     await client.query("up")
     assert client.last.dirty is False      # the fast path: nothing to clean
     await client.close()
+
+
+async def test_del_and_c1_characters_in_raw_utf8_are_cleaned_too():
+    body = ('{"status":"success","data":{"resultType":"vector","result":[{"metric":'
+            '{"__name__":"up","instance":"h:1","node":"a\u007fb\u0085c"},"value":[1,"1"]}]}}')
+    client = PrometheusClient("prom:9090", transport=httpx.MockTransport(
+        lambda r: httpx.Response(200, content=body.encode("utf-8"))))
+    (labels, _), = await client.query("up")
+    await client.close()
+    assert labels["node"] == "a b c"

@@ -191,7 +191,10 @@ class PrometheusClient:
         took = time.perf_counter() - started
         self.last.seconds, self.last.bytes = took, len(body)
         self.last.requests[path] = took
-        self.last.dirty = _CTRL_IN_JSON.search(body) is not None
+        # fast path: strict JSON has no raw C0 bytes, so without a backslash, DEL and the
+        # lead bytes of C1 / bidi characters there is nothing to clean
+        self.last.dirty = (b"\\" in body or b"\x7f" in body or b"\xc2" in body or
+                           b"\xe2\x80" in body) and _CTRL_IN_JSON.search(body) is not None
         try:
             doc = json.loads(body)
         except (ValueError, RecursionError):
@@ -215,7 +218,7 @@ class PrometheusClient:
             if declared.isdigit() and int(declared) > self.max_bytes:
                 raise self._too_big(url)
             chunks, size = [], 0
-            async for chunk in resp.aiter_bytes():
+            async for chunk in resp.aiter_bytes(chunk_size=1 << 18):  # MBs: few big chunks
                 size += len(chunk)
                 if size > self.max_bytes:
                     raise self._too_big(url)
