@@ -36,13 +36,16 @@ async def test_direct_fleet_finds_the_slow_node_and_the_dead_one():
                 urls.append(f"{g['labels']['node']}=http://{g['targets'][0]}")
         urls.append(f"node-dead=http://127.0.0.1:{dead}")
         nodes = fleet_nodes(urls)
-        hub = FleetHub(nodes, deadline=0.8)
+        hub = FleetHub(nodes, deadline=2.0)
         pipe = FleetPipeline(diagnoser_factory())
         await hub.start()
-        frame = None
-        try:
-            for _ in range(9):
+        found: set = set()
+        try:   # up to 25 ticks: a starved box answers late, quantiles come later
+            for _ in range(25):
                 frame = pipe.feed(await hub.next())
+                found = {(f.code, dict(f.subject).get("node")) for f in frame.findings}
+                if {("FLT-003", "node-dead"), ("FLT-001", "node-04")} <= found:
+                    break
                 await asyncio.sleep(1.0)
         finally:
             await hub.stop()
@@ -53,7 +56,6 @@ async def test_direct_fleet_finds_the_slow_node_and_the_dead_one():
     assert n1.samples["nvml"].status is Status.OK           # the dcgm-exporter page
     assert n1.value("gpu.util_ratio") is not None
     assert any(n.startswith("server:") and s.status is Status.OK for n, s in n1.samples.items())
-    found = {(f.code, dict(f.subject).get("node")) for f in frame.findings}
     assert ("FLT-003", "node-dead") in found
     assert ("FLT-001", "node-04") in found
     assert not any(n in ("node-01", "node-02", "node-03") for _, n in found), found

@@ -195,8 +195,9 @@ class PrometheusClient:
         # lead bytes of C1 / bidi characters there is nothing to clean
         self.last.dirty = (b"\\" in body or b"\x7f" in body or b"\xc2" in body or
                            b"\xe2\x80" in body) and _CTRL_IN_JSON.search(body) is not None
-        try:
-            doc = json.loads(body)
+        try:   # a fleet's answer is MBs: decode it in a thread, the screen stays live
+            doc = json.loads(body) if len(body) < 262_144 else \
+                await asyncio.to_thread(json.loads, body)
         except (ValueError, RecursionError):
             snippet = clean_text(body[:200].decode("utf-8", "replace"), 80)
             raise PrometheusError(f"{url} did not answer JSON (HTTP {status}): {snippet!r} "
