@@ -59,3 +59,28 @@ async def test_direct_fleet_finds_the_slow_node_and_the_dead_one():
     assert ("FLT-003", "node-dead") in found
     assert ("FLT-001", "node-04") in found
     assert not any(n in ("node-01", "node-02", "node-03") for _, n in found), found
+
+
+async def test_snapshot_json_of_nodes_named_on_the_command_line():
+    """`infertop snapshot --json --url NODE=URL ...`: the fleet path from the command line."""
+    import json
+    import sys
+    fleet = FleetDemo(2)
+    await fleet.start()
+    try:
+        sd = fleet.file_sd()
+        args = []
+        for job in ("server", "dcgm"):
+            for g in sd[job]:
+                args += ["--url", f"{g['labels']['node']}=http://{g['targets'][0]}"]
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "infertop", "snapshot", "--json", "--window", "2", *args,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 90)
+    finally:
+        await fleet.stop()
+    assert proc.returncode == 0, err.decode()
+    doc = json.loads(out)
+    util = [r for r in doc["layers"]["hardware"]["readings"] if r["key"] == "gpu.util_ratio"]
+    assert {r["labels"]["node"] for r in util} == {"node-01", "node-02"}
+    assert {n.split("@")[1] for n in doc["sources"]} == {"node-01", "node-02"}
