@@ -31,16 +31,22 @@ from helpers.prom_fleet import INSTALL_HINT, prometheus_binary, start_fleet  # n
 async def measure(url: str, refreshes: int, scrape_s: float) -> None:
     from infertop.fleet import FleetPipeline, diagnoser_factory
     from infertop.model import Snapshot
+    from infertop.probes.prometheus.client import PrometheusError
     from infertop.probes.prometheus.source import PrometheusSource, build_samples
 
-    src = PrometheusSource(url, timeout=10.0)
+    src = PrometheusSource(url, timeout=20.0)
+    failed: list[str] = []
     pipe = FleetPipeline(diagnoser_factory())
     await src.start()
     rows = []   # (wall, cpu, fetch wall, fetch cpu, map cpu, pipeline cpu, bytes)
     try:
         for i in range(refreshes + 2):
             w0, c0 = time.perf_counter(), time.process_time()
-            answers = await src.fetch()           # targets + two instant queries, concurrent
+            try:
+                answers = await src.fetch()       # targets + two instant queries, concurrent
+            except PrometheusError as e:          # a starved Prometheus: say it, go on
+                failed.append(str(e))
+                continue
             w1, c1 = time.perf_counter(), time.process_time()
             samples = build_samples(*answers, now=time.time(), cache=src.cache)
             c2 = time.process_time()
@@ -48,10 +54,15 @@ async def measure(url: str, refreshes: int, scrape_s: float) -> None:
             w3, c3 = time.perf_counter(), time.process_time()
             if i >= 2:   # the first two build every series' History
                 rows.append((w3 - w0, c3 - c0, w1 - w0, c1 - c0, c2 - c1, c3 - c2,
-                             src.client.last.bytes))
+                             src.client.last.bytes, src.asked))
             await asyncio.sleep(max(0.0, scrape_s / 2 - (time.perf_counter() - w0)))
     finally:
         await src.stop()
+    if failed:
+        print(f"{len(failed)} refreshes failed: {failed[0]}")
+    if not rows:
+        print("no refresh succeeded: nothing to report")
+        return
     nodes = len(frame.nodes)
     gpus = sum(len({r.label("gpu") for r in fr.by_key("gpu.info")}) for fr in frame.nodes.values())
     down = sum(1 for n, s in frame.raw.samples.items() for r in s.readings
@@ -75,7 +86,8 @@ async def measure(url: str, refreshes: int, scrape_s: float) -> None:
     cpu = statistics.median(r[1] for r in rows)
     print(f"share of one core at one refresh per {scrape_s / 2:g} s (half the scrape "
           f"interval): {cpu / (scrape_s / 2):6.1%}")
-    print(f"largest answer {max(r[6] for r in rows) / 1e6:.2f} MB")
+    print(f"largest answer {max(r[6] for r in rows) / 1e6:.2f} MB; targets asked per refresh "
+          f"(scraped since the last one): {[r[7] for r in rows]} of {2 * nodes}")
 
 
 def main() -> int:

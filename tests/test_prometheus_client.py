@@ -163,3 +163,47 @@ async def test_del_and_c1_characters_in_raw_utf8_are_cleaned_too():
     (labels, _), = await client.query("up")
     await client.close()
     assert labels["node"] == "a b c"
+
+
+async def test_only_targets_scraped_since_the_last_fetch_are_asked_again():
+    """Prometheus's values change once per scrape: the second fetch asks for the one
+    target scraped since (by instance), and keeps the other's series from before."""
+    import copy
+    import time as _time
+    targets = copy.deepcopy(TARGETS)
+    targets["data"]["activeTargets"] = targets["data"]["activeTargets"][:2]
+    for i, t in enumerate(targets["data"]["activeTargets"]):
+        t["lastScrape"] = "2026-01-01T00:00:0%dZ" % i
+        t["lastScrapeDuration"] = 0.01
+    asked = []
+    util = {"v": 55}
+
+    def handle(req: httpx.Request) -> httpx.Response:
+        if req.url.path.endswith("/targets"):
+            return httpx.Response(200, json=targets)
+        q = dict(httpx.QueryParams(req.content.decode()))["query"]
+        asked.append(q)
+        if "DCGM" in q:
+            return httpx.Response(200, json=vector(
+                ({"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "0", "node": "n1",
+                  "instance": "10.0.0.1:9400"}, util["v"])))
+        if "instance=~" in q:   # only the dcgm target changed: no server series asked
+            return httpx.Response(200, json=vector())
+        return httpx.Response(200, json=vector(
+            ({"__name__": "vllm:num_requests_running", "node": "n1",
+              "instance": "10.0.0.1:8000"}, 3)))
+    src = PrometheusSource("prom:9090", transport=httpx.MockTransport(handle), refresh=1e-9)
+    await src.start()
+    first = await src.next()
+    assert src.asked == 2 and not any("instance=~" in q for q in asked)
+    # the dcgm target was scraped again (new value); the server target was not
+    targets["data"]["activeTargets"][1]["lastScrape"] = "2026-01-01T00:00:05Z"
+    util["v"] = 80
+    asked.clear()
+    second = await src.next()
+    await src.stop()
+    assert src.asked == 1
+    assert all('instance=~"10\\\\.0\\\\.0\\\\.1:9400"' in q for q in asked), asked
+    assert second.samples["nvml@n1"].find("gpu.util_ratio")[0].value == pytest.approx(0.80)
+    # the server's series were kept: the very same Sample as before (nothing to re-map)
+    assert second.samples["server:10.0.0.1:8000@n1"] is first.samples["server:10.0.0.1:8000@n1"]

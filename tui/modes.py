@@ -236,7 +236,6 @@ class FleetApp(InfertopApp):
             self._update_status()
 
     def refresh_node_screen(self) -> None:
-        from .app import PANE_CLASSES  # noqa: F401  (the node screen's panes)
         from .screens.fleet import NodeScreen
         screen = self.screen
         if isinstance(screen, NodeScreen) and self.frame is not None:

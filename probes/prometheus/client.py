@@ -79,6 +79,8 @@ class Target:
     scrape_interval: float | None  # seconds
     error: str = ""
     url: str = ""
+    scrape_duration: float | None = None   # seconds the last scrape took
+
 
     def label(self, name: str, default: str = "") -> str:
         return self.labels.get(name, default)
@@ -137,7 +139,8 @@ class PrometheusClient:
                 last_scrape=_rfc3339(t.get("lastScrape")),
                 scrape_interval=_duration(t.get("scrapeInterval")),
                 error=clean_text(t.get("lastError") or ""),
-                url=clean_text(t.get("scrapeUrl") or "")))
+                url=clean_text(t.get("scrapeUrl") or ""),
+                scrape_duration=_seconds(t.get("lastScrapeDuration"))))
         return out
 
     async def query(self, promql: str, *, at: float | None = None
@@ -228,6 +231,14 @@ class PrometheusClient:
 
     def _too_big(self, url: str) -> PrometheusError:
         return PrometheusError(f"answer larger than {self.max_bytes / 1e6:g} MB from {url}")
+
+
+def _seconds(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) and f >= 0 else None
 
 
 def _rfc3339(text: Any) -> float | None:

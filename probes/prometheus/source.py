@@ -88,6 +88,9 @@ class PrometheusSource(SnapshotSource):
         self.last_error = ""
         self.fetch_seconds = 0.0
         self.cache = SampleCache()
+        self._by_instance: dict[str, tuple[list, list]] = {}   # instance -> (dcgm, server)
+        self._seen: dict[str, float] = {}    # instance -> last scrape its series are from
+        self.asked = 0                       # targets whose series the last fetch asked for
 
     async def start(self) -> dict[str, Capability]:
         await self.client.open()
@@ -97,13 +100,51 @@ class PrometheusSource(SnapshotSource):
         await self.client.close()
 
     async def fetch(self) -> tuple[list[Target], list, list]:
-        """Targets, DCGM series and server series, asked concurrently."""
+        """Targets, then the DCGM and server series (two queries, concurrent) of only the
+        targets Prometheus scraped since the last fetch; the others' series are the ones
+        kept from before (their values cannot have changed).  When most targets changed,
+        or at the first fetch, everything is asked for."""
         started = time.perf_counter()
-        targets, dcgm, servers = await asyncio.gather(
-            self.client.targets(), self.client.query(self._dcgm_query),
-            self.client.query(self._server_query))
+        targets = await self.client.targets()
+        now = time.time()
+        scraped = {t.instance: t for t in targets}
+        changed = [i for i, t in scraped.items()
+                   if t.last_scrape is None or self._seen.get(i) != t.last_scrape]
+        if not self._by_instance or len(changed) * 2 > len(scraped):
+            dcgm, servers = await asyncio.gather(self.client.query(self._dcgm_query),
+                                                 self.client.query(self._server_query))
+            self._by_instance = {}
+            asked = set(scraped)
+        else:
+            asked = set(changed)
+            dcgm, servers = [], []
+            if changed:
+                # inside a PromQL string a regex backslash is written twice
+                only = "|".join(_re_escape(i).replace("\\", "\\\\") for i in sorted(changed))
+                dcgm, servers = await asyncio.gather(
+                    self.client.query(self._dcgm_query[:-1] + f',instance=~"{only}"}}'),
+                    self.client.query(self._server_query[:-1] + f',instance=~"{only}"}}'))
+        for inst in asked:
+            self._by_instance[inst] = ([], [])
+        for which, series in ((0, dcgm), (1, servers)):
+            for labels, value in series:
+                got = self._by_instance.setdefault(labels.get("instance", ""), ([], []))
+                got[which].append((labels, value))
+        for inst in [i for i in self._by_instance if i not in scraped]:
+            del self._by_instance[inst]
+        for inst in asked:
+            t = scraped.get(inst)
+            # a scrape that began moments ago may not be committed yet: ask again next time
+            if t is not None and t.last_scrape is not None and \
+                    now - t.last_scrape > (t.scrape_duration or 0.0) + 1.0:
+                self._seen[inst] = t.last_scrape
+            else:
+                self._seen.pop(inst, None)
+        self.asked = len(asked)
         self.fetch_seconds = time.perf_counter() - started
-        return targets, dcgm, servers
+        dcgm_all = [x for d, _ in self._by_instance.values() for x in d]
+        server_all = [x for _, sv in self._by_instance.values() for x in sv]
+        return targets, dcgm_all, server_all
 
     async def next(self) -> Snapshot:
         self._tick += 1
@@ -119,6 +160,7 @@ class PrometheusSource(SnapshotSource):
             except PrometheusError as e:
                 self.last_error = str(e)
                 self._cached = None
+                self._by_instance, self._seen = {}, {}   # start over when it answers
         if self._cached is None:
             s = Sample("prometheus", now, (), Status.ERROR, self.last_error,
                        {"url": self.client.base})
