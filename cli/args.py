@@ -36,8 +36,13 @@ def _ratio(text: str) -> float:
 def add_source_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("sources")
     g.add_argument("--url", action="append", default=[], metavar="URL",
-                   help="server base or /metrics URL (repeat for several servers)")
+                   help="server base or /metrics URL (repeat for several servers); on "
+                        "remote hosts, or as NODE=URL, each is a node of a fleet (a "
+                        "dcgm-exporter URL gives that node's GPUs)")
     g.add_argument("--pid", type=_positive(int), help="server process id (else auto-discovered)")
+    g.add_argument("--prometheus", metavar="URL",
+                   help="read a fleet through Prometheus (dcgm-exporter and servers' /metrics "
+                        "it scrapes) instead of this machine")
     g.add_argument("--no-gpu", action="store_true", help="do not load NVML")
     g.add_argument("--source", default="live", metavar="live|demo:NAME|replay:FILE",
                    help="where snapshots come from (default: live)")
@@ -147,6 +152,15 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
         p.add_argument("name", nargs="?", default="healthy")
         p.add_argument("--port", type=int, default=8000)
         p.add_argument("--host", default="127.0.0.1")
-        p.add_argument("--dialect", choices=("vllm", "sglang", "llamacpp", "tgi"), default=None)
+        p.add_argument("--dialect", choices=("vllm", "sglang", "llamacpp", "tgi", "dcgm"),
+                       default=None, help="dcgm: the GPUs' dcgm-exporter page")
         p.add_argument("--speed", type=_positive(float), default=1.0)
+        p.add_argument("--nodes", type=_positive(int), metavar="N",
+                       help="serve a fleet of N nodes (server + dcgm-exporter page each, on "
+                            "ports from --port, or free ports with --port 0)")
+        p.add_argument("--bad-node", type=int, metavar="I",
+                       help="fleet: node I (1-based) misbehaves (plays --bad-scenario)")
+        p.add_argument("--bad-scenario", default="dec-ttft-burst", metavar="NAME")
+        p.add_argument("--targets", metavar="DIR",
+                       help="fleet: write Prometheus file_sd files (server.json, dcgm.json)")
     return p

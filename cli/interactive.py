@@ -10,7 +10,7 @@ from .sources import make_pipeline
 
 def run_tui(source, args: argparse.Namespace) -> int:
     from infertop.tui.modes import app_for_source
-    pipeline = make_pipeline(args)
+    pipeline = make_pipeline(args, source)
     from infertop.tui.app import UnknownTheme
     from infertop.tui.options import AppOptions
     options = AppOptions(speed=getattr(args, "speed", 1.0),

@@ -31,7 +31,30 @@ def make_source(args: argparse.Namespace):
             raise UsageError(str(e)) from None
     if spec != "live":
         raise UsageError(f"--source must be live, demo:NAME or replay:FILE, not {spec!r}")
+    if getattr(args, "prometheus", None):
+        return make_prometheus_source(args)
     return make_live_source(args)
+
+
+def make_prometheus_source(args: argparse.Namespace):
+    """--prometheus URL: the fleet Prometheus scrapes (probes/prometheus/source.py)."""
+    if args.url or args.pid:
+        raise UsageError("--prometheus reads the fleet from Prometheus: drop --url/--pid")
+    from infertop.probes.prometheus.source import PrometheusSource
+    try:
+        return PrometheusSource(args.prometheus, timeout=max(2.0, min(10.0, args.interval * 4)))
+    except ValueError as e:
+        raise UsageError(f"--prometheus: {e}") from None
+
+
+def is_fleet_args(args: argparse.Namespace) -> bool:
+    """--prometheus, or --url on remote hosts / NAME=URL: the fleet pipeline and screen."""
+    if (getattr(args, "source", "live") or "live") != "live":
+        return False
+    if getattr(args, "prometheus", None):
+        return True
+    from infertop.probes.sources.fleet_hub import fleet_nodes
+    return fleet_nodes(list(getattr(args, "url", None) or [])) is not None
 
 
 def make_live_source(args: argparse.Namespace):
@@ -40,6 +63,12 @@ def make_live_source(args: argparse.Namespace):
     from infertop.probes.server.metrics import ServerMetricsProbe
 
     urls = list(args.url or [])
+    from infertop.probes.sources.fleet_hub import FleetHub, fleet_nodes
+    nodes = fleet_nodes(urls)
+    if nodes:   # remote hosts or NAME=URL: a fleet read directly, no local probes
+        if args.pid:
+            raise UsageError("--pid is a process of this machine: not with remote --url nodes")
+        return FleetHub(nodes, deadline=deadline_for(args.interval))
     probes: list = []
     if not args.no_gpu:
         from infertop.probes.nvml.probe import NvmlProbe
@@ -72,7 +101,7 @@ def discovered_urls(pid: int | None) -> list[str]:
     return out
 
 
-def make_pipeline(args: argparse.Namespace):
+def make_pipeline(args: argparse.Namespace, source=None):
     from infertop.config import ConfigError, load_config
     from infertop.pipeline import Pipeline
     from infertop.rules.engine import Diagnoser
@@ -81,6 +110,9 @@ def make_pipeline(args: argparse.Namespace):
     except ConfigError as e:
         raise UsageError(f"config: {e}") from None
     # one window for the screen's quantiles and the rules' evidence, so they agree
+    if is_fleet_args(args) or getattr(source, "fleet", False):
+        from infertop.fleet import FleetPipeline, diagnoser_factory
+        return FleetPipeline(diagnoser_factory(cfg), window=cfg.diagnosis.window)
     return Pipeline(Diagnoser(cfg), window=cfg.diagnosis.window)
 
 

@@ -195,6 +195,14 @@ class Thresholds:
     dp_load_min_gap: float = _f(4.0, "positive",
                                 "PAR-003: smallest load difference (requests) that counts")
     dp_kv_gap: float = _f(0.3, "ratio", "PAR-003: KV-usage spread between engines that counts")
+    # ---- fleet (cross-node) ---------------------------------------------------------
+    fleet_slow_factor: float = _f(2.0, "factor",
+                                  "FLT-001: a node's TTFT/ITL p99 over the median of its peers "
+                                  "(same model) that is slow")
+    fleet_slow_min_seconds: float = _f(0.1, "positive",
+                                       "FLT-001: the slow node's p99 must also reach this")
+    fleet_min_peers: int = _f(3, "count",
+                              "FLT-001: nodes serving the same model needed to compare")
     # ---- decoding -------------------------------------------------------------------
     slo_min_requests: int = _f(10, "count",
                                "DEC-001: first tokens in the window needed to judge the p99")

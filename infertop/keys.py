@@ -154,6 +154,12 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("model.weight_bytes", "bytes", G, (KRN, MEM), "weights in memory, all GPUs together"),
     _k("model.kv_bytes_per_token", "bytes", G, (KRN, MEM),
        "KV-cache bytes one token of context takes, all layers"),
+    # ---- fleet: one node among many, read through Prometheus or several --url ---------
+    _k("node.up", "", G, PAR,
+       "1 when the node's scrape target answered its last scrape (Prometheus 'up'; "
+       "labels instance, job)"),
+    _k("node.scrape_age_seconds", "s", G, PAR,
+       "age of the node's newest scraped values (labels instance, job)"),
     # ---- derived from History (rates, windowed ratios) --------------------------------
     _k("throughput.prompt_tokens_per_second", "tokens/s", G, DEC, "prefill throughput", True),
     _k("throughput.generation_tokens_per_second", "tokens/s", G, (DEC, PAR),

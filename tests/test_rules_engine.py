@@ -25,7 +25,7 @@ REQUIRED = ["HW-001", "HW-002", "HW-003", "HW-004", "HW-005", "KRN-001", "KRN-00
             "MEM-001",
             "MEM-002", "MEM-003", "MEM-004", "SCH-001", "SCH-002", "SCH-003", "SCH-004",
             "PAR-001", "PAR-002", "PAR-003", "DEC-001", "DEC-002", "DEC-003", "DEC-004",
-            "DEC-005"]
+            "DEC-005", "FLT-001", "FLT-002", "FLT-003"]
 PREFIX = {"HW": Layer.HARDWARE, "KRN": Layer.KERNELS, "MEM": Layer.MEMORY,
           "SCH": Layer.SCHEDULING, "PAR": Layer.PARALLELISM, "DEC": Layer.DECODING}
 
@@ -34,14 +34,17 @@ def test_catalogue_has_every_code_in_its_layer_module():
     specs = Diagnoser().catalogue()
     assert [s.code for s in specs] == REQUIRED
     for s in specs:
-        assert s.layer is PREFIX[s.code.split("-")[0]]
+        # cross-node (fleet) rules belong to the layer they judge
+        assert s.layer is PREFIX[s.code.split("-")[0]] if not s.code.startswith("FLT-") \
+            else s.layer in (Layer.DECODING, Layer.PARALLELISM, Layer.SCHEDULING)
         assert s.title and s.detects and s.remedy and s.inputs
         for i in s.inputs + s.optional:
             parse_input(i)  # every input names a declared key
         for name, value in s.thresholds.items():
             assert value is not None, f"{s.code}: {name} not in the config"
     for r in all_rules():
-        assert r.check.__module__ == f"infertop.rules.{r.spec.layer.value}"
+        assert r.check.__module__ == ("infertop.rules.fleet" if r.code.startswith("FLT-")
+                                      else f"infertop.rules.{r.spec.layer.value}")
 
 
 def test_docs_rules_md_is_generated_and_current():

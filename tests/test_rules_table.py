@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 import test_rules_decoding
+import test_rules_fleet
 import test_rules_hardware
 import test_rules_kernels
 import test_rules_memory
@@ -17,7 +18,8 @@ from helpers.rulekit import (check_clears, check_missing_inputs, check_no_flap, 
                      check_quiet_when_too_short, check_raises)
 
 CASES = [c for m in (test_rules_hardware, test_rules_kernels, test_rules_memory,
-                     test_rules_scheduling, test_rules_parallelism, test_rules_decoding)
+                     test_rules_scheduling, test_rules_parallelism, test_rules_decoding,
+                     test_rules_fleet)
          for c in m.CASES]
 
 

@@ -168,7 +168,163 @@ def _hms(seconds: float) -> str:
     return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
+class FleetApp(InfertopApp):
+    """Many nodes (``--prometheus``, several remote ``--url``s): the fleet screen first;
+    Enter drills into one node's six panes (tui/screens/fleet.py)."""
+
+    BINDINGS = InfertopApp.BINDINGS + [
+        Binding("s", "sort", "sort"),
+        Binding("S", "reverse", "reverse"),
+        Binding("slash", "filter", "filter", key_display="/"),
+        Binding("escape", "clear_filter", "clear filter", show=False),
+    ]
+    SORTS = ("worst", "ttft_p99", "itl_p50", "kv", "running", "waiting", "tok_s", "errors",
+             "node")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sort_by = "worst"
+        self.sort_reverse = True
+        self.filter_text = ""
+
+    def compose(self):
+        from textual.widgets import Footer, Static
+        from .screens.fleet import FleetView
+        yield Static(self._header_text(), id="header")
+        yield Static("", id="findings-strip", classes="-none")
+        yield Static("", id="banner")
+        yield FleetView(id="fleet")
+        yield Static("", id="status")
+        yield Footer()
+
+    @property
+    def panes(self) -> list:
+        return []   # the fleet screen has none; a node's screen has its own six
+
+    async def _poll(self) -> None:
+        """As the base, but the fleet pipeline (64 nodes' Histories and rules) runs in a
+        thread: hundreds of ms of CPU must not stall the event loop."""
+        self.polling = True
+        try:
+            snap = await self.source.next()
+            if snap is None:
+                self.paused = True
+                self.status_note = "end of recording: q to quit"
+                self._update_status()
+                return
+            frame = await asyncio.to_thread(self.pipeline.feed, snap,
+                                            getattr(self.source, "epoch", None))
+            self.ticks += 1
+            await self.after_snapshot(snap, frame)
+            if not self.screen_stack:
+                return
+            self._apply(frame)
+        finally:
+            self.polling = False
+
+    def _apply(self, frame) -> None:
+        from .screens.fleet import FleetView, fill_tables
+        self.frame = frame
+        with self.batch_update():
+            self._set_text("#header", self._header_text(frame), layout=False)
+            self._update_strip(frame)
+            if hasattr(frame, "nodes"):
+                fill_tables(self._main_widget("#fleet", FleetView), frame, self.role_styles,
+                            sort=self.sort_by, reverse=self.sort_reverse,
+                            query=self.filter_text)
+            self.refresh_node_screen()
+            self._update_status()
+
+    def refresh_node_screen(self) -> None:
+        from .screens.fleet import NodeScreen
+        screen = self.screen
+        if isinstance(screen, NodeScreen) and self.frame is not None:
+            screen.show(getattr(self.frame, "nodes", {}).get(screen.node), self.role_styles,
+                        self.summaries)
+
+    def _header_text(self, frame=None) -> Text:
+        t = Text()
+        t.append("infertop fleet", style="bold")
+        t.append(f"  {self.source.label}")
+        if frame is None or not hasattr(frame, "nodes"):
+            return t
+        gpus = sum(len({r.label("gpu") for r in fr.by_key("gpu.info")})
+                   for fr in frame.nodes.values())
+        t.append(f"  {len(frame.nodes)} nodes  {gpus} GPUs")
+        refresh = getattr(self.source, "refresh_interval", 0.0)
+        t.append(f"  tick {self.interval:g}s" + (f", refresh {refresh:g}s" if refresh else ""))
+        err = getattr(self.source, "last_error", "")
+        if err:
+            t.append(f"  {err}", style=self.role_styles.get("crit", ""))
+        return t
+
+    def _update_strip(self, frame) -> None:
+        """The fleet's findings, each with the node it is about."""
+        strip = self._main_widget("#findings-strip")
+        if not frame.findings:
+            strip.set_class(True, "-none")
+            self._shown.pop("#findings-strip", None)
+            return
+        strip.set_class(False, "-none")
+        t = Text()
+        for f in frame.findings:   # worst first (FleetPipeline sorts them)
+            if t:
+                t.append("  ")
+            node = dict(f.subject).get("node")
+            if node:
+                t.append(f"{node} ", style="bold")
+            t.append(f.code, style=self.role_styles.get(f.severity.value, ""))
+            t.append(f" {f.title}")
+        self._set_text("#findings-strip", t)
+
+    def on_data_table_row_selected(self, event) -> None:
+        from .app import PANE_CLASSES
+        from .screens.fleet import NodeScreen
+        key = event.row_key.value if event.row_key is not None else None
+        if not key:
+            return
+        node = key.split("|", 1)[0]
+        self.push_screen(NodeScreen(node, PANE_CLASSES))
+        self.call_after_refresh(self.refresh_node_screen)
+
+    def action_zoom(self, index: int) -> None:
+        return None   # zoom is a node screen's key
+
+    def action_sort(self) -> None:
+        i = self.SORTS.index(self.sort_by) if self.sort_by in self.SORTS else -1
+        self.sort_by = self.SORTS[(i + 1) % len(self.SORTS)]
+        self.sort_reverse = self.sort_by != "node"
+        self.notify(f"sort by {self.sort_by}", timeout=2)
+        if self.frame is not None:
+            self._apply(self.frame)
+
+    def action_reverse(self) -> None:
+        self.sort_reverse = not self.sort_reverse
+        if self.frame is not None:
+            self._apply(self.frame)
+
+    def action_filter(self) -> None:
+        from textual.widgets import Input
+        self._main_widget("#fleet-filter", Input).focus()
+
+    def action_clear_filter(self) -> None:
+        from textual.widgets import Input
+        box = self._main_widget("#fleet-filter", Input)
+        box.value = ""
+        self.filter_text = ""
+        if self.frame is not None:
+            self._apply(self.frame)
+
+    def on_input_changed(self, event) -> None:
+        if getattr(event.input, "id", "") == "fleet-filter":
+            self.filter_text = event.value
+            if self.frame is not None:
+                self._apply(self.frame)
+
+
 def app_for_source(source: Any, **kwargs: Any) -> InfertopApp:
     kind = getattr(source, "kind", "live")
+    if getattr(source, "fleet", False):
+        return FleetApp(source, **kwargs)
     cls = {"live": LiveApp, "demo": DemoApp, "replay": ReplayApp}.get(kind, InfertopApp)
     return cls(source, **kwargs)

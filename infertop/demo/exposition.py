@@ -121,7 +121,9 @@ def render(frame: SimFrame, dialect: str | None = None) -> str:
         return render_llamacpp(frame)
     if d == "tgi":
         return render_tgi(frame)
-    raise ValueError(f"unknown dialect '{d}' (vllm, sglang, llamacpp, tgi)")
+    if d == "dcgm":
+        return render_dcgm(frame)
+    raise ValueError(f"unknown dialect '{d}' (vllm, sglang, llamacpp, tgi, dcgm)")
 
 
 def _uptime(frame: SimFrame) -> float:
@@ -486,3 +488,67 @@ def _rebucket(hs: list[Hist], bounds) -> Hist:
         out.total += h.total
         out.sum += h.sum
     return out
+
+
+# ---- NVIDIA dcgm-exporter (docs/metrics.md#dcgm) ------------------------------------------
+# (name, type, help, value of a GpuView, factor to the exported unit); the PROF fields are
+# only on GPUs with GPM (Hopper+), as dcgm-exporter only exports what DCGM collects.
+_DCGM_DEV = (
+    ("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", "sm_clock", 1e-6),
+    ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", "temp", 1.0),
+    ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", "power", 1.0),
+    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "util", 100.0),
+    ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "mem_used", 1.0 / (1 << 20)),
+)
+_DCGM_PROF = (
+    ("DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned.",
+     "sm_active"),
+    ("DCGM_FI_PROF_SM_OCCUPANCY", "The ratio of number of warps resident on an SM.",
+     "occupancy"),
+    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+     "Ratio of cycles the tensor (HMMA) pipe is active.", "tensor"),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of cycles the device memory interface is active.",
+     "dram"),
+    ("DCGM_FI_PROF_PCIE_TX_BYTES", "The rate of data transmitted over the PCIe bus.",
+     "pcie_tx"),
+    ("DCGM_FI_PROF_PCIE_RX_BYTES", "The rate of data received over the PCIe bus.", "pcie_rx"),
+)
+
+
+def render_dcgm(frame: SimFrame, hostname: str = "demo-node") -> str:
+    """What dcgm-exporter 3.x serves for the frame's GPUs: gauges with ``gpu``, ``UUID``,
+    ``device``, ``modelName``, ``Hostname`` and ``pci_bus_id`` labels; a lost GPU is absent
+    (the exporter stops exporting it); the Xid gauge only after an Xid."""
+    from infertop.demo.readings import gpu_uuid
+
+    t = _Text(fmt=_plain)
+    s = frame.setup
+    gpus = [g for g in frame.gpus if not g.lost]
+
+    def lab(g) -> dict[str, str]:
+        return {"gpu": str(g.index), "UUID": gpu_uuid(g.index), "device": f"nvidia{g.index}",
+                "modelName": str(s["gpu_name"]), "Hostname": hostname,
+                "pci_bus_id": f"00000000:{0x18 + 0x10 * g.index:02X}:00.0"}
+
+    for name, help, field, factor in _DCGM_DEV:
+        t.family(name, "gauge", help)
+        for g in gpus:
+            t.sample(name, lab(g), round(g.values[field] * factor, 3))
+    t.family("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).")
+    for g in gpus:
+        free = (g.values["mem_total"] - g.values["mem_used"]) / (1 << 20)
+        t.sample("DCGM_FI_DEV_FB_FREE", lab(g), round(max(0.0, free)))
+    xid = [g for g in gpus if g.xid_total]
+    if xid:
+        t.family("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.")
+        for g in xid:
+            t.sample("DCGM_FI_DEV_XID_ERRORS", {**lab(g), "err_code": str(g.xid_last),
+                                                "err_msg": "Graphics Engine Exception"},
+                     float(g.xid_last))
+    if s["gpm"]:
+        for name, help, field in _DCGM_PROF:
+            t.family(name, "gauge", help)
+            for g in gpus:
+                v = g.values[field]
+                t.sample(name, lab(g), round(v) if "PCIE" in name else round(v, 6))
+    return t.text()

@@ -18,7 +18,7 @@ import json
 import sys
 from typing import Callable
 
-from infertop.demo.exposition import render
+from infertop.demo.exposition import render, render_dcgm
 from infertop.demo.sim import SimFrame
 
 from infertop.probes.base import stop_on_signals
@@ -36,9 +36,18 @@ class DemoServer:
     def __init__(self, name: str | None = None, *, host: str = "127.0.0.1", port: int = 8000,
                  dialect: str | None = None, speed: float = 1.0, seed: int | None = None,
                  start_time: float | None = None, autoplay: bool = True,
-                 log: Callable[[str], None] | None = None) -> None:
-        self.source = DemoSource(name, speed=speed, seed=seed, dialect=dialect,
+                 log: Callable[[str], None] | None = None, dcgm_port: int | None = None,
+                 hostname: str = "demo-node", skip: int = 0) -> None:
+        # "dcgm" is not a server kind: the scenario keeps its own, the page is the GPUs'
+        self.source = DemoSource(name, speed=speed, seed=seed,
+                                 dialect=None if dialect == "dcgm" else dialect,
                                  start_time=start_time, loop=True)
+        # a second port serving this node's dcgm-exporter page (a fleet node: server + GPUs)
+        self.dcgm_port = dcgm_port
+        self.hostname = hostname
+        self.skip = skip   # ticks to fast-forward at start (a fleet's misbehaving node)
+        self._dcgm_body = b""
+        self._dcgm_server: asyncio.AbstractServer | None = None
         self.host = host
         self.port = port
         self.fixed_dialect = dialect
@@ -73,7 +82,10 @@ class DemoServer:
             return None
         self.frame = frame
         if not frame.down:
-            self._body = render(frame, self.dialect).encode("utf-8")
+            self._body = (render_dcgm(frame, self.hostname) if self.dialect == "dcgm"
+                          else render(frame, self.dialect)).encode("utf-8")
+        if self.dcgm_port is not None:   # the GPUs' exporter stays up while the server is down
+            self._dcgm_body = render_dcgm(frame, self.hostname).encode("utf-8")
         return frame
 
     async def tick(self) -> SimFrame | None:
@@ -102,8 +114,19 @@ class DemoServer:
 
     # ---- listening ------------------------------------------------------------------------
     async def start(self) -> None:
+        for _ in range(self.skip):
+            self.source.step_frame()
         self.advance()
         await self._sync_listening()
+        if self.dcgm_port is not None:
+            try:
+                self._dcgm_server = await asyncio.start_server(
+                    self._handle_dcgm, self.host, self.dcgm_port, reuse_address=True)
+            except OSError as e:
+                raise DemoServerError(f"cannot listen on {self.host}:{self.dcgm_port}: "
+                                      f"{e.strerror or e}") from None
+            if self.dcgm_port == 0:
+                self.dcgm_port = self._dcgm_server.sockets[0].getsockname()[1]
         if self.autoplay:
             self._task = asyncio.create_task(self._play())
 
@@ -138,9 +161,18 @@ class DemoServer:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
+        if self._dcgm_server is not None:
+            self._dcgm_server.close()
+            await self._dcgm_server.wait_closed()
+            self._dcgm_server = None
 
     # ---- HTTP ---------------------------------------------------------------------------
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _handle_dcgm(self, reader: asyncio.StreamReader,
+                           writer: asyncio.StreamWriter) -> None:
+        await self._handle(reader, writer, dcgm=True)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                      dcgm: bool = False) -> None:
         try:
             try:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT)
@@ -152,7 +184,12 @@ class DemoServer:
                 writer.write(_response(400, b"bad request\n", "text/plain"))
                 return
             method, path = parts[0], parts[1].split("?", 1)[0]
-            status, body, ctype, extra = self._route(method, path)
+            if dcgm:
+                status, body, ctype, extra = (
+                    (200, self._dcgm_body, CONTENT_TYPE, {}) if path == "/metrics" else
+                    (404, b"404 page not found\n", "text/plain", {}))
+            else:
+                status, body, ctype, extra = self._route(method, path)
             writer.write(_response(status, b"" if method == "HEAD" else body, ctype, extra,
                                    length=len(body)))
             await writer.drain()
@@ -196,6 +233,60 @@ class DemoServer:
         return json.dumps({"object": "list", "data": [model]}).encode()
 
 
+class FleetDemo:
+    """Several demo nodes in one process, for a fleet to point Prometheus at.
+
+    Node ``i`` (named ``node-01``...) serves its inference server's /metrics on one port and
+    its GPUs' dcgm-exporter page on another; all play ``scenario`` with their own seed,
+    except ``bad_node`` which plays ``bad_scenario`` fast-forwarded ``bad_skip`` ticks (into
+    the trouble).  ``file_sd()`` gives Prometheus file_sd target groups with a ``node``
+    label per node, so dcgm-exporter and server of one node group together."""
+
+    def __init__(self, nodes: int, *, host: str = "127.0.0.1", port: int = 0,
+                 scenario: str | None = "healthy", dialect: str | None = None,
+                 bad_node: int | None = None, bad_scenario: str = "dec-ttft-burst",
+                 bad_skip: int = 32, speed: float = 1.0,
+                 log: Callable[[str], None] | None = None) -> None:
+        if nodes < 1:
+            raise DemoServerError("a fleet needs at least one node")
+        self.servers: list[DemoServer] = []
+        for i in range(nodes):
+            bad = bad_node is not None and i == bad_node
+            p = 0 if port == 0 else port + 2 * i
+            self.servers.append(DemoServer(
+                bad_scenario if bad else scenario, host=host, port=p, dialect=dialect,
+                # the bad node at quarter speed: its trouble lasts 4x as long in wall time
+                speed=speed * (0.25 if bad else 1.0), seed=1000 + i, log=log,
+                dcgm_port=0 if port == 0 else p + 1,
+                hostname=self.node_name(i), skip=bad_skip if bad else 0))
+
+    @staticmethod
+    def node_name(i: int) -> str:
+        return f"node-{i + 1:02d}"
+
+    async def start(self) -> None:
+        try:
+            for s in self.servers:
+                await s.start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        for s in self.servers:
+            await s.stop()
+
+    def file_sd(self) -> dict[str, list[dict]]:
+        """job -> file_sd target groups: {"server": [...], "dcgm": [...]}."""
+        out: dict[str, list[dict]] = {"server": [], "dcgm": []}
+        for i, s in enumerate(self.servers):
+            host = f"[{s.host}]" if ":" in s.host else s.host
+            labels = {"node": self.node_name(i)}
+            out["server"].append({"targets": [f"{host}:{s.port}"], "labels": labels})
+            out["dcgm"].append({"targets": [f"{host}:{s.dcgm_port}"], "labels": labels})
+        return out
+
+
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
 
 
@@ -235,6 +326,48 @@ def serve(name: str | None = None, host: str = "127.0.0.1", port: int = 8000,
         finally:
             await server.stop()
         say("infertop demo server: stopped")
+        return 0
+
+    try:
+        return asyncio.run(main())
+    except KeyboardInterrupt:
+        return 0
+
+
+def serve_fleet(nodes: int, name: str | None = None, host: str = "127.0.0.1", port: int = 0,
+                dialect: str | None = None, speed: float = 1.0, *, bad_node: int | None = None,
+                bad_scenario: str = "dec-ttft-burst", targets: str | None = None,
+                log: Callable[[str], None] | None = None) -> int:
+    """``infertop demo-server --nodes N``: a fleet in one process until Ctrl-C/SIGTERM.
+
+    Prints one line per node and ``READY`` when every port listens; with ``targets`` writes
+    ``server.json`` and ``dcgm.json`` there (Prometheus file_sd) before that line."""
+    import os
+    say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+
+    async def main() -> int:
+        fleet = FleetDemo(nodes, host=host, port=port, scenario=name or "healthy",
+                          dialect=dialect if dialect != "dcgm" else None, bad_node=bad_node,
+                          bad_scenario=bad_scenario, speed=speed)
+        stop = stop_on_signals()
+        await fleet.start()
+        sd = fleet.file_sd()
+        if targets:
+            os.makedirs(targets, exist_ok=True)
+            for job, groups in sd.items():
+                path = os.path.join(targets, f"{job}.json")
+                with open(path + ".tmp", "w") as f:   # file_sd reloads: swap in whole files
+                    json.dump(groups, f)
+                os.replace(path + ".tmp", path)
+        for i, (srv, gpu) in enumerate(zip(sd["server"], sd["dcgm"])):
+            what = f" plays {bad_scenario}" if i == bad_node else ""
+            say(f"{FleetDemo.node_name(i)}: server {srv['targets'][0]}, "
+                f"dcgm-exporter {gpu['targets'][0]}{what}")
+        print("READY", flush=True)
+        try:
+            await stop.wait()
+        finally:
+            await fleet.stop()
         return 0
 
     try:

@@ -182,6 +182,12 @@ class ReplaySource(SnapshotSource):
                 continue
         return out
 
+    @property
+    def fleet(self) -> bool:
+        """A recording of a fleet (--prometheus, several nodes): replayed per node."""
+        src = self.header.get("source")
+        return bool(src.get("fleet")) if isinstance(src, dict) else False
+
     def describe(self) -> dict[str, Any]:
         h = self.header
         return {"source": "replay", "label": self.label, "file": str(self.path),

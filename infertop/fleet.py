@@ -1,0 +1,264 @@
+"""A fleet through the core: one ordinary Pipeline per node, cross-node rules on top.
+
+A fleet Snapshot names its samples ``<source>@<node>`` (``probes/prometheus/source.py``,
+``probes/sources/fleet_hub.py``).  ``split_nodes`` cuts it into one Snapshot per node whose
+samples have the plain names a single box has (``nvml``, ``server:host:port``), so each node
+runs through its own History and every per-node rule, and the six panes draw a node exactly
+as they draw a local box (the fleet screen's drill-down).
+
+``FleetPipeline.feed`` returns a ``FleetFrame``: a Frame over the whole fleet (every reading
+labelled with its ``node``, so ``snapshot --json`` and ``doctor`` print the fleet with the
+node named) whose findings are every node's findings (subject + ``node``) and the
+cross-node rules' (``infertop/rules/fleet.py``), plus ``nodes``: each node's own Frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from .findings import Finding
+from .history import History
+from .model import Capability, Reading, Sample, Snapshot, Status, make_labels
+from .pipeline import Frame, Pipeline
+from .units import natural_key
+
+FLEET_CODE_PREFIX = "FLT-"
+
+
+def node_of(name: str, sample: Sample | None = None) -> str | None:
+    """The node of a fleet sample: ``meta["node"]``, else the part after ``@``."""
+    if sample is not None and sample.meta.get("node"):
+        return str(sample.meta["node"])
+    return name.rpartition("@")[2] if "@" in name else None
+
+
+def is_fleet(snap: Snapshot) -> bool:
+    return any(node_of(n, s) for n, s in snap.samples.items())
+
+
+def split_nodes(snap: Snapshot) -> dict[str, Snapshot]:
+    """node -> that node's Snapshot, samples renamed to their single-box names."""
+    parts: dict[str, dict[str, Sample]] = {}
+    caps: dict[str, dict[str, Capability]] = {}
+    for name, s in snap.samples.items():
+        node = node_of(name, s)
+        if node is None:
+            continue
+        plain = name.rpartition("@")[0] if "@" in name else name
+        parts.setdefault(node, {})[plain] = replace(s, source=plain)
+        cap = snap.capabilities.get(name)
+        if cap is not None:
+            caps.setdefault(node, {})[plain] = replace(cap, source=plain)
+    return {node: Snapshot(snap.time, parts[node], snap.tick, caps.get(node, {}))
+            for node in sorted(parts, key=natural_key)}
+
+
+_NODE_LABELS: dict[tuple, tuple] = {}   # (labels, node) -> labels with node: same every tick
+
+
+def node_labels(labels: tuple, node: str) -> tuple:
+    key = (labels, node)
+    got = _NODE_LABELS.get(key)
+    if got is None:
+        if len(_NODE_LABELS) > 200_000:   # bounded: a fleet that keeps renaming its series
+            _NODE_LABELS.clear()
+        got = _NODE_LABELS[key] = make_labels(labels, node=node)
+    return got
+
+
+def with_node(r: Reading, node: str) -> Reading:
+    return Reading(r.key, r.value, r.unit, node_labels(r.labels, node), r.status, r.reason,
+                   r.kind, r.text, r.buckets, r.hist_sum)
+
+
+def tag_finding(f: Finding, node: str) -> Finding:
+    return replace(f, subject=make_labels(f.subject, node=node))
+
+
+# what the cross-node rules read (infertop/rules/fleet.py): only these are relabelled for
+# them every tick; the whole fleet is relabelled only when asked (snapshot --json, doctor)
+FLEET_RULE_KEYS = frozenset({"node.up", "server.requests_running", "server.requests_waiting",
+                             "kv.usage_ratio", "latency.ttft_seconds", "latency.itl_seconds"})
+
+
+@dataclass
+class FleetFrame(Frame):
+    """The whole fleet as one Frame, plus each node's own Frame.
+
+    ``snapshot`` and ``derived`` label every reading with its node; they are built on first
+    use (the fleet screen reads the nodes' own Frames and never needs them)."""
+
+    nodes: dict[str, Frame] = field(default_factory=dict)
+    fleet_findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def raw(self) -> Snapshot:
+        """The fleet Snapshot as the source made it (samples ``<name>@<node>``)."""
+        return self._raw
+
+    @property   # type: ignore[override]
+    def snapshot(self) -> Snapshot:
+        if self._whole is None:
+            self._whole = relabel(self._raw)
+        return self._whole
+
+    @snapshot.setter
+    def snapshot(self, value: Snapshot) -> None:   # the dataclass __init__ sets it
+        self._raw = value
+        self._whole = None
+
+    @property   # type: ignore[override]
+    def derived(self) -> list[Reading]:
+        if self._whole_derived is None:
+            self._whole_derived = [with_node(r, node) for node, fr in self.nodes.items()
+                                   for r in fr.derived]
+        return self._whole_derived
+
+    @derived.setter
+    def derived(self, value: list[Reading]) -> None:   # empty: built on first use
+        self._whole_derived = value or None
+
+    def node_findings(self, node: str) -> list[Finding]:
+        """A node's own findings and the cross-node ones about it, worst first."""
+        own = [tag_finding(f, node) for f in self.nodes[node].findings] \
+            if node in self.nodes else []
+        cross = [f for f in self.fleet_findings if dict(f.subject).get("node") == node]
+        return sorted(own + cross, key=lambda f: -f.severity.rank)
+
+
+def relabel(snap: Snapshot, keys: frozenset[str] | None = None) -> Snapshot:
+    """The fleet snapshot with every reading (or those of ``keys``) labelled by node."""
+    samples: dict[str, Sample] = {}
+    for name, s in snap.samples.items():
+        node = node_of(name, s)
+        if node is None:   # Prometheus itself failing: no node to name
+            samples[name] = s
+            continue
+        rs = s.readings if keys is None else [r for r in s.readings if r.key in keys]
+        samples[name] = replace(s, readings=tuple(with_node(r, node) for r in rs))
+    return Snapshot(snap.time, samples, snap.tick, dict(snap.capabilities))
+
+
+class FleetPipeline:
+    """Per-node Pipelines and a Diagnoser that runs only the cross-node rules.
+
+    ``make_diagnoser(fleet)`` builds a Diagnoser: ``fleet=False`` for a node (every rule but
+    the FLT ones), ``fleet=True`` for the cross-node rules alone.
+
+    A node whose samples are the very objects of the previous tick (PrometheusSource hands
+    the same Sample back while Prometheus has not scraped the node again) keeps its Frame:
+    re-feeding identical values would only cost time (refreshes run at half the scrape
+    interval, so about every other one)."""
+
+    def __init__(self, make_diagnoser: Callable[[bool], object] | None = None,
+                 window: float = 60.0, max_points: int = 900) -> None:
+        self.make_diagnoser = make_diagnoser
+        self.window = window
+        self.max_points = max_points
+        self.pipelines: dict[str, Pipeline] = {}
+        self.fleet_diagnoser = make_diagnoser(True) if make_diagnoser else None
+        self._empty = History(max_points=2)
+        self._last: dict[str, tuple[tuple, Frame]] = {}
+        self.timeline = None
+        self.reused = 0   # node feeds skipped because nothing changed (the benchmark says)
+
+    @property
+    def diagnoser(self):
+        return self.fleet_diagnoser
+
+    @property
+    def history(self) -> History:
+        """A node's History (ticks are the same for every node; doctor counts them)."""
+        return next(iter(self.pipelines.values())).history if self.pipelines else self._empty
+
+    def reset(self) -> None:
+        self._last.clear()
+        for p in self.pipelines.values():
+            p.reset()
+        if self.fleet_diagnoser is not None and hasattr(self.fleet_diagnoser, "reset"):
+            self.fleet_diagnoser.reset()
+
+    def _pipeline(self, node: str) -> Pipeline:
+        p = self.pipelines.get(node)
+        if p is None:
+            diag = self.make_diagnoser(False) if self.make_diagnoser else None
+            p = self.pipelines[node] = Pipeline(diag, window=self.window,
+                                                max_points=self.max_points)
+        return p
+
+    def feed(self, snap: Snapshot, timeline=None) -> FleetFrame:
+        if timeline != self.timeline:
+            self.timeline = timeline
+            self.reset()
+        by_node: dict[str, list[Sample]] = {}
+        for name, s in snap.samples.items():
+            node = node_of(name, s)
+            if node is not None and not name.startswith(("prometheus@", "scrape@")):
+                by_node.setdefault(node, []).append(s)
+        frames: dict[str, Frame] = {}
+        for node, part in split_nodes(snap).items():
+            same = tuple(by_node.get(node, ()))
+            last = self._last.get(node)
+            if last is not None and same and len(last[0]) == len(same) and \
+                    all(a is b for a, b in zip(last[0], same)):
+                frames[node] = last[1]
+                self.reused += 1
+                continue
+            frames[node] = self._pipeline(node).feed(part, timeline)
+            self._last[node] = (same, frames[node])
+        for gone in [n for n in self._last if n not in frames]:
+            del self._last[gone]
+        derived = [with_node(r, node) for node, fr in frames.items() for r in fr.derived
+                   if r.key in FLEET_RULE_KEYS]
+        fleet = (self.fleet_diagnoser.evaluate(self._empty, relabel(snap, FLEET_RULE_KEYS),
+                                               derived)
+                 if self.fleet_diagnoser is not None else [])
+        findings = list(fleet)
+        for node, fr in frames.items():
+            findings += [tag_finding(f, node) for f in fr.findings]
+        findings.sort(key=lambda f: (-f.severity.rank, f.layer.index, f.code, f.subject))
+        history = next(iter(frames.values())).history if frames else self._empty
+        return FleetFrame(snap, [], history, findings, self.window, nodes=frames,
+                          fleet_findings=list(fleet))
+
+
+def diagnoser_factory(config=None) -> Callable[[bool], object]:
+    """Diagnosers for ``FleetPipeline``: every per-node rule for a node, the FLT rules alone
+    for the fleet (a node never sees another node's readings; the fleet's whole Frame would
+    mix GPUs of the same index from different nodes)."""
+    from .rules.engine import Diagnoser
+
+    def make(fleet: bool):
+        d = Diagnoser(config)
+        d.rules = tuple(r for r in d.rules if r.code.startswith(FLEET_CODE_PREFIX) == fleet)
+        return d
+    return make
+
+
+def node_summary(frame: Frame) -> dict[str, float | None]:
+    """The engines-table numbers of one node's Frame (None where it has none)."""
+    def val(key: str, **labels: str) -> float | None:
+        vals = [r.value for r in frame.by_key(key) if r.ok and
+                all(r.label(k) == v for k, v in labels.items())]
+        return max(vals) if vals else None
+
+    def total(key: str) -> float | None:
+        vals = [r.value for r in frame.by_key(key) if r.ok and not r.label("quantile")]
+        return sum(vals) if vals else None
+
+    return {
+        "ttft_p99": val("latency.ttft_seconds", quantile="0.99"),
+        "itl_p50": val("latency.itl_seconds", quantile="0.5"),
+        "kv": val("kv.usage_ratio"),
+        "running": total("server.requests_running"),
+        "waiting": total("server.requests_waiting"),
+        "tok_s": total("throughput.generation_tokens_per_second"),
+        "errors": val("server.error_ratio"),
+        "gpus": float(len({r.label("gpu") for r in frame.by_key("gpu.info")})),
+    }
+
+
+def sources_down(frame: Frame) -> list[str]:
+    """Names of a node's sources that failed this tick (never 'healthy' when unread)."""
+    return [n for n, s in frame.snapshot.samples.items() if s.status is Status.ERROR]

@@ -1,0 +1,1 @@
+"""A fleet read through Prometheus's HTTP API: the client and the fleet source."""

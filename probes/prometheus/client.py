@@ -1,0 +1,279 @@
+"""A thin async client for Prometheus's HTTP API (``/api/v1/targets``, ``/api/v1/query``).
+
+Every answer is hostile input: the body is read streaming with a size cap, each request
+has a timeout, JSON that is not Prometheus's envelope is refused, text that reaches the
+screen (target errors, label values) is stripped of control characters and shortened.
+Failures raise ``PrometheusError`` with one line that says what to do.
+
+httpx is already a dependency (the /metrics probe); ``trust_env=False`` so a fleet query
+never goes through an HTTP_PROXY from the environment by surprise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import calendar
+import json
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    import httpx
+
+MAX_BYTES = 64_000_000     # a 64-node vLLM fleet answers ~10 MB; 64 MB means something is off
+MAX_SERIES = 400_000       # more series than this in one answer: refuse, do not build them
+_CTRL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e]")
+# the same characters as they can appear in a JSON body (escaped or raw UTF-8): one scan of
+# the body decides whether label values need cleaning (cleaning 200k values costs ~0.3 s)
+_CTRL_IN_JSON = re.compile(
+    rb"\\u00[01][0-9a-fA-F]|\\u007[fF]|\\u00[89][0-9a-fA-F]|\\[nrtbf]|\x7f|\xc2[\x80-\x9f]"
+    rb"|\\u20(?:0[b-fB-F]|2[89a-eA-E])|\xe2\x80[\x8b-\x8f\xa8-\xae]")
+
+
+class PrometheusError(RuntimeError):
+    """Prometheus could not be read; the message is one line for a person."""
+
+
+def clean_text(text: Any, limit: int = 200) -> str:
+    """Printable, one line, at most ``limit`` characters (terminal escapes removed)."""
+    s = _CTRL.sub(" ", str(text))
+    s = " ".join(s.split())
+    return s if len(s) <= limit else s[:limit - 1] + "…"
+
+
+def normalize_base(url: str) -> str:
+    """``9090``, ``host:9090`` or ``http://host:9090/prefix`` -> ``http://host:9090/prefix``."""
+    u = url.strip()
+    if not u:
+        raise ValueError("empty Prometheus URL")
+    if u.isdigit():
+        u = f"127.0.0.1:{u}"
+    if "://" not in u:
+        u = "http://" + u
+    parts = urlsplit(u)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL: {clean_text(url, 80)!r}")
+    try:
+        parts.port
+    except ValueError:
+        raise ValueError(f"bad port in {clean_text(url, 80)!r}") from None
+    path = parts.path.rstrip("/")
+    if path.endswith("/api/v1"):
+        path = path[:-len("/api/v1")]
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One active scrape target as ``/api/v1/targets`` reports it."""
+
+    instance: str
+    job: str
+    labels: dict[str, str]
+    up: bool
+    last_scrape: float | None      # unix seconds, None when never scraped
+    scrape_interval: float | None  # seconds
+    error: str = ""
+    url: str = ""
+    scrape_duration: float | None = None   # seconds the last scrape took
+
+
+    def label(self, name: str, default: str = "") -> str:
+        return self.labels.get(name, default)
+
+
+@dataclass
+class Timing:
+    """What the last request cost (shown in the header's health and the benchmark)."""
+
+    seconds: float = 0.0
+    bytes: int = 0
+    series: int = 0
+    dirty: bool = False   # the last answer held control characters (labels were cleaned)
+    requests: dict[str, float] = field(default_factory=dict)
+
+
+class PrometheusClient:
+    def __init__(self, base_url: str, *, timeout: float = 5.0, max_bytes: int = MAX_BYTES,
+                 transport: "httpx.AsyncBaseTransport | None" = None) -> None:
+        self.base = normalize_base(base_url)   # raises ValueError (the CLI says it)
+        self.timeout = timeout
+        self.max_bytes = max_bytes
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+        self.last = Timing()
+
+    async def open(self) -> None:
+        if self._client is None:
+            import httpx
+            self._client = httpx.AsyncClient(
+                transport=self._transport, timeout=httpx.Timeout(self.timeout),
+                follow_redirects=False, trust_env=False,
+                headers={"Accept": "application/json"})
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    # ---- API calls ----------------------------------------------------------------------
+    async def targets(self) -> list[Target]:
+        data = await self._call("GET", "/api/v1/targets", params={"state": "active"})
+        active = data.get("activeTargets") if isinstance(data, dict) else None
+        if not isinstance(active, list):
+            raise PrometheusError(f"{self.base}/api/v1/targets: no activeTargets list "
+                                  "(is this Prometheus?)")
+        out = []
+        for t in active[:MAX_SERIES]:
+            if not isinstance(t, dict):
+                continue
+            labels = t.get("labels") if isinstance(t.get("labels"), dict) else {}
+            labels = {clean_text(k, 100): clean_text(v) for k, v in labels.items()}
+            out.append(Target(
+                instance=labels.get("instance", ""), job=labels.get("job", ""),
+                labels=labels, up=t.get("health") == "up",
+                last_scrape=_rfc3339(t.get("lastScrape")),
+                scrape_interval=_duration(t.get("scrapeInterval")),
+                error=clean_text(t.get("lastError") or ""),
+                url=clean_text(t.get("scrapeUrl") or ""),
+                scrape_duration=_seconds(t.get("lastScrapeDuration"))))
+        return out
+
+    async def query(self, promql: str, *, at: float | None = None
+                    ) -> list[tuple[dict[str, str], float]]:
+        """An instant query; a vector answer as (labels, value) pairs."""
+        form = {"query": promql}
+        if at is not None:
+            form["time"] = f"{at:.3f}"
+        data = await self._call("POST", "/api/v1/query", data=form)
+        if not isinstance(data, dict) or data.get("resultType") != "vector" or \
+                not isinstance(data.get("result"), list):
+            raise PrometheusError(f"{self.base}/api/v1/query: not a vector answer")
+        result = data["result"]
+        if len(result) > MAX_SERIES:
+            raise PrometheusError(f"{self.base}: {len(result)} series in one answer "
+                                  f"(more than {MAX_SERIES}); narrow the targets")
+        out = []
+        dirty = self.last.dirty
+        for item in result:
+            try:
+                labels = item["metric"]
+                value = float(item["value"][1])
+            except (KeyError, IndexError, TypeError, ValueError):
+                continue
+            if isinstance(labels, dict):
+                if dirty:   # a control character somewhere in the answer: clean every label
+                    labels = {clean_text(k, 100): clean_text(v) for k, v in labels.items()}
+                out.append((labels, value))
+        self.last.series = len(out)
+        return out
+
+    # ---- HTTP ---------------------------------------------------------------------------
+    async def _call(self, method: str, path: str, **kw) -> Any:
+        import httpx
+        if self._client is None:
+            await self.open()
+        assert self._client is not None
+        url = self.base + path
+        started = time.perf_counter()
+        try:
+            body, status = await asyncio.wait_for(self._fetch(method, url, **kw),
+                                                  self.timeout * 2)
+        except (asyncio.TimeoutError, httpx.TimeoutException):
+            raise PrometheusError(f"no answer from {url} within {self.timeout:g} s "
+                                  "(Prometheus busy or unreachable?)") from None
+        except httpx.ConnectError:
+            raise PrometheusError(f"cannot connect to Prometheus at {self.base} "
+                                  "(is it running? pass --prometheus http://HOST:9090)") from None
+        except httpx.HTTPError as e:
+            raise PrometheusError(f"{url}: {type(e).__name__}: {clean_text(e)}") from None
+        took = time.perf_counter() - started
+        self.last.seconds, self.last.bytes = took, len(body)
+        self.last.requests[path] = took
+        # fast path: strict JSON has no raw C0 bytes, so without a backslash, DEL and the
+        # lead bytes of C1 / bidi characters there is nothing to clean
+        self.last.dirty = (b"\\" in body or b"\x7f" in body or b"\xc2" in body or
+                           b"\xe2\x80" in body) and _CTRL_IN_JSON.search(body) is not None
+        try:   # a fleet's answer is MBs: decode it in a thread, the screen stays live
+            doc = json.loads(body) if len(body) < 262_144 else \
+                await asyncio.to_thread(json.loads, body)
+        except (ValueError, RecursionError):
+            snippet = clean_text(body[:200].decode("utf-8", "replace"), 80)
+            raise PrometheusError(f"{url} did not answer JSON (HTTP {status}): {snippet!r} "
+                                  "— is this Prometheus?") from None
+        if not isinstance(doc, dict) or "status" not in doc:
+            raise PrometheusError(f"{url}: not a Prometheus API answer")
+        if doc.get("status") != "success":
+            raise PrometheusError(f"Prometheus refused {path} (HTTP {status}): "
+                                  f"{clean_text(doc.get('error') or doc.get('errorType'), 160)}")
+        return doc.get("data")
+
+    async def _fetch(self, method: str, url: str, **kw) -> tuple[bytes, int]:
+        assert self._client is not None
+        async with self._client.stream(method, url, **kw) as resp:
+            if resp.is_redirect:
+                raise PrometheusError(f"{url} redirects (HTTP {resp.status_code}); pass the "
+                                      "final Prometheus URL with --prometheus")
+            declared = resp.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > self.max_bytes:
+                raise self._too_big(url)
+            chunks, size = [], 0
+            async for chunk in resp.aiter_bytes(chunk_size=1 << 18):  # MBs: few big chunks
+                size += len(chunk)
+                if size > self.max_bytes:
+                    raise self._too_big(url)
+                chunks.append(chunk)
+            return b"".join(chunks), resp.status_code
+
+    def _too_big(self, url: str) -> PrometheusError:
+        return PrometheusError(f"answer larger than {self.max_bytes / 1e6:g} MB from {url}")
+
+
+def _seconds(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) and f >= 0 else None
+
+
+def _rfc3339(text: Any) -> float | None:
+    """``2026-12-01T11:19:30.123456789Z`` (or +hh:mm) -> unix seconds; None when absent."""
+    if not isinstance(text, str) or len(text) < 20 or text.startswith("0001-"):
+        return None
+    m = re.fullmatch(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)",
+                     text.strip())
+    if not m:
+        return None
+    y, mo, d, h, mi, s = (int(m.group(i)) for i in range(1, 7))
+    try:
+        t = calendar.timegm((y, mo, d, h, mi, s, 0, 0, 0))
+    except (ValueError, OverflowError):
+        return None
+    frac = float(m.group(7)) if m.group(7) else 0.0
+    tz = m.group(8)
+    if tz != "Z":
+        sign = 1 if tz[0] == "+" else -1
+        t -= sign * (int(tz[1:3]) * 3600 + int(tz[4:6]) * 60)
+    return t + frac
+
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0,
+          "y": 31536000.0}
+
+
+def _duration(text: Any) -> float | None:
+    """Prometheus durations (``15s``, ``1m30s``, ``500ms``) -> seconds."""
+    if not isinstance(text, str) or not text:
+        return None
+    total, pos = 0.0, 0
+    for m in re.finditer(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)", text):
+        if m.start() != pos:
+            return None
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    return total if pos == len(text) and math.isfinite(total) else None

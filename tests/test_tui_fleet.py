@@ -1,0 +1,90 @@
+"""The fleet screen through Pilot: the node x GPU grid and the engines table with each
+row's worst finding, sort, filter, Enter into one node's six panes and back; and the rows
+as pure functions of a FleetFrame."""
+
+from __future__ import annotations
+
+from infertop.fleet import FleetPipeline, diagnoser_factory
+from infertop.tui.modes import FleetApp, app_for_source
+from infertop.tui.options import AppOptions
+from infertop.tui.screens.fleet import NodeScreen, engine_rows, gpu_rows
+from helpers.fleet_source import DemoFleetSource
+
+BAD = {2: ("dec-ttft-burst", 35)}   # node-03 plays a TTFT burst
+
+
+async def _frames(src, pipe, n):
+    frame = None
+    for _ in range(n):
+        frame = pipe.feed(await src.next())
+    return frame
+
+
+async def test_rows_name_every_node_and_the_bad_ones_worst_finding():
+    src = DemoFleetSource(4, BAD)
+    frame = await _frames(src, FleetPipeline(diagnoser_factory()), 15)
+    grows = {r.node: r for r in gpu_rows(frame)}
+    assert list(grows) == ["node-01", "node-02", "node-03", "node-04"]
+    assert all(len(r.gpus) == 1 and r.gpus[0][1] is not None for r in grows.values())
+    erows = {r.node: r for r in engine_rows(frame)}
+    assert erows["node-03"].worst.code in ("DEC-001", "FLT-001", "FLT-002")
+    assert erows["node-01"].worst.severity is None
+    assert erows["node-03"].values["ttft_p99"] > 5 * erows["node-01"].values["ttft_p99"]
+
+
+def pane_text(screen, layer: str) -> str:
+    from rich.console import Console
+    con = Console(width=200, record=True, color_system=None)
+    con.print(screen.query_one(f"#pane-{layer}").last_renderable)
+    return con.export_text()
+
+
+def text(widget) -> str:
+    r = widget.render()
+    return str(getattr(r, "plain", r))
+
+
+async def test_fleet_screen_sort_filter_and_drill_down():
+    src = DemoFleetSource(4, BAD)
+    app = app_for_source(src, pipeline=FleetPipeline(diagnoser_factory()), interval=1.0,
+                         options=AppOptions(manual_ticks=True))
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(160, 48)) as pilot:
+        for _ in range(12):
+            await app._poll()
+        await pilot.pause()
+        gpus = app.query_one("#fleet-gpus")
+        engines = app.query_one("#fleet-engines")
+        assert gpus.row_count == 4 and engines.row_count == 4
+        # sorted by worst finding first: the bad node on top
+        first = engines.coordinate_to_cell_key((0, 0)).row_key.value
+        assert first.startswith("node-03|")
+        assert "4 nodes" in text(app.query_one("#header"))
+        await pilot.press("s")          # worst -> TTFT p99 (descending): still node-03
+        assert app.sort_by == "ttft_p99"
+        assert engines.coordinate_to_cell_key((0, 0)).row_key.value.startswith("node-03|")
+        await pilot.press("S")          # ascending: node-03 last
+        assert engines.coordinate_to_cell_key((3, 0)).row_key.value.startswith("node-03|")
+        await pilot.press("slash")
+        for ch in "node-02":
+            await pilot.press(ch if ch != "-" else "minus")
+        await pilot.pause()
+        assert engines.row_count == 1 and gpus.row_count == 1
+        app.action_clear_filter()
+        await pilot.pause()
+        assert engines.row_count == 4
+        engines.focus()
+        engines.move_cursor(row=0)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen)
+        node = app.screen.node
+        await app._poll()
+        await pilot.pause()
+        # the node's own six panes, drawn from its own Frame
+        assert "H100" in pane_text(app.screen, "hardware")
+        assert "TTFT" in pane_text(app.screen, "decoding")
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, NodeScreen)
+        assert node.startswith("node-")

@@ -1,0 +1,320 @@
+"""The fleet screen: a node x GPU grid and an engines table, each row with its worst
+finding; sort, filter, and Enter drills into one node's six panes.
+
+Rows are built by pure functions from a ``FleetFrame`` (``gpu_rows``, ``engine_rows``), so
+what the screen shows is tested without an App; the widgets only lay them out.  The node
+screen is the same six panes as a single box, fed with that node's own Frame (its own
+History and rules), refreshed on every tick while it is open.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Container, Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from infertop.findings import Finding, Severity
+from infertop.fleet import FleetFrame, node_summary
+from infertop.model import Status
+from infertop.units import natural_key
+
+from ..panes.base import LayerPane, PaneContext
+
+MAX_GPU_COLUMNS = 8
+
+
+@dataclass
+class Worst:
+    severity: Severity | None = None
+    code: str = ""
+    title: str = ""
+
+    @classmethod
+    def of(cls, findings: list[Finding]) -> "Worst":
+        if not findings:
+            return cls()
+        f = max(findings, key=lambda f: f.severity.rank)
+        return cls(f.severity, f.code, f.title)
+
+    @property
+    def rank(self) -> int:
+        return self.severity.rank if self.severity else 0
+
+
+@dataclass
+class GpuRow:
+    node: str
+    worst: Worst
+    gpus: list[tuple[str, float | None, float | None]]   # (gpu, util, SM active)
+    mem_ratio: float | None
+    temp_max: float | None
+    power: float | None
+    age: float | None
+    down: list[str] = field(default_factory=list)        # sources that failed
+
+
+@dataclass
+class EngineRow:
+    node: str
+    server: str
+    model: str
+    worst: Worst
+    values: dict[str, float | None]
+    status: str = "ok"
+
+
+def _max(values) -> float | None:
+    vals = [v for v in values if v is not None]
+    return max(vals) if vals else None
+
+
+def _ages(frame: FleetFrame) -> dict[str, float]:
+    """node -> age of its oldest scraped value, from this tick's answer (a node's own Frame
+    is kept while Prometheus has nothing new for it, so its ages would be old)."""
+    out: dict[str, float] = {}
+    for name, s in frame.raw.samples.items():
+        if name.startswith(("prometheus@", "scrape@")):
+            node = name.split("@", 1)[1]
+            for r in s.readings:
+                if r.key == "node.scrape_age_seconds" and r.ok:
+                    out[node] = max(out.get(node, 0.0), r.value)
+    return out
+
+
+def gpu_rows(frame: FleetFrame) -> list[GpuRow]:
+    rows = []
+    ages = _ages(frame)
+    for node, fr in frame.nodes.items():
+        util = {r.label("gpu"): r.value for r in fr.by_key("gpu.util_ratio") if r.ok}
+        sm = {r.label("gpu"): r.value for r in fr.by_key("gpu.sm_active_ratio") if r.ok}
+        used = {r.label("gpu"): r.value for r in fr.by_key("gpu.mem_used_bytes") if r.ok}
+        total = {r.label("gpu"): r.value for r in fr.by_key("gpu.mem_total_bytes") if r.ok}
+        gpus = sorted({r.label("gpu") for r in fr.by_key("gpu.info")} | set(util),
+                      key=natural_key)
+        power = [r.value for r in fr.by_key("gpu.power_watts") if r.ok]
+        rows.append(GpuRow(
+            node, Worst.of(frame.node_findings(node)),
+            [(g, util.get(g), sm.get(g)) for g in gpus],
+            _max(used[g] / total[g] for g in used if total.get(g)),
+            _max(r.value for r in fr.by_key("gpu.temp_celsius") if r.ok),
+            sum(power) if power else None,
+            ages.get(node),
+            sorted(n for n, s in fr.snapshot.samples.items() if s.status is Status.ERROR)))
+    return rows
+
+
+def engine_rows(frame: FleetFrame) -> list[EngineRow]:
+    rows = []
+    for node, fr in frame.nodes.items():
+        servers = [(n, s) for n, s in fr.snapshot.samples.items() if n.startswith("server:")]
+        for name, s in servers:
+            inst = name.split(":", 1)[1]
+            sub = _only_instance(fr, inst)
+            findings = [f for f in frame.node_findings(node)
+                        if dict(f.subject).get("instance") in (None, inst)]
+            status = s.status.value if s.status is not Status.OK else "ok"
+            rows.append(EngineRow(node, inst, str(s.meta.get("model") or ""),
+                                  Worst.of(findings), node_summary(sub), status))
+    return rows
+
+
+class _InstanceView:
+    """A Frame seen through one server instance (``node_summary`` asks ``by_key``)."""
+
+    def __init__(self, frame, instance: str) -> None:
+        self._frame, self._inst = frame, instance
+
+    def by_key(self, key: str):
+        return [r for r in self._frame.by_key(key)
+                if r.label("instance") in ("", self._inst)]
+
+
+def _only_instance(frame, instance: str):
+    return _InstanceView(frame, instance)
+
+
+# ---- formatting -------------------------------------------------------------------------------
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{v * 100:.0f}%"
+
+
+def _secs(v: float | None) -> str:
+    if v is None:
+        return "–"
+    return f"{v * 1000:.0f}ms" if v < 1 else f"{v:.2f}s"
+
+
+def _num(v: float | None, fmt: str = "{:.0f}") -> str:
+    return "–" if v is None else fmt.format(v)
+
+
+def _worst_cell(w: Worst, styles: dict[str, str]) -> Text:
+    if w.severity is None:
+        return Text("ok", style=styles.get("ok", ""))
+    return Text(f"{w.code} {w.title}", style=styles.get(w.severity.value, ""))
+
+
+ENGINE_COLUMNS = (("node", "node"), ("server", "server"), ("model", "model"),
+                  ("TTFT p99", "ttft_p99"), ("ITL p50", "itl_p50"), ("KV", "kv"),
+                  ("run", "running"), ("wait", "waiting"), ("tok/s", "tok_s"),
+                  ("err", "errors"), ("worst finding", "worst"))
+
+
+def engine_sort_key(column: str):
+    def key(row: EngineRow):
+        if column == "node":
+            return natural_key(row.node)
+        if column in ("server", "model"):
+            return getattr(row, column)
+        if column == "worst":
+            return row.worst.rank
+        v = row.values.get(column)
+        return float("-inf") if v is None else v
+    return key
+
+
+def matches(text: str, *fields: str) -> bool:
+    q = text.strip().lower()
+    return not q or any(q in f.lower() for f in fields)
+
+
+# ---- widgets ----------------------------------------------------------------------------------
+class FleetView(Vertical):
+    """The two tables and the filter line of the fleet's main screen."""
+
+    def compose(self) -> ComposeResult:
+        yield Static("GPUs by node", classes="fleet-title")
+        yield DataTable(id="fleet-gpus", cursor_type="row", zebra_stripes=True)
+        yield Static("engines", classes="fleet-title")
+        yield DataTable(id="fleet-engines", cursor_type="row", zebra_stripes=True)
+        yield Input(placeholder="filter: node, server, model or finding code (Esc clears)",
+                    id="fleet-filter")
+
+
+def fill_tables(view: FleetView, frame: FleetFrame, styles: dict[str, str], *,
+                sort: str = "worst", reverse: bool = True, query: str = "") -> None:
+    gpus = view.query_one("#fleet-gpus", DataTable)
+    engines = view.query_one("#fleet-engines", DataTable)
+    g_rows = [r for r in gpu_rows(frame)
+              if matches(query, r.node, r.worst.code, r.worst.title)]
+    e_rows = [r for r in engine_rows(frame)
+              if matches(query, r.node, r.server, r.model, r.worst.code, r.worst.title)]
+    e_rows.sort(key=engine_sort_key(sort), reverse=reverse)
+    order = {r.node: i for i, r in enumerate(e_rows)}
+    g_rows.sort(key=lambda r: (order.get(r.node, len(order)), natural_key(r.node)))
+    ncols = min(MAX_GPU_COLUMNS, max((len(r.gpus) for r in g_rows), default=0))
+    _refill(gpus, ["node"] + [f"GPU{i}" for i in range(ncols)] +
+            ["mem", "temp", "power", "age", "worst finding"],
+            [(r.node, [Text(r.node, style="bold")] + _gpu_cells(r, ncols) +
+              [_pct(r.mem_ratio), _num(r.temp_max, "{:.0f}C"), _num(r.power, "{:.0f}W"),
+               _num(r.age, "{:.1f}s"), _down_or_worst(r, styles)]) for r in g_rows])
+    _refill(engines, [f"{label}{_arrow(col, sort, reverse)}" for label, col in ENGINE_COLUMNS],
+            [(f"{r.node}|{r.server}",
+              [Text(r.node, style="bold"), r.server, r.model.rsplit("/", 1)[-1][:32],
+               _secs(r.values["ttft_p99"]), _secs(r.values["itl_p50"]), _pct(r.values["kv"]),
+               _num(r.values["running"]), _num(r.values["waiting"]), _num(r.values["tok_s"]),
+               _pct(r.values["errors"]),
+               _worst_cell(r.worst, styles) if r.status == "ok"
+               else Text(f"server {r.status}", style=styles.get("crit", ""))])
+             for r in e_rows])
+
+
+def _arrow(col: str, sort: str, reverse: bool) -> str:
+    return (" ▼" if reverse else " ▲") if col == sort else ""
+
+
+def _gpu_cells(r: GpuRow, ncols: int) -> list[Text]:
+    cells = []
+    for i in range(ncols):
+        if i >= len(r.gpus):
+            cells.append(Text(""))
+            continue
+        _, util, sm = r.gpus[i]
+        cells.append(Text(f"{_pct(util)}/{_pct(sm)}" if sm is not None else _pct(util)))
+    return cells
+
+
+def _down_or_worst(r: GpuRow, styles: dict[str, str]) -> Text:
+    if r.down and r.worst.rank < Severity.CRIT.rank:
+        return Text("down: " + ", ".join(r.down), style=styles.get("crit", ""))
+    return _worst_cell(r.worst, styles)
+
+
+def _refill(table: DataTable, columns: list[str], rows: list[tuple[str, list]]) -> None:
+    """Replace a table's rows, keeping the cursor on the same row key."""
+    keep = None
+    if table.row_count and table.cursor_row is not None:
+        try:
+            keep = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+        except Exception:
+            keep = None
+    if [str(c.label) for c in table.columns.values()] != columns:
+        table.clear(columns=True)
+        table.add_columns(*columns)
+    else:
+        table.clear()
+    for key, cells in rows:
+        table.add_row(*cells, key=key)
+    if keep is not None:
+        try:
+            table.move_cursor(row=table.get_row_index(keep), animate=False)
+        except Exception:
+            pass
+
+
+class NodeScreen(Screen):
+    """One node's six panes, fed from the fleet's per-node Frame on every tick."""
+
+    BINDINGS = [Binding("escape,backspace", "back", "fleet"),
+                Binding("1", "zoom(0)", "hardware", show=False),
+                Binding("2", "zoom(1)", "kernels", show=False),
+                Binding("3", "zoom(2)", "memory", show=False),
+                Binding("4", "zoom(3)", "scheduling", show=False),
+                Binding("5", "zoom(4)", "parallelism", show=False),
+                Binding("6", "zoom(5)", "decoding", show=False)]
+
+    def __init__(self, node: str, pane_classes) -> None:
+        super().__init__()
+        self.node = node
+        self.pane_classes = pane_classes
+        self.zoomed: int | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(f"node {self.node}  (Esc: back to the fleet)", style="bold"),
+                     id="node-header")
+        with Container(id="panes"):
+            for cls in self.pane_classes:
+                yield cls(id=f"pane-{cls.pane_layer.value}")
+        yield Footer()
+
+    @property
+    def panes(self) -> list[LayerPane]:
+        return list(self.query(LayerPane))
+
+    def show(self, frame: Any, styles: dict[str, str], summaries: Any) -> None:
+        if frame is None:
+            self.query_one("#node-header", Static).update(
+                Text(f"node {self.node}: no longer in the fleet's answer", style="bold"))
+            return
+        ctx = PaneContext(frame, styles, summaries=summaries)
+        for pane in self.panes:
+            if pane.display:
+                pane.show(ctx)
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_zoom(self, index: int) -> None:
+        self.zoomed = None if self.zoomed == index else index
+        for i, pane in enumerate(self.panes):
+            pane.display = self.zoomed is None or i == self.zoomed
+        self.query_one("#panes").set_class(self.zoomed is not None, "-zoomed")
+        app = self.app
+        if getattr(app, "frame", None) is not None:
+            app.refresh_node_screen()
