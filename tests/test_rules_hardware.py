@@ -176,7 +176,7 @@ def test_new_ecc_error_is_critical_old_ones_are_not():
     f.tick({"gpu.ecc_uncorrected_total": {"gpu=0": 13}})
     got = f.active("HW-005")
     assert got and got[0].severity is Severity.CRIT
-    assert got[0].evidence[0].key == "gpu.ecc_uncorrected_total" and got[0].evidence[0].value == 1
+    assert got[0].evidence[0].key == "gpu.ecc_uncorrected_new" and got[0].evidence[0].value == 1
 
 
 def test_non_fatal_xid_is_a_warning():

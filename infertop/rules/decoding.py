@@ -6,38 +6,36 @@ import time
 from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
-from ..history import bucket_quantile
 from ..model import Kind, Labels, Layer, make_labels
 from ..units import fmt_seconds
-from .base import Candidate, Context, Rule, server_subject, sub, without
-from .window import count_since, hist_since, increase_since
+from .base import Candidate, Context, Rule, server_subject, sub
 
 DEC = Layer.DECODING
 WARN, CRIT = Severity.WARN, Severity.CRIT
 
 
 def _quantile(ctx: Context, s, q: float) -> float | None:
-    """The derived (on-screen) quantile when present, else computed over the window."""
-    v = ctx.derived(s.key, make_labels(s.labels, quantile=q))
-    if v is None:
-        d = hist_since(s, ctx.now - ctx.window)
-        if d is not None and d.total > 0:
-            v = bucket_quantile(q, d.buckets)
-    return v
+    """The derived (on-screen) quantile over the window: rules never recompute it."""
+    return ctx.derived(s.key, make_labels(s.labels, quantile=q))
+
+
+def _observed(ctx: Context, s) -> float | None:
+    """Observations of histogram ``s`` in the window (derived, as shown in JSON)."""
+    return ctx.derived("latency.observations", make_labels(s.labels, of=s.key))
 
 
 # ---- DEC-001 TTFT p99 over the SLO ----------------------------------------------------------
 def ttft_slo(ctx: Context) -> Iterator[Candidate]:
     t, slo = ctx.t, ctx.cfg.slo.ttft_p99_seconds
     for s in ctx.series_of("latency.ttft_seconds"):
-        n = count_since(s, ctx.now - ctx.window)
-        if n is None or n[0] < t.slo_min_requests:
+        n = _observed(ctx, s)
+        if n is None or n < t.slo_min_requests:
             continue
         p99 = _quantile(ctx, s, 0.99)
         if p99 is None or p99 <= slo:
             continue
         evidence = [Evidence(s.key, make_labels(s.labels, quantile=0.99), p99, slo, ">", "s",
-                             f"{n[0]:.0f} first tokens in the last {ctx.window:.0f} s")]
+                             f"{n:.0f} first tokens in the last {ctx.window:.0f} s")]
         remedy = None
         qs = ctx.series("latency.queue_seconds", s.labels)
         q99 = _quantile(ctx, qs, 0.99) if qs is not None else None
@@ -60,8 +58,8 @@ def ttft_slo(ctx: Context) -> Iterator[Candidate]:
 def itl_jitter(ctx: Context) -> Iterator[Candidate]:
     t = ctx.t
     for s in ctx.series_of("latency.itl_seconds"):
-        n = count_since(s, ctx.now - ctx.window)
-        if n is None or n[0] < t.itl_min_tokens:
+        n = _observed(ctx, s)
+        if n is None or n < t.itl_min_tokens:
             continue
         p50 = _quantile(ctx, s, 0.5)
         p99 = _quantile(ctx, s, 0.99)
@@ -82,54 +80,38 @@ def itl_jitter(ctx: Context) -> Iterator[Candidate]:
 # ---- DEC-003 speculative acceptance low ---------------------------------------------------
 def spec_acceptance(ctx: Context) -> Iterator[Candidate]:
     t = ctx.t
-    since = ctx.now - ctx.window
-    for ds in ctx.series_of("spec.draft_tokens_total"):
-        acc = ctx.series("spec.accepted_tokens_total", ds.labels)
-        if acc is None:
+    for r in ctx.derived_of("spec.acceptance_ratio"):
+        drafted = ctx.derived("spec.draft_tokens_window", r.labels)
+        if drafted is None or drafted < t.spec_min_draft_tokens:
             continue
-        di, ai = increase_since(ds, since), increase_since(acc, since)
-        if di is None or ai is None or di[0] < t.spec_min_draft_tokens:
+        if r.value >= t.spec_acceptance_min:
             continue
-        ratio = min(1.0, ai[0] / di[0])
-        if ratio >= t.spec_acceptance_min:
-            continue
-        yield Candidate(server_subject(ds.labels), WARN, (
-            Evidence("spec.acceptance_ratio", ds.labels, ratio, t.spec_acceptance_min, "<",
-                     "ratio", f"{ai[0]:.0f} of {di[0]:.0f} draft tokens accepted in the last "
-                     f"{ctx.window:.0f} s"),
+        yield Candidate(server_subject(r.labels), WARN, (
+            Evidence("spec.acceptance_ratio", r.labels, r.value, t.spec_acceptance_min, "<",
+                     "ratio", f"{r.value * drafted:.0f} of {drafted:.0f} draft tokens accepted "
+                     f"in the last {ctx.window:.0f} s"),
         ))
 
 
 # ---- DEC-004 error rate -----------------------------------------------------------------
 def error_rate(ctx: Context) -> Iterator[Candidate]:
+    """Reads the derived ``server.error_ratio`` (the pane's 'errors'), which counts the
+    finish reasons in ``thresholds.error_reasons``; client aborts have their own ratio."""
     t, limit = ctx.t, ctx.cfg.slo.error_ratio
-    since = ctx.now - ctx.window
-    groups: dict[Labels, list] = {}
-    for s in ctx.series_of("server.requests_finished_total"):
-        groups.setdefault(without(s.labels, "reason"), []).append(s)
-    for labels, series in groups.items():
-        total = errors = aborts = 0.0
-        for s in series:
-            inc = increase_since(s, since)
-            if inc is None:
-                continue
-            total += inc[0]
-            reason = s.label("reason")
-            if reason in t.error_reasons:
-                errors += inc[0]
-            elif reason == "abort":
-                aborts += inc[0]
-        if total < t.error_min_requests or errors <= 0:
+    for r in ctx.derived_of("server.error_ratio"):
+        total = ctx.derived("server.requests_finished", r.labels)
+        if total is None or total < t.error_min_requests or r.value <= 0:
             continue
-        ratio = errors / total
+        ratio = r.value
         if ratio <= limit:
             continue
-        note = f"{errors:.0f} of {total:.0f} requests in the last {ctx.window:.0f} s " \
+        note = f"{ratio * total:.0f} of {total:.0f} requests in the last {ctx.window:.0f} s " \
                f"ended {'/'.join(t.error_reasons)}"
+        aborts = ctx.derived("server.abort_ratio", r.labels)
         if aborts:
-            note += f"; {aborts:.0f} client aborts not counted"
-        yield Candidate(server_subject(labels), CRIT if ratio >= t.error_crit_ratio else WARN, (
-            Evidence("server.error_ratio", labels, ratio, limit, ">", "ratio", note),
+            note += f"; {aborts * total:.0f} client aborts not counted"
+        yield Candidate(server_subject(r.labels), CRIT if ratio >= t.error_crit_ratio else WARN, (
+            Evidence("server.error_ratio", r.labels, ratio, limit, ">", "ratio", note),
         ), title=f"error rate {ratio:.1%}")
 
 

@@ -73,6 +73,9 @@ class Diagnoser:
         self._index: dict[str, list[Series]] = {}
         self.rule_errors: dict[str, str] = {}
         self.active: list[Finding] = []
+        # (code, subject) whose condition held on the newest tick; an active finding not
+        # in it is clearing and keeps the evidence of the last tick it held
+        self.holding: frozenset[tuple[str, Labels]] = frozenset()
 
     @property
     def events(self) -> list[FindingEvent]:
@@ -101,6 +104,7 @@ class Diagnoser:
         if self._causes:
             cands = {k: c for k, c in cands.items() if not self._explained(k, cands)}
         self._update(now, cands)
+        self.holding = frozenset(cands)
         return list(self.active)
 
     def _explained(self, key: tuple[str, Labels], cands) -> bool:

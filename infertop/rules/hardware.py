@@ -7,7 +7,6 @@ from typing import Iterator
 from ..findings import RuleSpec, Severity
 from ..model import Layer
 from .base import Candidate, Context, Rule, ev, sub
-from .window import increase_since
 
 HW = Layer.HARDWARE
 NOTICE, WARN, CRIT = Severity.NOTICE, Severity.WARN, Severity.CRIT
@@ -149,35 +148,31 @@ CRIT_XIDS = {48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140}
 
 
 def gpu_errors(ctx: Context) -> Iterator[Candidate]:
+    """New Xid/ECC errors are the derived ``gpu.xid_new``/``gpu.ecc_uncorrected_new``
+    (increase over ``thresholds.error_event_window``, computed once in derive)."""
     t = ctx.t
-    since = ctx.now - t.error_event_window
     lost = ctx.per_gpu("gpu.lost")
     xid_last = ctx.per_gpu("gpu.xid_last")
     counters: dict[str, list] = {}
-    for key in ("gpu.xid_total", "gpu.ecc_uncorrected_total"):
-        for s in ctx.series_of(key):
-            pts = s.points
-            # a counter whose oldest and newest points agree never moved (the usual case)
-            if len(pts) >= 2 and pts[-1][1] != pts[0][1]:
-                counters.setdefault(s.label("gpu"), []).append(s)
+    for key in ("gpu.xid_new", "gpu.ecc_uncorrected_new"):
+        for r in ctx.derived_of(key):
+            if r.value > 0 and r.label("gpu"):
+                counters.setdefault(r.label("gpu"), []).append(r)
     for gpu in sorted(set(lost) | set(counters)):
         evidence, sev = [], None
         r = lost.get(gpu)
         if r is not None and r.value >= 1:
             evidence.append(ev(r, r.key, r.labels, r.value, 1, ">=", "fell off the bus"))
             sev = CRIT
-        for s in counters.get(gpu, ()):
-            inc = increase_since(s, since)
-            if inc is None or inc[0] <= 0:
-                continue
+        for d in counters.get(gpu, ()):
             note = f"new in the last {t.error_event_window:.0f} s"
             level = CRIT
-            if s.key == "gpu.xid_total":
+            if d.key == "gpu.xid_new":
                 x = xid_last.get(gpu)
                 if x is not None:
                     note += f"; last Xid {int(x.value)}"
                     level = CRIT if int(x.value) in CRIT_XIDS else WARN
-            evidence.append(ev(None, s.key, s.labels, inc[0], 0, ">", note))
+            evidence.append(ev(d, d.key, d.labels, d.value, 0, ">", note))
             sev = level if sev is None else max(sev, level)
         if sev is not None:
             what = "lost" if evidence[0].key == "gpu.lost" else "reports errors"

@@ -9,7 +9,7 @@ from ..findings import Evidence, RuleSpec, Severity
 from ..model import Layer
 from ..units import fmt_bytes
 from .base import Candidate, Context, Rule, ev, server_subject, sub
-from .window import covered, increase_since, value_at
+from .window import covered, value_at
 
 MEM = Layer.MEMORY
 NOTICE, WARN, CRIT = Severity.NOTICE, Severity.WARN, Severity.CRIT
@@ -23,14 +23,10 @@ def kv_pressure(ctx: Context) -> Iterator[Candidate]:
             continue
         waiting = ctx.peer("server.requests_waiting", kv.labels)
         rate, pre_labels = None, kv.labels
-        ps = ctx.series("server.preemptions_total", kv.labels)
-        if ps is None:
-            pr = ctx.peer("server.preemptions_total", kv.labels)
-            ps = ctx.series(pr.key, pr.labels) if pr is not None else None
-        if ps is not None:
-            pre_labels = ps.labels
-            inc = increase_since(ps, ctx.now - ctx.window)
-            rate = inc[0] / inc[1] if inc is not None and inc[1] > 0 else None
+        pr = ctx.peer("server.preemptions_total", kv.labels)
+        if pr is not None:  # the derived (on-screen) rate over the window, not recomputed
+            pre_labels = pr.labels
+            rate = ctx.derived("server.preemptions_per_second", pr.labels)
         preempting = rate is not None and rate > 0
         queued = waiting is not None and waiting.value >= 1
         if not (preempting or queued):

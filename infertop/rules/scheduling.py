@@ -7,14 +7,11 @@ from typing import Iterator
 from ..findings import Evidence, RuleSpec, Severity
 from ..model import Layer
 from .base import Candidate, Context, Rule, ev, server_subject, sub
-from .window import covered, value_at
+from ..derive import THROUGHPUT_LOOKBACK
 
 SCH = Layer.SCHEDULING
 WARN = Severity.WARN
 
-# rate sub-windows for "throughput is falling": the newest against the best of the recent
-THROUGHPUT_STEP = 10.0
-THROUGHPUT_LOOKBACK = 120.0
 
 
 # ---- SCH-001 GIL contention -------------------------------------------------------------
@@ -55,36 +52,18 @@ def gil_contention(ctx: Context) -> Iterator[Candidate]:
                "time"),
             Evidence("thread.cpu_ratio", sub(pid=pid), len(busy), t.gil_busy_threads, ">=",
                      "count", f"busy Python threads: {names}"),
-            Evidence("throughput.generation_tokens_per_second", (), cur,
+            Evidence("throughput.generation_recent_tokens_per_second", (), cur,
                      (1.0 - t.gil_throughput_drop) * peak, "<=", "tokens/s",
                      f"peak {peak:.0f} tokens/s in the last {THROUGHPUT_LOOKBACK:.0f} s"),
         ), title=f"GIL contention in pid {pid} ({r.label('name')})")
 
 
 def throughput_trend(ctx: Context) -> tuple[float, float] | None:
-    """(newest 10 s generation rate, best 10 s rate of the last 2 min), all engines summed."""
-    series = [s for s in ctx.series_of("server.generation_tokens_total")
-              if covered(s, 3 * THROUGHPUT_STEP, ctx.now)]
-    if not series:
-        return None
-    n = int(THROUGHPUT_LOOKBACK // THROUGHPUT_STEP)
-    rates = [0.0] * n
-    valid = [False] * n
-    for s in series:
-        first_t = s.points[0][0]
-        vals = [value_at(s, ctx.now - k * THROUGHPUT_STEP) for k in range(n + 1)]
-        for k in range(n):
-            if ctx.now - (k + 1) * THROUGHPUT_STEP < first_t - 1.0:
-                break
-            a, b = vals[k + 1], vals[k]
-            if a is None or b is None or b < a:
-                continue  # a reset inside the window: no rate for it
-            rates[k] += (b - a) / THROUGHPUT_STEP
-            valid[k] = True
-    got = [r for r, ok in zip(rates, valid) if ok]
-    if len(got) < 3 or not valid[0]:
-        return None
-    return rates[0], max(got)
+    """(newest 10 s generation rate, best 10 s rate of the last 2 min), all engines summed:
+    derived once per tick (``infertop.derive``), as shown in ``snapshot --json``."""
+    cur = ctx.derived("throughput.generation_recent_tokens_per_second", ())
+    peak = ctx.derived("throughput.generation_peak_tokens_per_second", ())
+    return None if cur is None or peak is None else (cur, peak)
 
 
 # ---- SCH-002 queue grows while GPUs idle and KV free ------------------------------------
