@@ -170,6 +170,7 @@ class RuleSpec:
     clear_after: float | None = None
     supersedes: tuple[str, ...] = ()
     notes: str = ""
+    judged: str = ""   # the statistic and window it compares ("median over judge_window")
 
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "layer": self.layer.value, "title": self.title,
@@ -177,7 +178,7 @@ class RuleSpec:
                 "optional": list(self.optional), "thresholds": dict(self.thresholds),
                 "remedy": self.remedy, "raise_after": self.raise_after,
                 "clear_after": self.clear_after, "supersedes": list(self.supersedes),
-                "notes": self.notes}
+                "notes": self.notes, "judged": self.judged}
 
 
 def worst(findings) -> Severity | None:

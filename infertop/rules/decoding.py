@@ -198,7 +198,8 @@ RULES = (
          "thresholds.ttft_crit_factor": None, "diagnosis.window": None},
         "if the queue dominates: add capacity or admit fewer; else enable chunked prefill and "
         "prefix caching, or cap prompt length",
-        optional=("latency.queue_seconds",)), ttft_slo),
+        optional=("latency.queue_seconds",),
+        judged="p99 over diagnosis.window (derived, as on screen)"), ttft_slo),
     Rule(RuleSpec(
         "DEC-002", DEC, "inter-token latency jitter",
         "Inter-token latency p99/p50 over the window at or above the ratio (and p99 above a "
@@ -207,7 +208,8 @@ RULES = (
         {"thresholds.itl_jitter_ratio": None, "thresholds.itl_jitter_min_seconds": None,
          "thresholds.itl_min_tokens": None},
         "enable chunked prefill with a smaller --max-num-batched-tokens, or separate prefill "
-        "from decode (disaggregated serving)"), itl_jitter),
+        "from decode (disaggregated serving)",
+        judged="p99 and p50 over diagnosis.window (derived, as on screen)"), itl_jitter),
     Rule(RuleSpec(
         "DEC-003", DEC, "speculative acceptance low",
         "Accepted / proposed draft tokens over the window below the minimum: drafting costs "
@@ -215,7 +217,8 @@ RULES = (
         ("spec.draft_tokens_total", "spec.accepted_tokens_total"),
         {"thresholds.spec_acceptance_min": None, "thresholds.spec_min_draft_tokens": None},
         "fewer speculative tokens (--num-speculative-tokens), a draft model closer to the "
-        "target, or speculative decoding off for this traffic"), spec_acceptance),
+        "target, or speculative decoding off for this traffic",
+        judged="ratio over diagnosis.window (derived spec.acceptance_ratio)"), spec_acceptance),
     Rule(RuleSpec(
         "DEC-004", DEC, "error rate",
         "Share of finished requests over the window that ended in an error reason above the "
@@ -224,7 +227,9 @@ RULES = (
         {"slo.error_ratio": None, "thresholds.error_min_requests": None,
          "thresholds.error_crit_ratio": None, "thresholds.error_reasons": None},
         "read the server log for the failing requests (OOM, bad input, timeouts); check the "
-        "other findings for a cause"), error_rate),
+        "other findings for a cause",
+        judged="ratio over diagnosis.window (derived server.error_ratio, the pane's 'errors')"),
+        error_rate),
     Rule(RuleSpec(
         "DEC-005", DEC, "server restarted",
         "Server counters went backwards (or its process start time moved): it restarted; the "
@@ -233,5 +238,7 @@ RULES = (
          "server.requests_finished_total|server.process_start_seconds",),
         {"thresholds.restart_window": None},
         "find why it exited: its log around the restart, dmesg for the OOM killer or Xid, the "
-        "supervisor's restart count", raise_after=0.0), server_restarted),
+        "supervisor's restart count", raise_after=0.0,
+        judged="each tick: a counter going backwards, or a new process start time"),
+        server_restarted),
 )

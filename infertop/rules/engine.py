@@ -87,12 +87,14 @@ class Diagnoser:
                  derived: list[Reading]) -> list[Finding]:
         now = snapshot.time
         self._track_sources(snapshot)
+        raised = frozenset(k for k, tr in self._tracks.items() if tr.finding is not None)
         ctx = Context(history, snapshot, derived, self.config, self._series_index(history),
-                      self._state)
+                      self._state, raised)
         cands: dict[tuple[str, Labels], Candidate] = {}
         for rule in self.rules:
             if not all(ctx.has_input(i) for i in rule.required):
                 continue
+            ctx.rule_code = rule.code
             try:
                 for c in rule.check(ctx):
                     key = (rule.code, c.subject)

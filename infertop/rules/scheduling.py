@@ -6,7 +6,7 @@ from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
 from ..model import Layer
-from .base import Candidate, Context, Rule, ev, server_subject, sub
+from .base import JUDGED_RAISE_AFTER, QUEUED_SHARE, Candidate, Context, Rule, ev, server_subject, sub
 from ..derive import THROUGHPUT_LOOKBACK
 
 SCH = Layer.SCHEDULING
@@ -79,20 +79,23 @@ def queue_while_idle(ctx: Context) -> Iterator[Candidate]:
         busy_key, busy, limit = "gpu.util_ratio", ctx.per_gpu("gpu.util_ratio"), t.idle_util_max
     if not busy:
         return
-    mean = sum(r.value for r in busy.values()) / len(busy)
-    if mean > limit:
-        return
+    mean = ctx.median_of(busy.values())
     for w in ctx.ok("server.requests_waiting"):
-        if w.value < t.queue_waiting_min:
+        subject = server_subject(w.labels)
+        queue = ctx.share(w, t.queue_waiting_min)
+        if not ctx.past(queue, ">=", QUEUED_SHARE, subject) or \
+                not ctx.past(mean, "<=", limit, subject):
             continue
         kv = ctx.peer("kv.usage_ratio", w.labels)
-        if kv is None or kv.value > t.kv_free_max:
+        usage = ctx.median(kv) if kv is not None else None
+        if usage is None or not ctx.past(usage, "<=", t.kv_free_max, subject):
             continue
-        evidence = [ev(w, w.key, w.labels, w.value, t.queue_waiting_min, ">="),
+        evidence = [ctx.queue_evidence(w, queue, t.queue_waiting_min),
                     Evidence(busy_key, () if len(busy) > 1 else next(iter(busy.values())).labels,
                              mean, limit, "<=", "ratio",
-                             f"mean over {len(busy)} GPU(s)" if len(busy) > 1 else ""),
-                    ev(kv, kv.key, kv.labels, kv.value, t.kv_free_max, "<=")]
+                             (f"mean over {len(busy)} GPU(s) of each " if len(busy) > 1 else "")
+                             + ctx.median_note),
+                    ev(kv, kv.key, kv.labels, usage, t.kv_free_max, "<=", ctx.median_note)]
         running = ctx.peer("server.requests_running", w.labels)
         cap_note = ""
         for name in CAP_SETTINGS:
@@ -146,9 +149,10 @@ def too_many_threads(ctx: Context) -> Iterator[Candidate]:
 def host_cpu(ctx: Context) -> Iterator[Candidate]:
     t = ctx.t
     for r in ctx.ok("host.cpu_ratio"):
-        if r.value < t.host_cpu_saturated:
+        busy = ctx.median(r)
+        if not ctx.past(busy, ">=", t.host_cpu_saturated, ()):
             continue
-        evidence = [ev(r, r.key, r.labels, r.value, t.host_cpu_saturated, ">=")]
+        evidence = [ev(r, r.key, r.labels, busy, t.host_cpu_saturated, ">=", ctx.median_note)]
         top = sorted(ctx.ok("process.cpu_ratio"), key=lambda p: -p.value)[:3]
         for p in top:
             evidence.append(ev(p, p.key, p.labels, p.value, None, "", "top consumer"))
@@ -169,6 +173,7 @@ RULES = (
         "spread the work over processes (more API servers: --api-server-count; detokenize "
         "out of process); py-spy the process to see the threads waiting on the GIL",
         optional=("process.info",),
+        judged="each tick's process and thread CPU; throughput as derived 10 s steps",
         notes="Throughput: generation tokens per 10 s, newest against the best of the last "
               "2 minutes."), gil_contention),
     Rule(RuleSpec(
@@ -180,7 +185,10 @@ RULES = (
          "thresholds.idle_util_max": None, "thresholds.kv_free_max": None},
         "raise the concurrency cap (vLLM --max-num-seqs, SGLang --max-running-requests, "
         "llama.cpp --parallel, TGI --max-concurrent-requests)",
-        optional=("server.requests_running", "server.setting{name=max_num_seqs}")),
+        optional=("server.requests_running", "server.setting{name=max_num_seqs}"),
+        raise_after=JUDGED_RAISE_AFTER,
+        judged="median over diagnosis.judge_window of each GPU's activity (then their "
+               "mean) and of KV usage; a queue on at least half of its ticks"),
         queue_while_idle),
     Rule(RuleSpec(
         "SCH-003", SCH, "too many threads for the cores",
@@ -193,6 +201,7 @@ RULES = (
         "size thread pools to the cores: OMP_NUM_THREADS / torch.set_num_threads, "
         "TOKENIZERS_PARALLELISM=false, fewer workers per host",
         optional=("host.cpu_ratio", "process.ctx_switches_total"),
+        judged="each tick's per-thread CPU (threads come and go: no per-thread median)",
         supersedes=("SCH-004",)), too_many_threads),
     Rule(RuleSpec(
         "SCH-004", SCH, "host CPU saturated",
@@ -202,5 +211,6 @@ RULES = (
         {"thresholds.host_cpu_saturated": None},
         "find the top consumers (listed); move other work off this host, or give the server "
         "more cores",
-        optional=("process.cpu_ratio",)), host_cpu),
+        optional=("process.cpu_ratio",), raise_after=JUDGED_RAISE_AFTER,
+        judged="median over diagnosis.judge_window of the host's CPU busy share"), host_cpu),
 )
