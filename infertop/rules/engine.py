@@ -2,14 +2,21 @@
 
 Rules say what holds *now*; this module decides what the on-call engineer sees:
 
-* **hysteresis**: a condition must hold ``raise_after`` seconds (default 5) without a
-  break before its finding raises, and be absent ``clear_after`` seconds (default 10)
-  before it clears.  A value hovering at a threshold therefore never raises (the streak
-  keeps breaking) or, once raised, never clears and re-raises (the healthy streak keeps
-  breaking): one raise per episode.  ``since`` is when the condition began.
+* **hysteresis**: a condition must hold ``raise_after`` seconds (default 5; 3 for rules
+  that judge a window's median) without a break before its finding raises, and be absent
+  ``clear_after`` seconds (default 10) before it clears.  While raised, the rule's
+  thresholds relax by ``hold_margin`` (``Context.past``), so a value hovering at a
+  threshold, once raised, never clears and re-raises: one raise per episode.  ``since``
+  is when the condition began.
 * **severity** rises at once and falls only after ``clear_after`` at the lower level.
 * **cause over symptom**: a rule that ``supersedes`` another (launch-bound decode explains
   "busy but not working" on the same GPUs) keeps it quiet while it holds.
+* **symptom names its cause across layers**: a decoding symptom (TTFT over the SLO, ITL
+  jitter, errors) that an active memory, scheduling, hardware, kernel or parallelism
+  finding on the same server explains (``EXPLAINS``: KV pressure -> queue time -> TTFT)
+  stays visible (users feel it, and its severity still counts) but names the cause in
+  its title and ``caused_by``, and the active list puts each cause right before the
+  symptoms it explains.
 * **missing inputs**: a rule whose required readings are absent is not run (silent), and
   ``missing_inputs`` says which readings it lacks and why.
 * a rule that raises is a bug, not a finding: it is skipped and recorded in
@@ -30,6 +37,25 @@ from ..history import History, Series
 from ..model import Labels, Reading, Snapshot, Status
 from .base import FACT_MAX_AGE, Candidate, Context, Rule, describe_subject
 from .registry import all_rules
+
+
+# cause code -> the decoding symptoms it explains on the same server (the seeds' method:
+# symptom -> layer -> cause).  KV pressure queues requests (TTFT) and preempts running ones
+# (ITL stalls); a concurrency cap or a starved host queues them; throttled, lost or
+# straggling GPUs slow every step; launch-bound decode slows every token.
+EXPLAINS: dict[str, tuple[str, ...]] = {
+    "MEM-001": ("DEC-001", "DEC-002"),
+    "SCH-001": ("DEC-001", "DEC-002"),
+    "SCH-002": ("DEC-001",),
+    "SCH-003": ("DEC-001", "DEC-002"),
+    "SCH-004": ("DEC-001", "DEC-002"),
+    "HW-003": ("DEC-001", "DEC-002"),
+    "HW-005": ("DEC-001", "DEC-004"),
+    "KRN-001": ("DEC-002",),
+    "KRN-002": ("DEC-001",),
+    "PAR-001": ("DEC-001", "DEC-002"),
+    "PAR-002": ("DEC-001", "DEC-002"),
+}
 
 
 @dataclass
@@ -150,7 +176,46 @@ class Diagnoser:
                 del self._tracks[key]
         active = [tr.finding for tr in self._tracks.values() if tr.finding is not None]
         active.sort(key=lambda f: (-f.severity.rank, f.layer.index, f.code, f.subject))
-        self.active = active
+        self.active = self._chain(active)
+
+    def _chain(self, active: list[Finding]) -> list[Finding]:
+        """Symptoms name the active causes that explain them; each cause leads, its
+        symptoms follow it (ordered by the worst severity in the chain)."""
+        causes_of: dict[int, list[Finding]] = {}
+        for i, f in enumerate(active):
+            causes = [c for c in active if f.code in EXPLAINS.get(c.code, ())
+                      and covers(c.subject, f.subject)]
+            if causes:
+                causes_of[i] = causes
+        if not causes_of:
+            return active
+        out: list[Finding] = []
+        symptoms: dict[tuple[str, Labels], list[Finding]] = {}
+        for i, f in enumerate(active):
+            if i in causes_of:
+                first = causes_of[i][0]
+                names = ", ".join(f"{c.code} {self._by_code[c.code].spec.title}"
+                                  for c in causes_of[i])
+                symptoms.setdefault((first.code, first.subject), []).append(replace(
+                    f, title=f"{f.title}: caused by {names}",
+                    caused_by=tuple(c.code for c in causes_of[i])))
+        for f in active:
+            if (f.code, f.subject) in {(a.code, a.subject) for a in out}:
+                continue
+            if any(f is active[i] for i in causes_of):
+                continue
+            out.append(f)
+            out += symptoms.get((f.code, f.subject), [])
+        # a chain ranks by its worst member: a warning cause of a critical symptom leads
+        chains: list[list[Finding]] = []
+        for f in out:
+            if f.caused_by and chains:
+                chains[-1].append(f)
+            else:
+                chains.append([f])
+        chains.sort(key=lambda ch: (-max(x.severity.rank for x in ch), ch[0].layer.index,
+                                    ch[0].code, ch[0].subject))
+        return [f for ch in chains for f in ch]
 
     def _finding(self, code: str, c: Candidate, sev: Severity, since: float) -> Finding:
         spec = self._by_code[code].spec
