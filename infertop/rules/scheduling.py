@@ -70,47 +70,75 @@ def throughput_trend(ctx: Context) -> tuple[float, float] | None:
 CAP_SETTINGS = ("max_num_seqs", "max_running_requests", "parallel", "max_concurrent_requests")
 
 
+def _cap(ctx: Context) -> tuple[str, int | None] | None:
+    """(setting name, its value when a number) of the server's concurrency cap."""
+    for name in CAP_SETTINGS:
+        cap = ctx.setting(name)
+        if cap is not None:
+            return name, int(cap) if cap.strip().isdigit() else None
+    return None
+
+
 def queue_while_idle(ctx: Context) -> Iterator[Candidate]:
+    """With GPU readings: a queue while the GPUs idle and KV is free.  Without them (no
+    NVML, a CPU backend): a queue while the running batch sits at the concurrency cap
+    (on at least half of the window's ticks) and KV is free: the cap, not capacity,
+    holds requests back, and no GPU reading could say otherwise."""
     t = ctx.t
     sm = ctx.per_gpu("gpu.sm_active_ratio")
     if sm:
         busy_key, busy, limit = "gpu.sm_active_ratio", sm, t.idle_sm_active_max
     else:
         busy_key, busy, limit = "gpu.util_ratio", ctx.per_gpu("gpu.util_ratio"), t.idle_util_max
-    if not busy:
-        return
-    mean = ctx.median_of(busy.values())
+    mean = ctx.median_of(busy.values()) if busy else None
+    cap = _cap(ctx)
     for w in ctx.ok("server.requests_waiting"):
         subject = server_subject(w.labels)
         queue = ctx.share(w, t.queue_waiting_min)
-        if not ctx.past(queue, ">=", QUEUED_SHARE, subject) or \
-                not ctx.past(mean, "<=", limit, subject):
+        if not ctx.past(queue, ">=", QUEUED_SHARE, subject):
             continue
         kv = ctx.peer("kv.usage_ratio", w.labels)
         usage = ctx.median(kv) if kv is not None else None
         if usage is None or not ctx.past(usage, "<=", t.kv_free_max, subject):
             continue
-        evidence = [ctx.queue_evidence(w, queue, t.queue_waiting_min),
-                    Evidence(busy_key, () if len(busy) > 1 else next(iter(busy.values())).labels,
-                             mean, limit, "<=", "ratio",
-                             (f"mean over {len(busy)} GPU(s) of each " if len(busy) > 1 else "")
-                             + ctx.median_note),
-                    ev(kv, kv.key, kv.labels, usage, t.kv_free_max, "<=", ctx.median_note)]
         running = ctx.peer("server.requests_running", w.labels)
+        at_cap = None
+        if cap is not None and cap[1] and running is not None:
+            at_cap = ctx.share(running, float(cap[1]))
+        if busy:
+            if not ctx.past(mean, "<=", limit, subject):
+                continue
+        elif not ctx.past(at_cap, ">=", QUEUED_SHARE, subject):
+            continue  # no GPU readings: only a reached cap says why they wait
+        evidence = [ctx.queue_evidence(w, queue, t.queue_waiting_min)]
+        if busy:
+            evidence.append(Evidence(
+                busy_key, () if len(busy) > 1 else next(iter(busy.values())).labels, mean,
+                limit, "<=", "ratio",
+                (f"mean over {len(busy)} GPU(s) of each " if len(busy) > 1 else "")
+                + ctx.median_note))
+        evidence.append(ev(kv, kv.key, kv.labels, usage, t.kv_free_max, "<=", ctx.median_note))
         cap_note = ""
-        for name in CAP_SETTINGS:
-            cap = ctx.setting(name)
-            if cap is not None:
-                at_cap = running is not None and cap.isdigit() and running.value >= int(cap)
-                cap_note = f"{name}={cap}" + (" reached" if at_cap else "")
-                evidence.append(ev(None, "server.setting", sub(name=name), cap, None, "",
-                                   "the concurrency cap" + (" is reached" if at_cap else "")))
-                break
+        if cap is not None:
+            reached = at_cap is not None and at_cap >= QUEUED_SHARE
+            cap_note = f"{cap[0]}={cap[1] if cap[1] is not None else '?'}" + \
+                (" reached" if reached else "")
+            if not busy and at_cap is not None:
+                evidence.append(Evidence(running.key, running.labels, at_cap, QUEUED_SHARE,
+                                         ">=", "ratio",
+                                         f"share of the ticks of the last "
+                                         f"{ctx.judge_window:g} s with the running batch at "
+                                         f"{cap[0]}={cap[1]}; no GPU readings"))
+            else:
+                evidence.append(ev(None, "server.setting", sub(name=cap[0]), ctx.setting(cap[0]),
+                                   None, "", "the concurrency cap" +
+                                   (" is reached" if reached else "")))
         if running is not None:
             evidence.insert(1, ev(running, running.key, running.labels, running.value, None, "",
                                   "running"))
-        yield Candidate(server_subject(w.labels), WARN, tuple(evidence),
-                        title="queue grows while GPUs idle and KV is free"
+        what = "GPUs idle" if busy else "the batch is at its cap"
+        yield Candidate(subject, WARN, tuple(evidence),
+                        title=f"queue grows while {what} and KV is free"
                         + (f" ({cap_note})" if cap_note else ""))
 
 
@@ -178,17 +206,20 @@ RULES = (
               "2 minutes."), gil_contention),
     Rule(RuleSpec(
         "SCH-002", SCH, "queue grows while GPUs idle and KV is free",
-        "Requests wait while the GPUs are mostly idle and the KV cache has room: a "
+        "Requests wait while the GPUs are mostly idle (or, without GPU readings, while the "
+        "running batch sits at the concurrency cap) and the KV cache has room: a "
         "concurrency cap, not capacity, holds them back.",
-        ("server.requests_waiting", "kv.usage_ratio", "gpu.sm_active_ratio|gpu.util_ratio"),
+        ("server.requests_waiting", "kv.usage_ratio"),
         {"thresholds.queue_waiting_min": None, "thresholds.idle_sm_active_max": None,
          "thresholds.idle_util_max": None, "thresholds.kv_free_max": None},
         "raise the concurrency cap (vLLM --max-num-seqs, SGLang --max-running-requests, "
         "llama.cpp --parallel, TGI --max-concurrent-requests)",
-        optional=("server.requests_running", "server.setting{name=max_num_seqs}"),
+        optional=("gpu.sm_active_ratio|gpu.util_ratio", "server.requests_running",
+                  "server.setting{name=max_num_seqs}"),
         raise_after=JUDGED_RAISE_AFTER,
         judged="median over diagnosis.judge_window of each GPU's activity (then their "
-               "mean) and of KV usage; a queue on at least half of its ticks"),
+               "mean) and of KV usage; a queue on at least half of its ticks; without GPU "
+               "readings, the running batch at the cap on at least half of its ticks"),
         queue_while_idle),
     Rule(RuleSpec(
         "SCH-003", SCH, "too many threads for the cores",
