@@ -42,7 +42,7 @@ class Gil(Case):
 
 class QueueWhileIdle(Case):
     code = "SCH-002"
-    missing = ("kv.usage_ratio",)
+    missing = ("server.requests_waiting",)
 
     threshold = "thresholds.idle_sm_active_max"
 

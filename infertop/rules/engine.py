@@ -39,6 +39,10 @@ from .base import FACT_MAX_AGE, Candidate, Context, Rule, describe_subject
 from .registry import all_rules
 
 
+# Real scrapes are not exactly 1 s apart (2.99 s for three ticks is common): a delay is
+# met when it is met to within this much, so "3 s" means three ticks, not four.
+TICK_SLACK = 0.1
+
 # cause code -> the decoding symptoms it explains on the same server (the seeds' method:
 # symptom -> layer -> cause).  KV pressure queues requests (TTFT) and preempts running ones
 # (ITL stalls); a concurrency cap or a starved host queues them; throttled, lost or
@@ -152,7 +156,7 @@ class Diagnoser:
                 tr = self._tracks[key] = _Track(pending_since=now)
             tr.healthy_since = None
             tr.sev_seen[c.severity] = now
-            if tr.finding is None and now - tr.pending_since < raise_after:
+            if tr.finding is None and now - tr.pending_since < raise_after - TICK_SLACK:
                 continue
             sev = max(s for s, t in tr.sev_seen.items()
                       if s is c.severity or now - t < clear_after)
@@ -168,7 +172,7 @@ class Diagnoser:
                 continue
             if tr.healthy_since is None:
                 tr.healthy_since = now
-            if now - tr.healthy_since >= self._timing[key[0]][1]:
+            if now - tr.healthy_since >= self._timing[key[0]][1] - TICK_SLACK:
                 f = tr.finding
                 self._events.append(FindingEvent(
                     now, f.code, f.subject, "cleared", f.severity,

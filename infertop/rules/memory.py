@@ -15,6 +15,11 @@ MEM = Layer.MEMORY
 NOTICE, WARN, CRIT = Severity.NOTICE, Severity.WARN, Severity.CRIT
 
 
+# with preemptions or a queue, a KV cache full on this share of the judge window's ticks
+# is pressure (a single full tick is not: it is 10 %)
+PREEMPT_FULL_SHARE = 0.3
+
+
 # ---- MEM-001 KV pressure --------------------------------------------------------------
 def kv_pressure(ctx: Context) -> Iterator[Candidate]:
     """KV usage is judged by its median over ``judge_window`` (a small cache moves in whole
@@ -25,22 +30,31 @@ def kv_pressure(ctx: Context) -> Iterator[Candidate]:
     t = ctx.t
     for kv in ctx.ok("kv.usage_ratio"):
         subject = server_subject(kv.labels)
-        usage = ctx.median(kv)
-        if not ctx.past(usage, ">=", t.kv_pressure_ratio, subject):
-            continue
-        waiting = ctx.peer("server.requests_waiting", kv.labels)
         rate, pre_labels = None, kv.labels
         pr = ctx.peer("server.preemptions_total", kv.labels)
         if pr is not None:  # the derived (on-screen) rate over the window, not recomputed
             pre_labels = pr.labels
             rate = ctx.derived("server.preemptions_per_second", pr.labels)
-        queue = ctx.share(waiting, 1.0) if waiting is not None else None
         preempting = rate is not None and rate > 0
+        usage = ctx.median(kv)
+        if ctx.past(usage, ">=", t.kv_pressure_ratio, subject):
+            kv_ev = ev(kv, kv.key, kv.labels, usage, t.kv_pressure_ratio, ">=", ctx.median_note)
+        else:
+            # a cache under pressure hits full again and again but its median may sit
+            # below (15 blocks read 0.67..1.0): full on enough of the window's ticks, with
+            # preemptions or a queue (tested below), is pressure
+            full = ctx.share(kv, t.kv_pressure_ratio)
+            if not ctx.past(full, ">=", PREEMPT_FULL_SHARE, subject):
+                continue
+            kv_ev = Evidence(kv.key, kv.labels, full, PREEMPT_FULL_SHARE, ">=", "ratio",
+                             f"share of the ticks of the last {ctx.judge_window:g} s at >= "
+                             f"{t.kv_pressure_ratio:.0%}; {kv.value:.0%} now")
+        waiting = ctx.peer("server.requests_waiting", kv.labels)
+        queue = ctx.share(waiting, 1.0) if waiting is not None else None
         queued = ctx.past(queue, ">=", QUEUED_SHARE, subject)
         if not (preempting or queued):
             continue
-        evidence = [ev(kv, kv.key, kv.labels, usage, t.kv_pressure_ratio, ">=",
-                       ctx.median_note)]
+        evidence = [kv_ev]
         if preempting:
             evidence.append(ev(None, "server.preemptions_per_second", pre_labels, rate, 0, ">",
                                f"over the last {ctx.window:.0f} s"))
@@ -246,8 +260,9 @@ RULES = (
         "lower max concurrent sequences (--max-num-seqs) or --max-model-len; give the KV cache "
         "more memory (--gpu-memory-utilization, FP8 KV cache) or add GPUs",
         raise_after=JUDGED_RAISE_AFTER,
-        judged="median over diagnosis.judge_window of KV usage; a queue on at least half of "
-               "its ticks; preemptions per second derived over diagnosis.window"), kv_pressure),
+        judged="median over diagnosis.judge_window of KV usage, or KV at the threshold on "
+               "30 % of its ticks; a queue on at least half of its ticks; "
+               "preemptions per second derived over diagnosis.window"), kv_pressure),
     Rule(RuleSpec(
         "MEM-002", MEM, "KV-cache leak",
         "KV-cache usage stays up while no request runs or waits: blocks that are never freed "

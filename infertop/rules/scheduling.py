@@ -99,12 +99,15 @@ def queue_while_idle(ctx: Context) -> Iterator[Candidate]:
             continue
         kv = ctx.peer("kv.usage_ratio", w.labels)
         usage = ctx.median(kv) if kv is not None else None
-        if usage is None or not ctx.past(usage, "<=", t.kv_free_max, subject):
+        if kv is not None and (usage is None or not ctx.past(usage, "<=", t.kv_free_max,
+                                                              subject)):
             continue
         running = ctx.peer("server.requests_running", w.labels)
         at_cap = None
         if cap is not None and cap[1] and running is not None:
             at_cap = ctx.share(running, float(cap[1]))
+        if kv is None and not ctx.past(at_cap, ">=", QUEUED_SHARE, subject):
+            continue  # no KV reading (llama.cpp sizes KV per slot): only a full cap counts
         if busy:
             if not ctx.past(mean, "<=", limit, subject):
                 continue
@@ -117,18 +120,22 @@ def queue_while_idle(ctx: Context) -> Iterator[Candidate]:
                 limit, "<=", "ratio",
                 (f"mean over {len(busy)} GPU(s) of each " if len(busy) > 1 else "")
                 + ctx.median_note))
-        evidence.append(ev(kv, kv.key, kv.labels, usage, t.kv_free_max, "<=", ctx.median_note))
+        if kv is not None:
+            evidence.append(ev(kv, kv.key, kv.labels, usage, t.kv_free_max, "<=",
+                               ctx.median_note))
         cap_note = ""
         if cap is not None:
             reached = at_cap is not None and at_cap >= QUEUED_SHARE
             cap_note = f"{cap[0]}={cap[1] if cap[1] is not None else '?'}" + \
                 (" reached" if reached else "")
-            if not busy and at_cap is not None:
+            if (not busy or kv is None) and at_cap is not None:
                 evidence.append(Evidence(running.key, running.labels, at_cap, QUEUED_SHARE,
                                          ">=", "ratio",
                                          f"share of the ticks of the last "
                                          f"{ctx.judge_window:g} s with the running batch at "
-                                         f"{cap[0]}={cap[1]}; no GPU readings"))
+                                         f"{cap[0]}={cap[1]}" +
+                                         ("" if busy else "; no GPU readings") +
+                                         ("" if kv is not None else "; no KV reading")))
             else:
                 evidence.append(ev(None, "server.setting", sub(name=cap[0]), ctx.setting(cap[0]),
                                    None, "", "the concurrency cap" +
@@ -138,7 +145,8 @@ def queue_while_idle(ctx: Context) -> Iterator[Candidate]:
                                   "running"))
         what = "GPUs idle" if busy else "the batch is at its cap"
         yield Candidate(subject, WARN, tuple(evidence),
-                        title=f"queue grows while {what} and KV is free"
+                        title=f"queue grows while {what}"
+                        + (" and KV is free" if kv is not None else "")
                         + (f" ({cap_note})" if cap_note else ""))
 
 
@@ -207,19 +215,22 @@ RULES = (
     Rule(RuleSpec(
         "SCH-002", SCH, "queue grows while GPUs idle and KV is free",
         "Requests wait while the GPUs are mostly idle (or, without GPU readings, while the "
-        "running batch sits at the concurrency cap) and the KV cache has room: a "
-        "concurrency cap, not capacity, holds them back.",
-        ("server.requests_waiting", "kv.usage_ratio"),
+        "running batch sits at the concurrency cap) and the KV cache has room (without a KV "
+        "reading, as llama.cpp's per-slot cache: the cap reached): a concurrency cap, not "
+        "capacity, holds them back.",
+        ("server.requests_waiting",),
         {"thresholds.queue_waiting_min": None, "thresholds.idle_sm_active_max": None,
          "thresholds.idle_util_max": None, "thresholds.kv_free_max": None},
         "raise the concurrency cap (vLLM --max-num-seqs, SGLang --max-running-requests, "
         "llama.cpp --parallel, TGI --max-concurrent-requests)",
-        optional=("gpu.sm_active_ratio|gpu.util_ratio", "server.requests_running",
+        optional=("kv.usage_ratio", "gpu.sm_active_ratio|gpu.util_ratio",
+                  "server.requests_running",
                   "server.setting{name=max_num_seqs}"),
         raise_after=JUDGED_RAISE_AFTER,
         judged="median over diagnosis.judge_window of each GPU's activity (then their "
                "mean) and of KV usage; a queue on at least half of its ticks; without GPU "
-               "readings, the running batch at the cap on at least half of its ticks"),
+               "readings or without a KV reading, the running batch at the cap on at least half of "
+               "its ticks"),
         queue_while_idle),
     Rule(RuleSpec(
         "SCH-003", SCH, "too many threads for the cores",
