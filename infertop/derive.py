@@ -103,6 +103,12 @@ def derive(history: History, window: float = 60.0,
     # ---- new error events over their own (longer) window ------------------------------
     for counter, new_key in EVENT_COUNTERS.items():
         for s in history.find(counter):
+            pts = s.points
+            if len(pts) < 2 or pts[0][1] == pts[-1][1]:
+                # oldest and newest agree: it never moved (the usual case; these
+                # counters only reset with the driver), so skip the 300 s walk
+                out.append(_reading(new_key, s.labels, 0.0))
+                continue
             inc = s.increase(event_window)
             out.append(_reading(new_key, s.labels, inc[0] if inc is not None else 0.0))
     # ---- histograms: quantiles and means ----------------------------------------------
