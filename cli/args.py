@@ -46,8 +46,10 @@ def add_source_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-gpu", action="store_true", help="do not load NVML")
     g.add_argument("--source", default="live", metavar="live|demo:NAME|replay:FILE",
                    help="where snapshots come from (default: live)")
-    g.add_argument("--speed", type=_positive(float), default=1.0,
-                   help="demo/replay speed factor (default 1)")
+    g.add_argument("--speed", type=_positive(float), default=None,
+                   help="demo/replay speed factor: the screen defaults to 1; headless "
+                        "commands run demo/replay as fast as they compute unless given, "
+                        "then pace each tick at its interval / X in real time")
     g.add_argument("--interval", type=_positive(float), default=1.0, metavar="S",
                    help="seconds between ticks (default 1)")
     g.add_argument("--config", metavar="FILE", help="thresholds/SLO TOML (default: XDG config)")

@@ -13,7 +13,7 @@ def run_tui(source, args: argparse.Namespace) -> int:
     pipeline = make_pipeline(args, source)
     from infertop.tui.app import UnknownTheme
     from infertop.tui.options import AppOptions
-    options = AppOptions(speed=getattr(args, "speed", 1.0),
+    options = AppOptions(speed=getattr(args, "speed", None) or 1.0,
                          capture_dir=getattr(args, "capture_dir", None),
                          record_path=getattr(args, "record", None),
                          record_now=bool(getattr(args, "record", None)))

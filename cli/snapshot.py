@@ -26,7 +26,8 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     source = make_source(args)
     pipeline = make_pipeline(args)
     interval = args.interval
-    frame = asyncio.run(sample_window(source, pipeline, args.window, interval))
+    frame = asyncio.run(sample_window(source, pipeline, args.window, interval,
+                                      getattr(args, "speed", None)))
     if frame is None:
         raise UsageError("the source produced no snapshot (empty recording?)")
     print(json.dumps(snapshot_json(frame), indent=1, allow_nan=False, default=str))

@@ -13,7 +13,7 @@ from .errors import UsageError
 def make_source(args: argparse.Namespace):
     """live | demo:NAME | replay:FILE -> a SnapshotSource (raises UsageError)."""
     spec = getattr(args, "source", "live") or "live"
-    speed = getattr(args, "speed", 1.0)
+    speed = getattr(args, "speed", None) or 1.0
     if spec.startswith("demo"):
         from infertop.demo.source import DemoSource
         from infertop.demo.scenario import ScenarioError
@@ -116,9 +116,22 @@ def make_pipeline(args: argparse.Namespace, source=None):
     return Pipeline(Diagnoser(cfg), window=cfg.diagnosis.window)
 
 
-async def sample_window(source, pipeline, window: float, interval: float):
-    """Tick the source across ``window`` seconds (at least two ticks); last Frame."""
+def pace_of(source, interval: float, speed: float | None) -> float:
+    """Real seconds between ticks: ``interval`` live; for demo and replay their own tick
+    divided by ``--speed`` when it was given, else 0 (computed as fast as they go)."""
+    if source.realtime:
+        return interval
+    if speed:
+        return float(getattr(source, "wall_interval", interval / speed))
+    return 0.0
+
+
+async def sample_window(source, pipeline, window: float, interval: float,
+                        speed: float | None = None):
+    """Tick the source across ``window`` seconds (at least two ticks); last Frame.
+    ``speed`` paces demo/replay ticks in real time (see ``pace_of``)."""
     ticks = max(2, int(math.ceil(window / interval)) + 1)
+    pace = pace_of(source, interval, speed)
     await source.start()
     frame = None
     try:
@@ -128,8 +141,8 @@ async def sample_window(source, pipeline, window: float, interval: float):
             if snap is None:
                 break
             frame = pipeline.feed(snap, getattr(source, "epoch", None))
-            if source.realtime and i < ticks - 1:
-                await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+            if pace > 0 and i < ticks - 1:
+                await asyncio.sleep(max(0.0, pace - (time.monotonic() - started)))
     finally:
         await source.stop()
     return frame

@@ -74,6 +74,13 @@ class Timing:
     window: float = _f(60.0, "positive",
                        "seconds over which counters become rates and histograms quantiles "
                        "(keep equal to the screen's window)")
+    judge_window: float = _f(10.0, "positive",
+                             "seconds over which rules judge a gauge by its median, so jitter "
+                             "around a threshold neither hides a condition nor makes it flap")
+    hold_margin: float = _f(0.1, "ratio",
+                            "a raised finding's thresholds relax by this share towards healthy "
+                            "(raise at 0.9, hold down to 0.81): a reading hovering at the "
+                            "threshold raises once and stays raised")
     events_max: int = _f(500, "count", "raise/clear events kept for the findings log")
     disabled: tuple[str, ...] = _f((), "codes", "finding codes never evaluated")
 
@@ -93,7 +100,7 @@ class Thresholds:
 
     # ---- hardware -------------------------------------------------------------------
     busy_util_ratio: float = _f(0.9, "ratio", "HW-001: NVML GPU util at or above this is 'busy'")
-    busy_sm_active_max: float = _f(0.3, "ratio",
+    busy_sm_active_max: float = _f(0.5, "ratio",
                                    "HW-001: GPM SM activity at or below this is 'not working'")
     tensor_busy_sm_min: float = _f(0.5, "ratio",
                                    "HW-002: SM activity at or above this means the GPU computes")
@@ -138,7 +145,7 @@ class Thresholds:
                                   "KRN-003: GPM DRAM bandwidth at or above this says the memory "
                                   "is busy after all (the estimate is off): no finding")
     # ---- memory ---------------------------------------------------------------------
-    kv_pressure_ratio: float = _f(0.9, "ratio", "MEM-001: KV-cache usage at or above this")
+    kv_pressure_ratio: float = _f(0.85, "ratio", "MEM-001: KV-cache usage at or above this")
     kv_preempt_crit_per_second: float = _f(1.0, "positive",
                                            "MEM-001: preemptions per second that make it critical")
     kv_leak_ratio: float = _f(0.2, "ratio",

@@ -13,6 +13,7 @@ from .history import History, Series
 from .keys import SPECS
 from .model import Labels, Reading, Status, make_labels
 from .sol_derive import derive_sol
+from .rules.window import covered, value_at
 
 QUANTILES = (0.5, 0.9, 0.99)
 
@@ -25,7 +26,20 @@ RATES = {
     "process.ctx_switches_total": "process.ctx_switches_per_second",
 }
 
-ERROR_REASONS = {"error", "abort"}
+# finish reasons that count as errors unless the config says otherwise (DEC-004 reads the
+# same derived ratio, so the screen and the finding can never disagree); client aborts
+# get their own ratio
+ERROR_REASONS = ("error",)
+ABORT_REASON = "abort"
+# rate sub-windows for "throughput is falling" (SCH-001): the newest against the best of
+# the recent ones
+THROUGHPUT_STEP = 10.0
+THROUGHPUT_LOOKBACK = 120.0
+# counters whose new events (not their lifetime totals) are findings, over their own window
+EVENT_COUNTERS = {
+    "gpu.xid_total": "gpu.xid_new",
+    "gpu.ecc_uncorrected_total": "gpu.ecc_uncorrected_new",
+}
 
 
 def _reading(key: str, labels: Labels, value: float | None, status: Status = Status.OK,
@@ -40,12 +54,19 @@ def _without(labels: Labels, *names: str) -> Labels:
     return tuple((k, v) for k, v in labels if k not in names)
 
 
-def derive(history: History, window: float = 60.0) -> list[Reading]:
+def derive(history: History, window: float = 60.0,
+           error_reasons: Iterable[str] = ERROR_REASONS,
+           event_window: float = 300.0) -> list[Reading]:
     """All derived readings for the newest tick of ``history``.
 
     Rates use ``window`` seconds (shorter at start-up: as much as exists); quantiles are
-    over the window's bucket deltas, not lifetime, and need at least two scrapes.
+    over the window's bucket deltas, not lifetime, and need at least two scrapes.  This is
+    the one place where windowed quantities are computed: the rules read these readings
+    (``Context.derived``) instead of recomputing them, so a finding's evidence is the
+    number on screen.  ``error_reasons`` are the finish reasons counted in
+    ``server.error_ratio``; ``event_window`` is how far back new GPU error events count.
     """
+    error_reasons = frozenset(error_reasons)
     out: list[Reading] = []
     # ---- plain rates ------------------------------------------------------------------
     for counter, rate_key in RATES.items():
@@ -62,15 +83,35 @@ def derive(history: History, window: float = 60.0) -> list[Reading]:
             continue
         total = sum(i[0] for _, i in incs)
         secs = max(i[1] for _, i in incs)
-        errs = sum(i[0] for r, i in incs if r in ERROR_REASONS)
+        errs = sum(i[0] for r, i in incs if r in error_reasons)
+        aborts = sum(i[0] for r, i in incs if r == ABORT_REASON and r not in error_reasons)
+        idle = "" if total else "no request finished in the window"
         out.append(_reading("server.requests_per_second", labels, total / secs if secs else None))
+        out.append(_reading("server.requests_finished", labels, total))
         out.append(_reading("server.error_ratio", labels, errs / total if total else None,
-                            reason="" if total else "no request finished in the window"))
+                            reason=idle))
+        out.append(_reading("server.abort_ratio", labels, aborts / total if total else None,
+                            reason=idle))
     # ---- windowed ratios of two counters ----------------------------------------------
     out += _ratio(history, "kv.prefix_cache_hit_ratio", "kv.prefix_cache_hits_total",
                   "kv.prefix_cache_queries_total", window)
     out += _ratio(history, "spec.acceptance_ratio", "spec.accepted_tokens_total",
                   "spec.draft_tokens_total", window)
+    for s in history.find("spec.draft_tokens_total"):
+        inc = s.increase(window)
+        out.append(_reading("spec.draft_tokens_window", s.labels,
+                            inc[0] if inc is not None else None))
+    # ---- new error events over their own (longer) window ------------------------------
+    for counter, new_key in EVENT_COUNTERS.items():
+        for s in history.find(counter):
+            pts = s.points
+            if len(pts) < 2 or pts[0][1] == pts[-1][1]:
+                # oldest and newest agree: it never moved (the usual case; these
+                # counters only reset with the driver), so skip the 300 s walk
+                out.append(_reading(new_key, s.labels, 0.0))
+                continue
+            inc = s.increase(event_window)
+            out.append(_reading(new_key, s.labels, inc[0] if inc is not None else 0.0))
     # ---- histograms: quantiles and means ----------------------------------------------
     for s in history.histograms():
         if s.key == "server.iteration_tokens":
@@ -79,6 +120,8 @@ def derive(history: History, window: float = 60.0) -> list[Reading]:
         if not s.key.startswith("latency."):
             continue
         d = s.hist_delta(window)
+        out.append(_reading("latency.observations", make_labels(s.labels, of=s.key),
+                            d.total if d is not None else None))
         for q in QUANTILES:
             labels = make_labels(s.labels, quantile=q)
             if d is None:
@@ -93,6 +136,11 @@ def derive(history: History, window: float = 60.0) -> list[Reading]:
                 note = f"below the first bucket bound {first:g}" \
                     if first is not None and v is not None and v <= first else ""
                 out.append(_reading(s.key, labels, v, reason=note))
+    # ---- newest 10 s generation rate against the best of the last 2 minutes ------------
+    trend = _throughput_steps(history)
+    if trend is not None:
+        out.append(_reading("throughput.generation_recent_tokens_per_second", (), trend[0]))
+        out.append(_reading("throughput.generation_peak_tokens_per_second", (), trend[1]))
     # ---- uptime from the server's start time ------------------------------------------
     for s in history.find("server.process_start_seconds"):
         v = s.last()
@@ -101,6 +149,34 @@ def derive(history: History, window: float = 60.0) -> list[Reading]:
     # ---- speed of light: peaks, MFU/MBU, decode roofline (needs the rates above) -------
     out += derive_sol(history, out, window)
     return out
+
+
+def _throughput_steps(history: History) -> tuple[float, float] | None:
+    """(newest 10 s generation rate, best 10 s rate of the last 2 min), all engines summed;
+    a step with a counter reset inside has no rate.  None until three steps exist."""
+    now = history.now
+    series = [s for s in history.find("server.generation_tokens_total")
+              if covered(s, 3 * THROUGHPUT_STEP, now)]
+    if not series:
+        return None
+    n = int(THROUGHPUT_LOOKBACK // THROUGHPUT_STEP)
+    rates = [0.0] * n
+    valid = [False] * n
+    for s in series:
+        first_t = s.points[0][0]
+        vals = [value_at(s, now - k * THROUGHPUT_STEP) for k in range(n + 1)]
+        for k in range(n):
+            if now - (k + 1) * THROUGHPUT_STEP < first_t - 1.0:
+                break
+            a, b = vals[k + 1], vals[k]
+            if a is None or b is None or b < a:
+                continue  # a reset inside the step: no rate for it
+            rates[k] += (b - a) / THROUGHPUT_STEP
+            valid[k] = True
+    got = [r for r, ok in zip(rates, valid) if ok]
+    if len(got) < 3 or not valid[0]:
+        return None
+    return rates[0], max(got)
 
 
 def _rate_reading(key: str, s: Series, window: float) -> Reading:

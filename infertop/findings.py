@@ -109,6 +109,7 @@ class Finding:
     remedy: str
     since: float
     subject: Labels = ()
+    caused_by: tuple[str, ...] = ()   # codes of active findings in other layers that explain it
 
     def summary(self) -> str:
         first = self.evidence[0].describe() if self.evidence else ""
@@ -117,7 +118,8 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "layer": self.layer.value, "severity": self.severity.value,
                 "title": self.title, "evidence": [e.to_dict() for e in self.evidence],
-                "remedy": self.remedy, "since": self.since, "subject": dict(self.subject)}
+                "remedy": self.remedy, "since": self.since, "subject": dict(self.subject),
+                "caused_by": list(self.caused_by)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Finding":
@@ -127,7 +129,8 @@ class Finding:
                             str(e.get("note", ""))) for e in d.get("evidence", ()))
         return cls(str(d["code"]), Layer(d["layer"]), Severity(d["severity"]), str(d["title"]),
                    ev, str(d.get("remedy", "")), float(d["since"]),
-                   make_labels(d.get("subject") or {}))
+                   make_labels(d.get("subject") or {}),
+                   tuple(str(c) for c in d.get("caused_by") or ()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +173,7 @@ class RuleSpec:
     clear_after: float | None = None
     supersedes: tuple[str, ...] = ()
     notes: str = ""
+    judged: str = ""   # the statistic and window it compares ("median over judge_window")
 
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "layer": self.layer.value, "title": self.title,
@@ -177,7 +181,7 @@ class RuleSpec:
                 "optional": list(self.optional), "thresholds": dict(self.thresholds),
                 "remedy": self.remedy, "raise_after": self.raise_after,
                 "clear_after": self.clear_after, "supersedes": list(self.supersedes),
-                "notes": self.notes}
+                "notes": self.notes, "judged": self.judged}
 
 
 def worst(findings) -> Severity | None:

@@ -75,6 +75,12 @@ class Pipeline:
         self.history = History(max_points=max_points)
         self.diagnoser = diagnoser
         self.window = window
+        # the Diagnoser's config says which finish reasons are errors and how long a GPU
+        # error event counts: derive uses the same, so DEC-004/HW-005 read what is shown
+        cfg = getattr(diagnoser, "config", None)
+        th = getattr(cfg, "thresholds", None)
+        self._derive_opts: dict[str, Any] = {} if th is None else {
+            "error_reasons": th.error_reasons, "event_window": th.error_event_window}
         self.timeline: Any = None   # the source's epoch: a new demo scenario starts over
 
     def reset(self) -> None:
@@ -90,7 +96,7 @@ class Pipeline:
             self.timeline = timeline
             self.reset()
         self.history.add(snap)
-        derived = self._derive(self.history, self.window)
+        derived = self._derive(self.history, self.window, **self._derive_opts)
         self.history.add_readings(snap.time, derived)
         findings = (self.diagnoser.evaluate(self.history, snap, derived)
                     if self.diagnoser is not None else [])

@@ -4,7 +4,9 @@ readings of each layer, as text, JSON or Markdown.  Pure: strings in, string out
 ``meta`` carries what the caller knows about the run; recognised entries (all optional):
 ``source`` (what was read), ``duration`` (s), ``ticks``, ``now`` (unix time of the last
 tick, for "since ... ago"), ``any_source_ok`` (False: nothing could be read),
-``sources`` ({name: "ok" or the error}), ``unchecked`` (Diagnoser.missing_inputs()).
+``sources`` ({name: "ok" or the error}), ``unchecked`` (Diagnoser.missing_inputs()),
+``episodes`` (``episodes()``: every finding raised during the run, with its raise and
+clear times and whether it is still active).
 """
 
 from __future__ import annotations
@@ -51,6 +53,27 @@ SOURCED = ("gpu.peak_flops", "gpu.peak_mem_bandwidth_bytes_per_second", "sol.mfu
            "sol.decode_roofline_ratio")
 MAX_PER_KEY = 16
 QUANTILES_SHOWN = ("0.5", "0.99")
+
+
+def episodes(events: Iterable[Any], active: Sequence[Finding] = ()) -> list[dict[str, Any]]:
+    """Pair the Diagnoser's raise/clear events into episodes, oldest first:
+    ``{"code", "subject", "severity", "summary", "raised", "cleared", "active"}``
+    (``cleared`` None while still raised; ``active`` from the last tick's findings)."""
+    out: list[dict[str, Any]] = []
+    open_: dict[tuple, dict[str, Any]] = {}
+    for e in events:
+        key = (e.code, tuple(e.subject))
+        if e.kind == "raised":
+            ep = {"code": e.code, "subject": dict(e.subject), "severity": e.severity.value,
+                  "summary": e.summary, "raised": e.time, "cleared": None, "active": False}
+            out.append(ep)
+            open_[key] = ep
+        elif e.kind == "cleared" and key in open_:
+            open_.pop(key)["cleared"] = e.time
+    now_active = {(f.code, tuple(f.subject)) for f in active}
+    for (code, subject), ep in open_.items():
+        ep["active"] = (code, subject) in now_active
+    return out
 
 
 def exit_code(findings: Iterable[Finding], any_source_ok: bool) -> int:
@@ -198,6 +221,8 @@ def _text(findings, readings, meta) -> str:
             width = min(40, max(len(p[0]) for p in pairs))
             lines += [f"    {k:<{width}}  {v}" for k, v in pairs]
         lines.append("")
+    lines += _chain_lines(findings)
+    lines += _episode_lines(meta)
     unchecked = meta.get("unchecked") or {}
     if unchecked:
         lines.append("NOT CHECKED (inputs missing)")
@@ -205,6 +230,48 @@ def _text(findings, readings, meta) -> str:
             lines.append(f"  {code}: {'; '.join(why)}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _chains(findings: Sequence[Finding]) -> list[tuple[Finding, list[Finding]]]:
+    """(cause, its symptoms) for every active cause that explains a symptom."""
+    out: list[tuple[Finding, list[Finding]]] = []
+    for f in findings:
+        syms = [s for s in findings if f.code in s.caused_by]
+        if syms:
+            out.append((f, syms))
+    return out
+
+
+def _chain_lines(findings: Sequence[Finding]) -> list[str]:
+    chains = _chains(findings)
+    if not chains:
+        return []
+    lines = ["CAUSE AND SYMPTOM"]
+    for cause, syms in chains:
+        lines.append(f"  {cause.code} ({cause.layer.value}) {cause.title}")
+        lines += [f"    -> {s.code} ({s.layer.value}) {s.title}" for s in syms]
+    return lines + [""]
+
+
+def _clock(t: float | None) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t)) if t is not None else ""
+
+
+def _episode_lines(meta: Mapping[str, Any]) -> list[str]:
+    eps = meta.get("episodes")
+    if eps is None:
+        return []
+    lines = ["DURING THE RUN (raised and cleared)"]
+    if not eps:
+        lines.append("  no finding raised")
+    for ep in eps:
+        if ep["cleared"] is not None:
+            state = f"cleared {_clock(ep['cleared'])} (after {_dur(ep['cleared'] - ep['raised'])})"
+        else:
+            state = "still active" if ep["active"] else "not cleared"
+        lines.append(f"  {ep['code']:<8} [{ep['severity'].upper()}] raised {_clock(ep['raised'])}, "
+                     f"{state}: {ep['summary']}")
+    return lines + [""]
 
 
 # ---- JSON -------------------------------------------------------------------------------
@@ -219,6 +286,8 @@ def _json(findings, readings, meta) -> str:
                            "worst": (worst(by_layer[layer]).value if by_layer[layer] else None),
                            "readings": [r.to_dict() for r in readings.get(layer, [])]}
                    for layer in by_layer},
+        "chains": [{"cause": c.code, "symptoms": [x.code for x in syms]}
+                   for c, syms in _chains(findings)],
         "meta": {k: v for k, v in meta.items()},
     }
     return json.dumps(doc, indent=2, default=str) + "\n"
@@ -251,6 +320,26 @@ def _markdown(findings, readings, meta) -> str:
         if rs:
             out += ["| reading | value |", "|---|---|"]
             out += [f"| `{_md(k)}` | {_md(v)} |" for k, v in _reading_lines(rs)]
+            out.append("")
+    chains = _chains(findings)
+    if chains:
+        out += ["## cause and symptom", ""]
+        for cause, syms in chains:
+            out.append(f"- **{cause.code}** ({cause.layer.value}) {_md(cause.title)}")
+            out += [f"  - → **{x.code}** ({x.layer.value}) {_md(x.title)}" for x in syms]
+        out.append("")
+    eps = meta.get("episodes")
+    if eps is not None:
+        out += ["## during the run", ""]
+        if not eps:
+            out += ["No finding raised.", ""]
+        else:
+            out += ["| code | severity | raised | cleared | summary |", "|---|---|---|---|---|"]
+            for ep in eps:
+                cleared = _clock(ep["cleared"]) if ep["cleared"] is not None else \
+                    ("still active" if ep["active"] else "not cleared")
+                out.append(f"| {ep['code']} | {ep['severity']} | {_clock(ep['raised'])} | "
+                           f"{cleared} | {_md(ep['summary'])} |")
             out.append("")
     unchecked = meta.get("unchecked") or {}
     if unchecked:

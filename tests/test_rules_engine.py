@@ -65,7 +65,7 @@ def test_findings_are_sorted_worst_first_then_layer():
     f = Feed()
     f.run(lambda: {"gpu.lost": {"gpu=0": 0}, "host.cpu_ratio": 0.95,
                    "gpu.mem_used_bytes": {"gpu=1": 75e9}, "gpu.mem_total_bytes": {"gpu=1": 80e9},
-                   "gpu.throttle_reasons": {"gpu=1": 0x40}}, 8)
+                   "gpu.throttle_reasons": {"gpu=1": 0x40}}, 12)
     assert [(x.code, x.severity) for x in f.findings] == [
         ("HW-003", Severity.CRIT), ("SCH-004", Severity.WARN), ("MEM-003", Severity.NOTICE)]
 
@@ -84,20 +84,24 @@ def test_severity_rises_at_once_and_falls_after_clear_after():
     assert len(f.events("HW-003", "raised")) == 1
 
 
+def _throttle(mask):
+    return {"gpu.throttle_reasons": {"gpu=0": mask}}
+
+
 def test_since_is_the_onset_not_the_raise():
-    f = Feed()
-    f.run(lambda: {"host.cpu_ratio": 0.3}, 3)
+    f = Feed()  # HW-003 judges each tick's reason bits: its onset is the first bad tick
+    f.run(lambda: _throttle(0x1), 3)
     onset = f.t
-    f.run(lambda: {"host.cpu_ratio": 0.99}, 10)
-    fin = f.active("SCH-004")[0]
+    f.run(lambda: _throttle(0x20), 10)
+    fin = f.active("HW-003")[0]
     assert fin.since == onset
-    assert f.events("SCH-004", "raised")[0].time == onset + 5
+    assert f.events("HW-003", "raised")[0].time == onset + 5
 
 
 def test_events_are_bounded():
     f = Feed(DiagnosisConfig(diagnosis=Timing(raise_after=0, clear_after=0, events_max=10)))
     for i in range(40):
-        f.tick({"host.cpu_ratio": 0.99 if i % 2 else 0.1})
+        f.tick(_throttle(0x20 if i % 2 else 0x1))
     assert len(f.diag.events) == 10
     assert {e.kind for e in f.diag.events} == {"raised", "cleared"}
 
@@ -178,7 +182,7 @@ def test_slow_cadence_facts_stand_in_between_their_ticks():
 
 def test_fast_readings_do_not_linger_when_a_source_stops():
     f = Feed()
-    f.run(lambda: {"gpu.util_ratio": {"gpu=0": 1.0}, "gpu.sm_active_ratio": {"gpu=0": 0.1}}, 8)
+    f.run(lambda: {"gpu.util_ratio": {"gpu=0": 1.0}, "gpu.sm_active_ratio": {"gpu=0": 0.1}}, 12)
     assert f.active("HW-001")
     f.run(lambda: {"host.cpu_ratio": 0.2}, 12)      # the GPU probe went silent
     assert not f.active("HW-001")

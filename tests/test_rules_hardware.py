@@ -13,6 +13,14 @@ class BusyNotWorking(Case):
     code = "HW-001"
     missing = ("gpu.sm_active_ratio",)
 
+    threshold = "thresholds.busy_sm_active_max"
+
+    def at(self, x):
+        return self._t(x)
+
+    def bad_side(self):
+        return -1
+
     def _t(self, sm0):
         return {"gpu.util_ratio": {"gpu=0": 0.97, "gpu=1": 0.97},
                 "gpu.sm_active_ratio": {"gpu=0": sm0, "gpu=1": 0.75}}
@@ -24,15 +32,23 @@ class BusyNotWorking(Case):
         return self._t(0.1)
 
     def hi(self):
-        return self._t(0.29)  # just inside the condition (SM active <= 0.3)
+        return self._t(0.49)  # just inside the condition (SM active <= 0.5)
 
     def lo(self):
-        return self._t(0.31)
+        return self._t(0.51)
 
 
 class TensorIdle(Case):
     code = "HW-002"
     missing = ("server.setting",)
+
+    threshold = "thresholds.tensor_idle_max"
+
+    def at(self, x):
+        return self._t(x)
+
+    def bad_side(self):
+        return -1
 
     def _t(self, tensor):
         return {"gpu.sm_active_ratio": {"gpu=0": 0.8}, "gpu.tensor_active_ratio": {"gpu=0": tensor},
@@ -73,6 +89,11 @@ class PcieSaturated(Case):
     code = "HW-004"
     missing = ("gpu.pcie_link_gen",)
     CAP = 1.969e9 * 16  # Gen4 x16 per direction
+
+    threshold = "thresholds.pcie_saturated_ratio"
+
+    def at(self, x):
+        return self._t(x)
 
     def _t(self, share):
         return {"gpu.pcie_tx_bytes_per_second": {"gpu=0": share * self.CAP},
@@ -176,7 +197,7 @@ def test_new_ecc_error_is_critical_old_ones_are_not():
     f.tick({"gpu.ecc_uncorrected_total": {"gpu=0": 13}})
     got = f.active("HW-005")
     assert got and got[0].severity is Severity.CRIT
-    assert got[0].evidence[0].key == "gpu.ecc_uncorrected_total" and got[0].evidence[0].value == 1
+    assert got[0].evidence[0].key == "gpu.ecc_uncorrected_new" and got[0].evidence[0].value == 1
 
 
 def test_non_fatal_xid_is_a_warning():

@@ -16,6 +16,11 @@ class LaunchBound(Case):
     code = "KRN-001"
     missing = ("gpu.sm_active_ratio",)
 
+    threshold = "thresholds.launch_thread_cpu_min"
+
+    def at(self, x):
+        return self._t(x)
+
     def _t(self, cpu, graphs="off (--enforce-eager)"):
         return {**PROCS,
                 "thread.cpu_ratio": {"pid=200,tid=200,name=python": cpu,

@@ -15,6 +15,11 @@ class KvPressure(Case):
     code = "MEM-001"
     missing = ("kv.usage_ratio",)
 
+    threshold = "thresholds.kv_pressure_ratio"
+
+    def at(self, x):
+        return self._t(x, 3, preempt=2)
+
     def __init__(self):
         self.pre = 40.0  # preemptions from long ago: a lifetime total, not a finding
 
@@ -30,15 +35,20 @@ class KvPressure(Case):
         return self._t(0.97, 3, preempt=2)
 
     def hi(self):
-        return self._t(0.91, 2)
+        return self._t(0.86, 2)
 
     def lo(self):
-        return self._t(0.89, 2)
+        return self._t(0.84, 2)
 
 
 class KvLeak(Case):
     code = "MEM-002"
     missing = ("server.requests_running",)
+
+    threshold = "thresholds.kv_leak_ratio"
+
+    def at(self, x):
+        return self._t(x)
 
     def _t(self, kv):
         return {"kv.usage_ratio": {E0: kv}, "server.requests_running": {E0: 0},

@@ -24,6 +24,11 @@ class Straggler(Case):
     code = "PAR-001"
     missing = ("process.gpu_mem_bytes", "server.setting")
 
+    threshold = "thresholds.tp_imbalance"
+
+    def at(self, x):
+        return self._t(0.72 - x)  # spread = 0.72 - odd GPU
+
     def _t(self, odd):
         return {**tp_server(4, 4),
                 "gpu.sm_active_ratio": {"gpu=0": 0.7, "gpu=1": 0.7, "gpu=2": odd, "gpu=3": 0.72}}

@@ -42,7 +42,15 @@ class Gil(Case):
 
 class QueueWhileIdle(Case):
     code = "SCH-002"
-    missing = ("kv.usage_ratio",)
+    missing = ("server.requests_waiting",)
+
+    threshold = "thresholds.idle_sm_active_max"
+
+    def at(self, x):
+        return self._t(12, sm=x)
+
+    def bad_side(self):
+        return -1
 
     def _t(self, waiting, sm=0.25):
         return {"server.requests_waiting": {E0: waiting}, "server.requests_running": {E0: 8},
@@ -87,6 +95,11 @@ class TooManyThreads(Case):
 class HostCpu(Case):
     code = "SCH-004"
     missing = ("host.cpu_ratio",)
+
+    threshold = "thresholds.host_cpu_saturated"
+
+    def at(self, x):
+        return self._t(x)
 
     def _t(self, busy):
         return {"host.cpu_ratio": busy, "host.cpu_count": 16,
@@ -136,7 +149,7 @@ def test_gil_evidence_names_the_threads():
     got = f.active("SCH-001")[0]
     assert got.subject == (("pid", "100"),)
     assert [e.key for e in got.evidence] == ["process.cpu_ratio", "thread.cpu_ratio",
-                                             "throughput.generation_tokens_per_second"]
+                                             "throughput.generation_recent_tokens_per_second"]
     assert got.evidence[1].value == 3
 
 

@@ -14,8 +14,10 @@ import test_rules_kernels
 import test_rules_memory
 import test_rules_parallelism
 import test_rules_scheduling
-from helpers.rulekit import (check_clears, check_missing_inputs, check_no_flap, check_quiet_when_healthy,
-                     check_quiet_when_too_short, check_raises)
+from helpers.rulekit import (check_clears, check_jitter_past_threshold_raises,
+                             check_jitter_raises_once, check_missing_inputs, check_no_flap,
+                             check_quiet_when_healthy, check_quiet_when_too_short, check_raises,
+                             check_single_spike_quiet)
 
 CASES = [c for m in (test_rules_hardware, test_rules_kernels, test_rules_memory,
                      test_rules_scheduling, test_rules_parallelism, test_rules_decoding,
@@ -53,6 +55,32 @@ def test_clears_after_healthy_seconds(case):
 @pytest.mark.parametrize("case", CASES, ids=repr)
 def test_no_flap_around_threshold(case):
     check_no_flap(fresh(case))
+
+
+# Noisy inputs, for every rule judged by a window median (its case says which threshold)
+JUDGED = [c for c in CASES if c.threshold is not None]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("case", JUDGED, ids=repr)
+def test_jitter_around_threshold_raises_once_and_never_flaps(case, seed):
+    check_jitter_raises_once(fresh(case), seed)
+
+
+@pytest.mark.parametrize("case", JUDGED, ids=repr)
+def test_jitter_past_threshold_raises_within_10_s(case):
+    check_jitter_past_threshold_raises(fresh(case))
+
+
+@pytest.mark.parametrize("case", JUDGED, ids=repr)
+def test_single_spike_does_not_raise(case):
+    check_single_spike_quiet(fresh(case))
+
+
+def test_every_median_judged_rule_has_noisy_cases():
+    from infertop.rules.engine import Diagnoser
+    judged = {s.code for s in Diagnoser().catalogue() if s.judged.startswith("median")}
+    assert judged == {c.code for c in JUDGED}
 
 
 @pytest.mark.parametrize("case", CASES, ids=repr)

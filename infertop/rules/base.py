@@ -19,6 +19,7 @@ from ..history import History, Series
 from ..keys import SPECS
 from ..model import Kind, Labels, Reading, Snapshot, Status, make_labels
 from ..units import natural_key
+from ..windowstat import median, recent_values, share
 
 # Readings probes send on a slow cadence (facts that rarely change): when the newest
 # snapshot lacks them, the newest value in History (this recent) stands in.  Fast readings
@@ -30,6 +31,15 @@ SLOW_KEYS = frozenset({
     "gpu.nvlink_links_active", "process.gpu_mem_bytes", "process.gpu_sm_ratio",
     "thread.cpu_ratio", "host.cpu_count",
 } | {k for k, s in SPECS.items() if s.kind is Kind.INFO})
+
+# Rules that compare a window's median need a shorter raise delay than the global one:
+# the median itself crosses only once about half of ``judge_window`` has been past the
+# threshold, so a step is raised ~judge_window/2 + 3 s after it began, and a single
+# spike never moves the median at all.
+JUDGED_RAISE_AFTER = 3.0
+
+# a queue is "there" when requests wait on at least this share of the judge window's ticks
+QUEUED_SHARE = 0.5
 
 # process roles that run the model (their threads launch kernels)
 ENGINE_ROLES = ("engine_core", "worker", "scheduler", "shard", "server")
@@ -113,13 +123,18 @@ class Context:
 
     def __init__(self, history: History, snapshot: Snapshot, derived: list[Reading],
                  cfg: DiagnosisConfig, series_index: dict[str, list[Series]],
-                 state: dict) -> None:
+                 state: dict, raised: frozenset = frozenset()) -> None:
         self.history = history
         self.snapshot = snapshot
         self.cfg = cfg
         self.t: Thresholds = cfg.thresholds
         self.now = snapshot.time
         self.window = cfg.diagnosis.window
+        self.judge_window = cfg.diagnosis.judge_window
+        self.hold_margin = cfg.diagnosis.hold_margin
+        self.rule_code = ""         # set by the engine before each rule's check
+        self._raised = raised       # (code, subject) of the findings raised now
+        self._medians: dict[tuple[str, Labels], float] = {}
         self.state = state  # the Diagnoser's scratch: memoised fits, highest link seen
         self._hidx = series_index
         by_key: dict[str, list[Reading]] = {}
@@ -240,6 +255,55 @@ class Context:
                 return r.text
         return None
 
+    # -- judging a window, not a tick ---------------------------------------------------
+    def median(self, r: Reading) -> float | None:
+        """The median of ``r``'s series over the last ``judge_window`` seconds: what the
+        rules compare with thresholds.  None while History does not reach back half the
+        window (a rule then does not judge: start-up, or a source just back)."""
+        key = (r.key, r.labels)
+        if key not in self._medians:
+            s = self.history.get(r.key, r.labels)
+            self._medians[key] = median(recent_values(s, self.judge_window, self.now)) \
+                if s is not None else None
+        return self._medians[key]
+
+    def median_of(self, rs) -> float | None:
+        """Mean of several readings' medians (GPUs of one server); None if any lacks one."""
+        ms = [self.median(r) for r in rs]
+        return None if not ms or any(m is None for m in ms) else sum(ms) / len(ms)
+
+    def share(self, r: Reading, at_least: float) -> float | None:
+        """Share of the ticks of the last ``judge_window`` seconds on which ``r`` read at
+        least ``at_least``: for small counts (waiting requests), whose median is 0 or 1.
+        None while History does not reach back half the window."""
+        s = self.history.get(r.key, r.labels)
+        vals = recent_values(s, self.judge_window, self.now) if s is not None else None
+        return share(vals, lambda v: v >= at_least)
+
+    def queue_evidence(self, waiting: Reading, share: float, at_least: float) -> Evidence:
+        """Evidence for 'requests wait': the share of ticks with a queue, and the queue now."""
+        return Evidence(waiting.key, waiting.labels, share, QUEUED_SHARE, ">=", "ratio",
+                        f"share of the ticks of the last {self.judge_window:g} s with "
+                        f">= {at_least:g} waiting; {waiting.value:.0f} waiting now")
+
+    @property
+    def median_note(self) -> str:
+        return f"median over {self.judge_window:g} s"
+
+    def past(self, value: float | None, op: str, threshold: float, subject: Labels) -> bool:
+        """``value op threshold``; while this rule's finding for ``subject`` is raised, the
+        threshold relaxes by ``hold_margin`` towards healthy (a Schmitt trigger): a value
+        hovering at the threshold keeps its finding instead of clearing and re-raising."""
+        if value is None:
+            return False
+        if _compare(value, op, threshold):
+            return True
+        if (self.rule_code, subject) not in self._raised or not self.hold_margin:
+            return False
+        m = self.hold_margin
+        relaxed = threshold * (1 - m) if op in (">=", ">") else threshold * (1 + m)
+        return _compare(value, op, relaxed)
+
     # -- history ------------------------------------------------------------------------
     def series(self, key: str, labels: Labels) -> Series | None:
         return self.history.get(key, labels)
@@ -289,6 +353,18 @@ class Context:
         if self._tp_groups is None:
             self._tp_groups = tp_groups(self)
         return self._tp_groups
+
+
+def _compare(value: float, op: str, threshold: float) -> bool:
+    if op == ">=":
+        return value >= threshold
+    if op == ">":
+        return value > threshold
+    if op == "<=":
+        return value <= threshold
+    if op == "<":
+        return value < threshold
+    raise ValueError(f"unknown comparison {op!r}")
 
 
 def tp_groups(ctx: Context) -> list[tuple[str, ...]]:

@@ -11,7 +11,9 @@ import sys
 from dataclasses import fields
 
 from ..config import SECTIONS, DiagnosisConfig, RuleOverride, describe_fields
+from .base import JUDGED_RAISE_AFTER
 from .engine import Diagnoser
+from .threshold_sources import SOURCES
 
 INTRO = """\
 # Diagnosis rules
@@ -23,14 +25,25 @@ severity, the evidence (each reading, its value and the threshold it crossed), a
 and the onset time.  Rules are pure functions of History and the newest Snapshot
 (`infertop/rules/<layer>.py`); the Diagnoser (`infertop/rules/engine.py`) adds:
 
+* **Windows, not ticks.** Real readings jitter (GPM SM activity reads 30, 31, 29 %; a
+  small KV cache moves in whole blocks), so rules compare a robust statistic over the last
+  `diagnosis.judge_window` seconds (default {judge_window:g} s) with their thresholds: the
+  median of a gauge, or for small counts (waiting requests) the share of ticks with a
+  queue.  A single spike does not move a median; a value that sits past a threshold moves
+  it within half the window.  Each rule's *judged by* line says what it compares, and its
+  evidence says so too ("median over 10 s").  Counters become rates and histograms
+  quantiles over the last `diagnosis.window` seconds (default {window:g} s), computed once
+  in `infertop/derive.py`: the rules read those same derived readings, so a finding's
+  evidence is the number on screen; a preemption an hour ago is not a finding now.  Error
+  events (Xid, ECC, restarts) stay findings for their own window.
 * **Hysteresis.** A condition must hold `raise_after` seconds without a break before its
-  finding raises (default {raise_after:g} s) and be gone `clear_after` seconds before it
-  clears (default {clear_after:g} s).  A value hovering at a threshold never raises, or once
-  raised never clears and re-raises: one raise per episode.  `since` is when the
-  condition began.  Severity rises at once and falls after `clear_after`.
-* **Windows, not lifetimes.** Counters become rates and histograms quantiles over the
-  last `diagnosis.window` seconds (default {window:g} s): a preemption an hour ago is not a
-  finding now.  Error events (Xid, ECC, restarts) stay findings for their own window.
+  finding raises (default {raise_after:g} s; {judged_raise:g} s for median-judged rules,
+  whose median already needs half the window) and be gone `clear_after` seconds before it
+  clears (default {clear_after:g} s).  While a finding is raised its thresholds relax by
+  `diagnosis.hold_margin` (default {hold_margin:.0%}) towards healthy (raise at 90 %, hold
+  down to 81 %): a reading hovering at a threshold raises once and stays raised, never
+  clears and re-raises.  `since` is when the condition began.  Severity rises at once and
+  falls after `clear_after`.
 * **Cause over symptom.** A rule that *supersedes* another keeps it quiet for the same
   subject while it holds (launch-bound decode explains "busy but not working").
 * **Missing inputs.** A rule whose required readings are absent (no GPM on this GPU, no
@@ -42,7 +55,9 @@ Severities: **notice** (worth knowing; `doctor` exits 0), **warn** (degraded; ex
 
 Thresholds come from a TOML file: `--config PATH`, else
 `$XDG_CONFIG_HOME/infertop/config.toml` (`~/.config/infertop/config.toml`) when it exists.
-See [Configuration](#configuration) for every key.
+See [Configuration](#configuration) for every key; its *source* column says where each
+default comes from (a published figure, the seeds' examples, the recorded field incidents
+in `tests/corpus/`, or infertop's own reasoning, said as such).
 """
 
 
@@ -59,7 +74,9 @@ def _value(v) -> str:
 def render_catalogue(config: DiagnosisConfig | None = None) -> str:
     cfg = config or DiagnosisConfig()
     d = cfg.diagnosis
-    out = [INTRO.format(raise_after=d.raise_after, clear_after=d.clear_after, window=d.window)]
+    out = [INTRO.format(raise_after=d.raise_after, clear_after=d.clear_after, window=d.window,
+                        judge_window=d.judge_window, hold_margin=d.hold_margin,
+                        judged_raise=JUDGED_RAISE_AFTER)]
     specs = Diagnoser(cfg).catalogue()
     out += ["## Catalogue", "", "| code | layer | finding | remedy |", "|---|---|---|---|"]
     out += [f"| [{s.code}](#{s.code.lower()}) | {s.layer.value} | {s.title} | {s.remedy} |"
@@ -78,12 +95,15 @@ def render_catalogue(config: DiagnosisConfig | None = None) -> str:
             out.append("- sharpened by: " + ", ".join(f"`{i}`" for i in s.optional))
         out.append(f"- timing: raises after {s.raise_after:g} s, clears after "
                    f"{s.clear_after:g} s healthy")
+        if s.judged:
+            out.append(f"- judged by: {s.judged}")
         if s.supersedes:
             out.append("- supersedes: " + ", ".join(s.supersedes))
         out.append(f"- remedy: {s.remedy}")
         if s.thresholds:
-            out += ["", "| setting | default | meaning |", "|---|---|---|"]
-            out += [f"| `{k}` | {_value(v)} | {docs.get(k, '')} |" for k, v in s.thresholds.items()]
+            out += ["", "| setting | default | meaning | source |", "|---|---|---|---|"]
+            out += [f"| `{k}` | {_value(v)} | {docs.get(k, '')} | {SOURCES.get(k, '')} |"
+                    for k, v in s.thresholds.items()]
         if s.notes:
             out += ["", s.notes]
         out.append("")
@@ -91,8 +111,10 @@ def render_catalogue(config: DiagnosisConfig | None = None) -> str:
             "Every key with its default.  Unknown keys and bad values are refused with a "
             "message naming the key.", ""]
     for sec, cls in SECTIONS.items():
-        out += [f"### [{sec}]", "", "| key | default | expects | meaning |", "|---|---|---|---|"]
-        out += [f"| `{name}` | {_value(default)} | {kind} | {doc} |"
+        out += [f"### [{sec}]", "", "| key | default | expects | meaning | source |",
+                "|---|---|---|---|---|"]
+        out += [f"| `{name}` | {_value(default)} | {kind} | {doc} | "
+                f"{SOURCES.get(f'{sec}.{name}', '')} |"
                 for name, default, kind, doc in describe_fields(cls)]
         out.append("")
     out += ["### [rules.CODE]", "", "Per rule, e.g. `[rules.MEM-002]`:", "",

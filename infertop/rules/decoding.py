@@ -6,38 +6,36 @@ import time
 from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
-from ..history import bucket_quantile
 from ..model import Kind, Labels, Layer, make_labels
 from ..units import fmt_seconds
-from .base import Candidate, Context, Rule, server_subject, sub, without
-from .window import count_since, hist_since, increase_since
+from .base import Candidate, Context, Rule, server_subject, sub
 
 DEC = Layer.DECODING
 WARN, CRIT = Severity.WARN, Severity.CRIT
 
 
 def _quantile(ctx: Context, s, q: float) -> float | None:
-    """The derived (on-screen) quantile when present, else computed over the window."""
-    v = ctx.derived(s.key, make_labels(s.labels, quantile=q))
-    if v is None:
-        d = hist_since(s, ctx.now - ctx.window)
-        if d is not None and d.total > 0:
-            v = bucket_quantile(q, d.buckets)
-    return v
+    """The derived (on-screen) quantile over the window: rules never recompute it."""
+    return ctx.derived(s.key, make_labels(s.labels, quantile=q))
+
+
+def _observed(ctx: Context, s) -> float | None:
+    """Observations of histogram ``s`` in the window (derived, as shown in JSON)."""
+    return ctx.derived("latency.observations", make_labels(s.labels, of=s.key))
 
 
 # ---- DEC-001 TTFT p99 over the SLO ----------------------------------------------------------
 def ttft_slo(ctx: Context) -> Iterator[Candidate]:
     t, slo = ctx.t, ctx.cfg.slo.ttft_p99_seconds
     for s in ctx.series_of("latency.ttft_seconds"):
-        n = count_since(s, ctx.now - ctx.window)
-        if n is None or n[0] < t.slo_min_requests:
+        n = _observed(ctx, s)
+        if n is None or n < t.slo_min_requests:
             continue
         p99 = _quantile(ctx, s, 0.99)
         if p99 is None or p99 <= slo:
             continue
         evidence = [Evidence(s.key, make_labels(s.labels, quantile=0.99), p99, slo, ">", "s",
-                             f"{n[0]:.0f} first tokens in the last {ctx.window:.0f} s")]
+                             f"{n:.0f} first tokens in the last {ctx.window:.0f} s")]
         remedy = None
         qs = ctx.series("latency.queue_seconds", s.labels)
         q99 = _quantile(ctx, qs, 0.99) if qs is not None else None
@@ -60,8 +58,8 @@ def ttft_slo(ctx: Context) -> Iterator[Candidate]:
 def itl_jitter(ctx: Context) -> Iterator[Candidate]:
     t = ctx.t
     for s in ctx.series_of("latency.itl_seconds"):
-        n = count_since(s, ctx.now - ctx.window)
-        if n is None or n[0] < t.itl_min_tokens:
+        n = _observed(ctx, s)
+        if n is None or n < t.itl_min_tokens:
             continue
         p50 = _quantile(ctx, s, 0.5)
         p99 = _quantile(ctx, s, 0.99)
@@ -82,54 +80,38 @@ def itl_jitter(ctx: Context) -> Iterator[Candidate]:
 # ---- DEC-003 speculative acceptance low ---------------------------------------------------
 def spec_acceptance(ctx: Context) -> Iterator[Candidate]:
     t = ctx.t
-    since = ctx.now - ctx.window
-    for ds in ctx.series_of("spec.draft_tokens_total"):
-        acc = ctx.series("spec.accepted_tokens_total", ds.labels)
-        if acc is None:
+    for r in ctx.derived_of("spec.acceptance_ratio"):
+        drafted = ctx.derived("spec.draft_tokens_window", r.labels)
+        if drafted is None or drafted < t.spec_min_draft_tokens:
             continue
-        di, ai = increase_since(ds, since), increase_since(acc, since)
-        if di is None or ai is None or di[0] < t.spec_min_draft_tokens:
+        if r.value >= t.spec_acceptance_min:
             continue
-        ratio = min(1.0, ai[0] / di[0])
-        if ratio >= t.spec_acceptance_min:
-            continue
-        yield Candidate(server_subject(ds.labels), WARN, (
-            Evidence("spec.acceptance_ratio", ds.labels, ratio, t.spec_acceptance_min, "<",
-                     "ratio", f"{ai[0]:.0f} of {di[0]:.0f} draft tokens accepted in the last "
-                     f"{ctx.window:.0f} s"),
+        yield Candidate(server_subject(r.labels), WARN, (
+            Evidence("spec.acceptance_ratio", r.labels, r.value, t.spec_acceptance_min, "<",
+                     "ratio", f"{r.value * drafted:.0f} of {drafted:.0f} draft tokens accepted "
+                     f"in the last {ctx.window:.0f} s"),
         ))
 
 
 # ---- DEC-004 error rate -----------------------------------------------------------------
 def error_rate(ctx: Context) -> Iterator[Candidate]:
+    """Reads the derived ``server.error_ratio`` (the pane's 'errors'), which counts the
+    finish reasons in ``thresholds.error_reasons``; client aborts have their own ratio."""
     t, limit = ctx.t, ctx.cfg.slo.error_ratio
-    since = ctx.now - ctx.window
-    groups: dict[Labels, list] = {}
-    for s in ctx.series_of("server.requests_finished_total"):
-        groups.setdefault(without(s.labels, "reason"), []).append(s)
-    for labels, series in groups.items():
-        total = errors = aborts = 0.0
-        for s in series:
-            inc = increase_since(s, since)
-            if inc is None:
-                continue
-            total += inc[0]
-            reason = s.label("reason")
-            if reason in t.error_reasons:
-                errors += inc[0]
-            elif reason == "abort":
-                aborts += inc[0]
-        if total < t.error_min_requests or errors <= 0:
+    for r in ctx.derived_of("server.error_ratio"):
+        total = ctx.derived("server.requests_finished", r.labels)
+        if total is None or total < t.error_min_requests or r.value <= 0:
             continue
-        ratio = errors / total
+        ratio = r.value
         if ratio <= limit:
             continue
-        note = f"{errors:.0f} of {total:.0f} requests in the last {ctx.window:.0f} s " \
+        note = f"{ratio * total:.0f} of {total:.0f} requests in the last {ctx.window:.0f} s " \
                f"ended {'/'.join(t.error_reasons)}"
+        aborts = ctx.derived("server.abort_ratio", r.labels)
         if aborts:
-            note += f"; {aborts:.0f} client aborts not counted"
-        yield Candidate(server_subject(labels), CRIT if ratio >= t.error_crit_ratio else WARN, (
-            Evidence("server.error_ratio", labels, ratio, limit, ">", "ratio", note),
+            note += f"; {aborts * total:.0f} client aborts not counted"
+        yield Candidate(server_subject(r.labels), CRIT if ratio >= t.error_crit_ratio else WARN, (
+            Evidence("server.error_ratio", r.labels, ratio, limit, ">", "ratio", note),
         ), title=f"error rate {ratio:.1%}")
 
 
@@ -216,7 +198,8 @@ RULES = (
          "thresholds.ttft_crit_factor": None, "diagnosis.window": None},
         "if the queue dominates: add capacity or admit fewer; else enable chunked prefill and "
         "prefix caching, or cap prompt length",
-        optional=("latency.queue_seconds",)), ttft_slo),
+        optional=("latency.queue_seconds",),
+        judged="p99 over diagnosis.window (derived, as on screen)"), ttft_slo),
     Rule(RuleSpec(
         "DEC-002", DEC, "inter-token latency jitter",
         "Inter-token latency p99/p50 over the window at or above the ratio (and p99 above a "
@@ -225,7 +208,8 @@ RULES = (
         {"thresholds.itl_jitter_ratio": None, "thresholds.itl_jitter_min_seconds": None,
          "thresholds.itl_min_tokens": None},
         "enable chunked prefill with a smaller --max-num-batched-tokens, or separate prefill "
-        "from decode (disaggregated serving)"), itl_jitter),
+        "from decode (disaggregated serving)",
+        judged="p99 and p50 over diagnosis.window (derived, as on screen)"), itl_jitter),
     Rule(RuleSpec(
         "DEC-003", DEC, "speculative acceptance low",
         "Accepted / proposed draft tokens over the window below the minimum: drafting costs "
@@ -233,7 +217,8 @@ RULES = (
         ("spec.draft_tokens_total", "spec.accepted_tokens_total"),
         {"thresholds.spec_acceptance_min": None, "thresholds.spec_min_draft_tokens": None},
         "fewer speculative tokens (--num-speculative-tokens), a draft model closer to the "
-        "target, or speculative decoding off for this traffic"), spec_acceptance),
+        "target, or speculative decoding off for this traffic",
+        judged="ratio over diagnosis.window (derived spec.acceptance_ratio)"), spec_acceptance),
     Rule(RuleSpec(
         "DEC-004", DEC, "error rate",
         "Share of finished requests over the window that ended in an error reason above the "
@@ -242,7 +227,9 @@ RULES = (
         {"slo.error_ratio": None, "thresholds.error_min_requests": None,
          "thresholds.error_crit_ratio": None, "thresholds.error_reasons": None},
         "read the server log for the failing requests (OOM, bad input, timeouts); check the "
-        "other findings for a cause"), error_rate),
+        "other findings for a cause",
+        judged="ratio over diagnosis.window (derived server.error_ratio, the pane's 'errors')"),
+        error_rate),
     Rule(RuleSpec(
         "DEC-005", DEC, "server restarted",
         "Server counters went backwards (or its process start time moved): it restarted; the "
@@ -251,5 +238,7 @@ RULES = (
          "server.requests_finished_total|server.process_start_seconds",),
         {"thresholds.restart_window": None},
         "find why it exited: its log around the restart, dmesg for the OOM killer or Xid, the "
-        "supervisor's restart count", raise_after=0.0), server_restarted),
+        "supervisor's restart count", raise_after=0.0,
+        judged="each tick: a counter going backwards, or a new process start time"),
+        server_restarted),
 )

@@ -2,14 +2,21 @@
 
 Rules say what holds *now*; this module decides what the on-call engineer sees:
 
-* **hysteresis**: a condition must hold ``raise_after`` seconds (default 5) without a
-  break before its finding raises, and be absent ``clear_after`` seconds (default 10)
-  before it clears.  A value hovering at a threshold therefore never raises (the streak
-  keeps breaking) or, once raised, never clears and re-raises (the healthy streak keeps
-  breaking): one raise per episode.  ``since`` is when the condition began.
+* **hysteresis**: a condition must hold ``raise_after`` seconds (default 5; 3 for rules
+  that judge a window's median) without a break before its finding raises, and be absent
+  ``clear_after`` seconds (default 10) before it clears.  While raised, the rule's
+  thresholds relax by ``hold_margin`` (``Context.past``), so a value hovering at a
+  threshold, once raised, never clears and re-raises: one raise per episode.  ``since``
+  is when the condition began.
 * **severity** rises at once and falls only after ``clear_after`` at the lower level.
 * **cause over symptom**: a rule that ``supersedes`` another (launch-bound decode explains
   "busy but not working" on the same GPUs) keeps it quiet while it holds.
+* **symptom names its cause across layers**: a decoding symptom (TTFT over the SLO, ITL
+  jitter, errors) that an active memory, scheduling, hardware, kernel or parallelism
+  finding on the same server explains (``EXPLAINS``: KV pressure -> queue time -> TTFT)
+  stays visible (users feel it, and its severity still counts) but names the cause in
+  its title and ``caused_by``, and the active list puts each cause right before the
+  symptoms it explains.
 * **missing inputs**: a rule whose required readings are absent is not run (silent), and
   ``missing_inputs`` says which readings it lacks and why.
 * a rule that raises is a bug, not a finding: it is skipped and recorded in
@@ -30,6 +37,29 @@ from ..history import History, Series
 from ..model import Labels, Reading, Snapshot, Status
 from .base import FACT_MAX_AGE, Candidate, Context, Rule, describe_subject
 from .registry import all_rules
+
+
+# Real scrapes are not exactly 1 s apart (2.99 s for three ticks is common): a delay is
+# met when it is met to within this much, so "3 s" means three ticks, not four.
+TICK_SLACK = 0.1
+
+# cause code -> the decoding symptoms it explains on the same server (the seeds' method:
+# symptom -> layer -> cause).  KV pressure queues requests (TTFT) and preempts running ones
+# (ITL stalls); a concurrency cap or a starved host queues them; throttled, lost or
+# straggling GPUs slow every step; launch-bound decode slows every token.
+EXPLAINS: dict[str, tuple[str, ...]] = {
+    "MEM-001": ("DEC-001", "DEC-002"),
+    "SCH-001": ("DEC-001", "DEC-002"),
+    "SCH-002": ("DEC-001",),
+    "SCH-003": ("DEC-001", "DEC-002"),
+    "SCH-004": ("DEC-001", "DEC-002"),
+    "HW-003": ("DEC-001", "DEC-002"),
+    "HW-005": ("DEC-001", "DEC-004"),
+    "KRN-001": ("DEC-002",),
+    "KRN-002": ("DEC-001",),
+    "PAR-001": ("DEC-001", "DEC-002"),
+    "PAR-002": ("DEC-001", "DEC-002"),
+}
 
 
 @dataclass
@@ -73,6 +103,9 @@ class Diagnoser:
         self._index: dict[str, list[Series]] = {}
         self.rule_errors: dict[str, str] = {}
         self.active: list[Finding] = []
+        # (code, subject) whose condition held on the newest tick; an active finding not
+        # in it is clearing and keeps the evidence of the last tick it held
+        self.holding: frozenset[tuple[str, Labels]] = frozenset()
 
     @property
     def events(self) -> list[FindingEvent]:
@@ -84,12 +117,14 @@ class Diagnoser:
                  derived: list[Reading]) -> list[Finding]:
         now = snapshot.time
         self._track_sources(snapshot)
+        raised = frozenset(k for k, tr in self._tracks.items() if tr.finding is not None)
         ctx = Context(history, snapshot, derived, self.config, self._series_index(history),
-                      self._state)
+                      self._state, raised)
         cands: dict[tuple[str, Labels], Candidate] = {}
         for rule in self.rules:
             if not all(ctx.has_input(i) for i in rule.required):
                 continue
+            ctx.rule_code = rule.code
             try:
                 for c in rule.check(ctx):
                     key = (rule.code, c.subject)
@@ -101,6 +136,7 @@ class Diagnoser:
         if self._causes:
             cands = {k: c for k, c in cands.items() if not self._explained(k, cands)}
         self._update(now, cands)
+        self.holding = frozenset(cands)
         return list(self.active)
 
     def _explained(self, key: tuple[str, Labels], cands) -> bool:
@@ -120,7 +156,7 @@ class Diagnoser:
                 tr = self._tracks[key] = _Track(pending_since=now)
             tr.healthy_since = None
             tr.sev_seen[c.severity] = now
-            if tr.finding is None and now - tr.pending_since < raise_after:
+            if tr.finding is None and now - tr.pending_since < raise_after - TICK_SLACK:
                 continue
             sev = max(s for s, t in tr.sev_seen.items()
                       if s is c.severity or now - t < clear_after)
@@ -136,7 +172,7 @@ class Diagnoser:
                 continue
             if tr.healthy_since is None:
                 tr.healthy_since = now
-            if now - tr.healthy_since >= self._timing[key[0]][1]:
+            if now - tr.healthy_since >= self._timing[key[0]][1] - TICK_SLACK:
                 f = tr.finding
                 self._events.append(FindingEvent(
                     now, f.code, f.subject, "cleared", f.severity,
@@ -144,7 +180,46 @@ class Diagnoser:
                 del self._tracks[key]
         active = [tr.finding for tr in self._tracks.values() if tr.finding is not None]
         active.sort(key=lambda f: (-f.severity.rank, f.layer.index, f.code, f.subject))
-        self.active = active
+        self.active = self._chain(active)
+
+    def _chain(self, active: list[Finding]) -> list[Finding]:
+        """Symptoms name the active causes that explain them; each cause leads, its
+        symptoms follow it (ordered by the worst severity in the chain)."""
+        causes_of: dict[int, list[Finding]] = {}
+        for i, f in enumerate(active):
+            causes = [c for c in active if f.code in EXPLAINS.get(c.code, ())
+                      and covers(c.subject, f.subject)]
+            if causes:
+                causes_of[i] = causes
+        if not causes_of:
+            return active
+        out: list[Finding] = []
+        symptoms: dict[tuple[str, Labels], list[Finding]] = {}
+        for i, f in enumerate(active):
+            if i in causes_of:
+                first = causes_of[i][0]
+                names = ", ".join(f"{c.code} {self._by_code[c.code].spec.title}"
+                                  for c in causes_of[i])
+                symptoms.setdefault((first.code, first.subject), []).append(replace(
+                    f, title=f"{f.title}: caused by {names}",
+                    caused_by=tuple(c.code for c in causes_of[i])))
+        for f in active:
+            if (f.code, f.subject) in {(a.code, a.subject) for a in out}:
+                continue
+            if any(f is active[i] for i in causes_of):
+                continue
+            out.append(f)
+            out += symptoms.get((f.code, f.subject), [])
+        # a chain ranks by its worst member: a warning cause of a critical symptom leads
+        chains: list[list[Finding]] = []
+        for f in out:
+            if f.caused_by and chains:
+                chains[-1].append(f)
+            else:
+                chains.append([f])
+        chains.sort(key=lambda ch: (-max(x.severity.rank for x in ch), ch[0].layer.index,
+                                    ch[0].code, ch[0].subject))
+        return [f for ch in chains for f in ch]
 
     def _finding(self, code: str, c: Candidate, sev: Severity, since: float) -> Finding:
         spec = self._by_code[code].spec

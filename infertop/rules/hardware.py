@@ -6,8 +6,7 @@ from typing import Iterator
 
 from ..findings import RuleSpec, Severity
 from ..model import Layer
-from .base import Candidate, Context, Rule, ev, sub
-from .window import increase_since
+from .base import JUDGED_RAISE_AFTER, Candidate, Context, Rule, ev, sub
 
 HW = Layer.HARDWARE
 NOTICE, WARN, CRIT = Severity.NOTICE, Severity.WARN, Severity.CRIT
@@ -24,11 +23,14 @@ def busy_not_working(ctx: Context) -> Iterator[Candidate]:
         s = sm.get(gpu)
         if s is None:
             continue
-        if u.value >= t.busy_util_ratio and s.value <= t.busy_sm_active_max:
-            yield Candidate(sub(gpu=gpu), WARN, (
-                ev(u, u.key, u.labels, u.value, t.busy_util_ratio, ">="),
-                ev(s, s.key, s.labels, s.value, t.busy_sm_active_max, "<=",
-                   "share of SM cycles with work"),
+        subject = sub(gpu=gpu)
+        um, smm = ctx.median(u), ctx.median(s)
+        if ctx.past(um, ">=", t.busy_util_ratio, subject) and \
+                ctx.past(smm, "<=", t.busy_sm_active_max, subject):
+            yield Candidate(subject, WARN, (
+                ev(u, u.key, u.labels, um, t.busy_util_ratio, ">=", ctx.median_note),
+                ev(s, s.key, s.labels, smm, t.busy_sm_active_max, "<=",
+                   f"share of SM cycles with work, {ctx.median_note}"),
             ), title=f"GPU {gpu}: busy but not working")
 
 
@@ -43,10 +45,13 @@ def tensor_idle(ctx: Context) -> Iterator[Candidate]:
         te = tensor.get(gpu)
         if te is None:
             continue
-        if s.value >= t.tensor_busy_sm_min and te.value <= t.tensor_idle_max:
-            yield Candidate(sub(gpu=gpu), WARN, (
-                ev(te, te.key, te.labels, te.value, t.tensor_idle_max, "<="),
-                ev(s, s.key, s.labels, s.value, t.tensor_busy_sm_min, ">="),
+        subject = sub(gpu=gpu)
+        smm, tem = ctx.median(s), ctx.median(te)
+        if ctx.past(smm, ">=", t.tensor_busy_sm_min, subject) and \
+                ctx.past(tem, "<=", t.tensor_idle_max, subject):
+            yield Candidate(subject, WARN, (
+                ev(te, te.key, te.labels, tem, t.tensor_idle_max, "<=", ctx.median_note),
+                ev(s, s.key, s.labels, smm, t.tensor_busy_sm_min, ">=", ctx.median_note),
                 ev(None, "server.setting", sub(name="dtype"), dtype, None, "",
                    "model served in 16-bit: its matmuls should run on tensor cores"),
             ), title=f"GPU {gpu}: tensor cores idle while SMs compute (FP32 fallback?)")
@@ -133,12 +138,16 @@ def pcie_saturated(ctx: Context) -> Iterator[Candidate]:
         for r in (tx.get(gpu), rx.get(gpu)):
             if r is None:
                 continue
-            share = r.value / cap
-            if share >= t.pcie_saturated_ratio:
+            rate = ctx.median(r)
+            if rate is None:
+                continue
+            share = rate / cap
+            if ctx.past(share, ">=", t.pcie_saturated_ratio, sub(gpu=gpu)):
                 gen, width = ctx.state["pcie_best"][gpu]
                 yield Candidate(sub(gpu=gpu), WARN, (
-                    ev(r, r.key, r.labels, r.value, t.pcie_saturated_ratio * cap, ">=",
-                       f"{share:.0%} of Gen{gen} x{width} ({cap / 1e9:.1f} GB/s)"),
+                    ev(r, r.key, r.labels, rate, t.pcie_saturated_ratio * cap, ">=",
+                       f"{share:.0%} of Gen{gen} x{width} ({cap / 1e9:.1f} GB/s), "
+                       f"{ctx.median_note}"),
                 ), title=f"GPU {gpu}: PCIe saturated")
                 break
 
@@ -149,35 +158,31 @@ CRIT_XIDS = {48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140}
 
 
 def gpu_errors(ctx: Context) -> Iterator[Candidate]:
+    """New Xid/ECC errors are the derived ``gpu.xid_new``/``gpu.ecc_uncorrected_new``
+    (increase over ``thresholds.error_event_window``, computed once in derive)."""
     t = ctx.t
-    since = ctx.now - t.error_event_window
     lost = ctx.per_gpu("gpu.lost")
     xid_last = ctx.per_gpu("gpu.xid_last")
     counters: dict[str, list] = {}
-    for key in ("gpu.xid_total", "gpu.ecc_uncorrected_total"):
-        for s in ctx.series_of(key):
-            pts = s.points
-            # a counter whose oldest and newest points agree never moved (the usual case)
-            if len(pts) >= 2 and pts[-1][1] != pts[0][1]:
-                counters.setdefault(s.label("gpu"), []).append(s)
+    for key in ("gpu.xid_new", "gpu.ecc_uncorrected_new"):
+        for r in ctx.derived_of(key):
+            if r.value > 0 and r.label("gpu"):
+                counters.setdefault(r.label("gpu"), []).append(r)
     for gpu in sorted(set(lost) | set(counters)):
         evidence, sev = [], None
         r = lost.get(gpu)
         if r is not None and r.value >= 1:
             evidence.append(ev(r, r.key, r.labels, r.value, 1, ">=", "fell off the bus"))
             sev = CRIT
-        for s in counters.get(gpu, ()):
-            inc = increase_since(s, since)
-            if inc is None or inc[0] <= 0:
-                continue
+        for d in counters.get(gpu, ()):
             note = f"new in the last {t.error_event_window:.0f} s"
             level = CRIT
-            if s.key == "gpu.xid_total":
+            if d.key == "gpu.xid_new":
                 x = xid_last.get(gpu)
                 if x is not None:
                     note += f"; last Xid {int(x.value)}"
                     level = CRIT if int(x.value) in CRIT_XIDS else WARN
-            evidence.append(ev(None, s.key, s.labels, inc[0], 0, ">", note))
+            evidence.append(ev(d, d.key, d.labels, d.value, 0, ">", note))
             sev = level if sev is None else max(sev, level)
         if sev is not None:
             what = "lost" if evidence[0].key == "gpu.lost" else "reports errors"
@@ -192,7 +197,8 @@ RULES = (
         ("gpu.util_ratio", "gpu.sm_active_ratio"),
         {"thresholds.busy_util_ratio": None, "thresholds.busy_sm_active_max": None},
         "capture a timeline (nsys) to see which kernels and gaps; bigger batches or CUDA graphs "
-        "when the CPU launches too slowly"), busy_not_working),
+        "when the CPU launches too slowly", raise_after=JUDGED_RAISE_AFTER,
+        judged="median over diagnosis.judge_window of util and of SM active"), busy_not_working),
     Rule(RuleSpec(
         "HW-002", HW, "tensor cores idle (FP32 fallback?)",
         "SMs are busy but the tensor pipes are nearly idle on a model served in 16-bit: its "
@@ -200,7 +206,8 @@ RULES = (
         ("gpu.sm_active_ratio", "gpu.tensor_active_ratio", "server.setting{name=dtype}"),
         {"thresholds.tensor_busy_sm_min": None, "thresholds.tensor_idle_max": None},
         "find the FP32 kernels with a capture (nsys); check the attention backend and "
-        "quantization support this GPU"), tensor_idle),
+        "quantization support this GPU", raise_after=JUDGED_RAISE_AFTER,
+        judged="median over diagnosis.judge_window of SM active and of tensor activity"), tensor_idle),
     Rule(RuleSpec(
         "HW-003", HW, "clocks throttled",
         "The driver holds clocks down for a reason other than idleness: thermal, hardware "
@@ -210,7 +217,9 @@ RULES = (
         {"thresholds.throttle_clock_ratio": None},
         "depends on the reason: cooling for thermal, PSU/chassis for power brake, the power "
         "limit (nvidia-smi -pl) for the power cap",
-        optional=("gpu.sm_clock_hz", "gpu.sm_clock_max_hz", "gpu.temp_celsius")), throttling),
+        optional=("gpu.sm_clock_hz", "gpu.sm_clock_max_hz", "gpu.temp_celsius"),
+        judged="each tick's reason bits (a bitmask has no median); raise_after holds them"),
+        throttling),
     Rule(RuleSpec(
         "HW-004", HW, "PCIe saturated",
         "Host<->device traffic in one direction near the link's capacity (from its generation "
@@ -219,7 +228,9 @@ RULES = (
          "gpu.pcie_link_width"),
         {"thresholds.pcie_saturated_ratio": None},
         "check host-device copies with a capture (nsys); avoid CPU offload/KV swap; pin host "
-        "memory; check the link runs at full generation and width"), pcie_saturated),
+        "memory; check the link runs at full generation and width",
+        raise_after=JUDGED_RAISE_AFTER, judged="median over diagnosis.judge_window of each direction's rate"),
+        pcie_saturated),
     Rule(RuleSpec(
         "HW-005", HW, "GPU lost or reporting errors",
         "The GPU fell off the bus, or new Xid critical errors or uncorrected ECC errors "
@@ -228,5 +239,7 @@ RULES = (
         {"thresholds.error_event_window": None},
         "drain this GPU: read dmesg / nvidia-smi -q for the Xid, reset or replace it; restart "
         "the server on healthy GPUs",
-        optional=("gpu.xid_last",), raise_after=0.0), gpu_errors),
+        optional=("gpu.xid_last",), raise_after=0.0,
+        judged="new errors over thresholds.error_event_window (derived gpu.xid_new, "
+               "gpu.ecc_uncorrected_new)"), gpu_errors),
 )

@@ -8,7 +8,7 @@ from typing import Iterator
 from ..findings import Evidence, RuleSpec, Severity
 from ..history import Series
 from ..model import Layer
-from .base import ENGINE_ROLES, Candidate, Context, Rule, ev, server_subject, split_slope, sub
+from .base import ENGINE_ROLES, JUDGED_RAISE_AFTER, Candidate, Context, Rule, ev, server_subject, split_slope, sub
 from .window import point_at
 
 KRN = Layer.KERNELS
@@ -19,7 +19,7 @@ WARN = Severity.WARN
 def launch_bound(ctx: Context) -> Iterator[Candidate]:
     t = ctx.t
     threads, procs = ctx.ok("thread.cpu_ratio"), ctx.ok("process.cpu_ratio")
-    if not any(r.value >= t.launch_thread_cpu_min for r in (threads or procs)):
+    if not any(r.value >= 0.5 * t.launch_thread_cpu_min for r in (threads or procs)):
         return  # nothing near a full core: the usual answer, found cheaply
     engine_pids = {pid for pid, p in ctx.procs.items() if p.role in ENGINE_ROLES}
 
@@ -29,15 +29,19 @@ def launch_bound(ctx: Context) -> Iterator[Candidate]:
     hot = max(of_engine(threads), key=lambda r: r.value, default=None)
     if hot is None:  # no per-thread CPU: a process at one core is the next best sign
         hot = max(of_engine(procs), key=lambda r: r.value, default=None)
-    if hot is None or hot.value < t.launch_thread_cpu_min:
+    if hot is None:
         return
     sm = ctx.per_gpu("gpu.sm_active_ratio")
     mine = ctx.gpus_by_root().get(ctx.root_of(hot.label("pid")))
     gpus = [g for g in (mine or sm) if g in sm]
     if not gpus:
         return
-    mean_sm = sum(sm[g].value for g in gpus) / len(gpus)
-    if mean_sm > t.launch_sm_active_max:
+    subject = sub(gpus=",".join(gpus))
+    hot_cpu = ctx.median(hot)
+    if not ctx.past(hot_cpu, ">=", t.launch_thread_cpu_min, subject):
+        return
+    mean_sm = ctx.median_of([sm[g] for g in gpus])
+    if not ctx.past(mean_sm, "<=", t.launch_sm_active_max, subject):
         return
     running = ctx.ok("server.requests_running")
     if running:
@@ -61,11 +65,13 @@ def launch_bound(ctx: Context) -> Iterator[Candidate]:
     where = "thread" if hot.key == "thread.cpu_ratio" else "process"
     name = hot.label("name") or hot.label("tid") or hot.label("pid")
     evidence = [
-        ev(hot, hot.key, hot.labels, hot.value, t.launch_thread_cpu_min, ">=",
-           f"engine {where} {name} (pid {hot.label('pid')}) near one full core"),
+        ev(hot, hot.key, hot.labels, hot_cpu, t.launch_thread_cpu_min, ">=",
+           f"engine {where} {name} (pid {hot.label('pid')}) near one full core, "
+           f"{ctx.median_note}"),
         Evidence("gpu.sm_active_ratio", () if len(gpus) > 1 else sm[gpus[0]].labels, mean_sm,
                  t.launch_sm_active_max, "<=", "ratio",
-                 f"mean over GPU {','.join(gpus)}" if len(gpus) > 1 else ""),
+                 (f"mean over GPU {','.join(gpus)} of each " if len(gpus) > 1 else "")
+                 + ctx.median_note),
         batch_ev,
     ]
     if graphs is not None:
@@ -79,7 +85,7 @@ def launch_bound(ctx: Context) -> Iterator[Candidate]:
         remedy = ("the CPU cannot issue kernels fast enough: larger batches, async scheduling; "
                   "py-spy the engine thread to see where the step time goes")
         title = "launch-bound decode"
-    yield Candidate(sub(gpus=",".join(gpus)), WARN, tuple(evidence), title=title, remedy=remedy)
+    yield Candidate(subject, WARN, tuple(evidence), title=title, remedy=remedy)
 
 
 # ---- KRN-002 TTFT superlinear in prompt length -----------------------------------------
@@ -179,7 +185,9 @@ def below_roofline(ctx: Context) -> Iterator[Candidate]:
     t = ctx.t
     util = ctx.per_gpu("gpu.util_ratio")
     for r in ctx.derived_of("sol.decode_roofline_ratio"):
-        if r.value > t.roofline_ratio_max:
+        subject = server_subject(r.labels)
+        # the ratio is already a rate over the window (sol_derive); held by hold_margin
+        if not ctx.past(r.value, "<=", t.roofline_ratio_max, subject):
             continue
         running = ctx.peer("server.requests_running", r.labels)
         if running is None or running.value > t.roofline_batch_max:
@@ -189,13 +197,12 @@ def below_roofline(ctx: Context) -> Iterator[Candidate]:
         gpus = [g for g in (mine or util) if g in util]
         if not gpus:
             continue
-        mean_util = sum(util[g].value for g in gpus) / len(gpus)
-        if mean_util < t.roofline_busy_util_min:
+        mean_util = ctx.median_of([util[g] for g in gpus])  # judged on the window
+        if not ctx.past(mean_util, ">=", t.roofline_busy_util_min, subject):
             continue  # an idle GPU below its roofline is simply not loaded
         dram = ctx.per_gpu("gpu.dram_bw_util_ratio")
         dram_gpus = [g for g in gpus if g in dram]
-        mean_dram = (sum(dram[g].value for g in dram_gpus) / len(dram_gpus)) if dram_gpus \
-            else None
+        mean_dram = ctx.median_of([dram[g] for g in dram_gpus]) if dram_gpus else None
         if mean_dram is not None and mean_dram >= t.roofline_dram_max:
             continue
         ceiling = ctx.derived("sol.decode_roofline_tokens_per_second", r.labels)
@@ -206,7 +213,8 @@ def below_roofline(ctx: Context) -> Iterator[Candidate]:
                      "<=", "ratio", f"{gen or 0:.0f} of at most {ceiling or 0:.0f} tok/s "
                      f"({r.reason})"),
             Evidence("gpu.util_ratio", gpu_labels, mean_util, t.roofline_busy_util_min, ">=",
-                     "ratio", f"mean over GPU {','.join(gpus)}" if len(gpus) > 1 else ""),
+                     "ratio", ctx.median_note + (f", mean over GPU {','.join(gpus)}"
+                                                 if len(gpus) > 1 else "")),
         ]
         if mean_dram is not None:
             evidence.append(Evidence("gpu.dram_bw_util_ratio", gpu_labels, mean_dram,
@@ -234,7 +242,7 @@ def below_roofline(ctx: Context) -> Iterator[Candidate]:
             remedy = ("small batches are launch- and sync-bound: more concurrency per replica "
                       "(fewer replicas), async scheduling; press n for an Nsight capture, p "
                       "for the engine's stacks")
-        yield Candidate(server_subject(r.labels), WARN, tuple(evidence),
+        yield Candidate(subject, WARN, tuple(evidence),
                         title=f"decode at {r.value * 100:.0f} % of its roofline while the "
                               "GPU is busy",
                         remedy=remedy)
@@ -252,7 +260,9 @@ RULES = (
         "enable CUDA graphs (drop --enforce-eager); otherwise larger batches or async "
         "scheduling, and py-spy the engine thread",
         optional=("server.setting{name=cuda_graphs}", "process.info", "process.gpu_mem_bytes"),
-        supersedes=("HW-001", "KRN-003")), launch_bound),
+        supersedes=("HW-001", "KRN-003"), raise_after=JUDGED_RAISE_AFTER,
+        judged="median over diagnosis.judge_window of the hottest engine thread's CPU and "
+               "of SM active; each tick's batch"), launch_bound),
     Rule(RuleSpec(
         "KRN-002", KRN, "TTFT superlinear in prompt length",
         "Over successive windows, mean TTFT (minus mean queue time) grows faster than mean "
@@ -266,6 +276,8 @@ RULES = (
         "enable chunked prefill and a flash-attention backend; cap the prompt length; prefix "
         "caching for shared prefixes",
         optional=("latency.queue_seconds",),
+        judged="windowed means per thresholds.ttft_fit_window, fitted over the last "
+               "thresholds.ttft_fit_windows windows",
         notes="A request's prompt length and TTFT are only in separate histograms, so the fit "
               "works on windowed means: it sees the trend when the mix of prompt lengths "
               "changes over time, and stays silent while the mix is steady."),
@@ -289,6 +301,9 @@ RULES = (
         notes="The roofline needs the model's shape (config.json, read by the process probe) "
               "and the GPU's peak bandwidth (NVML or the datasheet table); see "
               "docs/metrics.md#speed-of-light. KRN-001 (launch-bound decode) explains it "
-              "and keeps it quiet."),
+              "and keeps it quiet.",
+        raise_after=JUDGED_RAISE_AFTER,
+        judged="the roofline ratio over the rate window; median over diagnosis.judge_window "
+               "of NVML util and GPM DRAM bandwidth; each tick's batch"),
         below_roofline),
 )

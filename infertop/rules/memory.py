@@ -8,61 +8,82 @@ from typing import Iterator
 from ..findings import Evidence, RuleSpec, Severity
 from ..model import Layer
 from ..units import fmt_bytes
-from .base import Candidate, Context, Rule, ev, server_subject, sub
-from .window import covered, increase_since, value_at
+from .base import JUDGED_RAISE_AFTER, QUEUED_SHARE, Candidate, Context, Rule, ev, server_subject, sub
+from .window import covered, value_at
 
 MEM = Layer.MEMORY
 NOTICE, WARN, CRIT = Severity.NOTICE, Severity.WARN, Severity.CRIT
 
 
+# with preemptions or a queue, a KV cache full on this share of the judge window's ticks
+# is pressure (a single full tick is not: it is 10 %)
+PREEMPT_FULL_SHARE = 0.3
+
+
 # ---- MEM-001 KV pressure --------------------------------------------------------------
 def kv_pressure(ctx: Context) -> Iterator[Candidate]:
+    """KV usage is judged by its median over ``judge_window`` (a small cache moves in whole
+    blocks: 16 blocks read 0.875, 0.94, 1.0 from tick to tick), the queue by the share of
+    those ticks with a request waiting (a count of 0 or 1 has no useful median); the
+    preemption rate is the derived one over the window (vLLM preempts only when a step
+    cannot get a block, so any preemption with a near-full cache is pressure)."""
     t = ctx.t
     for kv in ctx.ok("kv.usage_ratio"):
-        if kv.value < t.kv_pressure_ratio:
-            continue
-        waiting = ctx.peer("server.requests_waiting", kv.labels)
+        subject = server_subject(kv.labels)
         rate, pre_labels = None, kv.labels
-        ps = ctx.series("server.preemptions_total", kv.labels)
-        if ps is None:
-            pr = ctx.peer("server.preemptions_total", kv.labels)
-            ps = ctx.series(pr.key, pr.labels) if pr is not None else None
-        if ps is not None:
-            pre_labels = ps.labels
-            inc = increase_since(ps, ctx.now - ctx.window)
-            rate = inc[0] / inc[1] if inc is not None and inc[1] > 0 else None
+        pr = ctx.peer("server.preemptions_total", kv.labels)
+        if pr is not None:  # the derived (on-screen) rate over the window, not recomputed
+            pre_labels = pr.labels
+            rate = ctx.derived("server.preemptions_per_second", pr.labels)
         preempting = rate is not None and rate > 0
-        queued = waiting is not None and waiting.value >= 1
+        usage = ctx.median(kv)
+        if ctx.past(usage, ">=", t.kv_pressure_ratio, subject):
+            kv_ev = ev(kv, kv.key, kv.labels, usage, t.kv_pressure_ratio, ">=", ctx.median_note)
+        else:
+            # a cache under pressure hits full again and again but its median may sit
+            # below (15 blocks read 0.67..1.0): full on enough of the window's ticks, with
+            # preemptions or a queue (tested below), is pressure
+            full = ctx.share(kv, t.kv_pressure_ratio)
+            if not ctx.past(full, ">=", PREEMPT_FULL_SHARE, subject):
+                continue
+            kv_ev = Evidence(kv.key, kv.labels, full, PREEMPT_FULL_SHARE, ">=", "ratio",
+                             f"share of the ticks of the last {ctx.judge_window:g} s at >= "
+                             f"{t.kv_pressure_ratio:.0%}; {kv.value:.0%} now")
+        waiting = ctx.peer("server.requests_waiting", kv.labels)
+        queue = ctx.share(waiting, 1.0) if waiting is not None else None
+        queued = ctx.past(queue, ">=", QUEUED_SHARE, subject)
         if not (preempting or queued):
             continue
-        evidence = [ev(kv, kv.key, kv.labels, kv.value, t.kv_pressure_ratio, ">=")]
+        evidence = [kv_ev]
         if preempting:
             evidence.append(ev(None, "server.preemptions_per_second", pre_labels, rate, 0, ">",
                                f"over the last {ctx.window:.0f} s"))
         if queued:
-            evidence.append(ev(waiting, waiting.key, waiting.labels, waiting.value, 1, ">="))
+            evidence.append(ctx.queue_evidence(waiting, queue, 1.0))
         sev = CRIT if rate is not None and rate >= t.kv_preempt_crit_per_second else WARN
-        yield Candidate(server_subject(kv.labels), sev, tuple(evidence))
+        yield Candidate(subject, sev, tuple(evidence))
 
 
 # ---- MEM-002 KV leak ------------------------------------------------------------------
 def kv_leak(ctx: Context) -> Iterator[Candidate]:
     t = ctx.t
     for kv in ctx.ok("kv.usage_ratio"):
-        if kv.value < t.kv_leak_ratio:
+        subject = server_subject(kv.labels)
+        usage = ctx.median(kv)
+        if not ctx.past(usage, ">=", t.kv_leak_ratio, subject):
             continue
         running = ctx.peer("server.requests_running", kv.labels)
         if running is None or running.value > 0:
-            continue
+            continue  # idle now: one running request is enough to explain the blocks
         waiting = ctx.peer("server.requests_waiting", kv.labels)
         if waiting is not None and waiting.value > 0:
             continue
-        evidence = [ev(kv, kv.key, kv.labels, kv.value, t.kv_leak_ratio, ">="),
+        evidence = [ev(kv, kv.key, kv.labels, usage, t.kv_leak_ratio, ">=", ctx.median_note),
                     ev(running, running.key, running.labels, running.value, 0, "==",
                        "no request running")]
         if waiting is not None:
             evidence.append(ev(waiting, waiting.key, waiting.labels, waiting.value, 0, "=="))
-        yield Candidate(server_subject(kv.labels), WARN, tuple(evidence))
+        yield Candidate(subject, WARN, tuple(evidence))
 
 
 # ---- MEM-003 GPU memory headroom low or growing -----------------------------------------
@@ -237,7 +258,11 @@ RULES = (
         {"thresholds.kv_pressure_ratio": None, "thresholds.kv_preempt_crit_per_second": None,
          "diagnosis.window": None},
         "lower max concurrent sequences (--max-num-seqs) or --max-model-len; give the KV cache "
-        "more memory (--gpu-memory-utilization, FP8 KV cache) or add GPUs"), kv_pressure),
+        "more memory (--gpu-memory-utilization, FP8 KV cache) or add GPUs",
+        raise_after=JUDGED_RAISE_AFTER,
+        judged="median over diagnosis.judge_window of KV usage, or KV at the threshold on "
+               "30 % of its ticks; a queue on at least half of its ticks; "
+               "preemptions per second derived over diagnosis.window"), kv_pressure),
     Rule(RuleSpec(
         "MEM-002", MEM, "KV-cache leak",
         "KV-cache usage stays up while no request runs or waits: blocks that are never freed "
@@ -247,6 +272,8 @@ RULES = (
         "note the server version and recent aborts, then restart the engine; report it "
         "upstream",
         optional=("server.requests_waiting",), raise_after=30.0,
+        judged="median over diagnosis.judge_window of KV usage; running/waiting each tick "
+               "(idle means idle on every tick of the 30 s)",
         notes="vLLM counts cached-but-free prefix blocks as free, so an idle server reads ~0 "
               "(the rule needs 30 s of idleness by default)."), kv_leak),
     Rule(RuleSpec(
@@ -260,13 +287,16 @@ RULES = (
          "thresholds.mem_growth_ratio": None, "thresholds.mem_oom_eta_seconds": None},
         "find the process that grows (per-process GPU memory) before it hits OOM; lower "
         "--gpu-memory-utilization if other work shares the GPU",
-        optional=("process.gpu_mem_bytes", "process.info", "kv.config")), mem_headroom),
+        optional=("process.gpu_mem_bytes", "process.info", "kv.config"),
+        judged="each tick's free memory (it does not jitter); growth over "
+               "thresholds.mem_growth_window"), mem_headroom),
     Rule(RuleSpec(
         "MEM-004", MEM, "weights held twice on one GPU",
         "Two processes each hold a model-sized share of one GPU's memory and serve the same "
         "model (same --model, or the same server's process tree).",
         ("process.gpu_mem_bytes", "process.info"),
         {"thresholds.weights_min_bytes": None},
-        "stop the duplicate server, or give each server its own GPUs (CUDA_VISIBLE_DEVICES)"),
+        "stop the duplicate server, or give each server its own GPUs (CUDA_VISIBLE_DEVICES)",
+        judged="each tick's per-process GPU memory (it does not jitter)"),
         weights_twice),
 )

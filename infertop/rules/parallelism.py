@@ -6,7 +6,7 @@ from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
 from ..model import Layer
-from .base import Candidate, Context, Rule, ev, sub
+from .base import JUDGED_RAISE_AFTER, Candidate, Context, Rule, ev, sub
 from .hardware import pcie_capacity
 
 PAR = Layer.PARALLELISM
@@ -23,10 +23,13 @@ def tp_straggler(ctx: Context) -> Iterator[Candidate]:
         src = sm if all(g in sm for g in group) else util
         if not all(g in src for g in group):
             continue
-        vals = {g: src[g].value for g in group}
+        gl = ",".join(group)
+        vals = {g: ctx.median(src[g]) for g in group}
+        if any(v is None for v in vals.values()):
+            continue
         mean = sum(vals.values()) / len(vals)
         spread = max(vals.values()) - min(vals.values())
-        if mean < t.tp_busy_min or spread < t.tp_imbalance:
+        if mean < t.tp_busy_min or not ctx.past(spread, ">=", t.tp_imbalance, sub(gpus=gl)):
             continue
         median = sorted(vals.values())[len(vals) // 2]
         odd = max(group, key=lambda g: (abs(vals[g] - median), g))
@@ -35,10 +38,11 @@ def tp_straggler(ctx: Context) -> Iterator[Candidate]:
         th = throttle.get(odd)
         if th is not None and int(th.value) & ~0x1:
             note += f"; it is throttled ({th.text or hex(int(th.value))}, see HW-003)"
-        gl = ",".join(group)
         evidence = [Evidence(key, sub(gpus=gl), spread, t.tp_imbalance, ">=", "ratio",
-                             f"max - min across TP group {gl}: " + note)]
-        evidence += [ev(src[g], key, src[g].labels, vals[g], None, "") for g in group]
+                             f"max - min across TP group {gl} of each GPU's "
+                             f"{ctx.median_note}: " + note)]
+        evidence += [ev(src[g], key, src[g].labels, vals[g], None, "", ctx.median_note)
+                     for g in group]
         yield Candidate(sub(gpus=gl), WARN, tuple(evidence),
                         title=f"GPU {odd} out of step with its TP group ({gl})")
 
@@ -142,7 +146,10 @@ RULES = (
         {"thresholds.tp_imbalance": None, "thresholds.tp_busy_min": None},
         "check the odd GPU: its clocks and throttling (HW-003), PCIe link width, other "
         "processes on it",
-        optional=("process.info", "gpu.throttle_reasons")), tp_straggler),
+        optional=("process.info", "gpu.throttle_reasons"), raise_after=JUDGED_RAISE_AFTER,
+        supersedes=("HW-001",),
+        judged="median over diagnosis.judge_window of each GPU's activity, then their "
+               "spread"), tp_straggler),
     Rule(RuleSpec(
         "PAR-002", PAR, "TP over PCIe without NVLink",
         "A tensor-parallel group whose GPUs reach each other over PCIe (PIX/PXB/PHB/NODE/SYS, "
@@ -153,7 +160,8 @@ RULES = (
         "place the TP group on NVLink-connected GPUs, or use fewer TP ranks / pipeline "
         "parallelism across PCIe",
         optional=("gpu.pcie_link_gen", "gpu.pcie_link_width"),
-        supersedes=("HW-004",)), tp_over_pcie),
+        supersedes=("HW-004", "HW-001"), judged="each tick's PCIe rates (raise_after holds them)"),
+        tp_over_pcie),
     Rule(RuleSpec(
         "PAR-003", PAR, "DP engines unevenly loaded",
         "Data-parallel engines (or replicas) of one model carry very different loads "
@@ -163,5 +171,6 @@ RULES = (
          "thresholds.dp_kv_gap": None},
         "check the router's policy (least-loaded instead of round-robin/sticky sessions); "
         "with vLLM DP, check the engines' KV sizes match",
-        optional=("server.requests_waiting", "kv.usage_ratio")), dp_unbalanced),
+        optional=("server.requests_waiting", "kv.usage_ratio"),
+        judged="each tick's running+waiting and KV usage per engine"), dp_unbalanced),
 )

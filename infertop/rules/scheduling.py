@@ -6,15 +6,12 @@ from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
 from ..model import Layer
-from .base import Candidate, Context, Rule, ev, server_subject, sub
-from .window import covered, value_at
+from .base import JUDGED_RAISE_AFTER, QUEUED_SHARE, Candidate, Context, Rule, ev, server_subject, sub
+from ..derive import THROUGHPUT_LOOKBACK
 
 SCH = Layer.SCHEDULING
 WARN = Severity.WARN
 
-# rate sub-windows for "throughput is falling": the newest against the best of the recent
-THROUGHPUT_STEP = 10.0
-THROUGHPUT_LOOKBACK = 120.0
 
 
 # ---- SCH-001 GIL contention -------------------------------------------------------------
@@ -55,80 +52,101 @@ def gil_contention(ctx: Context) -> Iterator[Candidate]:
                "time"),
             Evidence("thread.cpu_ratio", sub(pid=pid), len(busy), t.gil_busy_threads, ">=",
                      "count", f"busy Python threads: {names}"),
-            Evidence("throughput.generation_tokens_per_second", (), cur,
+            Evidence("throughput.generation_recent_tokens_per_second", (), cur,
                      (1.0 - t.gil_throughput_drop) * peak, "<=", "tokens/s",
                      f"peak {peak:.0f} tokens/s in the last {THROUGHPUT_LOOKBACK:.0f} s"),
         ), title=f"GIL contention in pid {pid} ({r.label('name')})")
 
 
 def throughput_trend(ctx: Context) -> tuple[float, float] | None:
-    """(newest 10 s generation rate, best 10 s rate of the last 2 min), all engines summed."""
-    series = [s for s in ctx.series_of("server.generation_tokens_total")
-              if covered(s, 3 * THROUGHPUT_STEP, ctx.now)]
-    if not series:
-        return None
-    n = int(THROUGHPUT_LOOKBACK // THROUGHPUT_STEP)
-    rates = [0.0] * n
-    valid = [False] * n
-    for s in series:
-        first_t = s.points[0][0]
-        vals = [value_at(s, ctx.now - k * THROUGHPUT_STEP) for k in range(n + 1)]
-        for k in range(n):
-            if ctx.now - (k + 1) * THROUGHPUT_STEP < first_t - 1.0:
-                break
-            a, b = vals[k + 1], vals[k]
-            if a is None or b is None or b < a:
-                continue  # a reset inside the window: no rate for it
-            rates[k] += (b - a) / THROUGHPUT_STEP
-            valid[k] = True
-    got = [r for r, ok in zip(rates, valid) if ok]
-    if len(got) < 3 or not valid[0]:
-        return None
-    return rates[0], max(got)
+    """(newest 10 s generation rate, best 10 s rate of the last 2 min), all engines summed:
+    derived once per tick (``infertop.derive``), as shown in ``snapshot --json``."""
+    cur = ctx.derived("throughput.generation_recent_tokens_per_second", ())
+    peak = ctx.derived("throughput.generation_peak_tokens_per_second", ())
+    return None if cur is None or peak is None else (cur, peak)
 
 
 # ---- SCH-002 queue grows while GPUs idle and KV free ------------------------------------
 CAP_SETTINGS = ("max_num_seqs", "max_running_requests", "parallel", "max_concurrent_requests")
 
 
+def _cap(ctx: Context) -> tuple[str, int | None] | None:
+    """(setting name, its value when a number) of the server's concurrency cap."""
+    for name in CAP_SETTINGS:
+        cap = ctx.setting(name)
+        if cap is not None:
+            return name, int(cap) if cap.strip().isdigit() else None
+    return None
+
+
 def queue_while_idle(ctx: Context) -> Iterator[Candidate]:
+    """With GPU readings: a queue while the GPUs idle and KV is free.  Without them (no
+    NVML, a CPU backend): a queue while the running batch sits at the concurrency cap
+    (on at least half of the window's ticks) and KV is free: the cap, not capacity,
+    holds requests back, and no GPU reading could say otherwise."""
     t = ctx.t
     sm = ctx.per_gpu("gpu.sm_active_ratio")
     if sm:
         busy_key, busy, limit = "gpu.sm_active_ratio", sm, t.idle_sm_active_max
     else:
         busy_key, busy, limit = "gpu.util_ratio", ctx.per_gpu("gpu.util_ratio"), t.idle_util_max
-    if not busy:
-        return
-    mean = sum(r.value for r in busy.values()) / len(busy)
-    if mean > limit:
-        return
+    mean = ctx.median_of(busy.values()) if busy else None
+    cap = _cap(ctx)
     for w in ctx.ok("server.requests_waiting"):
-        if w.value < t.queue_waiting_min:
+        subject = server_subject(w.labels)
+        queue = ctx.share(w, t.queue_waiting_min)
+        if not ctx.past(queue, ">=", QUEUED_SHARE, subject):
             continue
         kv = ctx.peer("kv.usage_ratio", w.labels)
-        if kv is None or kv.value > t.kv_free_max:
+        usage = ctx.median(kv) if kv is not None else None
+        if kv is not None and (usage is None or not ctx.past(usage, "<=", t.kv_free_max,
+                                                              subject)):
             continue
-        evidence = [ev(w, w.key, w.labels, w.value, t.queue_waiting_min, ">="),
-                    Evidence(busy_key, () if len(busy) > 1 else next(iter(busy.values())).labels,
-                             mean, limit, "<=", "ratio",
-                             f"mean over {len(busy)} GPU(s)" if len(busy) > 1 else ""),
-                    ev(kv, kv.key, kv.labels, kv.value, t.kv_free_max, "<=")]
         running = ctx.peer("server.requests_running", w.labels)
+        at_cap = None
+        if cap is not None and cap[1] and running is not None:
+            at_cap = ctx.share(running, float(cap[1]))
+        if kv is None and not ctx.past(at_cap, ">=", QUEUED_SHARE, subject):
+            continue  # no KV reading (llama.cpp sizes KV per slot): only a full cap counts
+        if busy:
+            if not ctx.past(mean, "<=", limit, subject):
+                continue
+        elif not ctx.past(at_cap, ">=", QUEUED_SHARE, subject):
+            continue  # no GPU readings: only a reached cap says why they wait
+        evidence = [ctx.queue_evidence(w, queue, t.queue_waiting_min)]
+        if busy:
+            evidence.append(Evidence(
+                busy_key, () if len(busy) > 1 else next(iter(busy.values())).labels, mean,
+                limit, "<=", "ratio",
+                (f"mean over {len(busy)} GPU(s) of each " if len(busy) > 1 else "")
+                + ctx.median_note))
+        if kv is not None:
+            evidence.append(ev(kv, kv.key, kv.labels, usage, t.kv_free_max, "<=",
+                               ctx.median_note))
         cap_note = ""
-        for name in CAP_SETTINGS:
-            cap = ctx.setting(name)
-            if cap is not None:
-                at_cap = running is not None and cap.isdigit() and running.value >= int(cap)
-                cap_note = f"{name}={cap}" + (" reached" if at_cap else "")
-                evidence.append(ev(None, "server.setting", sub(name=name), cap, None, "",
-                                   "the concurrency cap" + (" is reached" if at_cap else "")))
-                break
+        if cap is not None:
+            reached = at_cap is not None and at_cap >= QUEUED_SHARE
+            cap_note = f"{cap[0]}={cap[1] if cap[1] is not None else '?'}" + \
+                (" reached" if reached else "")
+            if (not busy or kv is None) and at_cap is not None:
+                evidence.append(Evidence(running.key, running.labels, at_cap, QUEUED_SHARE,
+                                         ">=", "ratio",
+                                         f"share of the ticks of the last "
+                                         f"{ctx.judge_window:g} s with the running batch at "
+                                         f"{cap[0]}={cap[1]}" +
+                                         ("" if busy else "; no GPU readings") +
+                                         ("" if kv is not None else "; no KV reading")))
+            else:
+                evidence.append(ev(None, "server.setting", sub(name=cap[0]), ctx.setting(cap[0]),
+                                   None, "", "the concurrency cap" +
+                                   (" is reached" if reached else "")))
         if running is not None:
             evidence.insert(1, ev(running, running.key, running.labels, running.value, None, "",
                                   "running"))
-        yield Candidate(server_subject(w.labels), WARN, tuple(evidence),
-                        title="queue grows while GPUs idle and KV is free"
+        what = "GPUs idle" if busy else "the batch is at its cap"
+        yield Candidate(subject, WARN, tuple(evidence),
+                        title=f"queue grows while {what}"
+                        + (" and KV is free" if kv is not None else "")
                         + (f" ({cap_note})" if cap_note else ""))
 
 
@@ -167,9 +185,10 @@ def too_many_threads(ctx: Context) -> Iterator[Candidate]:
 def host_cpu(ctx: Context) -> Iterator[Candidate]:
     t = ctx.t
     for r in ctx.ok("host.cpu_ratio"):
-        if r.value < t.host_cpu_saturated:
+        busy = ctx.median(r)
+        if not ctx.past(busy, ">=", t.host_cpu_saturated, ()):
             continue
-        evidence = [ev(r, r.key, r.labels, r.value, t.host_cpu_saturated, ">=")]
+        evidence = [ev(r, r.key, r.labels, busy, t.host_cpu_saturated, ">=", ctx.median_note)]
         top = sorted(ctx.ok("process.cpu_ratio"), key=lambda p: -p.value)[:3]
         for p in top:
             evidence.append(ev(p, p.key, p.labels, p.value, None, "", "top consumer"))
@@ -190,18 +209,28 @@ RULES = (
         "spread the work over processes (more API servers: --api-server-count; detokenize "
         "out of process); py-spy the process to see the threads waiting on the GIL",
         optional=("process.info",),
+        judged="each tick's process and thread CPU; throughput as derived 10 s steps",
         notes="Throughput: generation tokens per 10 s, newest against the best of the last "
               "2 minutes."), gil_contention),
     Rule(RuleSpec(
         "SCH-002", SCH, "queue grows while GPUs idle and KV is free",
-        "Requests wait while the GPUs are mostly idle and the KV cache has room: a "
-        "concurrency cap, not capacity, holds them back.",
-        ("server.requests_waiting", "kv.usage_ratio", "gpu.sm_active_ratio|gpu.util_ratio"),
+        "Requests wait while the GPUs are mostly idle (or, without GPU readings, while the "
+        "running batch sits at the concurrency cap) and the KV cache has room (without a KV "
+        "reading, as llama.cpp's per-slot cache: the cap reached): a concurrency cap, not "
+        "capacity, holds them back.",
+        ("server.requests_waiting",),
         {"thresholds.queue_waiting_min": None, "thresholds.idle_sm_active_max": None,
          "thresholds.idle_util_max": None, "thresholds.kv_free_max": None},
         "raise the concurrency cap (vLLM --max-num-seqs, SGLang --max-running-requests, "
         "llama.cpp --parallel, TGI --max-concurrent-requests)",
-        optional=("server.requests_running", "server.setting{name=max_num_seqs}")),
+        optional=("kv.usage_ratio", "gpu.sm_active_ratio|gpu.util_ratio",
+                  "server.requests_running",
+                  "server.setting{name=max_num_seqs}"),
+        raise_after=JUDGED_RAISE_AFTER,
+        judged="median over diagnosis.judge_window of each GPU's activity (then their "
+               "mean) and of KV usage; a queue on at least half of its ticks; without GPU "
+               "readings or without a KV reading, the running batch at the cap on at least half of "
+               "its ticks"),
         queue_while_idle),
     Rule(RuleSpec(
         "SCH-003", SCH, "too many threads for the cores",
@@ -214,6 +243,7 @@ RULES = (
         "size thread pools to the cores: OMP_NUM_THREADS / torch.set_num_threads, "
         "TOKENIZERS_PARALLELISM=false, fewer workers per host",
         optional=("host.cpu_ratio", "process.ctx_switches_total"),
+        judged="each tick's per-thread CPU (threads come and go: no per-thread median)",
         supersedes=("SCH-004",)), too_many_threads),
     Rule(RuleSpec(
         "SCH-004", SCH, "host CPU saturated",
@@ -223,5 +253,6 @@ RULES = (
         {"thresholds.host_cpu_saturated": None},
         "find the top consumers (listed); move other work off this host, or give the server "
         "more cores",
-        optional=("process.cpu_ratio",)), host_cpu),
+        optional=("process.cpu_ratio",), raise_after=JUDGED_RAISE_AFTER,
+        judged="median over diagnosis.judge_window of the host's CPU busy share"), host_cpu),
 )

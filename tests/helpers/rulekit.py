@@ -147,6 +147,17 @@ class Case:
     windowed: bool = False
     warmup: int = 3
     missing: tuple[str, ...] = ()
+    # noisy-input checks: the config threshold (``thresholds.NAME``) that ``at(x)`` puts
+    # the judged reading at; None for rules not judged by a window median
+    threshold: str | None = None
+
+    def at(self, x: float) -> dict[str, Any]:
+        """Tick data with the judged reading at ``x`` and everything else as in ``bad``."""
+        raise NotImplementedError
+
+    def bad_side(self) -> int:
+        """+1 when the condition is 'at or above the threshold', -1 for 'at or below'."""
+        return 1
 
     def good(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -182,9 +193,16 @@ PREFIX_LAYER = {"HW": "hardware", "KRN": "kernels", "MEM": "memory", "SCH": "sch
                 "PAR": "parallelism", "DEC": "decoding"}
 
 
+def judge_lag(code: str) -> float:
+    """Seconds a median-judged rule needs before its median crosses (the whole judge
+    window, to be safe: the median turns after about half of it); 0 for other rules."""
+    spec = next(s for s in Diagnoser().catalogue() if s.code == code)
+    return DiagnosisConfig().diagnosis.judge_window if spec.judged.startswith("median") else 0.0
+
+
 def _bad_ticks(case: Case) -> int:
     ra, _ = timing(case.code)
-    return int(ra) + 3 + getattr(case, "build", 0)
+    return int(ra) + 3 + getattr(case, "build", 0) + int(judge_lag(case.code))
 
 
 def check_raises(case: Case) -> Finding:
@@ -215,10 +233,13 @@ def check_quiet_when_healthy(case: Case) -> None:
 
 
 def check_quiet_when_too_short(case: Case) -> None:
+    """A burst shorter than raise_after (or, for a median-judged rule, shorter than half
+    its judge window: the median does not move) raises nothing."""
     ra, _ = timing(case.code)
+    lag = judge_lag(case.code)
     f = Feed()
-    f.run(case.good, case.warmup)
-    f.run(case.bad, max(1, int(ra) - 2))
+    f.run(case.good, max(case.warmup, int(lag)))
+    f.run(case.bad, max(1, min(int(lag) // 2 - 1, int(ra) - 1)) if lag else max(1, int(ra) - 2))
     f.run(case.good, 20)
     assert not f.events(case.code, "raised"), f.diag.events
 
@@ -230,7 +251,8 @@ def check_clears(case: Case) -> None:
     f.run(case.bad, _bad_ticks(case))
     assert f.events(case.code, "raised")
     healthy_from = f.t
-    limit = int(case.lag + ca + 5)
+    lag = case.lag + judge_lag(case.code)
+    limit = int(lag + ca + 5)
     for _ in range(limit):
         f.tick(case.good())
         if f.events(case.code, "cleared"):
@@ -239,7 +261,7 @@ def check_clears(case: Case) -> None:
     assert len(cleared) == 1, f"{case.code} did not clear within {limit} healthy ticks"
     waited = cleared[0].time - healthy_from
     assert waited >= ca - 1e-9, f"cleared after {waited} s, before clear_after={ca}"
-    assert waited <= case.lag + ca + 2
+    assert waited <= lag + ca + 2
     assert not f.active(case.code)
 
 
@@ -254,6 +276,74 @@ def check_no_flap(case: Case) -> None:
     raised = f.events(case.code, "raised")
     assert len(raised) == 1, f"{case.code} raised {len(raised)} times: {f.diag.events}"
     assert not f.events(case.code, "cleared")
+
+
+def threshold_of(case: Case) -> float:
+    section, name = case.threshold.split(".")
+    return getattr(getattr(DiagnosisConfig(), section), name)
+
+
+def check_jitter_raises_once(case: Case, seed: int = 1) -> None:
+    """A reading jittering +-5 % around its threshold (real GPM/KV readings do) raises at
+    most once from healthy and never clears while it hovers; then a real episode and more
+    hovering: exactly one raise over the whole run, no clear."""
+    import random
+    rng = random.Random(f"{case.code}/{seed}")
+    th = threshold_of(case)
+
+    def noisy():
+        return case.at(th * (1 + rng.uniform(-0.05, 0.05)))
+
+    f = Feed()
+    f.run(case.good, case.warmup)
+    f.run(noisy, 60)
+    assert len(f.events(case.code, "raised")) <= 1, f.diag.events
+    assert not f.events(case.code, "cleared"), f.diag.events
+    f.run(case.bad, _bad_ticks(case))
+    f.run(noisy, 60)
+    raised = f.events(case.code, "raised")
+    assert len(raised) == 1, f"{case.code} raised {len(raised)} times: {f.diag.events}"
+    assert not f.events(case.code, "cleared"), f.diag.events
+    assert f.active(case.code)
+
+
+def check_jitter_past_threshold_raises(case: Case, seed: int = 2) -> None:
+    """A reading that sits past its threshold but jitters across it on some ticks (SM
+    active 30, 31, 29 % against a 30 % limit) raises within raise_after + half the judge
+    window + 2 s (10 s for the 3 s rules) and stays raised."""
+    import random
+    rng = random.Random(f"{case.code}/{seed}")
+    th = threshold_of(case)
+    # 'past' is the bad side: bad() and good() tell which way it lies
+    f = Feed()
+    f.run(case.good, case.warmup)
+    start = f.t
+    sign = case.bad_side()
+
+    def noisy():
+        return case.at(th * (1 + sign * 0.04 + rng.uniform(-0.05, 0.05)))
+
+    ra, _ = timing(case.code)
+    within = ra + judge_lag(case.code) / 2 + 2
+    for _ in range(int(within) + 1):
+        f.tick(noisy())
+        if f.active(case.code):
+            break
+    got = f.events(case.code, "raised")
+    assert got and got[0].time - start <= within, \
+        f"{case.code} not raised within {within:g} s: {f.diag.events}"
+    f.run(noisy, 60)
+    assert len(f.events(case.code, "raised")) == 1 and not f.events(case.code, "cleared")
+
+
+def check_single_spike_quiet(case: Case) -> None:
+    """One bad tick among healthy ones does not move a median: nothing raises."""
+    f = Feed()
+    f.run(case.good, 15)
+    for _ in range(3):
+        f.tick(case.bad())
+        f.run(case.good, 14)
+    assert not f.events(case.code, "raised"), f.diag.events
 
 
 def check_missing_inputs(case: Case) -> None:

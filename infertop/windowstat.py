@@ -1,0 +1,43 @@
+"""Robust statistics of a gauge over a short window, for the rules' judgements.
+
+Real readings jitter from tick to tick (GPM SM activity reads 30, 31, 29 %; a KV cache of
+16 blocks moves in 6 % steps), so a rule that asked "is it past the threshold on every
+tick?" would miss a condition that hovers at the threshold, and one that asked "on this
+tick?" would flap.  Rules ask instead about the median over the last few seconds: a single
+spike cannot move it, a value that sits past the threshold moves it within half the window.
+
+Only History's public ``Series.window_points`` is used (its storage may change).
+"""
+
+from __future__ import annotations
+
+from .history import Series
+from .model import Kind
+
+
+def recent_values(series: Series, seconds: float, now: float) -> list[float] | None:
+    """Gauge values of the ticks in (now - seconds, now], or None while the series does
+    not reach back half that far (just started, or back after an outage): a statistic
+    of two or three ticks is no more robust than one tick."""
+    if series.kind is Kind.HISTOGRAM:
+        return None
+    start = now - seconds
+    pts = [p for p in series.window_points(seconds, now) if p[0] > start]
+    if not pts or pts[0][0] > now - seconds / 2:
+        return None   # the window's ticks span less than half of it
+    return [v for _, v in pts]
+
+
+def median(values: list[float] | None) -> float | None:
+    """The median (mean of the two middle values for an even count); None when empty."""
+    if not values:
+        return None
+    s = sorted(values)
+    n = len(s)
+    mid = n // 2
+    return s[mid] if n % 2 else (s[mid - 1] + s[mid]) / 2.0
+
+
+def share(values: list[float] | None, holds) -> float | None:
+    """Share of the values for which ``holds(v)`` is true (None when there are none)."""
+    return sum(1 for v in values if holds(v)) / len(values) if values else None
