@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import time
+import zlib
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
@@ -22,6 +23,7 @@ from infertop.dialects import readings_from_exposition
 from infertop.keys import SPECS
 from infertop.model import Capability, Reading, Sample, make_labels
 from infertop.promtext import ParseError
+from infertop.textclean import clean
 
 from infertop.probes.base import Probe, sample
 
@@ -87,7 +89,7 @@ class ServerMetricsProbe(Probe):
             # HTTP_PROXY from the environment.  Redirects are followed by hand (same host).
             self._client = httpx.AsyncClient(
                 transport=self._transport, timeout=httpx.Timeout(self.timeout),
-                headers={"Accept": "text/plain"}, follow_redirects=False, trust_env=False)
+                headers={"Accept": "text/plain", "Accept-Encoding": "gzip, deflate"}, follow_redirects=False, trust_env=False)
         return Capability(self.name, True, features=frozenset({"metrics"}))
 
     async def close(self) -> None:
@@ -111,7 +113,7 @@ class ServerMetricsProbe(Probe):
         try:
             expo = readings_from_exposition(text, self.instance)
         except ParseError as e:
-            raise ServerMetricsError(f"{url} did not return Prometheus metrics: {e}") from None
+            raise ServerMetricsError(clean(f"{url} did not return Prometheus metrics: {e}")) from None
         readings = list(expo.readings)
         _add_start_header(readings, headers, self.instance)
         meta: dict[str, Any] = dict(expo.meta)
@@ -139,35 +141,107 @@ class ServerMetricsProbe(Probe):
             except httpx.ConnectError as e:
                 raise ServerMetricsError(_connect_message(url, e)) from None
             except httpx.HTTPError as e:
-                raise ServerMetricsError(f"{url}: {type(e).__name__}: {e}") from None
+                raise ServerMetricsError(clean(f"{url}: {type(e).__name__}: {e}"[:300])) from None
         raise ServerMetricsError(f"{self.url}: more than {MAX_REDIRECTS} redirects")
 
     def _redirect_target(self, url: str, location: str) -> str:
         target = urljoin(url, location)
         if urlsplit(target).netloc.lower() != urlsplit(url).netloc.lower():
             raise ServerMetricsError(
-                f"{url} redirects to another host ({target}); pass that URL with --url "
+                f"{url} redirects to another host ({clean(target[:200])}); pass that URL with --url "
                 "if it is right")
         return target
 
     async def _read_capped(self, resp: "httpx.Response", url: str) -> bytes:
+        """The body, decoded, never more than ``max_bytes`` in memory.
+
+        The raw stream is decompressed here, chunk by chunk with ``max_length``, instead of
+        by httpx (``aiter_bytes``), which inflates each whole network chunk before any cap
+        can look at it: a 64 KB gzip chunk of zeros is 64 MB.  No exception raised here
+        holds the buffer (it is dropped first), so a refused body is freed at once, not at
+        the next garbage collection.
+        """
         limit = self.max_bytes
-        too_big = ServerMetricsError(
-            f"response larger than {limit / 1_000_000:g} MB from {url}: not a metrics page?")
         declared = resp.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            raise too_big
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in resp.aiter_bytes():
-            size += len(chunk)
-            if size > limit:
-                raise too_big
-            chunks.append(chunk)
-        return b"".join(chunks)
+            raise _too_big(limit, url)
+        if resp.is_stream_consumed:  # an in-memory response (httpx.MockTransport in tests)
+            if len(resp.content) > limit:
+                raise _too_big(limit, url)
+            return resp.content
+        decoder = _decoder(resp.headers.get("content-encoding", ""), url)
+        out = bytearray()
+        over = False
+        async for raw in resp.aiter_raw():
+            over = decoder.feed(raw, out, limit)
+            if over:
+                break
+        if not over:
+            over = decoder.finish(out, limit)
+        if over:
+            out.clear()
+            del out
+            raise _too_big(limit, url)
+        return bytes(out)
 
     def _timeout_message(self) -> str:
         return f"no answer from {self.url} within {self.timeout:g} s (server busy or hung?)"
+
+
+def _too_big(limit: int, url: str) -> ServerMetricsError:
+    return ServerMetricsError(
+        f"response larger than {limit / 1_000_000:g} MB from {url}: not a metrics page?")
+
+
+class _Inflate:
+    """Content-Encoding decoder with an output cap: identity, gzip or deflate."""
+
+    def __init__(self, encoding: str) -> None:
+        self.encoding = encoding
+        self._z: Any = None
+        if encoding in ("gzip", "x-gzip"):
+            self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif encoding == "deflate":
+            self._z = zlib.decompressobj()
+        self._first = True
+
+    def feed(self, data: bytes, out: bytearray, limit: int) -> bool:
+        """Append ``data`` decoded to ``out``; True as soon as ``out`` passes ``limit``."""
+        if self._z is None:
+            out += data
+            return len(out) > limit
+        while data:
+            try:
+                piece = self._z.decompress(data, limit - len(out) + 1)
+            except zlib.error:
+                if self.encoding == "deflate" and self._first:  # raw deflate, no zlib header
+                    self._z, self._first = zlib.decompressobj(-zlib.MAX_WBITS), False
+                    continue
+                raise ServerMetricsError(f"corrupt {self.encoding} body") from None
+            self._first = False
+            out += piece
+            if len(out) > limit:
+                return True
+            data = self._z.unconsumed_tail
+            if self._z.eof:
+                break
+        return False
+
+    def finish(self, out: bytearray, limit: int) -> bool:
+        if self._z is not None:
+            try:
+                out += self._z.flush(limit - len(out) + 1)
+            except zlib.error:
+                raise ServerMetricsError(f"corrupt {self.encoding} body") from None
+        return len(out) > limit
+
+
+def _decoder(content_encoding: str, url: str) -> _Inflate:
+    enc = content_encoding.strip().lower()
+    if enc in ("", "identity", "gzip", "x-gzip", "deflate"):
+        return _Inflate(enc)
+    raise ServerMetricsError(f"{url} answered with Content-Encoding {clean(enc[:40])!r}, "
+                             "which infertop does not decode (gzip and deflate only)")
 
 
 def refused_message(url: str) -> str:
@@ -183,11 +257,12 @@ def _connect_message(url: str, err: BaseException) -> str:
         e = e.__cause__ or e.__context__
     if e is not None or "refused" in str(err).lower():
         return refused_message(url)
-    return f"cannot connect to {url}: {err or type(err).__name__}"
+    return clean(f"cannot connect to {url}: {err or type(err).__name__}")
 
 
 def _status_message(url: str, status: int, body: bytes) -> str:
-    snippet = " ".join(body[:400].decode("utf-8", errors="replace").split())[:120]
+    # the body is the server's (or anyone's on that port): made terminal-safe here
+    snippet = clean(" ".join(body[:400].decode("utf-8", errors="replace").split())[:120])
     fix = ""
     low = snippet.lower()
     if "--metrics" in low or (status == 501 and "metrics" in low):
