@@ -153,3 +153,26 @@ async def test_notification_with_markup_in_a_path_does_not_crash(tmp_path):
     assert any("[/x][b]rec.jsonl" in m for m in msgs)
     assert all(has_raw_control(m) == [] for m in msgs)
     assert path.exists()
+
+
+async def test_a_hostile_recording_replays_with_its_text_made_visible(tmp_path):
+    from infertop.probes.sources.replay import ReplaySource
+    header = {"format": "infertop-recording", "schema": 1, "host": EVIL, "source": {}}
+    reading = {"key": "server.info", "labels": {"instance": "h:1", "model": EVIL},
+               "value": 1, "unit": "", "status": "ok", "kind": "info", "text": EVIL}
+    snap = {"time": 1.0, "tick": 1, "capabilities": {},
+            "samples": {"server:h:1": {"source": "server:h:1", "time": 1.0, "status": "error",
+                                       "reason": EVIL, "readings": [reading],
+                                       "meta": {"model": EVIL}}}}
+    path = tmp_path / "evil.jsonl"
+    # raw UTF-8 (ensure_ascii=False) and \u-escaped lines: both must come out clean
+    path.write_text(json.dumps(header, ensure_ascii=False) + "\n"
+                    + json.dumps(snap, ensure_ascii=False) + "\n"
+                    + json.dumps({**snap, "time": 2.0}) + "\n", encoding="utf-8")
+    src = ReplaySource(path)
+    assert has_raw_control(json.dumps(src.describe(), ensure_ascii=False)) == []
+    await src.start()
+    for _ in range(2):
+        s = await src.next()
+        text = json.dumps(s.to_dict(), ensure_ascii=False)
+        assert "PWNED" in text and has_raw_control(text) == []

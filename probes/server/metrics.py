@@ -23,6 +23,7 @@ from infertop.dialects import readings_from_exposition
 from infertop.keys import SPECS
 from infertop.model import Capability, Reading, Sample, make_labels
 from infertop.promtext import ParseError
+from infertop.redact import redact_text, redact_url
 from infertop.textclean import clean
 
 from infertop.probes.base import Probe, sample
@@ -73,7 +74,7 @@ class ServerMetricsProbe(Probe):
         try:
             self.url, self.instance = normalize_url(url)
         except ValueError as e:
-            self.url, self.instance, self._bad_url = url, url.strip() or "?", str(e)
+            self.url, self.instance, self._bad_url = url, url.strip() or "?", redact_text(str(e))
         self.name = f"server:{self.instance}"
         self.timeout = timeout
         self.max_bytes = max_bytes
@@ -98,6 +99,13 @@ class ServerMetricsProbe(Probe):
             await client.aclose()
 
     async def collect(self) -> Sample:
+        try:
+            return await self._collect()
+        except ServerMetricsError as e:
+            # the URL may carry a token in its query (the scrape needs it; no output may)
+            raise ServerMetricsError(redact_text(str(e))) from None
+
+    async def _collect(self) -> Sample:
         if self._bad_url:
             raise ServerMetricsError(self._bad_url)
         if self._client is None:
@@ -117,7 +125,7 @@ class ServerMetricsProbe(Probe):
         readings = list(expo.readings)
         _add_start_header(readings, headers, self.instance)
         meta: dict[str, Any] = dict(expo.meta)
-        meta.update(url=url, scrape_bytes=len(body))
+        meta.update(url=redact_url(url), scrape_bytes=len(body))
         return sample(self.name, readings, meta=meta, started=started)
 
     # ---- HTTP --------------------------------------------------------------------------
