@@ -115,7 +115,7 @@ async def test_tui_panes_and_header_draw_no_raw_control_characters(evil_url):
     hub = Hub([ServerMetricsProbe(evil_url)], deadline=2.0, label=evil_url)
     app = InfertopApp(hub, pipeline=Pipeline(), interval=0.1)
     async with app.run_test(size=(200, 60)) as pilot:
-        for _ in range(300):
+        for _ in range(1500):   # up to 30 s on a busy box; usually well under 1 s
             if app.ticks >= 3:
                 break
             await pilot.pause(0.02)
