@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # httpx is imported lazily (probes/__init__ explains why)
 __all__ = ["ServerMetricsProbe", "ServerMetricsError", "normalize_url"]
 
 MAX_REDIRECTS = 3
+STEP = 256 * 1024  # largest piece inflated at once from a compressed body
 
 
 class ServerMetricsError(RuntimeError):
@@ -103,7 +104,11 @@ class ServerMetricsProbe(Probe):
             return await self._collect()
         except ServerMetricsError as e:
             # the URL may carry a token in its query (the scrape needs it; no output may)
-            raise ServerMetricsError(redact_text(str(e))) from None
+            message = redact_text(str(e))
+        # raised outside the except block: raising inside it would chain the first error
+        # (whose traceback holds the scrape's frames and buffers) to this one in a cycle
+        # that only the garbage collector frees
+        raise ServerMetricsError(message)
 
     async def _collect(self) -> Sample:
         if self._bad_url:
@@ -163,11 +168,9 @@ class ServerMetricsProbe(Probe):
     async def _read_capped(self, resp: "httpx.Response", url: str) -> bytes:
         """The body, decoded, never more than ``max_bytes`` in memory.
 
-        The raw stream is decompressed here, chunk by chunk with ``max_length``, instead of
-        by httpx (``aiter_bytes``), which inflates each whole network chunk before any cap
-        can look at it: a 64 KB gzip chunk of zeros is 64 MB.  No exception raised here
-        holds the buffer (it is dropped first), so a refused body is freed at once, not at
-        the next garbage collection.
+        The raw stream is decompressed here, in steps, instead of by httpx
+        (``aiter_bytes``), which inflates each whole network chunk before any cap can look
+        at it: a 64 KB gzip chunk of zeros is 64 MB.
         """
         limit = self.max_bytes
         declared = resp.headers.get("content-length", "")
@@ -177,20 +180,13 @@ class ServerMetricsProbe(Probe):
             if len(resp.content) > limit:
                 raise _too_big(limit, url)
             return resp.content
-        decoder = _decoder(resp.headers.get("content-encoding", ""), url)
-        out = bytearray()
-        over = False
-        async for raw in resp.aiter_raw():
-            over = decoder.feed(raw, out, limit)
-            if over:
-                break
-        if not over:
-            over = decoder.finish(out, limit)
-        if over:
-            out.clear()
-            del out
+        body = await _inflate_capped(resp, limit, url)
+        if body is None:
+            # raised here, after the reading frame is gone: an exception raised inside it
+            # would keep its buffers, decoder and network chunk alive through the
+            # traceback cycles of the async context managers until a gc pass
             raise _too_big(limit, url)
-        return bytes(out)
+        return body
 
     def _timeout_message(self) -> str:
         return f"no answer from {self.url} within {self.timeout:g} s (server busy or hung?)"
@@ -214,13 +210,14 @@ class _Inflate:
         self._first = True
 
     def feed(self, data: bytes, out: bytearray, limit: int) -> bool:
-        """Append ``data`` decoded to ``out``; True as soon as ``out`` passes ``limit``."""
+        """Append ``data`` decoded to ``out``; True as soon as ``out`` passes ``limit``.
+        Inflated in steps of at most STEP bytes, so the transient copies stay small."""
         if self._z is None:
             out += data
             return len(out) > limit
         while data:
             try:
-                piece = self._z.decompress(data, limit - len(out) + 1)
+                piece = self._z.decompress(data, min(STEP, limit - len(out) + 1))
             except zlib.error:
                 if self.encoding == "deflate" and self._first:  # raw deflate, no zlib header
                     self._z, self._first = zlib.decompressobj(-zlib.MAX_WBITS), False
@@ -242,6 +239,18 @@ class _Inflate:
             except zlib.error:
                 raise ServerMetricsError(f"corrupt {self.encoding} body") from None
         return len(out) > limit
+
+
+async def _inflate_capped(resp: "httpx.Response", limit: int, url: str) -> bytes | None:
+    """The decoded body, or None when it would pass ``limit`` (reading stops there)."""
+    decoder = _decoder(resp.headers.get("content-encoding", ""), url)
+    out = bytearray()
+    async for raw in resp.aiter_raw():
+        if decoder.feed(raw, out, limit):
+            return None
+    if decoder.finish(out, limit):
+        return None
+    return bytes(out)
 
 
 def _decoder(content_encoding: str, url: str) -> _Inflate:
