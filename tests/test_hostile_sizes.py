@@ -97,3 +97,57 @@ def test_unknown_content_encoding_is_one_clear_error():
         with pytest.raises(ServerMetricsError, match="Content-Encoding") as e:
             asyncio.run(run(url))
     assert "\x1b" not in str(e.value)
+
+
+def engine_page(n: int) -> bytes:
+    """``n`` series of one mapped gauge, each with its own engine label (5.7 MB at 150k)."""
+    head = b"# HELP vllm:num_requests_waiting w\n# TYPE vllm:num_requests_waiting gauge\n"
+    return head + b"".join(b'vllm:num_requests_waiting{engine="%d"} 1\n' % i for i in range(n))
+
+
+def test_150k_series_page_is_capped_with_a_reason():
+    from infertop.dialects import MAX_SERIES_PER_FAMILY
+    page = engine_page(150_000)
+    assert len(page) < 8 * MB
+
+    async def run(url: str):
+        probe = ServerMetricsProbe(url, timeout=30.0)
+        await probe.open()
+        try:
+            return await probe.collect()
+        finally:
+            await probe.close()
+
+    with hostile_server({"/metrics": Route(page)}) as url:
+        tracemalloc.start()
+        try:
+            s = asyncio.run(run(url))
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    print(f"\n150k-series scrape: {len(s.readings)} readings, traced peak {peak / MB:.0f} MB")
+    assert s.status.value == "ok"
+    waiting = s.find("server.requests_waiting")
+    assert len(waiting) == MAX_SERIES_PER_FAMILY
+    assert "only the first 100000" in s.reason and "dropped above the cardinality cap" in s.reason
+    assert s.meta["series_dropped"] == 100_000 - 2 - MAX_SERIES_PER_FAMILY  # 2 comment lines
+    assert len(s.meta["engines"]) == MAX_SERIES_PER_FAMILY
+    assert peak < 200 * MB       # the whole pipeline held 275 MB for this page before
+
+
+def test_snapshot_and_record_of_a_150k_series_page_stay_bounded(tmp_path, capsys):
+    import gzip
+    import json
+    from infertop.cli.main import main
+    with hostile_server({"/metrics": Route(engine_page(150_000))}) as url:
+        common = ["--url", url, "--no-gpu", "--pid", str(__import__("os").getpid())]
+        assert main(["snapshot", "--json", "--window", "0.5", "--interval", "0.5", *common]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        rec = tmp_path / "r.jsonl.gz"
+        assert main(["record", "-o", str(rec), "--duration", "0.5", "--interval", "0.5",
+                     *common]) == 0
+    src = next(v for k, v in doc["sources"].items() if k.startswith("server:"))
+    assert "dropped above the cardinality cap" in src["reason"]
+    lines = gzip.decompress(rec.read_bytes()).split(b"\n")
+    assert max(len(x) for x in lines) < 4 * MB     # one tick's line, capped series
+    assert b"dropped above the cardinality cap" in lines[1]

@@ -35,6 +35,7 @@ __all__ = ["ServerMetricsProbe", "ServerMetricsError", "normalize_url"]
 
 MAX_REDIRECTS = 3
 STEP = 256 * 1024  # largest piece inflated at once from a compressed body
+MAX_PAGE_LINES = 100_000  # lines parsed per scrape (a big vLLM page: ~2 000)
 
 
 class ServerMetricsError(RuntimeError):
@@ -123,6 +124,16 @@ class ServerMetricsProbe(Probe):
         text = body.decode(_charset(headers.get("content-type", "")), errors="replace")
         if not text.strip():
             raise ServerMetricsError(f"empty response from {url}: no metrics")
+        warnings: list[str] = []
+        lines = text.count("\n")
+        if lines > MAX_PAGE_LINES:
+            # parsing costs per line: a page of very many series is read up to the cap
+            cut = -1
+            for _ in range(MAX_PAGE_LINES):
+                cut = text.find("\n", cut + 1)
+            text = text[:cut + 1]
+            warnings.append(f"page has {lines} lines: only the first {MAX_PAGE_LINES} "
+                            "were read (cardinality cap)")
         try:
             expo = readings_from_exposition(text, self.instance)
         except ParseError as e:
@@ -131,7 +142,12 @@ class ServerMetricsProbe(Probe):
         _add_start_header(readings, headers, self.instance)
         meta: dict[str, Any] = dict(expo.meta)
         meta.update(url=redact_url(url), scrape_bytes=len(body))
-        return sample(self.name, readings, meta=meta, started=started)
+        if meta.get("series_dropped"):
+            warnings += [n for n in meta.get("notes", ()) if "cardinality cap" in n]
+        if warnings:   # read, but not all of it: the reason says what was left out
+            meta["warnings"] = warnings
+        return sample(self.name, readings, meta=meta, started=started,
+                      reason="; ".join(warnings))
 
     # ---- HTTP --------------------------------------------------------------------------
 
