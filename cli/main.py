@@ -20,6 +20,8 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
+from infertop.textclean import clean
+
 from .args import SUBCOMMANDS, build_parser, build_sub_parser
 from .compare import cmd_compare
 from .demo import cmd_demo_list, cmd_demo_server
@@ -70,12 +72,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.source = "demo"
         return run_tui(make_source(args), args)
     except UsageError as e:
-        print(f"infertop: {e}", file=sys.stderr)
+        print(clean(f"infertop: {e}"), file=sys.stderr)
         return EXIT_USAGE
     except Exception as e:  # the known one-line errors of scenarios, recordings, servers
         if type(e).__name__ in ("RecordingError", "ScenarioError", "DemoServerError",
                                 "ConfigError", "CaptureError"):
-            print(f"infertop: {e}", file=sys.stderr)
+            print(clean(f"infertop: {e}"), file=sys.stderr)
             return EXIT_USAGE
         raise
     except KeyboardInterrupt:

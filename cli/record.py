@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from infertop.textclean import clean
+
 from .errors import EXIT_OK
 from .sources import make_source
 
@@ -16,5 +18,5 @@ def cmd_record(args: argparse.Namespace) -> int:
     interval = args.interval if source.realtime else 0.0
     ticks = run_record(source, args.output, duration=args.duration, interval=interval,
                        max_bytes=args.max_bytes)
-    print(f"infertop: recorded {ticks} ticks to {args.output}", file=sys.stderr)
+    print(clean(f"infertop: recorded {ticks} ticks to {args.output}"), file=sys.stderr)
     return EXIT_OK

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from infertop import __version__
+from infertop.textclean import clean
 
 from .errors import EXIT_NO_SOURCE, EXIT_OK, UsageError
 from .sources import make_pipeline, make_source, sample_window, sources_status
@@ -33,9 +34,9 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     print(json.dumps(snapshot_json(frame), indent=1, allow_nan=False, default=str))
     for name, st in sources_status(frame).items():
         if st["status"] in ("error", "stale"):   # say it on stderr too: scripts see it
-            print(f"infertop: {name}: {st['reason']}", file=sys.stderr)
+            print(clean(f"infertop: {name}: {st['reason']}"), file=sys.stderr)
     if not frame.sources_ok():
         bad = "; ".join(f"{n}: {s['reason']}" for n, s in sources_status(frame).items())
-        print(f"infertop: no source could be read ({bad})", file=sys.stderr)
+        print(clean(f"infertop: no source could be read ({bad})"), file=sys.stderr)
         return EXIT_NO_SOURCE
     return EXIT_OK

@@ -84,7 +84,9 @@ def make_live_source(args: argparse.Namespace):
         seen.add(probe.name)
         probes.append(probe)
     disabled = {"nvml": "GPU readings off (--no-gpu)"} if args.no_gpu else {}
-    return Hub(probes, deadline=deadline_for(args.interval), label=", ".join(urls) or "local", disabled=disabled)
+    from infertop.redact import redact_url   # a --url may carry user:pass@ or ?token=
+    label = ", ".join(redact_url(u) for u in urls) or "local"
+    return Hub(probes, deadline=deadline_for(args.interval), label=label, disabled=disabled)
 
 
 def discovered_urls(pid: int | None) -> list[str]:

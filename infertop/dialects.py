@@ -132,6 +132,7 @@ def readings_from_families(families: list[Family], instance: str) -> Exposition:
             by_name[f.name] = Family(f.name, prev.type, prev.help, prev.samples + f.samples)
         else:
             by_name[f.name] = f
+    dropped, worst_family = _cap_series(by_name)
     models, engines = _models_and_engines(dialect, by_name)
     model = models[0] if len(models) == 1 else ""
     ctx = _Ctx(dialect, instance, by_name, model)
@@ -153,9 +154,42 @@ def readings_from_families(families: list[Family], instance: str) -> Exposition:
     readings.append(Reading("server.families", float(len(families)), SPECS["server.families"].unit,
                             make_labels(instance=instance)))
     meta: dict = {"dialect": dialect.name, "model": ", ".join(models), "engines": engines}
+    if dropped:
+        meta["series_dropped"] = dropped
+        ctx.notes.append(cardinality_note(dropped, worst_family))
     if ctx.notes:
         meta["notes"] = ctx.notes
     return Exposition(dialect.name, readings, meta, len(families))
+
+
+# Cardinality caps: a page whose label values never repeat (a request id as a label, a
+# broken exporter) must not cost seconds and megabytes per scrape downstream (mapping,
+# History, rules, recordings).  Real servers stay far below: vLLM with 8 data-parallel
+# engines has ~30 buckets x 8 engines x a few label sets per histogram family.
+MAX_SERIES_PER_FAMILY = 5000
+MAX_SERIES_PER_PAGE = 50_000
+
+
+def cardinality_note(dropped: int, family: str) -> str:
+    return (f"{dropped} series dropped above the cardinality cap ({MAX_SERIES_PER_FAMILY} per "
+            f"family, {MAX_SERIES_PER_PAGE} per page; most in {family}: a label with "
+            "unbounded values?)")
+
+
+def _cap_series(by_name: dict[str, Family]) -> tuple[int, str]:
+    """Cut families to the caps in place; (samples dropped, family that lost the most)."""
+    dropped, worst, worst_n = 0, "", 0
+    left = MAX_SERIES_PER_PAGE
+    for name, f in by_name.items():
+        keep = min(len(f.samples), MAX_SERIES_PER_FAMILY, max(0, left))
+        if keep < len(f.samples):
+            n = len(f.samples) - keep
+            dropped += n
+            if n > worst_n:
+                worst, worst_n = name, n
+            by_name[name] = Family(f.name, f.type, f.help, f.samples[:keep])
+        left -= keep
+    return dropped, worst
 
 
 def _models_and_engines(d: Dialect, by_name: dict[str, Family]) -> tuple[list[str], list[str]]:

@@ -26,10 +26,12 @@ same server again and again, and from one scrape to the next only values move.  
   odd but valid lines still group and parse like the reference, and garbage raises
   ``ParseError`` naming the line.
 
-Deliberate differences from prometheus_client (both only on malformed input): an
+Deliberate differences from prometheus_client (all only on malformed or hostile input): an
 OpenMetrics exemplar after the value (``1 # {trace_id="x"} 2``) is ignored instead of being
-read as the timestamp, and more than value + timestamp on a line is an error instead of
-"first and last token".  Values are floats (prometheus_client keeps integral literals as int).
+read as the timestamp, more than value + timestamp on a line is an error instead of
+"first and last token", and control, escape and bidi characters in label values, quoted
+names and HELP text come out made visible by ``textclean.clean`` (``\x1b`` -> ``␛``): they
+are attacker-influenced and end up on a terminal.  Values are floats (prometheus_client keeps integral literals as int).
 Samples (and their labels) may be shared between the results of several parses.
 """
 
@@ -43,6 +45,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
 from operator import add, is_, ne, not_, sub, truth
+
+from .textclean import clean
 
 __all__ = ["PromSample", "Family", "FrozenLabels", "ParseError", "parse", "clear_caches"]
 
@@ -307,6 +311,8 @@ def _resolve_heads(heads: tuple[str, ...], series: list) -> None:
             name, body = m.groups()
             if body:
                 pairs = findall(body)
+                if not body.isprintable():  # hostile values: once per new series (cached)
+                    pairs = [(k, clean(v)) for k, v in pairs]
                 labels = FrozenLabels(pairs)
                 if len(labels) == len(pairs):  # duplicate label name: the slow path says so
                     entry = (name, labels)
@@ -479,6 +485,7 @@ def _comment_parts_event(parts: list[str]) -> tuple:
         doc = parts[3] if len(parts) == 4 else ""
         if "\\" in doc:
             doc = _HELP_ESCAPE_RE.sub(_unescape_match, doc)
+        doc = clean(doc)  # cached per line: a comment line is parsed once
         return (_HELP, cname, doc, frozenset((cname,)))
     if parts[1] == "TYPE":
         if len(parts) < 4:
@@ -588,6 +595,7 @@ def _parse_labels(body: str) -> dict[str, str]:
         label, quoted = _unquote_unescape(name_term)
         if not quoted and not _METRIC_NAME_RE.fullmatch(label):
             raise ValueError(f"invalid label name {label!r}")
+        label = clean(label)  # a quoted UTF-8 name may hold anything
         if value_term[0] != '"':
             raise ValueError("label value without quotes")
         i = 1
@@ -599,6 +607,7 @@ def _parse_labels(body: str) -> dict[str, str]:
         if i + 1 != len(value_term):
             raise ValueError("unexpected text after a label value")
         value, _ = _unquote_unescape(value_term)
+        value = clean(value)
         if label != "__name__" and label.startswith("__"):
             raise ValueError(f"reserved label name {label!r}")
         if label in labels:

@@ -25,6 +25,7 @@ from typing import Any, Iterator, Mapping
 
 from . import __version__
 from .model import Snapshot
+from .textclean import clean_deep
 
 FORMAT = "infertop-recording"
 SCHEMA = 1
@@ -93,7 +94,7 @@ def parse_header_line(line: bytes, name: str) -> dict:
             raise RecordingError(f"{name}: corrupt recording header ({_short(e)})") from None
         raise RecordingError(f"{name}: not an infertop recording (the first line is not "
                              "JSON)") from None
-    return check_header(obj, name)
+    return check_header(_clean_obj(line, obj), name)
 
 
 # ---- snapshots -------------------------------------------------------------------------
@@ -103,9 +104,18 @@ def encode_snapshot(snap: Snapshot) -> bytes:
             + "\n").encode("utf-8")
 
 
+def _clean_obj(line: bytes, obj: Any) -> Any:
+    """A recording is outside input too (anyone can hand you a file): strings with control
+    or bidi characters are made visible.  Our own writer escapes every non-ASCII character
+    (``\\u...``), so a line that is ASCII and has no ``\\u`` needs no walk."""
+    if line.isascii() and b"\\u" not in line:
+        return obj
+    return clean_deep(obj)
+
+
 def decode_snapshot(line: bytes) -> Snapshot:
     try:
-        return Snapshot.from_dict(json.loads(line))
+        return Snapshot.from_dict(_clean_obj(line, json.loads(line)))
     except (ValueError, KeyError, TypeError) as e:
         raise RecordingError(f"corrupt snapshot line ({_short(e)})") from None
 

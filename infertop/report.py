@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from .findings import Finding, Severity, worst
 from .model import LAYERS, Reading, Status
+from .textclean import clean
 from .units import fmt_reading, fmt_seconds
 
 # The readings a report shows per layer, in this order (the screen shows everything).
@@ -115,12 +116,15 @@ def render_report(findings: Sequence[Finding], layers_readings: Mapping[str, Seq
                   fmt: str = "text", meta: Mapping[str, Any] | None = None) -> str:
     meta = dict(meta or {})
     readings = select_key_readings(layers_readings)
+    # Last guard before a terminal: label values, reasons and settings came from outside
+    # (the probes clean them already; a recording from an older infertop may not be).
+    # JSON needs none: json.dumps escapes every control and non-ASCII character.
     if fmt == "json":
         return _json(findings, readings, meta)
     if fmt == "markdown":
-        return _markdown(findings, readings, meta)
+        return clean(_markdown(findings, readings, meta), multiline=True)
     if fmt == "text":
-        return _text(findings, readings, meta)
+        return clean(_text(findings, readings, meta), multiline=True)
     raise ValueError(f"unknown report format {fmt!r}: use text, json or markdown")
 
 

@@ -20,6 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from infertop import promtext
+from infertop.textclean import clean
 from infertop.promtext import (Family, FrozenLabels, ParseError, PromSample, clear_caches,
                                parse)
 
@@ -28,8 +29,10 @@ FIXTURES = sorted(METRICS.glob("*.prom"))
 
 
 def oracle(text: str) -> list[tuple]:
-    return [(m.name, m.type, m.documentation,
-             [(s.name, dict(s.labels), float(s.value),
+    """prometheus_client's result, with the one deliberate difference applied: label
+    values, names and HELP text are made terminal-safe (control characters visible)."""
+    return [(m.name, m.type, clean(m.documentation),
+             [(s.name, {clean(k): clean(v) for k, v in s.labels.items()}, float(s.value),
                None if s.timestamp is None else float(s.timestamp)) for s in m.samples])
             for m in text_string_to_metric_families(text)]
 

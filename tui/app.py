@@ -25,6 +25,7 @@ from textual.widgets import Footer, Static
 from infertop import __version__
 from infertop.model import LAYERS, Status
 from infertop.pipeline import Frame, Pipeline
+from infertop.textclean import clean
 from infertop.probes.sources.hub import deadline_for
 from infertop.probes.sources.source import SnapshotSource
 from infertop.themes import DEFAULT_THEME, INFERTOP_THEME, roles, stylesheet_path
@@ -294,6 +295,13 @@ class InfertopApp(App):
             return
         self._shown[selector] = text
         self._main_widget(selector, Static).update(text, layout=layout)
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Every toast: plain text (a path like ``/x/[/x].jsonl`` or a server's error is
+        not Textual markup) with control characters made visible."""
+        super().notify(clean(str(message), multiline=True), title=clean(title),
+                       severity=severity, timeout=timeout, markup=markup)
 
     # -- actions --------------------------------------------------------------------------
     def action_pause(self) -> None:

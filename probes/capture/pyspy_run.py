@@ -176,7 +176,9 @@ def _read_cmdline(pid: int) -> str:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return ""
-    # setproctitle pads the title with spaces / NULs (vLLM's 'VLLM::EngineCore   ...')
-    return " ".join(p.decode("utf-8", "replace") for p in raw.split(b"\0") if p).strip()
+    # setproctitle pads the title with spaces / NULs (vLLM's 'VLLM::EngineCore   ...');
+    # clean_cmdline redacts secrets (--api-key ...) before the dump files keep them
+    from infertop.probes.server.discovery import clean_cmdline
+    return " ".join(clean_cmdline(p.decode("utf-8", "replace") for p in raw.split(b"\0"))).strip()
 
 

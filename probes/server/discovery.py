@@ -31,6 +31,8 @@ from urllib.parse import urlsplit
 # server_settings is re-exported (process.py, demo.py and the tests import it from here);
 # parse_flags and _pick also read the port flag in port_from_cmdline below.
 from infertop.probes.server.settings import _pick, parse_flags, server_settings
+from infertop.redact import redact_argv
+from infertop.textclean import clean
 
 SERVER_KINDS = ("vllm", "sglang", "tgi", "llamacpp", "triton", "trtllm")
 ROLES = ("api_server", "engine_core", "worker", "scheduler", "detokenizer", "router",
@@ -80,13 +82,19 @@ _PY_OPTS_WITH_ARG = {"-W", "-X", "-Q", "--check-hash-based-pycs"}
 
 
 def clean_cmdline(cmdline: Iterable[str] | None) -> list[str]:
-    """Drop setproctitle's space padding and empty arguments."""
+    """Drop setproctitle's space padding and empty arguments, redact secrets (``--api-key
+    X``, ``HF_TOKEN=...``, ``user:pass@``) and make control characters visible.
+
+    Every command line infertop keeps (discovery, the process probe's readings, settings,
+    the nsys restart command) comes through here, so none of them can hold a secret or a
+    terminal escape.  Idempotent.
+    """
     out = []
     for a in cmdline or ():
         a = a.rstrip(" \x00")
         if a:
-            out.append(a)
-    return out
+            out.append(clean(a))
+    return redact_argv(out)
 
 
 def split_program(cmdline: Iterable[str] | None) -> tuple[str, str, list[str]]:
@@ -363,8 +371,8 @@ def snapshot_processes() -> list[ProcInfo]:
     out = []
     for p in psutil.process_iter(["pid", "ppid", "name", "cmdline", "create_time"]):
         i = p.info
-        out.append(ProcInfo(i["pid"], i.get("ppid") or 0, i.get("name") or "",
-                            tuple(i.get("cmdline") or ()), i.get("create_time") or 0.0))
+        out.append(ProcInfo(i["pid"], i.get("ppid") or 0, clean(i.get("name") or ""),
+                            tuple(clean_cmdline(i.get("cmdline"))), i.get("create_time") or 0.0))
     return out
 
 
@@ -472,7 +480,7 @@ def _by_pid(psutil, pid: int) -> tuple[ServerProcess | None, str]:
     try:
         p = psutil.Process(pid)
         with p.oneshot():
-            name, argv = p.name(), clean_cmdline(p.cmdline())
+            name, argv = clean(p.name()), clean_cmdline(p.cmdline())
     except psutil.NoSuchProcess:
         return None, f"no process with pid {pid} (--pid)"
     except psutil.AccessDenied:

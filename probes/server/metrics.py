@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import time
+import zlib
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
@@ -22,6 +23,8 @@ from infertop.dialects import readings_from_exposition
 from infertop.keys import SPECS
 from infertop.model import Capability, Reading, Sample, make_labels
 from infertop.promtext import ParseError
+from infertop.redact import redact_text, redact_url
+from infertop.textclean import clean
 
 from infertop.probes.base import Probe, sample
 
@@ -31,6 +34,8 @@ if TYPE_CHECKING:  # httpx is imported lazily (probes/__init__ explains why)
 __all__ = ["ServerMetricsProbe", "ServerMetricsError", "normalize_url"]
 
 MAX_REDIRECTS = 3
+STEP = 256 * 1024  # largest piece inflated at once from a compressed body
+MAX_PAGE_LINES = 100_000  # lines parsed per scrape (a big vLLM page: ~2 000)
 
 
 class ServerMetricsError(RuntimeError):
@@ -71,7 +76,7 @@ class ServerMetricsProbe(Probe):
         try:
             self.url, self.instance = normalize_url(url)
         except ValueError as e:
-            self.url, self.instance, self._bad_url = url, url.strip() or "?", str(e)
+            self.url, self.instance, self._bad_url = url, url.strip() or "?", redact_text(str(e))
         self.name = f"server:{self.instance}"
         self.timeout = timeout
         self.max_bytes = max_bytes
@@ -87,7 +92,7 @@ class ServerMetricsProbe(Probe):
             # HTTP_PROXY from the environment.  Redirects are followed by hand (same host).
             self._client = httpx.AsyncClient(
                 transport=self._transport, timeout=httpx.Timeout(self.timeout),
-                headers={"Accept": "text/plain"}, follow_redirects=False, trust_env=False)
+                headers={"Accept": "text/plain", "Accept-Encoding": "gzip, deflate"}, follow_redirects=False, trust_env=False)
         return Capability(self.name, True, features=frozenset({"metrics"}))
 
     async def close(self) -> None:
@@ -96,6 +101,17 @@ class ServerMetricsProbe(Probe):
             await client.aclose()
 
     async def collect(self) -> Sample:
+        try:
+            return await self._collect()
+        except ServerMetricsError as e:
+            # the URL may carry a token in its query (the scrape needs it; no output may)
+            message = redact_text(str(e))
+        # raised outside the except block: raising inside it would chain the first error
+        # (whose traceback holds the scrape's frames and buffers) to this one in a cycle
+        # that only the garbage collector frees
+        raise ServerMetricsError(message)
+
+    async def _collect(self) -> Sample:
         if self._bad_url:
             raise ServerMetricsError(self._bad_url)
         if self._client is None:
@@ -108,15 +124,30 @@ class ServerMetricsProbe(Probe):
         text = body.decode(_charset(headers.get("content-type", "")), errors="replace")
         if not text.strip():
             raise ServerMetricsError(f"empty response from {url}: no metrics")
+        warnings: list[str] = []
+        lines = text.count("\n")
+        if lines > MAX_PAGE_LINES:
+            # parsing costs per line: a page of very many series is read up to the cap
+            cut = -1
+            for _ in range(MAX_PAGE_LINES):
+                cut = text.find("\n", cut + 1)
+            text = text[:cut + 1]
+            warnings.append(f"page has {lines} lines: only the first {MAX_PAGE_LINES} "
+                            "were read (cardinality cap)")
         try:
             expo = readings_from_exposition(text, self.instance)
         except ParseError as e:
-            raise ServerMetricsError(f"{url} did not return Prometheus metrics: {e}") from None
+            raise ServerMetricsError(clean(f"{url} did not return Prometheus metrics: {e}")) from None
         readings = list(expo.readings)
         _add_start_header(readings, headers, self.instance)
         meta: dict[str, Any] = dict(expo.meta)
-        meta.update(url=url, scrape_bytes=len(body))
-        return sample(self.name, readings, meta=meta, started=started)
+        meta.update(url=redact_url(url), scrape_bytes=len(body))
+        if meta.get("series_dropped"):
+            warnings += [n for n in meta.get("notes", ()) if "cardinality cap" in n]
+        if warnings:   # read, but not all of it: the reason says what was left out
+            meta["warnings"] = warnings
+        return sample(self.name, readings, meta=meta, started=started,
+                      reason="; ".join(warnings))
 
     # ---- HTTP --------------------------------------------------------------------------
 
@@ -139,35 +170,111 @@ class ServerMetricsProbe(Probe):
             except httpx.ConnectError as e:
                 raise ServerMetricsError(_connect_message(url, e)) from None
             except httpx.HTTPError as e:
-                raise ServerMetricsError(f"{url}: {type(e).__name__}: {e}") from None
+                raise ServerMetricsError(clean(f"{url}: {type(e).__name__}: {e}"[:300])) from None
         raise ServerMetricsError(f"{self.url}: more than {MAX_REDIRECTS} redirects")
 
     def _redirect_target(self, url: str, location: str) -> str:
         target = urljoin(url, location)
         if urlsplit(target).netloc.lower() != urlsplit(url).netloc.lower():
             raise ServerMetricsError(
-                f"{url} redirects to another host ({target}); pass that URL with --url "
+                f"{url} redirects to another host ({clean(target[:200])}); pass that URL with --url "
                 "if it is right")
         return target
 
     async def _read_capped(self, resp: "httpx.Response", url: str) -> bytes:
+        """The body, decoded, never more than ``max_bytes`` in memory.
+
+        The raw stream is decompressed here, in steps, instead of by httpx
+        (``aiter_bytes``), which inflates each whole network chunk before any cap can look
+        at it: a 64 KB gzip chunk of zeros is 64 MB.
+        """
         limit = self.max_bytes
-        too_big = ServerMetricsError(
-            f"response larger than {limit / 1_000_000:g} MB from {url}: not a metrics page?")
         declared = resp.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            raise too_big
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in resp.aiter_bytes():
-            size += len(chunk)
-            if size > limit:
-                raise too_big
-            chunks.append(chunk)
-        return b"".join(chunks)
+            raise _too_big(limit, url)
+        if resp.is_stream_consumed:  # an in-memory response (httpx.MockTransport in tests)
+            if len(resp.content) > limit:
+                raise _too_big(limit, url)
+            return resp.content
+        body = await _inflate_capped(resp, limit, url)
+        if body is None:
+            # raised here, after the reading frame is gone: an exception raised inside it
+            # would keep its buffers, decoder and network chunk alive through the
+            # traceback cycles of the async context managers until a gc pass
+            raise _too_big(limit, url)
+        return body
 
     def _timeout_message(self) -> str:
         return f"no answer from {self.url} within {self.timeout:g} s (server busy or hung?)"
+
+
+def _too_big(limit: int, url: str) -> ServerMetricsError:
+    return ServerMetricsError(
+        f"response larger than {limit / 1_000_000:g} MB from {url}: not a metrics page?")
+
+
+class _Inflate:
+    """Content-Encoding decoder with an output cap: identity, gzip or deflate."""
+
+    def __init__(self, encoding: str) -> None:
+        self.encoding = encoding
+        self._z: Any = None
+        if encoding in ("gzip", "x-gzip"):
+            self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif encoding == "deflate":
+            self._z = zlib.decompressobj()
+        self._first = True
+
+    def feed(self, data: bytes, out: bytearray, limit: int) -> bool:
+        """Append ``data`` decoded to ``out``; True as soon as ``out`` passes ``limit``.
+        Inflated in steps of at most STEP bytes, so the transient copies stay small."""
+        if self._z is None:
+            out += data
+            return len(out) > limit
+        while data:
+            try:
+                piece = self._z.decompress(data, min(STEP, limit - len(out) + 1))
+            except zlib.error:
+                if self.encoding == "deflate" and self._first:  # raw deflate, no zlib header
+                    self._z, self._first = zlib.decompressobj(-zlib.MAX_WBITS), False
+                    continue
+                raise ServerMetricsError(f"corrupt {self.encoding} body") from None
+            self._first = False
+            out += piece
+            if len(out) > limit:
+                return True
+            data = self._z.unconsumed_tail
+            if self._z.eof:
+                break
+        return False
+
+    def finish(self, out: bytearray, limit: int) -> bool:
+        if self._z is not None:
+            try:
+                out += self._z.flush(limit - len(out) + 1)
+            except zlib.error:
+                raise ServerMetricsError(f"corrupt {self.encoding} body") from None
+        return len(out) > limit
+
+
+async def _inflate_capped(resp: "httpx.Response", limit: int, url: str) -> bytes | None:
+    """The decoded body, or None when it would pass ``limit`` (reading stops there)."""
+    decoder = _decoder(resp.headers.get("content-encoding", ""), url)
+    out = bytearray()
+    async for raw in resp.aiter_raw():
+        if decoder.feed(raw, out, limit):
+            return None
+    if decoder.finish(out, limit):
+        return None
+    return bytes(out)
+
+
+def _decoder(content_encoding: str, url: str) -> _Inflate:
+    enc = content_encoding.strip().lower()
+    if enc in ("", "identity", "gzip", "x-gzip", "deflate"):
+        return _Inflate(enc)
+    raise ServerMetricsError(f"{url} answered with Content-Encoding {clean(enc[:40])!r}, "
+                             "which infertop does not decode (gzip and deflate only)")
 
 
 def refused_message(url: str) -> str:
@@ -183,11 +290,12 @@ def _connect_message(url: str, err: BaseException) -> str:
         e = e.__cause__ or e.__context__
     if e is not None or "refused" in str(err).lower():
         return refused_message(url)
-    return f"cannot connect to {url}: {err or type(err).__name__}"
+    return clean(f"cannot connect to {url}: {err or type(err).__name__}")
 
 
 def _status_message(url: str, status: int, body: bytes) -> str:
-    snippet = " ".join(body[:400].decode("utf-8", errors="replace").split())[:120]
+    # the body is the server's (or anyone's on that port): made terminal-safe here
+    snippet = clean(" ".join(body[:400].decode("utf-8", errors="replace").split())[:120])
     fix = ""
     low = snippet.lower()
     if "--metrics" in low or (status == 501 and "metrics" in low):

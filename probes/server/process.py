@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from infertop.keys import SPECS
 from infertop.model import Capability, Reading, Sample, Status, make_labels
+from infertop.textclean import clean
 
 from infertop.probes.server import discovery
 from infertop.pidmap import map_gpu_pids  # noqa: F401  (re-exported)
@@ -54,7 +55,7 @@ def read_comm(pid: int, tid: int, proc: str = "/proc") -> str | None:
     """A thread's OS name (prctl/pthread_setname_np), or None if the thread is gone."""
     try:
         with open(f"{proc}/{pid}/task/{tid}/comm", "rb") as f:
-            return f.read().decode("utf-8", "replace").rstrip("\n")
+            return clean(f.read(64).decode("utf-8", "replace").rstrip("\n"))
     except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
         return None
     except PermissionError:
@@ -328,8 +329,8 @@ class ProcessProbe(BlockingProbe):
             threads, thr_denied = get(p.threads) if self.max_threads else ([], False)
         except psutil.NoSuchProcess:  # includes ZombieProcess: gone is gone
             return None
-        name = name or ""
-        argv = clean_cmdline(argv)
+        name = clean(name or "")
+        argv = clean_cmdline(argv)   # secrets redacted, escapes made visible
         kind, role = classify(name, argv)
         if not role:
             role = "server" if pid == server.pid else "helper"

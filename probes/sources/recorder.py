@@ -41,6 +41,17 @@ def default_recording_path(now: float | None = None) -> Path:
     return d / f"infertop-{stamp}.jsonl.gz"
 
 
+def _private(path: str, flags: int) -> int:
+    """Open for writing as 0600, like captures: a recording holds the server's command
+    lines, settings and model names.  fchmod: an existing file keeps no wider mode."""
+    fd = os.open(path, flags, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    except OSError:
+        pass  # a file system without modes (a mounted share): nothing to narrow
+    return fd
+
+
 class Recorder:
     def __init__(self, path: str | os.PathLike, header: dict, *, gzip: bool | None = None,
                  max_bytes: int | None = None, keep: int | None = None) -> None:
@@ -60,7 +71,7 @@ class Recorder:
 
     async def _open(self) -> None:
         try:
-            self._f = await aiofiles.open(self.path, "wb", buffering=0)
+            self._f = await aiofiles.open(self.path, "wb", buffering=0, opener=_private)
         except OSError as e:
             raise RecordingError(f"cannot write {self.path}: {e.strerror or e}") from None
         self._z = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS) if self.gzip else None

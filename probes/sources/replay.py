@@ -1,7 +1,8 @@
 """Replaying a recording: the same Snapshots again, with a position you can move.
 
-The whole file is read once (gzip or plain; a cut-short last line is dropped), lines are
-indexed by their time without parsing, and a Snapshot is decoded when it is asked for.
+The file is streamed once to index its lines (gzip or plain; a cut-short last line is
+dropped; recording_file.py), never held whole: lines are indexed by their time without
+parsing, read back from the file and decoded when asked for.
 Nothing derived was recorded: the app feeds the raw Snapshots to a fresh History, so rates,
 quantiles and findings come from today's code.  After a seek, ``snapshots_until`` gives the
 Snapshots the app needs to rebuild its History up to the new position.
@@ -15,22 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from infertop.model import Capability, Snapshot
-from infertop.recording import Decoded, RecordingError, decode, decode_snapshot
+from infertop.recording import RecordingError, decode_snapshot
+
+from infertop.probes.sources.recording_file import RecordingFile
 
 from infertop.probes.sources.source import SnapshotSource
-
-
-def read_recording(path: str | os.PathLike) -> Decoded:
-    p = Path(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise RecordingError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise RecordingError(f"{p}: is a directory, not a recording") from None
-    except OSError as e:
-        raise RecordingError(f"{p}: cannot read: {e.strerror or e}") from None
-    return decode(data, p.name)
 
 
 class ReplaySource(SnapshotSource):
@@ -46,8 +36,11 @@ class ReplaySource(SnapshotSource):
             raise ValueError("speed must be > 0")
         self.speed = float(speed)
         self.path = Path(path)
-        self._dec = read_recording(self.path)
-        if not self._dec.lines:
+        # streamed and indexed, never held whole (recording_file.py): days-long files and
+        # gzip bombs cost the index, not the file
+        self._dec = RecordingFile(self.path)
+        if not len(self._dec):
+            self._dec.close()
             raise RecordingError(f"{self.path.name}: the recording holds no snapshot")
         self.header: dict = self._dec.header
         self.truncated = self._dec.truncated
@@ -65,12 +58,12 @@ class ReplaySource(SnapshotSource):
 
     # ---- where we are --------------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self._dec.lines)
+        return len(self._dec)
 
     @property
     def length(self) -> int:
         """Snapshots in the recording."""
-        return len(self._dec.lines)
+        return len(self._dec)
 
     @property
     def wall_interval(self) -> float:
@@ -117,10 +110,10 @@ class ReplaySource(SnapshotSource):
         snap = self._cache.get(index)
         if snap is None:
             try:
-                snap = decode_snapshot(self._dec.lines[index])
+                snap = decode_snapshot(self._dec.line(index))
             except RecordingError as e:
                 raise RecordingError(f"{self.path.name}: snapshot {index + 1}: {e}") from None
-            if len(self._cache) > 256:
+            if len(self._cache) > 64:
                 self._cache.clear()
             self._cache[index] = snap
         return snap
