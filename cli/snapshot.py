@@ -18,7 +18,8 @@ def snapshot_json(frame) -> dict[str, Any]:
     layers = {name: {"readings": [r.to_dict() for r in readings]}
               for name, readings in frame.layers().items()}
     return {"time": frame.snapshot.time, "version": __version__,
-            "sources": sources_status(frame), "layers": layers,
+            "sources": sources_status(frame),
+            "unreachable": frame.unreachable_servers(), "layers": layers,
             "findings": [f.to_dict() for f in frame.findings]}
 
 
@@ -33,8 +34,11 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     for name, st in sources_status(frame).items():
         if st["status"] in ("error", "stale"):   # say it on stderr too: scripts see it
             print(f"infertop: {name}: {st['reason']}", file=sys.stderr)
+    unreachable = frame.unreachable_servers()
+    if unreachable:
+        bad = "; ".join(f"{n}: {why}" for n, why in unreachable.items())
+        print(f"infertop: server unreachable ({bad})", file=sys.stderr)
     if not frame.sources_ok():
         bad = "; ".join(f"{n}: {s['reason']}" for n, s in sources_status(frame).items())
         print(f"infertop: no source could be read ({bad})", file=sys.stderr)
-        return EXIT_NO_SOURCE
-    return EXIT_OK
+    return EXIT_NO_SOURCE if unreachable or not frame.sources_ok() else EXIT_OK

@@ -37,9 +37,14 @@ def make_source(args: argparse.Namespace):
 def make_live_source(args: argparse.Namespace):
     from infertop.probes.sources.hub import Hub, deadline_for
     from infertop.probes.server.process import ProcessProbe
-    from infertop.probes.server.metrics import ServerMetricsProbe
+    from infertop.probes.server.metrics import ServerMetricsProbe, normalize_url
 
     urls = list(args.url or [])
+    for u in urls:   # a URL that can never be read is the user's to fix: say so at once
+        try:
+            normalize_url(u)
+        except ValueError as e:
+            raise UsageError(f"--url: {e}") from None
     probes: list = []
     if not args.no_gpu:
         from infertop.probes.nvml.probe import NvmlProbe
