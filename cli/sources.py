@@ -116,4 +116,9 @@ def sources_status(frame) -> dict[str, dict[str, str]]:
             out[name] = {"status": "unavailable", "reason": cap.reason}
     for name, s in snap.samples.items():
         out[name] = {"status": s.status.value, "reason": s.reason}
+        server = s.meta.get("server")
+        if isinstance(server, dict) and server.get("found_by"):
+            # the process tree is a name search's guess, not --url's port owner
+            out[name]["found_by"] = server["found_by"]
+            out[name]["reason"] = s.reason or str(server.get("reason", ""))
     return out

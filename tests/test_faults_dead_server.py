@@ -196,3 +196,23 @@ def test_last_good_values_of_a_dead_server_are_shown_stale_not_live():
     # back up: live again, nothing stale left
     frame = f.pipe.feed(make_tick(f.t + 1, good_tick(11)))
     assert frame.stale == [] and frame.by_key("kv.usage_ratio")[0].status is Status.OK
+
+
+def test_a_tree_found_by_name_for_a_url_says_so_on_the_screen():
+    from helpers.panes import pane_text
+    from infertop.model import Sample, Snapshot
+    from infertop.pipeline import Pipeline
+    from infertop.probes.server.process import _reading
+    info = _reading("process.info", 1.0, {"pid": 42, "ppid": 1, "name": "python",
+                                          "role": "api_server", "kind": "vllm"}, text="vllm serve")
+    meta = {"server": {"pid": 42, "kind": "vllm", "name": "python", "port": 8000,
+                       "found_by": "name, not port",
+                       "reason": "found by name, not by port: port 9 is held by a process "
+                                 "we cannot inspect"}}
+    snap = Snapshot(1000.0, {"process": Sample("process", 1000.0, (info,), meta=meta)})
+    frame = Pipeline().feed(snap)
+    text = pane_text("scheduling", frame)
+    assert "found by name, not by port" in text and "42" in text
+    from cli.snapshot import snapshot_json
+    st = snapshot_json(frame)["sources"]["process"]
+    assert st["found_by"] == "name, not port" and st["reason"].startswith("found by name")
