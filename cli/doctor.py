@@ -9,7 +9,7 @@ import sys
 from infertop import __version__
 
 from .errors import UsageError
-from .sources import make_pipeline, make_source, sample_window, sources_status
+from .sources import make_pipeline, make_source, no_snapshot, sample_window, sources_status
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -19,7 +19,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     pipeline = make_pipeline(args)
     frame = asyncio.run(sample_window(source, pipeline, args.duration, args.interval))
     if frame is None:
-        raise UsageError("the source produced no snapshot (empty recording?)")
+        raise no_snapshot(source)
     desc = source.describe()
     where = f" on {desc['host']}" if desc.get("host") else ""
     unreachable = frame.unreachable_servers()
@@ -32,7 +32,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             "unchecked": pipeline.diagnoser.missing_inputs(pipeline.history),
             "rules_total": len(all_rules()), "gpu_off": gpu_off(frame),
             "unreachable": unreachable}
-    print(render_report(frame.findings, frame.layers(), args.format, meta))
+    print(render_report(frame.findings, frame.layers(), args.format, meta), flush=True)
     for name, why in unreachable.items():   # stderr too: a cron job's log shows it
         print(f"infertop: server unreachable: {name}: {why}", file=sys.stderr)
     return exit_code(frame.findings, frame.sources_ok(), unreachable)

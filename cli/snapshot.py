@@ -11,7 +11,7 @@ from typing import Any
 from infertop import __version__
 
 from .errors import EXIT_NO_SOURCE, EXIT_OK, UsageError
-from .sources import make_pipeline, make_source, sample_window, sources_status
+from .sources import make_pipeline, make_source, no_snapshot, sample_window, sources_status
 
 
 def snapshot_json(frame) -> dict[str, Any]:
@@ -29,8 +29,9 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     interval = args.interval
     frame = asyncio.run(sample_window(source, pipeline, args.window, interval))
     if frame is None:
-        raise UsageError("the source produced no snapshot (empty recording?)")
-    print(json.dumps(snapshot_json(frame), indent=1, allow_nan=False, default=str))
+        raise no_snapshot(source)
+    print(json.dumps(snapshot_json(frame), indent=1, allow_nan=False, default=str),
+          flush=True)   # inside main's try: `| head` is a handled BrokenPipeError
     for name, st in sources_status(frame).items():
         if st["status"] in ("error", "stale"):   # say it on stderr too: scripts see it
             print(f"infertop: {name}: {st['reason']}", file=sys.stderr)

@@ -108,6 +108,15 @@ async def sample_window(source, pipeline, window: float, interval: float):
     return frame
 
 
+def no_snapshot(source) -> UsageError:
+    """The error for a source that ended before its first tick."""
+    skipped = getattr(source, "skipped", 0)
+    if skipped:
+        return UsageError(f"every snapshot line of the recording is corrupt ({skipped} "
+                          "skipped): not an infertop recording, or damaged")
+    return UsageError("the source produced no snapshot (empty recording?)")
+
+
 def sources_status(frame) -> dict[str, dict[str, str]]:
     out = {}
     snap = frame.snapshot

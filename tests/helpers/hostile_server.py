@@ -10,6 +10,7 @@ that goes down, or starts answering garbage).  Modes:
     html     HTTP 200 with an HTML page (the URL is a web page, not /metrics)
     hang     accepts, reads the request, never answers (until the server stops)
     dup      a valid page with one series written twice (the first scrape only: ``dup_once``)
+    nanhist  a valid page plus a TTFT histogram whose bucket counts are NaN and +Inf
 
 Bounded: a hanging handler waits on an Event that ``stop`` sets, so nothing outlives the
 test.  ``closed_port()`` returns a loopback port with nothing listening on it.
@@ -49,6 +50,17 @@ def exposition(n: int, *, dup: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
+NAN_HISTOGRAM = """\
+# HELP vllm:time_to_first_token_seconds TTFT.
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{le="0.1",model_name="m"} NaN
+vllm:time_to_first_token_seconds_bucket{le="1.0",model_name="m"} +Inf
+vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"} NaN
+vllm:time_to_first_token_seconds_count{model_name="m"} NaN
+vllm:time_to_first_token_seconds_sum{model_name="m"} +Inf
+"""
+
+
 class HostileServer:
     def __init__(self, mode: str) -> None:
         self.mode = mode
@@ -74,8 +86,10 @@ class HostileServer:
                 if mode == "html":
                     return self._send(200, "text/html", "<html><body>hello</body></html>")
                 dup = mode == "dup" or (outer.dup_once and outer.scrapes == 1)
-                return self._send(200, "text/plain; version=0.0.4",
-                                  exposition(outer.scrapes, dup=dup))
+                page = exposition(outer.scrapes, dup=dup)
+                if mode == "nanhist":
+                    page += NAN_HISTOGRAM
+                return self._send(200, "text/plain; version=0.0.4", page)
 
             def _send(self, code: int, ctype: str, body: str) -> None:
                 data = body.encode()
