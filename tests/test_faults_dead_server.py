@@ -190,6 +190,8 @@ def test_last_good_values_of_a_dead_server_are_shown_stale_not_live():
     assert kv[0].value == 0.4 and "connection refused" in kv[0].reason and "s old" in kv[0].reason
     rate = frame.by_key("throughput.generation_tokens_per_second")
     assert rate and all(r.status is Status.STALE for r in rate)
+    from helpers.panes import pane_text
+    assert "40 %*" in pane_text("memory", frame, width=100, height=20)   # marked stale
     # the rules never see them: no finding is kept alive on old values
     assert not any(r.status is Status.OK for r in frame.all_readings()
                    if r.label("instance") == "local")
