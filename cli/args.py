@@ -33,6 +33,16 @@ def _ratio(text: str) -> float:
     return v
 
 
+def _port(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}")
+    if not 0 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port is 0..65535, not {v}")
+    return v
+
+
 def add_source_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("sources")
     g.add_argument("--url", action="append", default=[], metavar="URL",
@@ -152,7 +162,7 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
     elif cmd == "demo-server":
         p.description = "Serve a scenario's metrics over HTTP like a real server."
         p.add_argument("name", nargs="?", default="healthy")
-        p.add_argument("--port", type=int, default=8000)
+        p.add_argument("--port", type=_port, default=8000, help="0: any free port")
         p.add_argument("--host", default="127.0.0.1")
         p.add_argument("--dialect", choices=("vllm", "sglang", "llamacpp", "tgi", "dcgm"),
                        default=None, help="dcgm: the GPUs' dcgm-exporter page")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .errors import EXIT_OK, UsageError
 
@@ -28,4 +29,7 @@ def cmd_demo_list() -> int:
     for sc in catalogue():
         layer = getattr(sc.layer, "value", sc.layer)
         print(f"{sc.name:30} {layer:12} {sc.title}")
+    # flush here, inside main's try: a pipe reader that left (`| head -1`) is then a
+    # BrokenPipeError main handles, not one at interpreter exit (a traceback, exit 120)
+    sys.stdout.flush()
     return EXIT_OK

@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 
 from infertop import __version__
+from infertop.textclean import clean
 
 from .errors import UsageError
-from .sources import make_pipeline, make_source, sample_window, sources_status
+from .sources import make_pipeline, make_source, no_snapshot, sample_window, sources_status
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from infertop.report import episodes, exit_code, render_report
+    from infertop.rules.registry import all_rules
     source = make_source(args)
-    pipeline = make_pipeline(args)
+    pipeline = make_pipeline(args, source)
     frame = asyncio.run(sample_window(source, pipeline, args.duration, args.interval,
                                       getattr(args, "speed", None)))
     if frame is None:
-        raise UsageError("the source produced no snapshot (empty recording?)")
+        raise no_snapshot(source)
     desc = source.describe()
     where = f" on {desc['host']}" if desc.get("host") else ""
+    unreachable = frame.unreachable_servers()
     meta = {"version": __version__, "source": f"{desc.get('source')} {desc.get('label', '')}{where}",
             "sources": {n: st["status"] if st["status"] == "ok" else f"{st['status']}: {st['reason']}"
                         for n, st in sources_status(frame).items()},
@@ -29,6 +33,24 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             "any_source_ok": frame.sources_ok(),
             "unchecked": pipeline.diagnoser.missing_inputs(pipeline.history),
             # the whole window, not only its last tick: every raise and clear of the run
-            "episodes": episodes(pipeline.diagnoser.events, frame.findings)}
-    print(render_report(frame.findings, frame.layers(), args.format, meta))
-    return exit_code(frame.findings, frame.sources_ok())
+            "episodes": episodes(pipeline.diagnoser.events, frame.findings),
+            "rules_total": len(getattr(pipeline.diagnoser, "scope", None) or all_rules())
+            if not getattr(source, "fleet", False) else len(all_rules()), "gpu_off": gpu_off(frame),
+            "unreachable": unreachable}
+    print(render_report(frame.findings, frame.layers(), args.format, meta), flush=True)
+    for name, why in unreachable.items():   # stderr too: a cron job's log shows it
+        print(clean(f"infertop: server unreachable: {name}: {why}"), file=sys.stderr)
+    return exit_code(frame.findings, frame.sources_ok(), unreachable)
+
+
+def gpu_off(frame) -> str:
+    """Why this run has no GPU readings ("" when NVML answered)."""
+    cap = frame.snapshot.capabilities.get("nvml")
+    if cap is not None and not cap.available:
+        return f"no NVML ({cap.reason})" if cap.reason else "no NVML"
+    s = frame.snapshot.samples.get("nvml")
+    if s is None:
+        return "no NVML"
+    if s.status.value == "error":
+        return f"NVML failed ({s.reason})"
+    return ""

@@ -23,7 +23,8 @@ def run_tui(source, args: argparse.Namespace) -> int:
     except UnknownTheme as e:
         raise UsageError(str(e)) from None
     app.run()
-    return getattr(app, "exit_code", None) or 0
+    # Textual's status: 1 after a crash in the app, 128+N after signal N (app.py)
+    return app.return_code or 0
 
 
 def nothing_live(source) -> bool:

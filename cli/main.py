@@ -74,6 +74,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as e:
         print(clean(f"infertop: {e}"), file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # `infertop demo --list | head`: the reader left, not an error
+        # (before `except Exception`, which would re-raise it as a traceback)
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except Exception as e:  # the known one-line errors of scenarios, recordings, servers
         if type(e).__name__ in ("RecordingError", "ScenarioError", "DemoServerError",
                                 "ConfigError", "CaptureError"):
@@ -82,10 +87,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # `infertop demo --list | head`: the reader left, not an error
-        import os
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
 
 
 if __name__ == "__main__":

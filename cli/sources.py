@@ -60,10 +60,15 @@ def is_fleet_args(args: argparse.Namespace) -> bool:
 def make_live_source(args: argparse.Namespace):
     from infertop.probes.sources.hub import Hub, deadline_for
     from infertop.probes.server.process import ProcessProbe
-    from infertop.probes.server.metrics import ServerMetricsProbe
+    from infertop.probes.server.metrics import ServerMetricsProbe, normalize_url
 
     urls = list(args.url or [])
-    from infertop.probes.sources.fleet_hub import FleetHub, fleet_nodes
+    from infertop.probes.sources.fleet_hub import FleetHub, fleet_nodes, split_node
+    for u in urls:   # a URL that can never be read is the user's to fix: say so at once
+        try:
+            normalize_url(split_node(u)[1])
+        except ValueError as e:
+            raise UsageError(f"--url: {e}") from None
     nodes = fleet_nodes(urls)
     if nodes:   # remote hosts or NAME=URL: a fleet read directly, no local probes
         if args.pid:
@@ -115,7 +120,7 @@ def make_pipeline(args: argparse.Namespace, source=None):
     if is_fleet_args(args) or getattr(source, "fleet", False):
         from infertop.fleet import FleetPipeline, diagnoser_factory
         return FleetPipeline(diagnoser_factory(cfg), window=cfg.diagnosis.window)
-    return Pipeline(Diagnoser(cfg), window=cfg.diagnosis.window)
+    return Pipeline(Diagnoser(cfg, fleet=False), window=cfg.diagnosis.window)
 
 
 def pace_of(source, interval: float, speed: float | None) -> float:
@@ -150,6 +155,15 @@ async def sample_window(source, pipeline, window: float, interval: float,
     return frame
 
 
+def no_snapshot(source) -> UsageError:
+    """The error for a source that ended before its first tick."""
+    skipped = getattr(source, "skipped", 0)
+    if skipped:
+        return UsageError(f"every snapshot line of the recording is corrupt ({skipped} "
+                          "skipped): not an infertop recording, or damaged")
+    return UsageError("the source produced no snapshot (empty recording?)")
+
+
 def sources_status(frame) -> dict[str, dict[str, str]]:
     out = {}
     snap = frame.snapshot
@@ -158,4 +172,9 @@ def sources_status(frame) -> dict[str, dict[str, str]]:
             out[name] = {"status": "unavailable", "reason": cap.reason}
     for name, s in snap.samples.items():
         out[name] = {"status": s.status.value, "reason": s.reason}
+        server = s.meta.get("server")
+        if isinstance(server, dict) and server.get("found_by"):
+            # the process tree is a name search's guess, not --url's port owner
+            out[name]["found_by"] = server["found_by"]
+            out[name]["reason"] = s.reason or str(server.get("reason", ""))
     return out

@@ -366,9 +366,13 @@ def _coerce(key: str, kind: str, raw: Any) -> Any:
     # numbers: TOML booleans are not numbers here, though Python says they are ints
     if isinstance(raw, bool) or not isinstance(raw, (int, float)):
         raise bad()
+    # TOML integers are unbounded: 10**400 overflows float(), 10**30 a deque's maxlen
+    if isinstance(raw, int) and abs(raw) > MAX_NUMBER:
+        raise ConfigError(f"{key}: {str(raw)[:20]}… is too large (at most {MAX_NUMBER:g})")
     v = float(raw)
-    if v != v:  # NaN
-        raise bad()
+    if v != v or abs(v) > MAX_NUMBER:  # NaN, inf, or a number no setting means
+        raise bad() if v != v else ConfigError(
+            f"{key}: {raw!r} is too large (at most {MAX_NUMBER:g})")
     if kind == "ratio" and not 0.0 <= v <= 1.0:
         raise bad()
     if kind in ("seconds", "bytes") and v < 0:
@@ -382,6 +386,9 @@ def _coerce(key: str, kind: str, raw: Any) -> Any:
             raise bad()
         return int(v)
     return v
+
+
+MAX_NUMBER = 1e15   # above any real threshold (bytes included); keeps every use in range
 
 
 def _check_codes(key: str, codes: tuple[str, ...]) -> None:

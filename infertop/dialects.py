@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from .keys import SPECS
-from .model import Kind, Reading, make_labels
+from .model import Kind, Reading, Status, make_labels
 from .promtext import Family, ParseError, parse
 from .units import natural_key
 
@@ -82,6 +82,7 @@ class _Acc:
     buckets: dict[float, float] = field(default_factory=dict)
     hist_sum: float = 0.0
     fraction: bool = False
+    invalid: str = ""     # why the server's values cannot be used (NaN, Inf): never "ok"
 
 
 @dataclass
@@ -258,6 +259,8 @@ def _apply(ctx: _Ctx, rule: FamilyMap, fam: Family) -> None:
 
 
 def _add(a: _Acc, v: float) -> None:
+    if not math.isfinite(v) and not a.invalid:
+        a.invalid = f"the server reported {_spell(v)}"
     if a.n == 0:
         a.value = v
     elif a.agg == "max":
@@ -283,6 +286,8 @@ def _apply_histogram(ctx: _Ctx, rule: FamilyMap, fam: Family) -> None:
                 continue
             a = _acc(ctx, rule, _rule_labels(ctx, rule, lab), Kind.HISTOGRAM)
             a.buckets[le] = a.buckets.get(le, 0.0) + s.value
+            if not math.isfinite(s.value) and not a.invalid:
+                a.invalid = f"bucket le={le_text} is {_spell(s.value)}"
         elif name.endswith("_sum"):
             a = _acc(ctx, rule, _rule_labels(ctx, rule, s.labels), Kind.HISTOGRAM)
             a.hist_sum += s.value
@@ -290,6 +295,27 @@ def _apply_histogram(ctx: _Ctx, rule: FamilyMap, fam: Family) -> None:
             a = _acc(ctx, rule, _rule_labels(ctx, rule, s.labels), Kind.HISTOGRAM)
             a.value += s.value
             a.n += 1
+            if not math.isfinite(s.value) and not a.invalid:
+                a.invalid = f"_count is {_spell(s.value)}"
+
+
+def _spell(v: float) -> str:
+    return "NaN" if v != v else ("+Inf" if v > 0 else "-Inf")
+
+
+def _histogram_problem(buckets: list[tuple[float, float]]) -> str:
+    """Why cumulative buckets are not a histogram ("" when they are): counts must not
+    fall as the bound grows, nor be negative.  Quantiles of such buckets would be
+    nonsense shown as fact."""
+    prev_le, prev = None, 0.0
+    for le, c in buckets:
+        if c < 0:
+            return f"bucket le={le:g} is negative ({c:g})"
+        if c < prev:
+            return (f"bucket counts decrease (le={prev_le:g}: {prev:g}, "
+                    f"le={le:g}: {c:g})")
+        prev_le, prev = le, c
+    return ""
 
 
 def _finish(ctx: _Ctx) -> list[Reading]:
@@ -303,8 +329,19 @@ def _finish(ctx: _Ctx) -> list[Reading]:
             count = a.value if a.n else (buckets[-1][1] if buckets else 0.0)
             if not buckets or not math.isinf(buckets[-1][0]):
                 buckets.append((math.inf, count))
+            problem = a.invalid or _histogram_problem(buckets) or \
+                ("" if math.isfinite(a.hist_sum) else f"_sum is {_spell(a.hist_sum)}")
+            if problem:
+                out.append(Reading(key, None, spec.unit, labels, Status.ERROR,
+                                   f"invalid histogram from the server: {problem}",
+                                   kind=Kind.HISTOGRAM))
+                continue
             out.append(Reading(key, count, spec.unit, labels, kind=Kind.HISTOGRAM,
                                buckets=tuple(buckets), hist_sum=a.hist_sum))
+            continue
+        if a.invalid:
+            out.append(Reading(key, None, spec.unit, labels, Status.ERROR,
+                               f"invalid value: {a.invalid}", kind=spec.kind))
             continue
         value = a.value
         if a.fraction and value > 1.0 and value <= 100.0:

@@ -23,9 +23,6 @@ from .model import Capability, Reading, Sample, Snapshot, Status, make_labels
 from .pipeline import Frame, Pipeline
 from .units import natural_key
 
-FLEET_CODE_PREFIX = "FLT-"
-
-
 def node_of(name: str, sample: Sample | None = None) -> str | None:
     """The node of a fleet sample: ``meta["node"]``, else the part after ``@``."""
     if sample is not None and sample.meta.get("node"):
@@ -230,9 +227,7 @@ def diagnoser_factory(config=None) -> Callable[[bool], object]:
     from .rules.engine import Diagnoser
 
     def make(fleet: bool):
-        d = Diagnoser(config)
-        d.rules = tuple(r for r in d.rules if r.code.startswith(FLEET_CODE_PREFIX) == fleet)
-        return d
+        return Diagnoser(config, fleet=fleet)
     return make
 
 

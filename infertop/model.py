@@ -122,7 +122,7 @@ class Reading:
         if self.text is not None:
             d["text"] = self.text
         if self.buckets is not None:
-            d["buckets"] = [[_num_out(le), c] for le, c in self.buckets]
+            d["buckets"] = [[_num_out(le), _num_out(c)] for le, c in self.buckets]
         if self.hist_sum is not None:
             d["sum"] = _num_out(self.hist_sum)
         return d
@@ -139,7 +139,7 @@ class Reading:
             reason=str(d.get("reason", "")),
             kind=Kind(d.get("kind", "gauge")),
             text=d.get("text"),
-            buckets=tuple((_num_in(le), float(c)) for le, c in buckets) if buckets else None,
+            buckets=tuple((_num_in(le), _num_in(c)) for le, c in buckets) if buckets else None,
             hist_sum=_num_in(d.get("sum")),
         )
 

@@ -29,6 +29,10 @@ class Frame:
     history: History
     findings: list[Finding] = field(default_factory=list)
     window: float = 60.0
+    # the last good readings of a source that stopped answering, marked STALE with their
+    # age: drawn dimmed, never as live (rules do not see them: a dead server is judged
+    # by SRV rules, not on old values)
+    stale: list[Reading] = field(default_factory=list)
     _all: list[Reading] | None = field(default=None, repr=False, compare=False)
     _index: dict[str, list[Reading]] | None = field(default=None, repr=False, compare=False)
 
@@ -37,7 +41,8 @@ class Frame:
         quantiles; raw cumulative counters and histogram buckets stay in History."""
         if self._all is None:
             self._all = [r for r in self.snapshot.readings()
-                         if r.kind not in (Kind.COUNTER, Kind.HISTOGRAM)] + self.derived
+                         if r.kind not in (Kind.COUNTER, Kind.HISTOGRAM)] + self.derived + \
+                [r for r in self.stale if r.kind not in (Kind.COUNTER, Kind.HISTOGRAM)]
         return self._all
 
     def by_key(self, key: str) -> list[Reading]:
@@ -60,11 +65,36 @@ class Frame:
         return [f for f in self.findings if f.layer is layer]
 
     def sources_ok(self) -> bool:
-        """At least one source read something of the server or its GPUs this tick (exit
-        code 3 otherwise).  The host's own CPU and memory alone do not count: they are
-        always there, even when infertop found nothing it was asked to watch."""
-        return any(s.status is Status.OK and any(not r.key.startswith("host.") for r in s.readings)
-                   for s in self.snapshot.samples.values())
+        """At least one source read the server or its GPUs this tick (exit code 3
+        otherwise).  The host's CPU and memory and the process tree alone do not count:
+        they are there even when the server infertop was asked to watch is dead."""
+        return any(s.status is Status.OK and name not in HOST_SOURCES and
+                   any(not r.key.startswith("host.") for r in s.readings)
+                   for name, s in self.snapshot.samples.items())
+
+    def unreachable_servers(self) -> dict[str, str]:
+        """Server sources (``server:*``) that could not be read this tick -> why: an
+        error, a bad URL (unavailable), or no answer yet at all."""
+        return unreachable_servers(self.snapshot)
+
+
+# sources about the host and the server's processes: readable whether or not the server
+# answers, so they never make a run "healthy" on their own
+HOST_SOURCES = frozenset({"process"})
+SERVER_PREFIX = "server:"
+
+
+def unreachable_servers(snap: Snapshot) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, cap in snap.capabilities.items():
+        if name.startswith(SERVER_PREFIX) and not cap.available:
+            out[name] = cap.reason or "unavailable"
+    for name, s in snap.samples.items():
+        if not name.startswith(SERVER_PREFIX):
+            continue
+        if s.status is Status.ERROR or (s.status is Status.STALE and not s.readings):
+            out[name] = s.reason or s.status.value
+    return out
 
 
 class Pipeline:
@@ -82,10 +112,15 @@ class Pipeline:
         self._derive_opts: dict[str, Any] = {} if th is None else {
             "error_reasons": th.error_reasons, "event_window": th.error_event_window}
         self.timeline: Any = None   # the source's epoch: a new demo scenario starts over
+        # per source: (time, raw readings) of its last OK tick; per server instance: the
+        # derived readings of that tick (shown STALE while the source is down)
+        self._last_good: dict[str, tuple[float, tuple[Reading, ...]]] = {}
+        self._last_derived: dict[str, list[Reading]] = {}
 
     def reset(self) -> None:
         """Forget everything (a replay seek backwards rebuilds from the start)."""
         self.history = History(max_points=self.history.max_points)
+        self._last_good, self._last_derived = {}, {}
         if self.diagnoser is not None and hasattr(self.diagnoser, "reset"):
             self.diagnoser.reset()
 
@@ -100,4 +135,31 @@ class Pipeline:
         self.history.add_readings(snap.time, derived)
         findings = (self.diagnoser.evaluate(self.history, snap, derived)
                     if self.diagnoser is not None else [])
-        return Frame(snap, derived, self.history, findings, self.window)
+        return Frame(snap, derived, self.history, findings, self.window,
+                     stale=self._stale_last_good(snap, derived))
+
+    def _stale_last_good(self, snap: Snapshot, derived: list[Reading]) -> list[Reading]:
+        """Remember each source's last good tick; for a source in ERROR now, its last
+        good readings (and, for a server, the rates and quantiles of that tick) marked
+        STALE with their age, for as long as History keeps series (expire_after)."""
+        out: list[Reading] = []
+        for name, s in snap.samples.items():
+            instance = name[len(SERVER_PREFIX):] if name.startswith(SERVER_PREFIX) else None
+            if s.status is Status.OK:
+                self._last_good[name] = (snap.time, s.readings)
+                if instance is not None:
+                    self._last_derived[instance] = [r for r in derived if r.ok and
+                                                    r.label("instance") == instance]
+                continue
+            if s.status is not Status.ERROR or s.readings or name not in self._last_good:
+                continue
+            when, readings = self._last_good[name]
+            age = snap.time - when
+            if age > self.history.expire_after:
+                continue
+            why = f"{s.reason or 'source not answering'}; last good value {age:.0f} s old"
+            out += [r.with_status(Status.STALE, why) for r in readings if r.ok]
+            if instance is not None:
+                out += [r.with_status(Status.STALE, why)
+                        for r in self._last_derived.get(instance, ())]
+        return out

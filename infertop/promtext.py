@@ -29,9 +29,11 @@ same server again and again, and from one scrape to the next only values move.  
 Deliberate differences from prometheus_client (all only on malformed or hostile input): an
 OpenMetrics exemplar after the value (``1 # {trace_id="x"} 2``) is ignored instead of being
 read as the timestamp, more than value + timestamp on a line is an error instead of
-"first and last token", and control, escape and bidi characters in label values, quoted
-names and HELP text come out made visible by ``textclean.clean`` (``\x1b`` -> ``␛``): they
-are attacker-influenced and end up on a terminal.  Values are floats (prometheus_client keeps integral literals as int).
+"first and last token", a series written twice in one page (same name, labels and
+timestamp) is a ParseError, as Prometheus rejects that scrape, instead of two samples, and
+control, escape and bidi characters in label values, quoted names and HELP text come out
+made visible by ``textclean.clean`` (``\x1b`` -> ``␛``): they are attacker-influenced and
+end up on a terminal.  Values are floats (prometheus_client keeps integral literals as int).
 Samples (and their labels) may be shared between the results of several parses.
 """
 
@@ -107,6 +109,9 @@ _CACHE_MAX = 32768   # series keys and comment lines (cleared when full)
 _TEMPLATES_MAX = 8   # page shapes remembered: one per scraped server is plenty
 # "name{labels}" -> (name, labels), or False: not a fast-path series (comment, escapes...)
 _SERIES: dict[str, tuple[str, FrozenLabels] | bool] = {}
+# a series key written in a non-canonical way (labels out of order, ``g{}``, a trailing
+# comma) -> its canonical text, so a page naming one series twice in two spellings is caught
+_ALIAS: dict[str, str] = {}
 _COMMENTS: dict[str, tuple] = {}                       # raw comment/blank line -> event
 _TEMPLATES: list[_Template] = []                       # most recently used first
 _LOCK = threading.Lock()  # templates are updated in place; one parse at a time uses them
@@ -116,6 +121,7 @@ def clear_caches() -> None:
     """Forget every cached series, comment line and page (benchmarks measure a cold parse)."""
     with _LOCK:
         _SERIES.clear()
+        _ALIAS.clear()
         _COMMENTS.clear()
         _COMMENTS[""] = _SKIP_EVENT
         _TEMPLATES.clear()
@@ -162,10 +168,13 @@ class _Template:
     """
 
     __slots__ = ("nlines", "fixed_mask", "fixed", "fast_mask", "lines", "prefixes",
-                 "names", "labels", "fast_pos", "samples", "plan")
+                 "names", "labels", "fast_pos", "samples", "plan", "duplicate")
 
     def __init__(self, lines, fast_mask, heads, names, labels, samples, fast_pos,
-                 plan) -> None:
+                 plan, duplicate: str = "") -> None:
+        # a page of this shape writes some series twice: every page of it is rejected
+        # (an update only moves values, so the duplicate stays)
+        self.duplicate = duplicate
         self.nlines = len(lines)
         self.fast_mask = fast_mask
         self.fixed_mask = list(map(not_, fast_mask))
@@ -223,6 +232,8 @@ def parse(text: str) -> list[Family]:
             if len(_TEMPLATES) >= _TEMPLATES_MAX:
                 _TEMPLATES.pop()
             _TEMPLATES.insert(0, tpl)
+        if tpl.duplicate:
+            raise ParseError(tpl.duplicate)
         names, types, docs, slices, renamed = tpl.plan
         runs = list(map(tpl.samples.__getitem__, slices))  # copies: tpl.samples changes
     families = list(map(Family, names, types, docs, runs))
@@ -281,7 +292,65 @@ def _learn(lines: list[str]) -> _Template:
     if nslow:  # where the fast lines' samples sit among all samples
         fast_pos = list(compress(fast_pos, compress(fast_mask, map(not_, mask))))
     plan = _make_plan(list(compress(lines, mask)), mask, list(map(_get_name, samples)))
-    return _Template(lines, fast_mask, heads, names, labels, samples, fast_pos, plan)
+    if plan[4]:   # counters renamed to _total: compare the names the families will have
+        duplicate = _duplicate_renamed(samples, plan[3], set(plan[4]))
+    else:
+        duplicate = _duplicate(list(compress(heads, fast_mask)),
+                               [items[i] for i in compress(range(nlines), fast_mask)],
+                               [items[i] for i in compress(range(nlines), slow) if items[i]])
+    return _Template(lines, fast_mask, heads, names, labels, samples, fast_pos, plan,
+                     duplicate)
+
+
+def _duplicate(fast_heads: list[str], fast_samples, slow_samples: list[PromSample]) -> str:
+    """The error for a page that writes one series twice, "" when none does.
+
+    Prometheus rejects such a scrape ("duplicate sample for timestamp"); prometheus_client
+    returns both, and summing them (as a mapping into one reading does) fakes doubled
+    rates, and a duplicate that comes and goes fakes a counter reset (a restart).  Checked
+    when a page shape is learnt (a set of the series texts, in C); a template update only
+    moves values.  Plain lines compare by their canonical series text; the slow-path lines
+    (escapes, timestamps, odd spacing) by name, sorted labels and timestamp, against each
+    other and against the plain lines of the same names."""
+    fast_heads = list(map(_ALIAS.get, fast_heads, fast_heads))   # canonical spellings
+    if len(set(fast_heads)) < len(fast_heads):
+        seen: set[str] = set()
+        for h in fast_heads:
+            if h in seen:
+                return _duplicate_message(h)
+            seen.add(h)
+    if not slow_samples:
+        return ""
+    keys: set = set()
+    slow_names = {smp.name for smp in slow_samples}
+    for smp in chain(slow_samples, (f for f in fast_samples if f.name in slow_names)):
+        k = (smp.name, tuple(sorted(smp.labels.items())), smp.timestamp)
+        if k in keys:
+            body = ",".join(f'{n}="{v}"' for n, v in k[1])
+            return _duplicate_message(f"{smp.name}{{{body}}}" if body else smp.name)
+        keys.add(k)
+    return ""
+
+
+def _duplicate_renamed(samples: list[PromSample], slices, renamed: set[int]) -> str:
+    """_duplicate for a page with counters that get ``_total`` appended (rare: TGI):
+    every sample by its final name, sorted labels and timestamp."""
+    keys: set = set()
+    for i, sl in enumerate(slices):
+        for smp in samples[sl]:
+            name = smp.name + "_total" if i in renamed else smp.name
+            k = (name, tuple(sorted(smp.labels.items())), smp.timestamp)
+            if k in keys:
+                body = ",".join(f'{n}="{v}"' for n, v in k[1])
+                return _duplicate_message(f"{name}{{{body}}}" if body else name)
+            keys.add(k)
+    return ""
+
+
+def _duplicate_message(series: str) -> str:
+    shown = series if len(series) <= 120 else series[:119] + "…"
+    return (f"series {shown} appears twice in one page: rejected, as Prometheus does "
+            "(summing the two would fake the values)")
 
 
 def _bulk_samples(names, labels, values: list[float]) -> list[PromSample]:
@@ -302,6 +371,7 @@ def _resolve_heads(heads: tuple[str, ...], series: list) -> None:
     """
     if len(_SERIES) + len(heads) > _CACHE_MAX:
         _SERIES.clear()
+        _ALIAS.clear()
     match, findall = _HEAD_RE.fullmatch, _PAIR_RE.findall
     for i in list(compress(range(len(series)), map(is_, series, repeat(None)))):
         head = heads[i]
@@ -318,6 +388,12 @@ def _resolve_heads(heads: tuple[str, ...], series: list) -> None:
                     entry = (name, labels)
             else:
                 entry = (name, _NO_LABELS)
+        if entry:
+            labels = entry[1]
+            canon = name + ("{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+                            + "}" if labels else "")
+            if canon != head:
+                _ALIAS[head] = canon
         series[i] = _SERIES[head] = entry
 
 

@@ -116,7 +116,9 @@ def _clean_obj(line: bytes, obj: Any) -> Any:
 def decode_snapshot(line: bytes) -> Snapshot:
     try:
         return Snapshot.from_dict(_clean_obj(line, json.loads(line)))
-    except (ValueError, KeyError, TypeError) as e:
+    # a line of the wrong shape ("samples": [1,2,3], a number for a dict) fails as any of
+    # these inside from_dict; each is the same one-line "corrupt" error
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as e:
         raise RecordingError(f"corrupt snapshot line ({_short(e)})") from None
 
 
@@ -199,7 +201,11 @@ def decode(data: bytes, name: str = "recording") -> Decoded:
                 continue
             if not isinstance(obj, dict) or "samples" not in obj:
                 continue  # another kind of line (a future event line): not a snapshot
-            t = float(obj.get("time", 0.0))
+            try:
+                t = float(obj.get("time", 0.0))
+            except (TypeError, ValueError, OverflowError):
+                out.skipped += 1   # "time": "soon": not a snapshot we can place
+                continue
         out.lines.append(line)
         out.times.append(t)
     if not gz_complete and not out.truncated:

@@ -6,7 +6,10 @@ readings of each layer, as text, JSON or Markdown.  Pure: strings in, string out
 tick, for "since ... ago"), ``any_source_ok`` (False: nothing could be read),
 ``sources`` ({name: "ok" or the error}), ``unchecked`` (Diagnoser.missing_inputs()),
 ``episodes`` (``episodes()``: every finding raised during the run, with its raise and
-clear times and whether it is still active).
+clear times and whether it is still active),
+``rules_total`` (rules in the catalogue: the verdict says how many were checked),
+``unreachable`` ({server source: why}: printed above the verdict; the run exits 3),
+``gpu_off`` (why there are no GPU readings: "no NVML ..."; names the unchecked GPU rules).
 """
 
 from __future__ import annotations
@@ -77,9 +80,11 @@ def episodes(events: Iterable[Any], active: Sequence[Finding] = ()) -> list[dict
     return out
 
 
-def exit_code(findings: Iterable[Finding], any_source_ok: bool) -> int:
-    """0 healthy (notices allowed), 1 worst is a warning, 2 critical, 3 nothing readable."""
-    if not any_source_ok:
+def exit_code(findings: Iterable[Finding], any_source_ok: bool,
+              unreachable: Mapping[str, str] | None = None) -> int:
+    """0 healthy (notices allowed), 1 worst is a warning, 2 critical, 3 nothing readable
+    or a server that was asked for (``--url``) could not be read."""
+    if not any_source_ok or unreachable:
         return 3
     w = worst(list(findings))
     return {Severity.CRIT: 2, Severity.WARN: 1}.get(w, 0) if w is not None else 0
@@ -130,17 +135,50 @@ def render_report(findings: Sequence[Finding], layers_readings: Mapping[str, Seq
 
 # ---- shared pieces --------------------------------------------------------------------
 def _verdict(findings: Sequence[Finding], meta: Mapping[str, Any]) -> tuple[str, str]:
-    """(one word, one line)."""
+    """(one word, one line).  A dead server comes first; a verdict says how much of the
+    catalogue it rests on, so "healthy" on a third of the rules never reads as all."""
+    unreachable = meta.get("unreachable") or {}
     if meta.get("any_source_ok") is False:
-        return "no-data", "no source could be read"
-    counts = {s: sum(f.severity is s for f in findings) for s in Severity}
-    w = worst(findings)
-    word = w.value if w is not None else "healthy"
-    if not findings:
-        return word, "healthy: no findings"
-    parts = [f"{counts[s]} {s.value}" for s in sorted(Severity, reverse=True) if counts[s]]
-    n = len(findings)
-    return word, f"{word}: {n} finding{'s' if n != 1 else ''} ({', '.join(parts)})"
+        word, line = "no-data", "no source could be read"
+    else:
+        counts = {s: sum(f.severity is s for f in findings) for s in Severity}
+        w = worst(findings)
+        word = w.value if w is not None else "healthy"
+        cover = coverage(meta)
+        if not findings:
+            line = f"healthy on {cover}" if cover else "healthy: no findings"
+        else:
+            parts = [f"{counts[s]} {s.value}" for s in sorted(Severity, reverse=True)
+                     if counts[s]]
+            n = len(findings)
+            line = f"{word}: {n} finding{'s' if n != 1 else ''} ({', '.join(parts)})"
+            line += f"; {cover}" if cover else ""
+    if unreachable:   # never "healthy" beside a server that could not be read
+        word = "server-unreachable"
+        rest = line if findings or meta.get("any_source_ok") is False else \
+            "no findings in what could be read" + (f" ({coverage(meta)})" if coverage(meta)
+                                                   else "")
+        line = f"server unreachable ({', '.join(unreachable)}); {rest}"
+    return word, line
+
+
+def coverage(meta: Mapping[str, Any]) -> str:
+    """"11 of 23 rules; GPU rules not checked: no NVML" from ``rules_total``,
+    ``unchecked`` and ``gpu_off``; "" when the caller did not say how many rules exist."""
+    total = meta.get("rules_total")
+    if not total:
+        return ""
+    unchecked = meta.get("unchecked") or {}
+    checked = max(0, total - len(unchecked))
+    out = f"{checked} of {total} rules checked" if unchecked else f"all {total} rules checked"
+    gpu = [c for c, why in unchecked.items()
+           if any(w.startswith("gpu.") for w in why)]
+    if gpu and meta.get("gpu_off"):
+        out += f"; GPU rules not checked ({len(gpu)}): {meta['gpu_off']}"
+    rest = len(unchecked) - (len(gpu) if meta.get("gpu_off") else 0)
+    if rest > 0:
+        out += f"; {rest} other{'s' if rest != 1 else ''} lack inputs (see NOT CHECKED)"
+    return out
 
 
 def _labels(labels) -> str:
@@ -206,6 +244,8 @@ def _by_layer(findings: Sequence[Finding]) -> dict[str, list[Finding]]:
 def _text(findings, readings, meta) -> str:
     _, line = _verdict(findings, meta)
     lines = ["infertop doctor"]
+    lines += [f"SERVER UNREACHABLE: {name}: {why}"
+              for name, why in (meta.get("unreachable") or {}).items()]
     lines += [f"  {k}: {v}" for k, v in _meta_pairs(meta)]
     lines += [f"verdict: {line}", ""]
     for layer, fs in _by_layer(findings).items():
@@ -285,6 +325,7 @@ def _json(findings, readings, meta) -> str:
     doc = {
         "verdict": word,
         "summary": line,
+        "unreachable": dict(meta.get("unreachable") or {}),
         "findings": [f.to_dict() for f in findings],
         "layers": {layer: {"findings": [f.code for f in by_layer[layer]],
                            "worst": (worst(by_layer[layer]).value if by_layer[layer] else None),
@@ -304,7 +345,10 @@ def _md(text: str) -> str:
 
 def _markdown(findings, readings, meta) -> str:
     _, line = _verdict(findings, meta)
-    out = ["# infertop doctor", "", f"**Verdict:** {_md(line)}", ""]
+    out = ["# infertop doctor", ""]
+    out += [f"**SERVER UNREACHABLE:** {_md(name)}: {_md(why)}" + "  "
+            for name, why in (meta.get("unreachable") or {}).items()]
+    out += [f"**Verdict:** {_md(line)}", ""]
     pairs = _meta_pairs(meta)
     if pairs:
         out += ["| | |", "|---|---|"] + [f"| {_md(k)} | {_md(v)} |" for k, v in pairs] + [""]

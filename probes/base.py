@@ -90,11 +90,12 @@ def sample(source: str, readings: list[Reading] | tuple[Reading, ...], *,
 
 
 def stop_on_signals() -> asyncio.Event:
-    """An Event that SIGINT and SIGTERM set (Ctrl-C, kill), so a headless command ends its
-    loop and closes its files instead of dying mid-write.  Call inside the running loop."""
+    """An Event that SIGINT, SIGTERM and SIGHUP set (Ctrl-C, kill, the SSH session that
+    started it dropping), so a headless command ends its loop and closes its files
+    instead of dying mid-write.  Call inside the running loop."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         try:
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError, ValueError):

@@ -299,11 +299,24 @@ def test_pid_that_does_not_exist_says_so():
     assert find_server(pid=p.pid) is None
 
 
-def test_url_port_nobody_listens_on_falls_back_to_names():
-    server, why = locate(url="http://127.0.0.1:1")
-    said = server.reason if server else why
-    assert said.startswith("no local process listens on port 1")
-    assert isinstance(server, (ServerProcess, type(None)))
+def test_url_port_nobody_listens_on_never_falls_back_to_names():
+    # another server runs here, found by name; --url names an empty port: not that one
+    with spawn() as t:
+        assert any(s.pid == t["parent"] for s in discover_all())
+        server, why = locate(url="http://127.0.0.1:1")
+    assert server is None
+    assert why.startswith("no local process listens on port 1 (--url)") and "name" in why
+
+
+def test_url_port_owner_unreadable_falls_back_to_names_and_says_so(monkeypatch):
+    from infertop.probes.server import discovery
+    with spawn() as t:
+        # port 1 listed as held by someone whose fds we may not read (another user's)
+        monkeypatch.setattr(discovery, "listening_ports", lambda: {1: []})
+        server, why = locate(url="http://127.0.0.1:1")
+    assert server is not None and why == ""
+    assert server.reason.startswith("found by name, not by port: port 1 is held by")
+    assert server.to_meta()["found_by"] == "name, not port"
 
 
 def test_fill_ports_prefers_the_roots_socket_and_never_a_workers():

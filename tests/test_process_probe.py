@@ -26,7 +26,7 @@ def by_pid(sample, key, pid):
     return [r for r in sample.find(key) if r.label("pid") == str(pid)]
 
 
-def wait_for_cpu(pid: int, seconds: float, timeout: float = 10.0) -> None:
+def wait_for_cpu(pid: int, seconds: float, timeout: float = 60.0) -> None:
     """Wait (on a condition, not a clock) until pid has used `seconds` more CPU."""
     p = psutil.Process(pid)
     start = sum(p.cpu_times()[:2])
@@ -57,7 +57,9 @@ def assert_well_formed(sample):
 
 
 async def test_two_ticks_over_a_real_tree():
-    with spawn(burn=2.0) as t:
+    # the burners run until the tree is let go (not for a wall-clock while that a busy
+    # machine can use up before the second tick): they are all alive at both ticks
+    with spawn(burn=600.0) as t:
         parent, child = t["parent"], t["child"]
         probe = ProcessProbe(pid=parent)
         try:
@@ -77,10 +79,12 @@ async def test_two_ticks_over_a_real_tree():
         ("VLLM::EngineCor", "engine_core", "vllm", str(parent))
     assert "spawn_tree.py --child" in info.text
     (cpu,) = by_pid(second, "process.cpu_ratio", child)
-    assert cpu.status is Status.OK and cpu.value > 0.5, cpu
+    # the child burned >= 0.4 CPU-s between the ticks: a rate exists and is a plausible
+    # number of cores; how many it got depends on who else shares this machine, so no floor
+    assert cpu.status is Status.OK and 0 < cpu.value <= (os.cpu_count() or 1) * 1.1, cpu
     threads = {r.label("name"): r for r in by_pid(second, "thread.cpu_ratio", child)}
     burners = [threads[f"burner-{i}"] for i in (1, 2, 3)]
-    assert all(b.value > 0 for b in burners), burners
+    assert all(b.value >= 0 for b in burners) and any(b.value > 0 for b in burners), burners
     # the threads' CPU adds up to the process's (same interval, read a moment apart)
     assert sum(r.value for r in threads.values()) == pytest.approx(cpu.value, abs=0.3)
     (nthreads,) = by_pid(second, "process.threads", child)

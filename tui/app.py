@@ -9,6 +9,7 @@ batch_update.  Nothing here blocks the event loop.
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 import time
 from typing import Any
@@ -129,9 +130,24 @@ class InfertopApp(App):
         return [self._main_widget(f"#pane-{cls.pane_layer.value}", LayerPane) for cls in PANE_CLASSES]
 
     async def on_mount(self) -> None:
+        self._exit_on_signals()
         self.role_styles = roles(self.get_css_variables())
         self._main_widget("#status", Static).update("starting sources…")
         self._start_source()
+
+    def _exit_on_signals(self) -> None:
+        """SIGTERM (kill, systemd) and SIGHUP (the SSH session dropped) end the app the way
+        `q` does: the terminal is restored (alternate screen, raw mode, mouse, cursor) and
+        a recording is closed by on_unmount.  The default action would kill the process
+        mid-frame.  Exit status 128 + signal, as a shell reports a killed program."""
+        loop = asyncio.get_running_loop()
+        self._signals: list[int] = []
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            try:
+                loop.add_signal_handler(sig, self.exit, None, 128 + sig)
+                self._signals.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass   # not the main thread (tests' run_test), or no signals here
 
     def on_resize(self, event) -> None:
         # small terminals (80x24): banner and findings strip give their rows to the panes
@@ -377,6 +393,9 @@ class InfertopApp(App):
         self._update_status()
 
     async def on_unmount(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in getattr(self, "_signals", ()):   # the loop may outlive the app (tests)
+            loop.remove_signal_handler(sig)
         rec, self.recorder = self.recorder, None
         if rec is not None:
             await rec.close()

@@ -6,7 +6,7 @@ import time
 from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
-from ..model import Kind, Labels, Layer, make_labels
+from ..model import Kind, Labels, Layer, Status, make_labels
 from ..units import fmt_seconds
 from .base import Candidate, Context, Rule, server_subject, sub
 
@@ -188,6 +188,28 @@ def _downtime(ctx: Context, inst: str, when: float):
     return None
 
 
+# ---- DEC-006 server not answering -------------------------------------------------------------
+def server_silent(ctx: Context) -> Iterator[Candidate]:
+    """A server source that errors or misses every deadline: from the source's status, not
+    from readings (a dead server has none, and its old values must not look live)."""
+    silent = ctx.state.setdefault("silent", {})   # source -> (since, failed scrapes)
+    for name, s in ctx.snapshot.samples.items():
+        if not name.startswith("server"):
+            continue
+        if s.status not in (Status.ERROR, Status.STALE):
+            silent.pop(name, None)
+            continue
+        since, n = silent.get(name, (s.time, 0))
+        silent[name] = (since, n + 1)
+        inst = name.split(":", 1)[1] if ":" in name else ""
+        clock = time.strftime("%H:%M:%S", time.localtime(since))
+        labels = sub(instance=inst) if inst else ()
+        yield Candidate(labels, CRIT, (Evidence(
+            "server.downtime_seconds", labels, max(0.0, ctx.now - since), None, "", "s",
+            f"{n + 1} scrapes failed: {s.reason or s.status.value}"),),
+            title=f"server {inst} not answering since {clock}".replace("  ", " "))
+
+
 RULES = (
     Rule(RuleSpec(
         "DEC-001", DEC, "TTFT p99 over the SLO",
@@ -241,4 +263,14 @@ RULES = (
         "supervisor's restart count", raise_after=0.0,
         judged="each tick: a counter going backwards, or a new process start time"),
         server_restarted),
+    Rule(RuleSpec(
+        "DEC-006", DEC, "server not answering",
+        "A server's /metrics has failed or missed its deadline on every scrape for the raise "
+        "delay: the server is down, hung or unreachable; its last values are shown stale.",
+        (), {},
+        "check the server process (scheduling pane: still there?), its log, and whether it "
+        "listens on this port; a hung server answers nothing until restarted",
+        judged="each tick: the server source's status (an error or a missed deadline), "
+               "counted from the first failed scrape"),
+        server_silent),
 )

@@ -79,10 +79,18 @@ def covers(cause: Labels, symptom: Labels) -> bool:
     return all(a[k] == b[k] for k in a.keys() & b.keys())
 
 
+# cross-node rules (infertop/rules/fleet.py): judged on a fleet's Frame only
+FLEET_CODE_PREFIX = "FLT-"
+
 class Diagnoser:
-    def __init__(self, config: DiagnosisConfig | None = None) -> None:
+    def __init__(self, config: DiagnosisConfig | None = None, fleet: bool | None = None) -> None:
+        """``fleet``: None every rule; False a box's rules (no cross-node FLT-*, which a
+        single box can never raise nor be "not checked" on); True the FLT-* rules alone."""
         self.config = config or DiagnosisConfig()
-        self.rules: tuple[Rule, ...] = tuple(r for r in all_rules()
+        self.scope: tuple[Rule, ...] = tuple(
+            r for r in all_rules()
+            if fleet is None or r.code.startswith(FLEET_CODE_PREFIX) == fleet)
+        self.rules: tuple[Rule, ...] = tuple(r for r in self.scope
                                             if self.config.enabled(r.code))
         self._by_code = {r.code: r for r in all_rules()}
         self._causes: dict[str, list[str]] = {}
@@ -274,7 +282,7 @@ class Diagnoser:
             idx.setdefault(s.key, []).append(s)
         fresh = history.now - FACT_MAX_AGE
         out: dict[str, list[str]] = {}
-        for r in all_rules():
+        for r in self.scope:
             if not self.config.enabled(r.code):
                 out[r.code] = ["disabled in the config"]
                 continue

@@ -57,10 +57,14 @@ class ServerProcess:
     port: int | None
     reason: str    # how it was found, shown in the header
     members: list[int] = field(default_factory=list)  # tree pids seen when found
+    by_name_not_port: bool = False  # --url given, but its port's owner could not be read
 
     def to_meta(self) -> dict[str, object]:
-        return {"pid": self.pid, "kind": self.kind, "name": self.name, "reason": self.reason,
-                "port": self.port}
+        d: dict[str, object] = {"pid": self.pid, "kind": self.kind, "name": self.name,
+                                "reason": self.reason, "port": self.port}
+        if self.by_name_not_port:
+            d["found_by"] = "name, not port"
+        return d
 
 
 @dataclass(frozen=True)
@@ -455,8 +459,11 @@ def locate(pid: int | None = None, url: str | None = None) -> tuple[ServerProces
         if port in owners:  # listed in /proc/net/tcp, but its owner's fds are not readable
             why_port = (f"port {port} is held by a process we cannot inspect (another user's: "
                         "run as the server's user or root); ")
-        else:
-            why_port = f"no local process listens on port {port}; "
+        elif not why_port:
+            # nothing listens there: another server found by name is not this URL's, and
+            # showing its process tree under this URL would lie
+            return None, (f"no local process listens on port {port} (--url): the server is "
+                          "not running there; not searching by name")
     servers = discover_all()
     if not servers:
         return None, f"{why_port}no server process found (looked for {LOOKED_FOR})"
@@ -467,12 +474,15 @@ def locate(pid: int | None = None, url: str | None = None) -> tuple[ServerProces
             chosen = on_port[0]
             chosen.reason = f"{why_port}found by name, on port {port}"
             return chosen, ""
+    # a --url whose port owner could not be read: the name search is a guess, and says so
+    guess = "found by name, not by port: " if port is not None else ""
     if len(servers) > 1:
         pids = ", ".join(str(s.pid) for s in servers)
-        chosen.reason = (f"{why_port}{len(servers)} servers found (pids {pids}); following the "
-                         f"oldest, pid {chosen.pid}: use --pid or --url to choose")
+        chosen.reason = (f"{guess}{why_port}{len(servers)} servers found (pids {pids}); "
+                         f"following the oldest, pid {chosen.pid}: use --pid or --url to choose")
     else:
-        chosen.reason = f"{why_port}{chosen.reason}"
+        chosen.reason = f"{guess}{why_port}{chosen.reason}"
+    chosen.by_name_not_port = bool(guess)
     return chosen, ""
 
 

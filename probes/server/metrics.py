@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import html
+import re
 import time
 import zlib
 from typing import TYPE_CHECKING, Any
@@ -293,9 +295,33 @@ def _connect_message(url: str, err: BaseException) -> str:
     return clean(f"cannot connect to {url}: {err or type(err).__name__}")
 
 
+_HTML_DROP = re.compile(r"(?is)<(script|style|head)\b.*?</\1\s*>|<!--.*?-->")
+_HTML_TITLE = re.compile(r"(?is)<title[^>]*>(.*?)</title")
+_TAG = re.compile(r"(?s)<[^>]*>")
+EXCERPT_MAX = 100
+
+
+def body_excerpt(body: bytes, limit: int = EXCERPT_MAX) -> str:
+    """A short, printable excerpt of an error page for a one-line reason: an HTML page's
+    title and text (no tags, styles or scripts), control characters dropped, cut to
+    ``limit`` characters.  A 404 page dumped whole into a reason fills the screen."""
+    text = body[:4096].decode("utf-8", errors="replace")
+    if "<" in text and re.search(r"(?i)<(!doctype|html|head|body|title|h1|p)\b", text):
+        title = _HTML_TITLE.search(text)
+        rest = _TAG.sub(" ", _HTML_DROP.sub(" ", text))
+        text = html.unescape((title.group(1) + " — " if title else "") + rest)
+        if title:   # the title is usually repeated as the heading: say it once
+            t = " ".join(html.unescape(title.group(1)).split())
+            head, _, tail = text.partition(" — ")
+            text = head + " — " + " ".join(tail.split()).replace(t, "", 1)
+    text = "".join(ch if ch.isprintable() else " " for ch in text)
+    text = " ".join(text.split()).strip(" —")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _status_message(url: str, status: int, body: bytes) -> str:
-    # the body is the server's (or anyone's on that port): made terminal-safe here
-    snippet = clean(" ".join(body[:400].decode("utf-8", errors="replace").split())[:120])
+    # the body is the server's (or anyone's on that port): a short excerpt, terminal-safe
+    snippet = clean(body_excerpt(body))
     fix = ""
     low = snippet.lower()
     if "--metrics" in low or (status == 501 and "metrics" in low):

@@ -67,6 +67,7 @@ class Recorder:
         self.bytes = 0            # bytes written to the current part
         self._f: Any = None
         self._z: Any = None
+        self._failed = False      # a write failed (disk full): no gzip trailer attempt
         self._part_lines = 0
 
     async def _open(self) -> None:
@@ -82,7 +83,22 @@ class Recorder:
     async def _emit(self, data: bytes) -> None:
         if self._z is not None:
             data = self._z.compress(data) + self._z.flush(zlib.Z_SYNC_FLUSH)
-        await self._f.write(data)   # unbuffered: one write() syscall in a worker thread
+        try:
+            # unbuffered: one write() syscall in a worker thread; near a full disk it may
+            # write part of the line and return short: the rest goes again, and fails
+            # with the disk's error, so a line is counted only once it is all on disk
+            view = memoryview(data)
+            while view:
+                n = await self._f.write(view)
+                view = view[n if n is not None else len(view):]
+        except OSError as e:
+            # disk full (ENOSPC), quota, file too large: the lines already written are
+            # whole and readable (a reader drops a cut-short last line); stop and say so
+            self._failed = True
+            kept = f"the {self.lines} tick{'s' if self.lines != 1 else ''} written before " \
+                "are kept" if self.lines else "nothing was recorded"
+            raise RecordingError(f"cannot write {self.path}: {e.strerror or e}; {kept}") \
+                from None
         self.bytes += len(data)
 
     async def write(self, snapshot: Snapshot) -> None:
@@ -117,11 +133,18 @@ class Recorder:
     async def _finish(self) -> None:
         if self._f is None:
             return
-        if self._z is not None:
-            await self._f.write(self._z.flush(zlib.Z_FINISH))
+        f, self._f = self._f, None
+        try:
+            if self._z is not None and not self._failed:
+                await f.write(self._z.flush(zlib.Z_FINISH))
+        except OSError:
+            pass   # no room for the gzip trailer: the sync-flushed lines still read
+        finally:
             self._z = None
-        await self._f.close()
-        self._f = None
+            try:
+                await f.close()
+            except OSError:
+                pass
 
     async def close(self) -> None:
         await self._finish()

@@ -37,6 +37,10 @@ class SchedulingPane(LayerPane):
                 line.append(f" of {cores.value:.0f} cores ")
             parts.append(line.append_text(ctx.spark("host.cpu_ratio", 12, 0, 1)))
         procs = ctx.readings("process.info")
+        server = ctx.frame.snapshot.meta("server")
+        if procs and isinstance(server, dict) and server.get("found_by"):
+            # --url's port owner could not be read: this tree is a guess, and says so
+            parts.append(ctx.note(f"found by name, not by port: {server.get('reason', '')}"))
         if procs:
             narrow = ctx.width < 70   # 80x24: names give way to the numbers
             t = grid(["PID", "process", "S", "CPU", "RSS", "thr", "csw/s"], styles=ctx.styles,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -16,9 +18,12 @@ def parse_time(text: str) -> float:
         raise ValueError(f"not a time: {text!r}")
     total = 0.0
     for p in parts:
-        v = float(p)
-        if v < 0:
-            raise ValueError(f"not a time: {text!r}")
+        try:
+            v = float(p)
+        except ValueError:   # float's own message ("could not convert ...") says less
+            raise ValueError(f"not a time: {text[:40]!r} (e.g. 90, 1:30 or 0:01:30)") from None
+        if not math.isfinite(v) or v < 0:   # "nan" and "inf" are floats, not times
+            raise ValueError(f"not a time: {text[:40]!r} (e.g. 90, 1:30 or 0:01:30)")
         total = total * 60 + v
     return total
 
