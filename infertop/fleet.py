@@ -116,6 +116,12 @@ class FleetFrame(Frame):
     def derived(self, value: list[Reading]) -> None:   # empty: built on first use
         self._whole_derived = value or None
 
+    def unreachable_servers(self) -> dict[str, str]:
+        """None for a fleet: a node whose server cannot be read is FLT-003 (critical, the
+        node named), one finding among the fleet's, not a failed run; a fleet run fails
+        with exit 3 only when nothing at all could be read (Prometheus down)."""
+        return {}
+
     def node_findings(self, node: str) -> list[Finding]:
         """A node's own findings and the cross-node ones about it, worst first."""
         own = [tag_finding(f, node) for f in self.nodes[node].findings] \
