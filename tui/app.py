@@ -18,6 +18,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container
+from textual.css.query import NoMatches
 from textual.widgets import Footer, Static
 
 from infertop import __version__
@@ -39,6 +40,42 @@ from .panes.scheduling import SchedulingPane
 PANE_CLASSES: tuple[type[LayerPane], ...] = (HardwarePane, KernelsPane, MemoryPane,
                                              SchedulingPane, ParallelismPane, DecodingPane)
 INTERVALS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
+
+
+MIN_SIZE = (80, 24)   # below this the panes cannot show a reading per GPU: say so
+
+
+def strip_text(findings, styles: dict[str, str], width: int, lines: int) -> Text:
+    """The findings strip in ``lines`` rows of ``width``: worst first, whole words only;
+    titles give way to bare codes (the worst keep theirs longest), and what still does
+    not fit is "+N more (f)"."""
+    ordered = sorted(findings, key=lambda f: f.severity, reverse=True)
+    room = width * lines - 1
+
+    def pieces(titles: int) -> list[str]:
+        return [f.code + (f" {f.title}" if n < titles else "") for n, f in enumerate(ordered)]
+
+    def draw(parts: list[str], rest: int) -> Text:
+        t = Text()
+        for n, (f, piece) in enumerate(zip(ordered, parts)):
+            if n:
+                t.append("  ")
+            t.append(f.code, style=styles.get(f.severity.value, ""))
+            t.append(piece[len(f.code):])
+        if rest:
+            t.append(f"{'  ' if parts else ''}+{rest} more (f)")
+        return t
+
+    for titles in range(len(ordered), -1, -1):   # as many titles as fit, worst first
+        parts = pieces(titles)
+        if len("  ".join(parts)) <= room:
+            return draw(parts, 0)
+    parts = pieces(0)
+    for k in range(len(parts), -1, -1):
+        tail = f"  +{len(parts) - k} more (f)"
+        if len("  ".join(parts[:k])) + len(tail) <= room:
+            return draw(parts[:k], len(parts) - k)
+    return draw([], len(parts))
 
 
 class UnknownTheme(ValueError):
@@ -102,6 +139,7 @@ class InfertopApp(App):
         with Container(id="panes"):
             for cls in PANE_CLASSES:
                 yield cls(id=f"pane-{cls.pane_layer.value}")
+        yield Static("", id="too-small")
         yield Static("", id="status")
         yield Footer()
 
@@ -123,7 +161,17 @@ class InfertopApp(App):
 
     def on_resize(self, event) -> None:
         # small terminals (80x24): banner and findings strip give their rows to the panes
-        self.screen.set_class(event.size.height < 36, "-small")
+        screen = self.screen_stack[0] if self.screen_stack else self.screen
+        screen.set_class(event.size.height < 36, "-small")
+        w, h = event.size.width, event.size.height
+        small = w < MIN_SIZE[0] or h < MIN_SIZE[1]
+        screen.set_class(small, "-too-small")
+        notice = screen.query("#too-small")
+        if small and notice:
+            notice.first(Static).update(Text(
+                f"terminal too small: {w}x{h}; infertop needs at least "
+                f"{MIN_SIZE[0]}x{MIN_SIZE[1]} (resize, or use `infertop snapshot --json`)",
+                style="bold"))
 
     def watch_theme(self, _theme: str) -> None:
         if not hasattr(self, "frame"):
@@ -170,7 +218,11 @@ class InfertopApp(App):
             await self.after_snapshot(snap, frame)
             if not self.screen_stack:   # the app is closing: nothing left to draw on
                 return
-            self._apply(frame)
+            try:
+                self._apply(frame)
+            except NoMatches:   # `q` landed mid-poll: the widgets are already gone
+                if self.is_running and not self._exit_renderables and self.return_code is None:
+                    raise
         finally:
             self.polling = False
 
@@ -240,14 +292,10 @@ class InfertopApp(App):
             self._shown.pop("#findings-strip", None)
             return
         strip.set_class(False, "-none")
-        t = Text()
-        for f in sorted(frame.findings, key=lambda f: f.severity, reverse=True):
-            sev = f.severity.value
-            if t:
-                t.append("  ")
-            t.append(f"{f.code}", style=self.role_styles.get(sev, ""))
-            t.append(f" {f.title}")
-        self._set_text("#findings-strip", t)
+        small = self.screen_stack[0].has_class("-small")
+        self._set_text("#findings-strip",
+                       strip_text(frame.findings, self.role_styles,
+                                  max(20, self.size.width - 2), 1 if small else 3))
 
     def _update_status(self) -> None:
         parts = []
