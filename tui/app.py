@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 import time
 from typing import Any
 
@@ -76,6 +77,33 @@ def strip_text(findings, styles: dict[str, str], width: int, lines: int) -> Text
         if len("  ".join(parts[:k])) + len(tail) <= room:
             return draw(parts[:k], len(parts) - k)
     return draw([], len(parts))
+
+
+async def in_daemon_thread(fn, *args):
+    """``fn(*args)`` in a daemon thread: unlike asyncio.to_thread (whose executor is
+    joined at exit), a long pipeline tick never holds up `q`: the process ends without it."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+
+    def run() -> None:
+        try:
+            result = fn(*args)
+        except BaseException as e:  # handed to the awaiting coroutine, raised there
+            loop.call_soon_threadsafe(_settle, fut, None, e)
+        else:
+            loop.call_soon_threadsafe(_settle, fut, result, None)
+
+    threading.Thread(target=run, name="infertop-pipeline", daemon=True).start()
+    return await fut
+
+
+def _settle(fut, result, error) -> None:
+    if fut.cancelled():
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(result)
 
 
 class UnknownTheme(ValueError):
@@ -178,7 +206,7 @@ class InfertopApp(App):
             return  # set during __init__, before there is anything to draw
         self.role_styles = roles(self.get_css_variables())
         if self.frame is not None and self.is_running:
-            self._apply(self.frame)
+            self.redraw()
 
     @work(exclusive=True, group="start")
     async def _start_source(self) -> None:
@@ -213,7 +241,11 @@ class InfertopApp(App):
                 self.status_note = "end of recording: press [ or { to go back, q to quit"
                 self._update_status()
                 return
-            frame = self.pipeline.feed(snap, getattr(self.source, "epoch", None))
+            # History, derived readings and rules in a thread: with thousands of series
+            # they take long enough to hold `q` up (the panes draw only after it returns,
+            # and the next feed starts only after they drew: one poll at a time)
+            frame = await in_daemon_thread(self.pipeline.feed, snap,
+                                           getattr(self.source, "epoch", None))
             self.ticks += 1
             await self.after_snapshot(snap, frame)
             if not self.screen_stack:   # the app is closing: nothing left to draw on
@@ -367,7 +399,15 @@ class InfertopApp(App):
         if self.zoomed is not None:
             self.panes[index].focus()
         if self.frame is not None:
-            self._apply(self.frame)
+            self.redraw()
+
+    def redraw(self) -> None:
+        """Draw the current frame again (zoom, theme), unless a poll is feeding the
+        pipeline in its thread right now: History is not read while it is written; that
+        poll draws when it is done."""
+        if self.polling:
+            return
+        self._apply(self.frame)
 
     def action_help(self) -> None:
         from .screens.help import HelpScreen

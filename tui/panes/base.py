@@ -104,24 +104,44 @@ class PaneContext:
         return idx.get(tuple(str(labels[n]) for n in names), [])
 
     def distinct(self, key: str) -> int:
-        """How many engines (instance, engine) report ``key``: more than one and the rows
-        of that key say which engine they are."""
+        """1 if one engine (instance, engine) reports ``key``, 2 if more (then the rows of
+        that key say which engine they are); stops at the second: O(1) for 20,000."""
         ck = ("n", key)
         if ck not in self.extras_cache:
-            self.extras_cache[ck] = len({(r.label("instance"), r.label("engine"))
-                                         for r in self.frame.by_key(key)})
+            seen: set = set()
+            for r in self.frame.by_key(key):
+                seen.add((r.label("instance"), r.label("engine")))
+                if len(seen) > 1:
+                    break
+            self.extras_cache[ck] = len(seen)
         return self.extras_cache[ck]
+
+    def exact(self, key: str, labels: tuple) -> Reading | None:
+        """The reading of ``key`` with exactly these labels (a dict lookup: the same engine's
+        other readings carry the same labels)."""
+        ck = ("x", key)
+        idx = self.extras_cache.get(ck)
+        if idx is None:
+            idx = self.extras_cache[ck] = {r.labels: r for r in self.frame.by_key(key)}
+        return idx.get(labels)
 
     def engine_tag(self, r: Reading) -> str:
         """' e1' / ' :8001 e1': which engine a repeated reading belongs to ('' if only one)."""
         if self.distinct(r.key) <= 1:
             return ""
         inst, eng = r.label("instance"), r.label("engine")
-        ck = ("i", r.key)
-        if ck not in self.extras_cache:
-            self.extras_cache[ck] = len({x.label("instance") for x in self.frame.by_key(r.key)})
-        where = f" :{inst.rsplit(':', 1)[-1]}" if inst and self.extras_cache[ck] > 1 else ""
+        many = self.distinct_instances(r.key) > 1
+        where = f" :{inst.rsplit(':', 1)[-1]}" if inst and many else ""
         return where + (f" e{eng}" if eng else "")
+
+    def distinct_instances(self, key: str) -> int:
+        """How many servers (each --url is a source ``server:<instance>``) are read; a
+        count of sources, not a pass over 20,000 engine series."""
+        ck = ("i",)
+        if ck not in self.extras_cache:
+            self.extras_cache[ck] = sum(1 for n in self.frame.snapshot.samples
+                                        if n.startswith("server:"))
+        return self.extras_cache[ck]
 
     def top(self, rs: list[Reading], n: int, relevance=None) -> tuple[list[Reading], int]:
         """Flagged readings, then the ``n`` most relevant (default: largest value) in their
@@ -129,7 +149,8 @@ class PaneContext:
         can show, in time linear in the readings."""
         if len(rs) <= n:
             return rs, 0
-        flagged = [r for r in rs if self.flag(r.key, r.labels)]
+        flagged = [r for r in rs if self.flag(r.key, r.labels)] \
+            if rs and rs[0].key in self.subjects() else []
         rest = [r for r in rs if not self.flag(r.key, r.labels)] if flagged else rs
         keyf = relevance or (lambda r: r.value if r.ok and r.value is not None else -1.0)
         chosen = {id(r) for r in heapq.nlargest(max(0, n - len(flagged)), rest, key=keyf)}
@@ -187,7 +208,8 @@ class PaneContext:
 
     def spark(self, key: str, width: int = 16, lo: float | None = None, hi: float | None = None,
               **labels: str) -> Text:
-        series = self.series(key, **labels)
+        exact = self.frame.history.get(key, tuple(sorted((k, str(v)) for k, v in labels.items())))
+        series = [exact] if exact is not None else self.series(key, **labels)
         if not series:
             return Text("")
         vals = series[0].values()

@@ -11,6 +11,10 @@ from .base import LayerPane, Optional, PaneContext, fit, grid, kv_table
 from .hardware import gpu_indices
 
 
+def natural(s: str) -> tuple:
+    return (0, int(s)) if s.isdigit() else (1, s)
+
+
 def spread(values: list[float]) -> float | None:
     return (max(values) - min(values)) if len(values) > 1 else None
 
@@ -58,16 +62,22 @@ class ParallelismPane(LayerPane):
             t = grid(["engine", "run", "wait", "KV", "gen tok/s"], styles=ctx.styles)
             # the busiest engines and any a finding is about; rows only for those
             shown, t.more = ctx.top(running, ctx.row_cap)
-            engines = sorted({(r.label("instance"), r.label("engine")) for r in shown})
-            many = len({r.label("instance") for r in running}) > 1
-            for inst, eng in engines:
-                lab = {"instance": inst, "engine": eng} if eng else {"instance": inst}
+            many = ctx.distinct_instances("server.requests_running") > 1
+            for r in sorted(shown, key=lambda r: (r.label("instance"), natural(r.label("engine")))):
+                inst, eng = r.label("instance"), r.label("engine")
                 where = inst if many else ":" + inst.rsplit(":", 1)[-1]
                 name = f"{where} e{eng}" if eng else where
-                t.add_row(name[-22:], ctx.value_text(ctx.one("server.requests_running", **lab)),
-                          ctx.value_text(ctx.one("server.requests_waiting", **lab)),
-                          ctx.value_text(ctx.one("kv.usage_ratio", **lab)),
-                          ctx.value_text(ctx.one("throughput.generation_tokens_per_second", **lab)))
+
+                def same(key: str):   # the same engine's reading: same labels, else a search
+                    got = ctx.exact(key, r.labels)
+                    if got is None:
+                        lab = {"instance": inst, "engine": eng} if eng else {"instance": inst}
+                        got = ctx.one(key, **lab)
+                    return got
+                t.add_row(name[-22:], ctx.value_text(r),
+                          ctx.value_text(same("server.requests_waiting")),
+                          ctx.value_text(same("kv.usage_ratio")),
+                          ctx.value_text(same("throughput.generation_tokens_per_second")))
             parts.append(t)
         return fit(ctx, *parts)
 
