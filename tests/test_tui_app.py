@@ -131,3 +131,18 @@ async def test_interval_keys_retune_the_hub_deadline():
         assert app.interval == 2.0 and hub.deadline == pytest.approx(1.6)
         await pilot.press("plus", "plus", "plus")  # 0.25 s ticks: never below 0.2 s
         assert app.interval == 0.25 and hub.deadline == pytest.approx(0.2)
+
+
+async def test_terminal_below_80x24_says_so_and_hides_the_panes():
+    app = InfertopApp(SyntheticSource(), pipeline=Pipeline(), interval=0.05)
+    async with app.run_test(size=(70, 20)) as pilot:
+        await settle(pilot, app, 2)
+        notice = app.query_one("#too-small")
+        assert notice.display and app.screen.has_class("-too-small")
+        assert "terminal too small: 70x20" in text_of(notice)
+        assert "80x24" in text_of(notice)
+        assert app.query_one("#panes").styles.display == "none"
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause(0.1)
+        assert not app.screen.has_class("-too-small")
+        assert app.query_one("#panes").styles.display != "none"

@@ -52,3 +52,22 @@ def test_tp_straggler_zoomed_parallelism(snap_compare):
         await pilot.pause()
     assert snap_compare(demo_app("par-tp-straggler"), terminal_size=(120, 36),
                         run_before=run_before)
+
+
+def test_dp_unbalanced_two_engines_two_gpus_160x48(snap_compare):
+    assert snap_compare(demo_app("par-dp-unbalanced"), terminal_size=(160, 48),
+                        run_before=ticks(60))
+
+
+def test_dp_unbalanced_two_engines_two_gpus_80x24(snap_compare):
+    assert snap_compare(demo_app("par-dp-unbalanced"), terminal_size=(80, 24),
+                        run_before=ticks(60))
+
+
+def test_tp_straggler_four_gpus_80x24(snap_compare):
+    assert snap_compare(demo_app("par-tp-straggler"), terminal_size=(80, 24),
+                        run_before=ticks(70))
+
+
+def test_terminal_too_small_notice(snap_compare):
+    assert snap_compare(demo_app("healthy"), terminal_size=(70, 20), run_before=ticks(3))

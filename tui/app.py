@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import socket
+import threading
 import time
 from typing import Any
 
@@ -43,6 +44,69 @@ from .panes.scheduling import SchedulingPane
 PANE_CLASSES: tuple[type[LayerPane], ...] = (HardwarePane, KernelsPane, MemoryPane,
                                              SchedulingPane, ParallelismPane, DecodingPane)
 INTERVALS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
+
+
+MIN_SIZE = (80, 24)   # below this the panes cannot show a reading per GPU: say so
+
+
+def strip_text(findings, styles: dict[str, str], width: int, lines: int) -> Text:
+    """The findings strip in ``lines`` rows of ``width``: worst first, whole words only;
+    titles give way to bare codes (the worst keep theirs longest), and what still does
+    not fit is "+N more (f)"."""
+    ordered = sorted(findings, key=lambda f: f.severity, reverse=True)
+    room = width * lines - 1
+
+    def pieces(titles: int) -> list[str]:
+        return [f.code + (f" {f.title}" if n < titles else "") for n, f in enumerate(ordered)]
+
+    def draw(parts: list[str], rest: int) -> Text:
+        t = Text()
+        for n, (f, piece) in enumerate(zip(ordered, parts)):
+            if n:
+                t.append("  ")
+            t.append(f.code, style=styles.get(f.severity.value, ""))
+            t.append(piece[len(f.code):])
+        if rest:
+            t.append(f"{'  ' if parts else ''}+{rest} more (f)")
+        return t
+
+    for titles in range(len(ordered), -1, -1):   # as many titles as fit, worst first
+        parts = pieces(titles)
+        if len("  ".join(parts)) <= room:
+            return draw(parts, 0)
+    parts = pieces(0)
+    for k in range(len(parts), -1, -1):
+        tail = f"  +{len(parts) - k} more (f)"
+        if len("  ".join(parts[:k])) + len(tail) <= room:
+            return draw(parts[:k], len(parts) - k)
+    return draw([], len(parts))
+
+
+async def in_daemon_thread(fn, *args):
+    """``fn(*args)`` in a daemon thread: unlike asyncio.to_thread (whose executor is
+    joined at exit), a long pipeline tick never holds up `q`: the process ends without it."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+
+    def run() -> None:
+        try:
+            result = fn(*args)
+        except BaseException as e:  # handed to the awaiting coroutine, raised there
+            loop.call_soon_threadsafe(_settle, fut, None, e)
+        else:
+            loop.call_soon_threadsafe(_settle, fut, result, None)
+
+    threading.Thread(target=run, name="infertop-pipeline", daemon=True).start()
+    return await fut
+
+
+def _settle(fut, result, error) -> None:
+    if fut.cancelled():
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(result)
 
 
 class UnknownTheme(ValueError):
@@ -106,6 +170,7 @@ class InfertopApp(App):
         with Container(id="panes"):
             for cls in PANE_CLASSES:
                 yield cls(id=f"pane-{cls.pane_layer.value}")
+        yield Static("", id="too-small")
         yield Static("", id="status")
         yield Footer()
 
@@ -151,14 +216,24 @@ class InfertopApp(App):
 
     def on_resize(self, event) -> None:
         # small terminals (80x24): banner and findings strip give their rows to the panes
-        self.screen.set_class(event.size.height < 36, "-small")
+        screen = self.screen_stack[0] if self.screen_stack else self.screen
+        screen.set_class(event.size.height < 36, "-small")
+        w, h = event.size.width, event.size.height
+        small = w < MIN_SIZE[0] or h < MIN_SIZE[1]
+        screen.set_class(small, "-too-small")
+        notice = screen.query("#too-small")
+        if small and notice:
+            notice.first(Static).update(Text(
+                f"terminal too small: {w}x{h}; infertop needs at least "
+                f"{MIN_SIZE[0]}x{MIN_SIZE[1]} (resize, or use `infertop snapshot --json`)",
+                style="bold"))
 
     def watch_theme(self, _theme: str) -> None:
         if not hasattr(self, "frame"):
             return  # set during __init__, before there is anything to draw
         self.role_styles = roles(self.get_css_variables())
         if self.frame is not None and self.is_running:
-            self._apply(self.frame)
+            self.redraw()
 
     @work(exclusive=True, group="start")
     async def _start_source(self) -> None:
@@ -193,13 +268,19 @@ class InfertopApp(App):
                 self.status_note = "end of recording: press [ or { to go back, q to quit"
                 self._update_status()
                 return
-            frame = self.pipeline.feed(snap, getattr(self.source, "epoch", None))
+            # History, derived readings and rules in a thread: with thousands of series
+            # they take long enough to hold `q` up (the panes draw only after it returns,
+            # and the next feed starts only after they drew: one poll at a time)
+            frame = await in_daemon_thread(self.pipeline.feed, snap,
+                                           getattr(self.source, "epoch", None))
             self.ticks += 1
             await self.after_snapshot(snap, frame)
+            if not self.screen_stack:   # the app is closing: nothing left to draw on
+                return
             try:
                 self._apply(frame)
             except (NoMatches, ScreenStackError):
-                if self._shutting_down():   # a tick that outlived the screen: nothing to draw
+                if self._shutting_down():   # a tick that outlived the screen (`q` mid-poll)
                     return
                 raise
         finally:
@@ -271,14 +352,10 @@ class InfertopApp(App):
             self._shown.pop("#findings-strip", None)
             return
         strip.set_class(False, "-none")
-        t = Text()
-        for f in sorted(frame.findings, key=lambda f: f.severity, reverse=True):
-            sev = f.severity.value
-            if t:
-                t.append("  ")
-            t.append(f"{f.code}", style=self.role_styles.get(sev, ""))
-            t.append(f" {f.title}")
-        self._set_text("#findings-strip", t)
+        small = self.screen_stack[0].has_class("-small")
+        self._set_text("#findings-strip",
+                       strip_text(frame.findings, self.role_styles,
+                                  max(20, self.size.width - 2), 1 if small else 3))
 
     def _update_status(self) -> None:
         parts = []
@@ -357,7 +434,15 @@ class InfertopApp(App):
         if self.zoomed is not None:
             self.panes[index].focus()
         if self.frame is not None:
-            self._apply(self.frame)
+            self.redraw()
+
+    def redraw(self) -> None:
+        """Draw the current frame again (zoom, theme), unless a poll is feeding the
+        pipeline in its thread right now: History is not read while it is written; that
+        poll draws when it is done."""
+        if self.polling:
+            return
+        self._apply(self.frame)
 
     def action_help(self) -> None:
         from .screens.help import HelpScreen

@@ -4,6 +4,7 @@ function of the Frame (``render_frame``), so tests of what a pane shows need no 
 from __future__ import annotations
 
 import asyncio
+import io
 
 from rich.console import Console
 
@@ -35,6 +36,6 @@ def pane_text(layer: str, frame: Frame, *, width: int = 150, height: int = 40,
     """The plain text the ``layer`` pane draws for ``frame`` at this size."""
     pane = PANES[layer]()
     ctx = PaneContext(frame, roles({}), wide=wide, height=height, width=width)
-    con = Console(width=width, record=True, color_system=None)
-    con.print(pane.render_frame(ctx))
+    con = Console(width=width, record=True, color_system=None, file=io.StringIO())
+    con.print(pane.draw(ctx, zoomed=wide), no_wrap=True, overflow="ellipsis", crop=True)
     return con.export_text()

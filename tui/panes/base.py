@@ -7,6 +7,8 @@ panes never do I/O and never call probes.  Severity shows twice: the pane's CSS 
 
 from __future__ import annotations
 
+import heapq
+import re
 import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -17,7 +19,7 @@ from textual.widgets import Static
 
 from infertop.history import Series
 from infertop.model import Layer, Reading, Status
-from infertop.findings import Severity
+from infertop.findings import Evidence, Finding, Severity
 from infertop.pidmap import gpu_holders
 from infertop.pipeline import Frame
 from infertop.units import fmt_reading, sparkline
@@ -35,29 +37,151 @@ class PaneContext:
     width: int = 0                  # content columns of the pane being drawn
     summaries: CaptureSummaries = field(default_factory=CaptureSummaries)  # capture results
     extras_cache: dict[str, Any] = field(default_factory=dict)  # per-frame derived lookups
+    zoom_key: str = ""              # the key that zooms the pane being drawn ("" = zoomed)
+    layer: Layer | None = None      # the layer of the pane being drawn
+    tagged: set = field(default_factory=set)   # subject evidence tagged in this pane's draw
 
     # -- findings -----------------------------------------------------------------------
+    def subjects(self) -> dict[str, list[tuple[Evidence, Finding]]]:
+        """key -> (evidence, finding) for the reading each finding is *about* (once per frame).
+
+        The subject is what a person should look at: evidence that crossed a threshold, not
+        the context readings a finding quotes; for a spread across a group (PAR-001 on GPUs
+        0,1,2,3) it is the member farthest from the group's median, the straggler."""
+        if "subjects" not in self.extras_cache:
+            idx: dict[str, list[tuple[Evidence, Finding]]] = {}
+            for f in self.frame.findings:
+                for ev in subject_evidence(f):
+                    idx.setdefault(ev.key, []).append((ev, f))
+            self.extras_cache["subjects"] = idx
+        return self.extras_cache["subjects"]
+
     def flag(self, key: str, labels: Iterable[tuple[str, str]] = ()) -> tuple[str, str] | None:
-        """(severity, code) of the worst active finding whose evidence is this reading."""
+        """(severity, code) of the worst active finding whose subject is this reading."""
         want = dict(labels)
-        best: tuple[str, str] | None = None
-        for f in self.frame.findings:
-            for ev in f.evidence:
-                if ev.key != key:
-                    continue
-                ev_labels = dict(ev.labels)
-                if any(want.get(k) != v for k, v in ev_labels.items() if k in want):
-                    continue
-                if best is None or f.severity > best[0]:
-                    best = (f.severity, f.code)
-        return (best[0].value, best[1]) if best else None
+        best: tuple[Severity, str] | None = None
+        hit: Evidence | None = None
+        for ev, f in self.subjects().get(key, ()):
+            if any(want.get(k) != v for k, v in ev.labels if k in want):
+                continue
+            if best is None or f.severity > best[0]:
+                best, hit = (f.severity, f.code), ev
+        if best is None:
+            return None
+        self.tagged.add((hit, best[1]))
+        return best[0].value, best[1]
+
+    def untagged(self, layer: Layer) -> list[tuple[Evidence, Finding]]:
+        """This layer's finding subjects the pane drew no tag for (a column it does not
+        show at this width, a direction it does not show): they get a line of their own."""
+        return [(ev, f) for f in self.frame.findings_for(layer) for ev in subject_evidence(f)
+                if (ev, f.code) not in self.tagged]
+
+    def severity_of(self, code: str) -> int:
+        ranks = self.extras_cache.get("code_ranks")
+        if ranks is None:
+            ranks = {}
+            for f in self.frame.findings:
+                ranks[f.code] = max(ranks.get(f.code, 0), f.severity.rank)
+            self.extras_cache["code_ranks"] = ranks
+        return ranks.get(code, 0)
 
     # -- readings -----------------------------------------------------------------------
     def readings(self, key: str, **labels: str) -> list[Reading]:
+        """Readings of ``key`` with these labels; indexed per (key, label names) once per
+        frame, so a pane asking once per row stays linear (20,000 engine series)."""
         rs = self.frame.by_key(key)
         if not labels:
             return rs
-        return [r for r in rs if all(r.label(k) == v for k, v in labels.items())]
+        names = tuple(sorted(labels))
+        ik = ("r", key, names)
+        idx = self.extras_cache.get(ik)
+        if idx is None:
+            idx = {}
+            for r in rs:
+                idx.setdefault(tuple(r.label(n) for n in names), []).append(r)
+            self.extras_cache[ik] = idx
+        return idx.get(tuple(str(labels[n]) for n in names), [])
+
+    def distinct(self, key: str) -> int:
+        """1 if one engine (instance, engine) reports ``key``, 2 if more (then the rows of
+        that key say which engine they are); stops at the second: O(1) for 20,000."""
+        ck = ("n", key)
+        if ck not in self.extras_cache:
+            seen: set = set()
+            for r in self.frame.by_key(key):
+                seen.add((r.label("instance"), r.label("engine")))
+                if len(seen) > 1:
+                    break
+            self.extras_cache[ck] = len(seen)
+        return self.extras_cache[ck]
+
+    def exact(self, key: str, labels: tuple) -> Reading | None:
+        """The reading of ``key`` with exactly these labels (a dict lookup: the same engine's
+        other readings carry the same labels)."""
+        ck = ("x", key)
+        idx = self.extras_cache.get(ck)
+        if idx is None:
+            idx = self.extras_cache[ck] = {r.labels: r for r in self.frame.by_key(key)}
+        return idx.get(labels)
+
+    def engine_tag(self, r: Reading) -> str:
+        """' e1' / ' :8001 e1': which engine a repeated reading belongs to ('' if only one)."""
+        if self.distinct(r.key) <= 1:
+            return ""
+        inst, eng = r.label("instance"), r.label("engine")
+        many = self.distinct_instances(r.key) > 1
+        where = f" :{inst.rsplit(':', 1)[-1]}" if inst and many else ""
+        return where + (f" e{eng}" if eng else "")
+
+    def distinct_instances(self, key: str) -> int:
+        """How many servers (each --url is a source ``server:<instance>``) are read; a
+        count of sources, not a pass over 20,000 engine series."""
+        ck = ("i",)
+        if ck not in self.extras_cache:
+            self.extras_cache[ck] = sum(1 for n in self.frame.snapshot.samples
+                                        if n.startswith("server:"))
+        return self.extras_cache[ck]
+
+    def top(self, rs: list[Reading], n: int, relevance=None) -> tuple[list[Reading], int]:
+        """Flagged readings, then the ``n`` most relevant (default: largest value) in their
+        original order, and how many were left out: a pane builds rows only for what it
+        can show, in time linear in the readings."""
+        if len(rs) <= n:
+            return rs, 0
+        flagged = [r for r in rs if self.flag(r.key, r.labels)] \
+            if rs and rs[0].key in self.subjects() else []
+        rest = [r for r in rs if not self.flag(r.key, r.labels)] if flagged else rs
+        keyf = relevance or (lambda r: r.value if r.ok and r.value is not None else -1.0)
+        chosen = {id(r) for r in heapq.nlargest(max(0, n - len(flagged)), rest, key=keyf)}
+        keep = flagged + [r for r in rest if id(r) in chosen]
+        return keep, len(rs) - len(keep)
+
+    def flagged_values(self, label: str) -> set[str]:
+        """Values of ``label`` (gpu, pid, engine) that some finding is about."""
+        ck = ("f", label)
+        if ck not in self.extras_cache:
+            self.extras_cache[ck] = {v for pairs in self.subjects().values() for ev, _ in pairs
+                                     for k, v in ev.labels if k == label}
+        return self.extras_cache[ck]
+
+    def pick(self, items: list[str], label: str, n: int | None = None) -> tuple[list[str], int]:
+        """The items (GPU indices, pids) worth a row: those a finding is about, then the
+        first others up to ``n`` (default: the pane's height); and how many were left out.
+        Rows are built only for these, so drawing is linear in what is shown."""
+        n = self.row_cap if n is None else n
+        if len(items) <= n:
+            return items, 0
+        flagged = self.flagged_values(label)
+        first = [i for i in items if i in flagged]
+        rest = [i for i in items if i not in flagged][:max(0, n - len(first))]
+        keep = set(first) | set(rest)
+        return [i for i in items if i in keep], len(items) - len(keep)
+
+    @property
+    def row_cap(self) -> int:
+        """At most this many rows of one table are worth building (the pane's height)."""
+        return max(4, self.height) if self.height else 400
 
     def one(self, key: str, **labels: str) -> Reading | None:
         rs = self.readings(key, **labels)
@@ -84,14 +208,25 @@ class PaneContext:
 
     def spark(self, key: str, width: int = 16, lo: float | None = None, hi: float | None = None,
               **labels: str) -> Text:
-        series = self.series(key, **labels)
+        exact = self.frame.history.get(key, tuple(sorted((k, str(v)) for k, v in labels.items())))
+        series = [exact] if exact is not None else self.series(key, **labels)
         if not series:
             return Text("")
         vals = series[0].values()
         return Text(sparkline(vals, width, lo, hi), style=self.styles["spark"])
 
     def series(self, key: str, **labels: str) -> list[Series]:
-        return self.frame.history.find(key, **labels)
+        if not labels:
+            return self.frame.history.find(key)
+        names = tuple(sorted(labels))
+        ik = ("s", key, names)
+        idx = self.extras_cache.get(ik)
+        if idx is None:   # one pass over the key's series, then a dict lookup per row
+            idx = {}
+            for s in self.frame.history.find(key):
+                idx.setdefault(tuple(s.label(n) for n in names), []).append(s)
+            self.extras_cache[ik] = idx
+        return idx.get(tuple(str(labels[n]) for n in names), [])
 
     def gpu_holders(self) -> tuple[dict[str, str], list[int]]:
         """NVML pid -> the server process (role) holding GPU memory, across PID namespaces,
@@ -129,6 +264,35 @@ class PaneContext:
         return Text("\n".join(lines), style=self.styles[role])
 
 
+CODE_RE = re.compile(r"\b[A-Z]{2,5}-\d{3}\b")   # a finding code drawn beside a reading
+
+
+def subject_evidence(f: Finding) -> list[Evidence]:
+    """The evidence a finding is about (see ``PaneContext.subjects``).
+
+    A triggering reading (one with a threshold) is its own subject, unless it aggregates a
+    group (a label such as ``gpus=0,1,2,3``): then the group member among the context
+    readings that is farthest from the members' median is.  A finding with only context
+    readings is about all of them."""
+    trig = [e for e in f.evidence if e.threshold is not None]
+    if not trig:
+        return list(f.evidence)
+    out: list[Evidence] = []
+    for e in trig:
+        if not any("," in v for _, v in e.labels):
+            out.append(e)
+            continue
+        members = [c for c in f.evidence if c.threshold is None and c.key == e.key
+                   and isinstance(c.value, (int, float))]
+        if len(members) < 2:
+            out.append(e)
+            continue
+        vals = sorted(float(c.value) for c in members)
+        median = vals[len(vals) // 2]
+        out.append(max(members, key=lambda c: abs(float(c.value) - median)))
+    return out
+
+
 class Columns:
     """A light table rendered straight to Text.
 
@@ -146,15 +310,53 @@ class Columns:
         self.max_width = max_width
         self.gap = gap
         self.rows: list[list[Text]] = []
+        self.codes: list[tuple[str, ...]] = []   # finding codes drawn in each row
+        self.prio: list[float] = []              # lower is kept first when rows are cut
+        self.more = 0           # rows known but never built (the pane could not show them)
+        self.hidden = 0         # rows the last to_text left out (built or not)
 
-    def add_row(self, *cells: RenderableType | str) -> None:
-        self.rows.append([c if isinstance(c, Text) else Text(str(c)) for c in cells])
+    def add_row(self, *cells: RenderableType | str, prio: float = 0.0) -> None:
+        row = [c if isinstance(c, Text) else Text(str(c)) for c in cells]
+        self.rows.append(row)
+        self.codes.append(tuple(m for c in row for m in CODE_RE.findall(c.plain)))
+        self.prio.append(prio)
 
     def __bool__(self) -> bool:
         return bool(self.rows)
 
-    def to_text(self) -> Text:
-        rows = list(self.rows)
+    def lines(self) -> int:
+        return len(self.rows) + (1 if self.headers else 0) + (1 if self.more else 0)
+
+    def flagged_first(self, rank=None) -> list[int]:
+        """Row order: rows tagged with a finding first (worst first), then the rest."""
+        order = range(len(self.rows))
+        if not any(self.codes):
+            return list(order)
+        rank = rank or (lambda code: 1)
+        return sorted(order, key=lambda i: -max((rank(c) for c in self.codes[i]), default=0))
+
+    def to_text(self, limit: int | None = None, rank=None, hint: str = "",
+                width: int = 0, say_more: bool = True) -> Text:
+        """The table in at most ``limit`` lines: flagged rows first and never cut before
+        the others, then the rest by priority; a last line says how many rows are not
+        shown (``hint`` says how to see them).  ``say_more=False``: no such line, the
+        count is left in ``self.hidden`` (``fit`` says one "+N more" for the whole pane)."""
+        order = self.flagged_first(rank)
+        head = 1 if self.headers else 0
+        hidden = self.more
+        extra = 1 if say_more else 0              # the line for "+N more"
+        if limit is not None and head + len(order) + (extra if hidden else 0) > limit:
+            if limit < head + 1 + extra:          # no room for a row: only the count
+                self.hidden = len(order) + hidden
+                return more_line(self.hidden, hint) if say_more else Text("", end="")
+            room = limit - head - extra
+            nflag = sum(1 for i in order if self.codes[i])
+            keep_flag = order[:min(nflag, room)]
+            others = sorted(order[nflag:], key=lambda i: (self.prio[i], i))[:max(0, room - nflag)]
+            kept = set(keep_flag) | set(others)
+            hidden += len(order) - len(kept)
+            order = keep_flag + sorted(others)
+        rows = [self.rows[i] for i in order]
         if self.headers:
             rows.insert(0, [Text(h, style=self.header_style) for h in self.headers])
         ncol = max((len(r) for r in rows), default=0)
@@ -163,28 +365,63 @@ class Columns:
         else:
             widths = [min(self.max_width, max((r[i].cell_len for r in rows if i < len(r)),
                                               default=0)) for i in range(ncol)]
+        for r, row in zip(order, rows[head:]):   # a finding's code is never cut off
+            if self.codes[r]:
+                for i, cell in enumerate(row):
+                    if CODE_RE.search(cell.plain) and i < len(widths) - 1:
+                        widths[i] = max(widths[i], cell.cell_len)
         out = Text(no_wrap=True, overflow="ellipsis", end="")
         pad = " " * self.gap
+        codes = [()] * head + [self.codes[r] for r in order]
         for n, row in enumerate(rows):
             if n:
                 out.append("\n")
+            line = Text(no_wrap=True, end="")
             for i, cell in enumerate(row):
                 if i:
-                    out.append(pad)
+                    line.append(pad)
                 w = widths[i]
                 if cell.cell_len > w:
                     cell = cell.copy()
                     cell.truncate(w, overflow="ellipsis")
-                out.append_text(cell)
+                line.append_text(cell)
                 if i < len(row) - 1:
-                    out.append(" " * (w - cell.cell_len))
+                    line.append(" " * (w - cell.cell_len))
+            if width and codes[n] and line.cell_len > width:
+                line = _keep_codes(line, codes[n], width)
+            out.append_text(line)
+        self.hidden = hidden
+        if hidden and say_more:
+            out.append("\n")
+            out.append(more_line(hidden, hint))
         return out
+
+
+def _keep_codes(line: Text, codes: tuple[str, ...], width: int) -> Text:
+    """A flagged row wider than the pane: cut it before the edge so that its finding
+    codes stay visible at the end (the widget would cut them off otherwise)."""
+    tail = " " + " ".join(dict.fromkeys(codes))
+    start = line.plain.find(codes[0])
+    if 0 <= start and start + len(tail) <= width:
+        return line   # the code itself is on screen
+    style = next((sp.style for sp in line.spans
+                  if line.plain[sp.start:sp.end].strip() == codes[0]), "")
+    cut = line[: max(1, width - len(tail) - 1)]
+    cut.append("…")
+    cut.append(tail, style=style)
+    return cut
+
+
+def more_line(n: int, hint: str = "") -> Text:
+    return Text(f"+{n} more" + (f" ({hint})" if hint else ""), style="italic")
 
 
 def kv_table(rows: list[tuple[str, RenderableType, RenderableType | str]], *,
              label_width: int = 14, narrow: bool = False) -> Columns:
     """Label / value / sparkline rows, the common pane body (narrow: 80x24 panes)."""
-    t = Columns(widths=[12, 22, 10] if narrow else [label_width, 30, 24], gap=1)
+    longest = max((len(r[0]) for r in rows), default=0)   # engine-labelled rows: " e1"
+    t = Columns(widths=[max(12, min(20, longest)), 22, 10] if narrow else
+                [max(label_width, min(24, longest)), 30, 24], gap=1)
     for label, value, extra in rows:
         t.add_row(label, value, extra)
     return t
@@ -208,6 +445,121 @@ def group(*parts: "Text | Columns | None") -> Text:
     return out
 
 
+class Optional:
+    """A part of a pane that gives its rows away first when the pane is short
+    (legends, trend tables, hints)."""
+
+    def __init__(self, part: "Text | Columns | None") -> None:
+        self.part = part
+
+
+def _lines(part: "Text | Columns") -> int:
+    return part.lines() if isinstance(part, Columns) else part.plain.count("\n") + 1
+
+
+def subject_lines(ctx: PaneContext, missing: list[tuple[Evidence, Finding]]) -> Text | None:
+    """One line per finding subject that no row of the pane tagged: the reading behind a
+    finding is on screen even when the pane has no column for it at this size."""
+    if not missing:
+        return None
+    out = Text(no_wrap=True, overflow="ellipsis", end="")
+    for n, (ev, f) in enumerate(missing):
+        if n:
+            out.append("\n")
+        sev = f.severity.value
+        out.append(f.code, style=ctx.styles.get(sev, ""))
+        out.append(" " + short_evidence(ev), style=ctx.styles.get(sev, ""))
+    return out
+
+
+_SUFFIXES = ("_bytes_per_second", "_per_second", "_ratio", "_seconds", "_bytes", "_total",
+             "_celsius", "_watts", "_hz")
+_WHO = {"gpu": "GPU {}", "engine": "e{}", "pid": "pid {}", "gpus": "GPUs {}"}
+
+
+def short_evidence(ev: Evidence) -> str:
+    """'GPU 0 pcie rx 52.3 GiB/s >= 46.9 GiB/s': who, what, how much, against what; short
+    enough for a 36-column pane (the full form is on the findings screen, `f`)."""
+    who = " ".join(_WHO[k].format(v) for k, v in ev.labels if k in _WHO)
+    name = ev.key.split(".", 1)[-1]
+    for suf in _SUFFIXES:
+        if name.endswith(suf):
+            name = name[: -len(suf)]
+            break
+    plain = Evidence(ev.key, (), ev.value, ev.threshold, ev.op, ev.unit).describe()
+    return " ".join(x for x in (who, name.replace("_", " "), plain[len(ev.key) + 1:]) if x)
+
+
+def fit(ctx: PaneContext, *parts: "Text | Columns | Optional | None") -> Text:
+    """Stack parts into the pane's height.  When they do not fit, optional parts go
+    first, then tables give up rows (flagged rows last), sharing the room fairly; a table
+    with no row left is not drawn at all (a header alone says nothing), and one last line
+    says how many rows the whole pane hides ("+N more (press K to zoom)").  A finding's
+    row is never the one cut while others remain."""
+    items = [p for p in parts if p is not None and not (isinstance(p, Columns) and not p)
+             and not (isinstance(p, Optional) and (p.part is None or
+                                                   (isinstance(p.part, Columns) and not p.part)))]
+    height = ctx.height or 10**9
+    hint = f"press {ctx.zoom_key} to zoom" if ctx.zoom_key else ""
+    rank = ctx.severity_of
+
+    def total(xs) -> int:
+        return sum(_lines(x.part if isinstance(x, Optional) else x) for x in xs)
+
+    if ctx.layer is not None:     # a finding's reading the pane has no column for
+        lost = subject_lines(ctx, ctx.untagged(ctx.layer))
+        if lost is not None:
+            items.insert(0, lost)
+    while total(items) > height and any(isinstance(x, Optional) for x in items):
+        last = max(i for i, x in enumerate(items) if isinstance(x, Optional))
+        items.pop(last)
+    items = [x.part if isinstance(x, Optional) else x for x in items]
+    tables = [i for i, x in enumerate(items) if isinstance(x, Columns)]
+    # a table's own lines: header and rows (its "+N more" goes into the pane's one line)
+    need = {i: items[i].lines() - (1 if items[i].more else 0) for i in tables}
+    fixed = sum(_lines(x) for x in items if not isinstance(x, Columns))
+    limits: dict[int, int] = {}
+    if fixed + sum(need.values()) + any(items[i].more for i in tables) > height:
+        room = max(0, height - fixed - 1)     # one line for the pane's "+N more"
+        # first what must show: a table's flagged rows with its header
+        for i in tables:
+            nflag = sum(1 for c in items[i].codes if c)
+            head = 1 if items[i].headers else 0
+            limits[i] = min(need[i], head + nflag) if nflag else 0
+        room -= sum(limits.values())
+        # then water-filling, small tables whole; a header needs a row under it
+        order = sorted(tables, key=lambda i: need[i])
+        for n, i in enumerate(order):
+            share = max(0, room) // (len(order) - n)
+            give = min(need[i] - limits[i], share)
+            head = 1 if items[i].headers else 0
+            if limits[i] == 0 and give <= head:
+                give = 0
+            limits[i] += give
+            room -= give
+    lines: list[Text] = []
+    hidden = 0
+    for n, p in enumerate(items):
+        if isinstance(p, Columns):
+            if limits.get(n, 1) <= 0:
+                hidden += len(p.rows) + p.more
+                continue
+            t = p.to_text(limits.get(n), rank, hint, ctx.width, say_more=False)
+            hidden += p.hidden
+            if t.plain:
+                lines.append(t)
+        else:
+            lines.append(p)
+    if hidden:
+        lines.append(more_line(hidden, hint))
+    out = Text(no_wrap=True, overflow="ellipsis", end="")
+    for n, t in enumerate(lines):
+        if n:
+            out.append("\n")
+        out.append_text(t)
+    return out
+
+
 class LayerPane(Static):
     """A pane for one layer; subclasses set ``layer`` and implement ``render_frame``."""
 
@@ -223,6 +575,13 @@ class LayerPane(Static):
     def render_frame(self, ctx: PaneContext) -> RenderableType:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def draw(self, ctx: PaneContext, zoomed: bool = False) -> RenderableType:
+        """render_frame with the context set for this pane (its layer, its zoom key)."""
+        ctx.layer = self.pane_layer
+        ctx.zoom_key = "" if zoomed else str(self.pane_layer.index + 1)
+        ctx.tagged = set()
+        return self.render_frame(ctx)
+
     def show(self, ctx: PaneContext) -> None:
         findings = ctx.frame.findings_for(self.pane_layer)
         worst = max((f.severity for f in findings), default=None)
@@ -232,11 +591,15 @@ class LayerPane(Static):
                 self.set_class(s.value == worst, f"sev-{s.value}")
             self.worst = worst
         ctx.wide = self.size.width >= 110
-        ctx.height = max(0, self.size.height - 2)
-        ctx.width = max(0, self.size.width - 4)
+        ctx.height = max(1, self.size.height)   # Widget.size is the content area already
+        ctx.width = max(1, self.size.width)
         codes = " ".join(sorted({f.code for f in findings}))
         self.border_subtitle = f"{worst.upper()} {codes}" if worst else ""
-        content = self.render_frame(ctx)
+        try:
+            zoomed = getattr(self.app, "zoomed", None) == self.pane_layer.index
+        except Exception:     # no running app (drawn from a test)
+            zoomed = False
+        content = self.draw(ctx, zoomed)
         if isinstance(content, Columns):
             content = content.to_text()
         if content != self.last_renderable:   # Text compares by value: skip idle repaints

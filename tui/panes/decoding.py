@@ -7,7 +7,7 @@ from rich.text import Text
 
 from infertop.model import Layer, Status
 
-from .base import LayerPane, PaneContext, grid, group, kv_table
+from .base import LayerPane, Optional, PaneContext, fit, grid, kv_table
 
 LATENCIES = (("latency.ttft_seconds", "TTFT"), ("latency.itl_seconds", "ITL"),
              ("latency.e2e_seconds", "E2E"), ("latency.queue_seconds", "queue"))
@@ -23,27 +23,38 @@ class DecodingPane(LayerPane):
         window = int(ctx.frame.window)
         t = grid(["latency", "p50", "p90", "p99", "p99 (trend)"], styles=ctx.styles)
         for key, label in LATENCIES:
-            qs = {q: ctx.one(key, quantile=q) for q in ("0.5", "0.9", "0.99")}
-            if not any(qs.values()):
-                continue
-            p99 = qs["0.99"]
-            t.add_row(label, ctx.value_text(qs["0.5"]), ctx.value_text(qs["0.9"]),
-                      ctx.value_text(p99),
-                      ctx.spark(key, 14, quantile="0.99") if p99 is not None else "")
+            # one row per engine (the worst p99s when there are more than fit)
+            p99s, left = ctx.top(ctx.readings(key, quantile="0.99"), ctx.row_cap)
+            t.more += left
+            p99s = p99s or [None]
+            for p99 in p99s:
+                lab = {k: v for k, v in p99.labels if k != "quantile"} if p99 else {}
+                qs = {q: ctx.one(key, quantile=q, **lab) for q in ("0.5", "0.9")}
+                if p99 is None and not any(qs.values()):
+                    continue
+                t.add_row(label + (ctx.engine_tag(p99) if p99 else ""),
+                          ctx.value_text(qs["0.5"]), ctx.value_text(qs["0.9"]),
+                          ctx.value_text(p99),
+                          ctx.spark(key, 14, **dict(p99.labels)) if p99 is not None else "")
         rows = []
+        more = 0
         for key, label in (("throughput.generation_tokens_per_second", "gen tok/s"),
                            ("throughput.prompt_tokens_per_second", "prompt tok/s"),
                            ("server.requests_per_second", "req/s"),
                            ("server.error_ratio", "errors"),
                            ("spec.acceptance_ratio", "spec accept"),
                            ("server.uptime_seconds", "uptime")):
-            for r in ctx.readings(key):
+            rs, left = ctx.top(ctx.readings(key), ctx.row_cap)
+            more += left
+            for r in rs:   # repeated per engine: each row says which
                 trend = "" if key == "server.uptime_seconds" else \
                     ctx.spark(key, 16, 0, **dict(r.labels))
-                rows.append((label, ctx.value_text(r), trend))
+                rows.append((label + ctx.engine_tag(r), ctx.value_text(r), trend))
         head = Text(f"percentiles over the last {window} s", style=ctx.styles["muted"])
         down = [f"{name.split(':', 1)[1]}: {s.reason}"
                 for name, s in ctx.frame.snapshot.samples.items()
                 if name.startswith("server:") and s.status is not Status.OK]
         trouble = ctx.note("\n".join(down), "warn") if down else None  # one server of several
-        return group(t, kv_table(rows, narrow=ctx.width < 70), head, trouble)
+        kv = kv_table(rows, narrow=ctx.width < 70)
+        kv.more = more
+        return fit(ctx, trouble, t, kv, Optional(head))

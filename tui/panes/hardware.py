@@ -10,7 +10,7 @@ from infertop.units import bar, fmt_value
 
 from infertop.units import natural_key
 
-from .base import Columns, LayerPane, PaneContext, grid, group
+from .base import Columns, LayerPane, Optional, PaneContext, fit, grid
 
 
 def gpu_indices(ctx: PaneContext) -> list[str]:
@@ -41,7 +41,8 @@ class HardwarePane(LayerPane):
         if ctx.wide:
             cols += ["tensor", "DRAM bw", "PCIe tx/rx", "NVLink tx/rx", "util (60 s)"]
         t = grid(cols, styles=ctx.styles)
-        for g in gpus:
+        shown, t.more = ctx.pick(gpus, "gpu")
+        for g in shown:
             info = ctx.one("gpu.info", gpu=g)
             lost = ctx.one("gpu.lost", gpu=g)
             name = (info.text or "") if info else ""
@@ -97,12 +98,12 @@ class HardwarePane(LayerPane):
             t.add_row(*row)
         legend = ctx.note("util = a kernel was running; SM act = SMs actually busy (GPM)")
         trends = None
-        if ctx.height >= 2 * len(gpus) + 4:   # room to spare: the last minute per GPU
+        if ctx.height >= 2 * len(shown) + 4:   # room to spare: the last minute per GPU
             trends = Columns(["trend", "util", "SM act", "power", "SM clk"],
                              header_style=ctx.styles["header"])
-            for g in gpus:
+            for g in shown:
                 trends.add_row(f"GPU {g}", ctx.spark("gpu.util_ratio", 14, 0, 1, gpu=g),
                                ctx.spark("gpu.sm_active_ratio", 14, 0, 1, gpu=g),
                                ctx.spark("gpu.power_watts", 14, 0, None, gpu=g),
                                ctx.spark("gpu.sm_clock_hz", 14, 0, None, gpu=g))
-        return group(t, legend, trends)
+        return fit(ctx, t, Optional(legend), Optional(trends))

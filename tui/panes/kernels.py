@@ -5,10 +5,10 @@ from __future__ import annotations
 from rich.console import RenderableType
 from rich.text import Text
 
-from infertop.model import Layer
+from infertop.model import Layer, Status
 from infertop.units import bar
 
-from .base import Columns, LayerPane, PaneContext, grid, group, kv_table
+from .base import Columns, LayerPane, Optional, PaneContext, fit, grid, kv_table
 from .hardware import gpu_indices
 
 SETTINGS_SHOWN = ("cuda_graphs", "compilation", "max_num_seqs", "max_num_batched_tokens",
@@ -24,6 +24,7 @@ class KernelsPane(LayerPane):
         gpus = gpu_indices(ctx)
         if gpus:
             t = grid(["GPU", "SM active", "tensor", "occupancy", "DRAM bw"], styles=ctx.styles)
+            gpus, t.more = ctx.pick(gpus, "gpu")
             for g in gpus:
                 sm = ctx.one("gpu.sm_active_ratio", gpu=g)
                 cell = Text(bar(sm.value if sm and sm.ok else None, 6) + " ")
@@ -50,10 +51,13 @@ class KernelsPane(LayerPane):
         settings = {r.label("name"): r for r in ctx.readings("server.setting")}
         for name in SETTINGS_SHOWN:
             if name in settings:
-                rows.append((name.replace("_", " "), ctx.value_text(settings[name],
-                                                                    key="server.setting"), ""))
+                value = ctx.value_text(settings[name], key="server.setting")
+                if name == "cuda_graphs":
+                    value = _cuda_graphs(ctx, value, bool(gpus))
+                rows.append((name.replace("_", " "), value, ""))
         if rows:
             parts.append(kv_table(rows, narrow=ctx.width < 70))
+        trends = None
         if gpus and ctx.height >= len(parts) + 12 + 2 * len(gpus):  # room: the last minute
             trends = Columns(["trend", "SM active", "tensor", "DRAM bw"],
                              header_style=ctx.styles["header"])
@@ -61,13 +65,28 @@ class KernelsPane(LayerPane):
                 trends.add_row(f"GPU {g}", ctx.spark("gpu.sm_active_ratio", 16, 0, 1, gpu=g),
                                ctx.spark("gpu.tensor_active_ratio", 16, 0, 1, gpu=g),
                                ctx.spark("gpu.dram_bw_util_ratio", 16, 0, 1, gpu=g))
-            parts.append(trends)
         nsys = ctx.summaries.nsys
         if nsys:
             parts.append(nsys)
         else:
-            parts.append(ctx.note("top kernels: press n for an Nsight Systems capture"))
-        return group(*parts)
+            parts.append(Optional(ctx.note("top kernels: press n for an Nsight Systems capture")))
+        return fit(ctx, *parts, Optional(trends))
+
+
+def _cuda_graphs(ctx: PaneContext, value: Text, gpus: bool) -> Text:
+    """A default read off the command line is a guess: no GPU seen means there are no CUDA
+    graphs to speak of, and a server that does not answer may not run with that line."""
+    text = value.plain
+    if "default" not in text:
+        return value
+    device = ctx.one("server.setting", name="device")
+    if (device is not None and (device.text or "").lower().startswith("cpu")) or not gpus:
+        return Text("n/a (no GPU seen)", style=ctx.styles["muted"])
+    down = [s for name, s in ctx.frame.snapshot.samples.items()
+            if name.startswith("server") and s.status is not Status.OK]
+    if down:
+        return Text(f"{text}? (server not answering)", style=ctx.styles["muted"])
+    return value
 
 
 def speed_of_light_rows(ctx: PaneContext) -> list[tuple]:

@@ -8,7 +8,7 @@ from rich.text import Text
 from infertop.model import Layer
 from infertop.units import bar, fmt_value
 
-from .base import LayerPane, PaneContext, grid, group, kv_table
+from .base import LayerPane, PaneContext, fit, grid, kv_table
 from .hardware import gpu_indices
 
 
@@ -18,29 +18,36 @@ class MemoryPane(LayerPane):
     def render_frame(self, ctx: PaneContext) -> RenderableType:
         parts: list = []
         rows = []
-        kvs = ctx.readings("kv.usage_ratio")
+        more = 0
+        kvs, left = ctx.top(ctx.readings("kv.usage_ratio"), ctx.row_cap)
+        more += left
         for kv in kvs:
-            eng = kv.label("engine")
-            label = f"KV cache e{eng}" if eng and len(kvs) > 1 else "KV cache"
             cell = Text(bar(kv.value if kv.ok else None, 8) + " ")
             cell.append_text(ctx.value_text(kv))
-            rows.append((label, cell, ctx.spark("kv.usage_ratio", 16, 0, 1, **dict(kv.labels))))
+            rows.append(("KV cache" + ctx.engine_tag(kv), cell,
+                         ctx.spark("kv.usage_ratio", 16, 0, 1, **dict(kv.labels))))
         for key, label in (("server.preemptions_per_second", "preempt/s"),
                            ("kv.prefix_cache_hit_ratio", "prefix hits")):
-            for r in ctx.readings(key):
-                rows.append((label, ctx.value_text(r), ctx.spark(key, 16, **dict(r.labels))))
+            rs, left = ctx.top(ctx.readings(key), ctx.row_cap)
+            more += left
+            for r in rs:   # one row per engine, labelled with it when there are several
+                rows.append((label + ctx.engine_tag(r), ctx.value_text(r),
+                             ctx.spark(key, 16, **dict(r.labels))))
         cfg = {r.label("name"): r.text for r in ctx.readings("kv.config")}
         if cfg.get("num_gpu_blocks"):
             rows.append(("KV blocks", Text(f"{cfg['num_gpu_blocks']} × {cfg.get('block_size', '?')}"
                                            " tokens"), ""))
         if rows:
-            parts.append(kv_table(rows, narrow=ctx.width < 70))
+            kv = kv_table(rows, narrow=ctx.width < 70)
+            kv.more = more
+            parts.append(kv)
         elif not ctx.readings("server.info"):
             parts.append(ctx.note("No server metrics: KV cache unknown "
                                   f"({ctx.source_reason('server') or 'no --url / server found'})"))
         gpus = gpu_indices(ctx)
         if gpus:
             t = grid(["GPU", "used", "free", "headroom", "trend (60 s)"], styles=ctx.styles)
+            gpus, t.more = ctx.pick(gpus, "gpu")
             for g in gpus:
                 used = ctx.one("gpu.mem_used_bytes", gpu=g)
                 total = ctx.one("gpu.mem_total_bytes", gpu=g)
@@ -60,7 +67,9 @@ class MemoryPane(LayerPane):
         if procs:
             held, outside = ctx.gpu_holders()
             t = grid(["PID", "process", "GPU", "GPU mem"], styles=ctx.styles)
-            for r in sorted(procs, key=lambda r: -(r.value or 0))[: 8 if ctx.wide else 4]:
+            top = sorted(procs, key=lambda r: -(r.value or 0))
+            t.more = max(0, len(top) - (8 if ctx.wide else 4))
+            for r in top[: 8 if ctx.wide else 4]:
                 t.add_row(r.label("pid"), held.get(r.label("pid"), "(not the server)"),
                           r.label("gpu"), ctx.value_text(r, key="process.gpu_mem_bytes"))
             parts.append(t)
@@ -73,4 +82,4 @@ class MemoryPane(LayerPane):
         if host_used and host_total and host_used.ok and host_total.ok:
             parts.append(Text(f"host RAM {fmt_value(host_used.value, 'bytes')} / "
                               f"{fmt_value(host_total.value, 'bytes')}", style=ctx.styles["muted"]))
-        return group(*parts) if parts else ctx.note("no memory readings yet")
+        return fit(ctx, *parts) if parts else ctx.note("no memory readings yet")

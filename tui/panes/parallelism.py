@@ -7,8 +7,12 @@ from rich.text import Text
 
 from infertop.model import Layer
 
-from .base import LayerPane, PaneContext, grid, group, kv_table
+from .base import LayerPane, Optional, PaneContext, fit, grid, kv_table
 from .hardware import gpu_indices
+
+
+def natural(s: str) -> tuple:
+    return (0, int(s)) if s.isdigit() else (1, s)
 
 
 def spread(values: list[float]) -> float | None:
@@ -22,8 +26,9 @@ class ParallelismPane(LayerPane):
         parts: list = []
         gpus = gpu_indices(ctx)
         if gpus:
-            t = grid(["GPU", "util", "SM act", "mem", "PCIe tx", "NVLink tx", "holder"],
+            t = grid(["GPU", "util", "SM act", "mem", "PCIe", "NVLink tx", "holder"],
                      styles=ctx.styles)
+            gpus, t.more = ctx.pick(gpus, "gpu")
             holders: dict[str, list[str]] = {}
             held, _ = ctx.gpu_holders()
             for r in ctx.readings("process.gpu_mem_bytes"):
@@ -34,7 +39,7 @@ class ParallelismPane(LayerPane):
                 t.add_row(g, ctx.value_text(ctx.one("gpu.util_ratio", gpu=g)),
                           ctx.value_text(ctx.one("gpu.sm_active_ratio", gpu=g)),
                           ctx.value_text(ctx.one("gpu.mem_used_bytes", gpu=g)),
-                          ctx.value_text(ctx.one("gpu.pcie_tx_bytes_per_second", gpu=g)),
+                          pcie_cell(ctx, g),
                           ctx.value_text(ctx.one("gpu.nvlink_tx_bytes_per_second", gpu=g)),
                           ",".join(holders.get(g, []))[:18] or "–")
             parts.append(t)
@@ -49,21 +54,46 @@ class ParallelismPane(LayerPane):
             if links:
                 rows.append(("GPU links", Text(", ".join(sorted(links))), ""))
             if rows:
-                parts.append(kv_table(rows, narrow=ctx.width < 70))
+                parts.append(Optional(kv_table(rows, narrow=ctx.width < 70)))
         else:
             parts.append(ctx.note("Single host view: no GPUs visible for balance."))
-        engines = sorted({(r.label("instance"), r.label("engine"))
-                          for r in ctx.readings("server.requests_running")})
-        if engines:
+        running = ctx.readings("server.requests_running")
+        if running:
             t = grid(["engine", "run", "wait", "KV", "gen tok/s"], styles=ctx.styles)
-            many = len({i for i, _ in engines}) > 1
-            for inst, eng in engines:
-                lab = {"instance": inst, "engine": eng} if eng else {"instance": inst}
+            # the busiest engines and any a finding is about; rows only for those
+            shown, t.more = ctx.top(running, ctx.row_cap)
+            many = ctx.distinct_instances("server.requests_running") > 1
+            for r in sorted(shown, key=lambda r: (r.label("instance"), natural(r.label("engine")))):
+                inst, eng = r.label("instance"), r.label("engine")
                 where = inst if many else ":" + inst.rsplit(":", 1)[-1]
                 name = f"{where} e{eng}" if eng else where
-                t.add_row(name[-22:], ctx.value_text(ctx.one("server.requests_running", **lab)),
-                          ctx.value_text(ctx.one("server.requests_waiting", **lab)),
-                          ctx.value_text(ctx.one("kv.usage_ratio", **lab)),
-                          ctx.value_text(ctx.one("throughput.generation_tokens_per_second", **lab)))
+
+                def same(key: str):   # the same engine's reading: same labels, else a search
+                    got = ctx.exact(key, r.labels)
+                    if got is None:
+                        lab = {"instance": inst, "engine": eng} if eng else {"instance": inst}
+                        got = ctx.one(key, **lab)
+                    return got
+                t.add_row(name[-22:], ctx.value_text(r),
+                          ctx.value_text(same("server.requests_waiting")),
+                          ctx.value_text(same("kv.usage_ratio")),
+                          ctx.value_text(same("throughput.generation_tokens_per_second")))
             parts.append(t)
-        return group(*parts)
+        return fit(ctx, *parts)
+
+
+def pcie_cell(ctx: PaneContext, g: str) -> Text:
+    """The PCIe direction that matters: the one a finding is about, else the busier one,
+    with its direction named (HW-004 is often rx: host-to-device copies)."""
+    tx = ctx.one("gpu.pcie_tx_bytes_per_second", gpu=g)
+    rx = ctx.one("gpu.pcie_rx_bytes_per_second", gpu=g)
+    pick, name = tx, "tx"
+    if rx is not None:
+        if ctx.flag(rx.key, rx.labels) and not (tx is not None and ctx.flag(tx.key, tx.labels)):
+            pick, name = rx, "rx"
+        elif tx is None or (rx.ok and tx.ok and (rx.value or 0) > (tx.value or 0)
+                            and not ctx.flag(tx.key, tx.labels)):
+            pick, name = rx, "rx"
+    if pick is None:
+        return ctx.value_text(None)
+    return Text(f"{name} ").append_text(ctx.value_text(pick))

@@ -7,7 +7,11 @@ from rich.text import Text
 
 from infertop.model import Layer
 
-from .base import LayerPane, PaneContext, grid, group
+from .base import LayerPane, Optional, PaneContext, fit, grid
+
+# which processes keep their row when the pane is short: the ones doing the work first
+ROLE_PRIORITY = {"engine_core": 0, "scheduler": 0, "worker": 1, "shard": 1, "server": 2,
+                 "api_server": 3, "router": 3, "launcher": 4, "detokenizer": 4, "helper": 5}
 
 
 class SchedulingPane(LayerPane):
@@ -15,19 +19,8 @@ class SchedulingPane(LayerPane):
 
     def render_frame(self, ctx: PaneContext) -> RenderableType:
         parts: list = []
-        queue = Text()
-        for key, label in (("server.requests_running", "running"),
-                           ("server.requests_waiting", "waiting"),
-                           ("latency.queue_seconds", "queue p99")):
-            rs = ctx.readings(key, quantile="0.99") if key.startswith("latency") else \
-                ctx.readings(key)
-            for r in rs:
-                eng = r.label("engine")
-                queue.append(f"{label}{' e' + eng if eng and _multi(ctx, key) else ''} ")
-                queue.append_text(ctx.value_text(r))
-                queue.append("  ")
+        queue = queue_line(ctx)
         if queue:
-            queue.append_text(ctx.spark("server.requests_waiting", 12, 0))
             parts.append(queue)
         host = ctx.one("host.cpu_ratio")
         if host is not None:
@@ -35,50 +28,130 @@ class SchedulingPane(LayerPane):
             line = Text("host CPU ").append_text(ctx.value_text(host))
             if cores and cores.ok:
                 line.append(f" of {cores.value:.0f} cores ")
-            parts.append(line.append_text(ctx.spark("host.cpu_ratio", 12, 0, 1)))
+            parts.append(Optional(line.append_text(ctx.spark("host.cpu_ratio", 12, 0, 1))))
         procs = ctx.readings("process.info")
         server = ctx.frame.snapshot.meta("server")
         if procs and isinstance(server, dict) and server.get("found_by"):
             # --url's port owner could not be read: this tree is a guess, and says so
             parts.append(ctx.note(f"found by name, not by port: {server.get('reason', '')}"))
         if procs:
-            narrow = ctx.width < 70   # 80x24: names give way to the numbers
-            t = grid(["PID", "process", "S", "CPU", "RSS", "thr", "csw/s"], styles=ctx.styles,
-                     max_width=16 if narrow else 30)
-            depth = _depths(procs)
-            for p in sorted(procs, key=lambda p: (depth.get(p.label("pid"), 0), int(p.label("pid") or 0))):
-                pid = p.label("pid")
-                name = p.label("name") or "?"
-                role = p.label("role")
-                indent = "  " * depth.get(pid, 0)
-                csw = [r.value for r in ctx.readings("process.ctx_switches_per_second", pid=pid)
-                       if r.ok]
-                state = ctx.one("process.state", pid=pid)
-                code = STATE_CODES.get(state.text, "?") if state is not None and state.text else "–"
-                t.add_row(pid, f"{indent}{name}" + (f" ({role})" if role and role not in name.lower() else ""),
-                          Text(code, style=ctx.styles["warn"] if code == "D" else ""),
-                          ctx.value_text(ctx.one("process.cpu_ratio", pid=pid)),
-                          ctx.value_text(ctx.one("process.rss_bytes", pid=pid)),
-                          ctx.value_text(ctx.one("process.threads", pid=pid)),
-                          f"{sum(csw):.0f}" if csw else "–")
-            parts.append(t)
+            parts.append(process_table(ctx, procs))
             threads = sorted((r for r in ctx.readings("thread.cpu_ratio") if r.ok),
                              key=lambda r: -(r.value or 0))[: max(3, ctx.height - len(procs) - 6)]
             if threads:
                 tt = grid(["TID", "thread", "CPU", "of PID"], styles=ctx.styles)
                 for r in threads:
                     tt.add_row(r.label("tid"), r.label("name"), ctx.value_text(r), r.label("pid"))
-                parts.append(tt)
+                parts.append(Optional(tt))
         else:
             snap = ctx.frame.snapshot
             looked = snap.meta("looked_for")
             why = ctx.source_reason("process")
             parts.append(ctx.note("No server process found" + (f": {why}" if why else "") +
                                   (f"\nLooked for {looked}." if looked else "")))
-        gil = ctx.summaries.pyspy
+        gil = gil_lines(ctx)
         if gil is not None:
-            parts.append(gil)
-        return group(*parts)
+            parts.insert(1 if queue else 0, gil)   # asked for with G: not the first to go
+        if ctx.summaries.pyspy is not None:
+            parts.append(ctx.summaries.pyspy)
+        return fit(ctx, *parts)
+
+
+def queue_line(ctx: PaneContext) -> Text:
+    """running / waiting / queue p99: one engine as is; several as totals, the worst queue
+    named by its engine and any engine a finding is about, so the line stays one line
+    however many engines there are (20,000 series: linear, bounded)."""
+    out = Text(no_wrap=True)
+    running = ctx.readings("server.requests_running")
+    waiting = ctx.readings("server.requests_waiting")
+    qp99 = ctx.readings("latency.queue_seconds", quantile="0.99")
+    engines = max(ctx.distinct("server.requests_running"), ctx.distinct("server.requests_waiting"))
+    if engines <= 1:
+        for label, rs in (("running", running), ("waiting", waiting), ("queue p99", qp99)):
+            for r in rs:
+                out.append(f"{label} ").append_text(ctx.value_text(r)).append("  ")
+    else:
+        for label, rs in (("running", running), ("waiting", waiting)):
+            vals = [r.value for r in rs if r.ok and r.value is not None]
+            if vals:
+                out.append(f"{label} {sum(vals):.0f}  ")
+        out.append(f"({engines} engines)  ")
+        worst = max((r for r in qp99 if r.ok and r.value is not None),
+                    key=lambda r: r.value, default=None)
+        if worst is not None:
+            out.append("queue p99 ").append_text(ctx.value_text(worst))
+            out.append(ctx.engine_tag(worst) + "  ")
+        for rs in (running, waiting):
+            for r in rs:     # only the engines a finding is about: few
+                if ctx.flag(r.key, r.labels):
+                    out.append(r.key.rsplit(".", 1)[-1].replace("requests_", "") +
+                               ctx.engine_tag(r) + " ").append_text(ctx.value_text(r))
+                    out.append("  ")
+    if out:
+        out.append_text(ctx.spark("server.requests_waiting", 12, 0))
+    return out
+
+
+def process_table(ctx: PaneContext, procs):
+    narrow = ctx.width < 70   # 80x24: names give way to the numbers
+    t = grid(["PID", "process", "S", "CPU", "RSS", "thr", "csw/s"], styles=ctx.styles,
+             max_width=16 if narrow else 30)
+    depth = _depths(procs)
+    by_pid = {p.label("pid"): p for p in procs}
+    ordered = sorted(by_pid, key=lambda pid: (depth.get(pid, 0), int(pid) if pid.isdigit() else 0))
+    # rows only for what can be shown: flagged pids, then the workers, then by CPU
+    cpu = {r.label("pid"): (r.value or 0.0) for r in ctx.readings("process.cpu_ratio") if r.ok}
+
+    def relevance(pid: str) -> tuple:
+        return (ROLE_PRIORITY.get(by_pid[pid].label("role"), 6), -cpu.get(pid, 0.0))
+
+    cap = ctx.row_cap
+    if len(ordered) > cap:
+        flagged = ctx.flagged_values("pid")
+        keep = {p for p in ordered if p in flagged}
+        keep |= set(sorted((p for p in ordered if p not in keep), key=relevance)
+                    [: max(0, cap - len(keep))])
+        t.more = len(ordered) - len(keep)
+        ordered = [p for p in ordered if p in keep]
+    for pid in ordered:
+        p = by_pid[pid]
+        name = p.label("name") or "?"
+        role = p.label("role")
+        indent = "  " * depth.get(pid, 0)
+        csw = [r.value for r in ctx.readings("process.ctx_switches_per_second", pid=pid) if r.ok]
+        state = ctx.one("process.state", pid=pid)
+        code = STATE_CODES.get(state.text, "?") if state is not None and state.text else "–"
+        t.add_row(pid, f"{indent}{name}" + (f" ({role})" if role and role not in name.lower() else ""),
+                  Text(code, style=ctx.styles["warn"] if code == "D" else ""),
+                  ctx.value_text(ctx.one("process.cpu_ratio", pid=pid)),
+                  ctx.value_text(ctx.one("process.rss_bytes", pid=pid)),
+                  ctx.value_text(ctx.one("process.threads", pid=pid)),
+                  f"{sum(csw):.0f}" if csw else "–", prio=relevance(pid)[0])
+    return t
+
+
+def gil_lines(ctx: PaneContext) -> Text | None:
+    """The GIL sampler's results (G): share of dumps with the GIL held, by whom, and what
+    the sampler itself costs (each py-spy dump stops the process for a moment)."""
+    held = ctx.readings("python.gil_held_ratio")
+    if not held:
+        return None
+    out = Text(no_wrap=True)
+    for n, r in enumerate(held[:4]):
+        pid = r.label("pid")
+        if n:
+            out.append("\n")
+        out.append("GIL held ").append_text(ctx.value_text(r))
+        holder = ctx.one("python.gil_holder", pid=pid)
+        if holder is not None and holder.text:
+            out.append(f" by {holder.text}")
+        out.append(f" (pid {pid}{' ' + r.label('role') if r.label('role') else ''})")
+        cost = ctx.one("python.gil_sampler_cost_seconds", pid=pid)
+        if cost is not None and cost.ok and cost.value is not None:
+            out.append(f"  sampler cost {cost.value * 1000:.0f} ms/dump", style=ctx.styles["muted"])
+        elif not r.ok:
+            out.append(f"  {r.reason}", style=ctx.styles["muted"])
+    return out
 
 
 # top's one-letter process states
@@ -87,19 +160,15 @@ STATE_CODES = {"running": "R", "sleeping": "S", "disk-sleep": "D", "stopped": "T
                "parked": "P"}
 
 
-def _multi(ctx: PaneContext, key: str) -> bool:
-    """More than one engine reports this key (then rows say which engine)."""
-    return len({(r.label("instance"), r.label("engine")) for r in ctx.readings(key)}) > 1
-
-
 def _depths(procs) -> dict[str, int]:
     parent = {p.label("pid"): p.label("ppid") for p in procs}
-    out = {}
-    for pid in parent:
-        d, cur, seen = 0, pid, set()
-        while parent.get(cur) in parent and cur not in seen:
-            seen.add(cur)
+    out: dict[str, int] = {}
+    for pid in parent:     # walk up until a known depth: linear in the tree
+        chain, cur = [], pid
+        while cur in parent and cur not in out and cur not in chain:
+            chain.append(cur)
             cur = parent[cur]
-            d += 1
-        out[pid] = d
+        base = out.get(cur, -1) if cur in parent else -1
+        for i, c in enumerate(reversed(chain)):
+            out[c] = base + 1 + i
     return out
