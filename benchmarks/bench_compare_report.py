@@ -13,8 +13,7 @@ from pathlib import Path
 
 from infertop.compare import compare
 from infertop.htmlreport import render_html
-from infertop.recording import iter_snapshots
-from infertop.probes.sources.replay import read_recording
+from infertop.probes.sources.replay import open_replay
 from infertop.rules.engine import Diagnoser
 from infertop.runsummary import summarize
 
@@ -22,8 +21,9 @@ REC = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "recording
 
 
 def load(name: str, window: float):
-    dec = read_recording(REC / name)
-    return summarize(iter_snapshots(dec), Diagnoser(), window=window, meta={"file": name})
+    rec = open_replay(REC / name)
+    return summarize(rec.iter_snapshots(), Diagnoser(fleet=False), window=window,
+                     meta={"file": name})
 
 
 def main() -> None:

@@ -16,25 +16,23 @@ MAX_RECORDING_BYTES = 1 << 30   # a day at 1 Hz is ~100 MB gzipped: far above th
 
 
 def load_run(path: str, args: argparse.Namespace):
-    """A RunSummary of one recording (RecordingError/UsageError: one line, exit 2)."""
-    from infertop.recording import iter_snapshots
+    """A RunSummary of one recording (RecordingError/UsageError: one line, exit 2).  The
+    recording is streamed (probes/sources/replay.py): a days-long file costs its index."""
+    from infertop.probes.sources.replay import open_replay
     from infertop.runsummary import summarize
-    from infertop.probes.sources.replay import read_recording
     try:
         size = os.path.getsize(path)
     except OSError:
-        size = 0   # read_recording says why in one line
+        size = 0   # open_replay says why in one line
     if size > MAX_RECORDING_BYTES:
         raise UsageError(f"{path}: {size} bytes is more than the {MAX_RECORDING_BYTES} a "
                          "recording may have here")
-    dec = read_recording(path)
-    if not dec.lines:
-        raise UsageError(f"{path}: the recording holds no snapshot")
-    pipe = make_pipeline(args)
-    meta = {"file": path, "host": dec.header.get("host"),
-            "recorded": dec.header.get("started"), "notes": dec.notes}
-    return summarize(iter_snapshots(dec), pipe.diagnoser, window=args.window or pipe.window,
-                     max_ticks=args.max_ticks, meta=meta)
+    rec = open_replay(path)   # RecordingError when it holds no snapshot
+    pipe = make_pipeline(args, rec)
+    meta = {"file": path, "host": rec.header.get("host"),
+            "recorded": rec.header.get("started"), "notes": rec.notes}
+    return summarize(rec.iter_snapshots(), pipe.diagnoser,
+                     window=args.window or pipe.window, max_ticks=args.max_ticks, meta=meta)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

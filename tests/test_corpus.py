@@ -58,7 +58,8 @@ def test_expected_findings_raise_in_their_layer_within_10_s_of_onset(name):
 def test_nothing_unexpected(name):
     meta = META[name]
     run = played(name)
-    allowed = set(meta["expect"]) | set(meta.get("host_facts", ()))
+    allowed = set(meta["expect"]) | set(meta.get("host_facts", ())) \
+        | set(meta.get("expect_at_kill", ()))
     forbidden = set(meta.get("forbid", ()))
     bad = set()
     for active, causes in zip(run.active, run.causes):
@@ -87,6 +88,20 @@ def test_queue_cap_without_gpu_readings_names_the_cap():
     # TTFT suffers and says why: the cap (and the host)
     dec = [c["DEC-001"] for c in run.causes if "DEC-001" in c]
     assert dec and all("SCH-002" in c for c in dec[-5:])
+
+
+def test_a_killed_server_is_not_answering_within_10_s_and_clears_once_it_answers():
+    meta = META["vllm-killed-restarted"]
+    run = played("vllm-killed-restarted")
+    kill, back = meta["kill"], meta["onset"]
+    for code, layer in meta["expect_at_kill"].items():
+        t = run.first(code, kill)
+        assert t is not None and t - kill <= RAISE_WITHIN, (code, t, kill)
+        at = next(a for tt, a in zip(run.times, run.active) if tt == t)
+        assert at[code] == layer
+        assert code not in run.ever_before(kill)                # never while it answered
+        after = [a for tt, a in zip(run.times, run.active) if tt > back + RAISE_WITHIN]
+        assert after and all(code not in a for a in after)      # cleared once it answers
 
 
 def test_client_aborts_are_not_errors():

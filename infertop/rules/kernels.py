@@ -301,8 +301,8 @@ RULES = (
         notes="The roofline needs the model's shape (config.json, read by the process probe) "
               "and the GPU's peak bandwidth (NVML or the datasheet table); see "
               "docs/metrics.md#speed-of-light. KRN-001 (launch-bound decode) explains it "
-              "and keeps it quiet.",
-        raise_after=JUDGED_RAISE_AFTER,
+              "and keeps it quiet; it explains HW-001 (busy, not working) in turn.",
+        supersedes=("HW-001",), raise_after=JUDGED_RAISE_AFTER,
         judged="the roofline ratio over the rate window; median over diagnosis.judge_window "
                "of NVML util and GPM DRAM bandwidth; each tick's batch"),
         below_roofline),

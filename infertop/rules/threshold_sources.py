@@ -94,6 +94,25 @@ SOURCES: dict[str, str] = {
     "thresholds.tp_pcie_heavy_ratio": "NCCL all-reduce over PCIe: 30 % of the link per step "
                                       "is heavy",
     "thresholds.tp_pcie_heavy_bytes": "PCIe Gen4 x16 ~32 GB/s: 4 GB/s is heavy",
+    # ---- kernels: speed of light (KRN-003) -------------------------------------------
+    "thresholds.roofline_ratio_max": "infertop (reasoning, not yet field-checked: no GPU was "
+                                     "lent to measure one): fed decode kernels stream the "
+                                     "weights at a large share of peak bandwidth; under 30 % "
+                                     "of the roofline the step time is spent elsewhere",
+    "thresholds.roofline_busy_util_min": "seeds: 'GPU util 95 %' is busy; 0.8 leaves room "
+                                         "for the gaps between decode steps",
+    "thresholds.roofline_batch_max": "infertop: up to 16 sequences a decode step still "
+                                     "reads mostly weights (memory-bound); larger batches "
+                                     "far below the roofline have other causes",
+    "thresholds.roofline_dram_max": DCGM.split(",")[0] + ": DRAM active 0.5 or more means "
+                                    "the memory is the busy unit, so the estimate is off",
+    # ---- fleet (FLT-001) ------------------------------------------------------------
+    "thresholds.fleet_slow_factor": "infertop: twice the peers' median p99 is far beyond "
+                                    "node-to-node noise for replicas of one model",
+    "thresholds.fleet_slow_min_seconds": "human reaction: a p99 under 100 ms is not felt "
+                                         "however it compares",
+    "thresholds.fleet_min_peers": "infertop: a median of at least two other nodes; with "
+                                  "two nodes there is no telling which one is slow",
     "thresholds.dp_load_ratio": "vllm-htop's imbalance check (busiest vs quietest engine)",
     "thresholds.dp_load_min_gap": "infertop: a few requests apart is noise",
     "thresholds.dp_kv_gap": "infertop: 30 points of KV usage apart",

@@ -137,6 +137,16 @@ class ReplaySource(SnapshotSource):
                 self.notes.append(str(e))
         return None
 
+    def iter_snapshots(self):
+        """Every snapshot from the first, streamed (compare and report read a recording
+        once); corrupt lines are skipped and counted, as ``next`` does."""
+        for i in range(len(self)):
+            try:
+                yield self.snapshot_at(i)
+            except RecordingError as e:
+                self.skipped += 1
+                self.notes.append(str(e))
+
     # ---- moving --------------------------------------------------------------------------
     def _move(self, index: int) -> Snapshot:
         self._pos = max(0, min(len(self) - 1, index))
