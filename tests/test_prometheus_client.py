@@ -128,7 +128,8 @@ def test_parsers_and_names():
     assert _duration("1m30s") == 90 and _duration("500ms") == 0.5 and _duration("x") is None
     assert _rfc3339("2026-12-01T11:00:00+01:00") == _rfc3339("2026-12-01T10:00:00Z")
     assert _rfc3339("0001-01-01T00:00:00Z") is None     # never scraped
-    assert clean_text("a\x1b[31mb\nc" + "x" * 500, 20).startswith("a [31mb c")
+    # escapes made visible (textclean), newlines folded: one line
+    assert clean_text("a\x1b[31mb\nc" + "x" * 500, 20).startswith("a\u241b[31mb c")
     assert len(clean_text("y" * 500, 20)) == 20
     assert node_of({"instance": "[::1]:9400"}) == "::1"
     assert node_of({"instance": "h:1", "node": "n9"}) == "n9"
@@ -147,7 +148,8 @@ async def test_control_characters_in_series_labels_are_cleaned():
     client = PrometheusClient("prom:9090", transport=httpx.MockTransport(ok(doc)))
     (labels, value), = await client.query("x")
     await client.close()
-    assert labels["node"] == "evil ]0;pwned" and labels["model_name"] == "m odel"
+    assert labels["node"] == "evil\u241b]0;pwned\u2407"          # ␛ and ␇, visible
+    assert labels["model_name"] == "m\\u202eodel"               # the override spelled out
     clean = vector(({"__name__": "up", "instance": "h:1"}, 1))
     client = PrometheusClient("prom:9090", transport=httpx.MockTransport(ok(clean)))
     await client.query("up")
@@ -162,7 +164,7 @@ async def test_del_and_c1_characters_in_raw_utf8_are_cleaned_too():
         lambda r: httpx.Response(200, content=body.encode("utf-8"))))
     (labels, _), = await client.query("up")
     await client.close()
-    assert labels["node"] == "a b c"
+    assert labels["node"] == "a\u2421b\\x85c"                     # ␡ and C1 NEL spelled out
 
 
 async def test_only_targets_scraped_since_the_last_fetch_are_asked_again():

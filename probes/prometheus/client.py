@@ -21,17 +21,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from infertop.textclean import clean
+
 if TYPE_CHECKING:
     import httpx
 
 MAX_BYTES = 64_000_000     # a 64-node vLLM fleet answers ~10 MB; 64 MB means something is off
 MAX_SERIES = 400_000       # more series than this in one answer: refuse, do not build them
-_CTRL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e]")
-# the same characters as they can appear in a JSON body (escaped or raw UTF-8): one scan of
-# the body decides whether label values need cleaning (cleaning 200k values costs ~0.3 s)
+# the characters textclean.clean makes visible, as they can appear in a JSON body (escaped
+# or raw UTF-8): one scan of the body decides whether label values need cleaning (cleaning
+# 200k values costs ~0.3 s)
 _CTRL_IN_JSON = re.compile(
     rb"\\u00[01][0-9a-fA-F]|\\u007[fF]|\\u00[89][0-9a-fA-F]|\\[nrtbf]|\x7f|\xc2[\x80-\x9f]"
-    rb"|\\u20(?:0[b-fB-F]|2[89a-eA-E])|\xe2\x80[\x8b-\x8f\xa8-\xae]")
+    rb"|\\u20(?:0[efEF]|2[89a-eA-E]|6[6-9])|\\u061[cC]|\\u[dD][89a-fA-F]"
+    rb"|\xe2\x80[\x8e\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]|\xd8\x9c")
 
 
 class PrometheusError(RuntimeError):
@@ -39,9 +42,9 @@ class PrometheusError(RuntimeError):
 
 
 def clean_text(text: Any, limit: int = 200) -> str:
-    """Printable, one line, at most ``limit`` characters (terminal escapes removed)."""
-    s = _CTRL.sub(" ", str(text))
-    s = " ".join(s.split())
+    """One line, at most ``limit`` characters, terminal escapes and bidi controls made
+    visible (infertop/textclean.py, the one cleaner every input goes through)."""
+    s = " ".join(clean(str(text), multiline=True).split())
     return s if len(s) <= limit else s[:limit - 1] + "…"
 
 
