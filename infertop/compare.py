@@ -23,6 +23,7 @@ from typing import Any
 from .keys import SPECS
 from .model import LAYERS, Labels
 from .runsummary import RunSummary, SeriesId
+from .textclean import clean
 from .units import fmt_value
 
 MIN_POINTS = 5
@@ -231,13 +232,10 @@ def _signed(m: Moved) -> str:
     return text
 
 
-_CONTROL = {i: "?" for i in (*range(0x00, 0x20), *range(0x7F, 0xA0))}
-
-
 def printable(text: str, limit: int = 200) -> str:
-    """Text from a recording made safe for a terminal: control characters (ESC, CR, BEL
-    and the C1 range) become "?", and it is cut to ``limit`` characters."""
-    out = str(text).translate(_CONTROL)
+    """Text from a recording made safe for a terminal (textclean: escapes, C1 and bidi
+    controls made visible), one line, cut to ``limit`` characters."""
+    out = " ".join(clean(str(text), multiline=True).split())
     return out if len(out) <= limit else out[:limit - 1] + "…"
 
 

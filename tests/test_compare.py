@@ -135,10 +135,11 @@ def test_idle_ticks_are_left_out_when_both_runs_have_load():
 
 
 def test_text_from_recordings_is_made_safe_for_a_terminal():
-    evil = "x\x1b]52;c;Y2F0\x07\r\x9b31m"
+    evil = "x\x1b]52;c;Y2F0\x07\r\x9b31m\u202eabc\u2066"
     c = compare(run({LAT: [1.0] * 10}, settings={evil: evil}), run({LAT: [1.0] * 10}))
     text = render_text(c)
     assert "\x1b" not in text and "\x07" not in text and "\r" not in text and "\x9b" not in text
+    assert "\u202e" not in text and "\u2066" not in text and "\u241b]52" in text  # ␛ shown
     assert printable("a" * 500).endswith("…") and len(printable("a" * 500)) == 200
     assert stable_labels(make_labels(pid=1, name="w", instance="x")) == (("name", "w"),)
 
