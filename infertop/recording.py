@@ -133,6 +133,22 @@ def line_time(line: bytes) -> float | None:
     return None
 
 
+def snapshot_time(line: bytes) -> float | None:
+    """The recorded time of a snapshot line: the fast path reads only its start; else the
+    whole line is parsed.  None: another kind of line (not a snapshot, e.g. a future event
+    line).  ValueError: a corrupt line (not JSON, or a time that is not a number)."""
+    t = line_time(line[:64] if len(line) > 64 else line)
+    if t is not None:
+        return t
+    obj = json.loads(line)   # ValueError (JSONDecodeError) when it is not JSON
+    if not isinstance(obj, dict) or "samples" not in obj:
+        return None
+    try:
+        return float(obj.get("time", 0.0))
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError("a snapshot line whose time is not a number") from None
+
+
 # ---- whole files -----------------------------------------------------------------------
 @dataclass
 class Decoded:
@@ -184,7 +200,6 @@ def decode(data: bytes, name: str = "recording") -> Decoded:
     for i, line in enumerate(pieces):
         if not line.strip():
             continue
-        t = line_time(line)
         is_last = i == n - 1
         if is_last and (last_cut or not gz_complete):
             try:
@@ -193,19 +208,13 @@ def decode(data: bytes, name: str = "recording") -> Decoded:
                 out.truncated = True
                 out.notes.append("last line cut short (the recorder was stopped mid-write)")
                 break
+        try:
+            t = snapshot_time(line)
+        except ValueError:
+            out.skipped += 1   # not JSON, or "time": "soon": not a snapshot we can place
+            continue
         if t is None:
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                out.skipped += 1
-                continue
-            if not isinstance(obj, dict) or "samples" not in obj:
-                continue  # another kind of line (a future event line): not a snapshot
-            try:
-                t = float(obj.get("time", 0.0))
-            except (TypeError, ValueError, OverflowError):
-                out.skipped += 1   # "time": "soon": not a snapshot we can place
-                continue
+            continue
         out.lines.append(line)
         out.times.append(t)
     if not gz_complete and not out.truncated:

@@ -137,12 +137,9 @@ class ServerMetricsProbe(Probe):
             warnings.append(f"page has {lines} lines: only the first {MAX_PAGE_LINES} "
                             "were read (cardinality cap)")
         try:
-            expo = readings_from_exposition(text, self.instance)
+            readings, meta = self._map(text, headers)
         except ParseError as e:
             raise ServerMetricsError(clean(f"{url} did not return Prometheus metrics: {e}")) from None
-        readings = list(expo.readings)
-        _add_start_header(readings, headers, self.instance)
-        meta: dict[str, Any] = dict(expo.meta)
         meta.update(url=redact_url(url), scrape_bytes=len(body))
         if meta.get("series_dropped"):
             warnings += [n for n in meta.get("notes", ()) if "cardinality cap" in n]
@@ -150,6 +147,14 @@ class ServerMetricsProbe(Probe):
             meta["warnings"] = warnings
         return sample(self.name, readings, meta=meta, started=started,
                       reason="; ".join(warnings))
+
+    def _map(self, text: str, headers) -> tuple[list[Reading], dict[str, Any]]:
+        """The page's readings and meta (ParseError when it is not an exposition); the
+        fleet's direct probe also maps a dcgm-exporter page here (fleet_hub.py)."""
+        expo = readings_from_exposition(text, self.instance)
+        readings = list(expo.readings)
+        _add_start_header(readings, headers, self.instance)
+        return readings, dict(expo.meta)
 
     # ---- HTTP --------------------------------------------------------------------------
 

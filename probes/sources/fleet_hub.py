@@ -11,19 +11,15 @@ it answered, 0 when it failed), like Prometheus's ``up``.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from dataclasses import replace
 from urllib.parse import urlsplit
 
 from infertop.dcgm import gpu_readings
 from infertop.dialects import readings_from_families
 from infertop.model import Reading, Sample, Snapshot, Status, make_labels
-from infertop.promtext import ParseError, parse
+from infertop.promtext import parse
 
-from infertop.probes.base import sample
-from infertop.probes.server.metrics import (ServerMetricsError, ServerMetricsProbe,
-                                            _add_start_header, normalize_url)
+from infertop.probes.server.metrics import ServerMetricsProbe, _add_start_header, normalize_url
 from infertop.probes.sources.hub import Hub
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
@@ -60,33 +56,20 @@ def fleet_nodes(urls: list[str]) -> list[tuple[str, str]] | None:
 class DirectNodeProbe(ServerMetricsProbe):
     """One URL of a node: a server's /metrics, or its dcgm-exporter's."""
 
-    async def collect(self) -> Sample:
-        if self._bad_url:
-            raise ServerMetricsError(self._bad_url)
-        if self._client is None:
-            await self.open()
-        started = time.perf_counter()
-        try:
-            body, headers, url = await asyncio.wait_for(self._fetch(), self.timeout * 2)
-        except asyncio.TimeoutError:
-            raise ServerMetricsError(self._timeout_message()) from None
-        text = body.decode("utf-8", errors="replace")
-        try:
-            families = parse(text)
-        except ParseError as e:
-            raise ServerMetricsError(f"{url} did not return Prometheus metrics: {e}") from None
+    def _map(self, text: str, headers) -> tuple[list[Reading], dict]:
+        """The same read as a server's (caps, charset, redaction: ServerMetricsProbe); a
+        page of ``DCGM_*`` families is the node's GPUs, mapped by infertop/dcgm.py."""
+        families = parse(text)
         if any(f.name.startswith("DCGM_") for f in families):
             series = [({**s.labels, "__name__": s.name}, s.value)
                       for f in families for s in f.samples]
             readings, meta = gpu_readings(series)
-            meta.update(url=url, dcgm=True, scrape_bytes=len(body))
-            return sample(self.name, readings, meta=meta, started=started)
+            meta["dcgm"] = True
+            return readings, meta
         expo = readings_from_families(families, self.instance)
         readings = list(expo.readings)
         _add_start_header(readings, headers, self.instance)
-        meta = dict(expo.meta)
-        meta.update(url=url, scrape_bytes=len(body))
-        return sample(self.name, readings, meta=meta, started=started)
+        return readings, dict(expo.meta)
 
 
 class FleetHub(Hub):

@@ -29,7 +29,7 @@ from array import array
 from pathlib import Path
 from typing import Any, Iterator
 
-from infertop.recording import GZIP_MAGIC, RecordingError, line_time, parse_header_line
+from infertop.recording import GZIP_MAGIC, RecordingError, parse_header_line, snapshot_time
 
 MAX_LINE = 16 * 1024 * 1024          # one snapshot line (a busy 8-GPU box: ~100 KB)
 MAX_HEADER = 1024 * 1024
@@ -238,20 +238,13 @@ class RecordingFile:
     def _add_line(self, buf: bytearray, start: int, *, last: bool) -> None:
         if not buf.strip():
             return
-        t = line_time(bytes(buf[:64]) if len(buf) > 64 else bytes(buf))
+        try:
+            t = snapshot_time(bytes(buf))
+        except ValueError:
+            self.skipped += 1   # corrupt: not JSON, or a time that is not a number
+            return
         if t is None:
-            try:
-                obj = json.loads(buf)
-            except ValueError:
-                self.skipped += 1
-                return
-            if not isinstance(obj, dict) or "samples" not in obj:
-                return  # another kind of line (a future event line): not a snapshot
-            try:
-                t = float(obj.get("time", 0.0))
-            except (TypeError, ValueError):
-                self.skipped += 1
-                return
+            return              # another kind of line: not a snapshot
         self.times.append(t)
         self._starts.append(start)
         self._ends.append(start + len(buf))
