@@ -154,14 +154,14 @@ def nice_step(span: float, count: int) -> float:
 
 
 def y_ticks(lo: float, hi: float, rows: int, base: float = 1.0) -> list[float]:
-    """Tick values inside [lo, hi], about one every 3 rows; steps are 1-2-5 multiples of
-    ``base`` (2**30 for bytes: ticks at whole GiB, not at 46.6 GiB)."""
+    """Tick values: both ends first (always labelled), then 1-2-5 multiples of ``base``
+    inside, about one every 3 rows (2**30 for bytes: whole GiB, not 46.6 GiB)."""
     step = nice_step((hi - lo) / base, max(1, rows // 3)) * base
-    first = math.ceil(lo / step - 1e-9) * step
-    out = []
-    v = first
-    while v <= hi + step * 1e-9:
-        out.append(round(v, 12))
+    out = [hi, lo] if hi > lo else [lo]
+    v = math.ceil(lo / step - 1e-9) * step
+    while v < hi - step * 1e-9:
+        if v > lo + step * 1e-9:
+            out.append(round(v, 12))
         v += step
     return out
 

@@ -22,9 +22,9 @@ from rich.text import Text
 from textual.widgets import Static
 
 from infertop.history import History, Series
-from infertop.model import Kind, Layer
+from infertop.model import LAYERS, Kind, Layer
 from infertop.textclean import clean
-from infertop.units import fmt_value, natural_key
+from infertop.units import fmt_si, fmt_value, natural_key
 
 from .braille_plot import Trace, nice_step, plot_area, x_axis, y_labels
 
@@ -59,8 +59,8 @@ LAYER_PLOTS: dict[Layer, tuple[PlotSpec, ...]] = {
                         _ratio("kv.usage_ratio", "KV-cache usage per engine")),
     Layer.DECODING: (PlotSpec("latency.ttft_seconds", "TTFT p99", "s", {"quantile": "0.99"}),
                      PlotSpec("latency.itl_seconds", "ITL p99", "s", {"quantile": "0.99"}),
-                     PlotSpec("throughput.generation_tokens_per_second", "generation",
-                              "tokens/s")),
+                     PlotSpec("throughput.generation_tokens_per_second",
+                              "generation tokens/s", "tokens/s")),
 }
 
 # Okabe-Ito: told apart with the common colour-vision deficiencies, on dark or light
@@ -162,13 +162,21 @@ def y_range(spec: PlotSpec, values: Sequence[float]) -> tuple[float, float]:
     top = max(values, default=0.0)
     bottom = min(values, default=0.0)
     base = tick_base(spec.unit, top)
-    step = nice_step(max(top - bottom, abs(top) * 0.02, base) / base, 4) * base
+    span = max(top - (spec.lo if spec.lo is not None else bottom), abs(top) * 0.02) or base
+    step = nice_step(span / base, 4) * base
     lo = spec.lo if spec.lo is not None else math.floor(bottom / step) * step
     if spec.hi is not None:
         return lo, spec.hi
-    if top <= lo:
-        return lo, lo + step
-    return lo, lo + step * math.ceil((top - lo) / step - 1e-9)
+    return lo, lo + step * max(1, math.ceil((top - lo) / step - 1e-9))
+
+
+def y_label(value: float, unit: str) -> str:
+    """A y tick: the value in its unit; zero as a bare 0 (not '0 µs' or '0 B')."""
+    if value == 0 and unit not in ("ratio", "cores"):
+        return "0"
+    if unit in ("tokens/s", "1/s"):   # '1.5 k/s': the title says what is counted
+        return fmt_si(value, "/s")
+    return fmt_value(value, unit)
 
 
 def plot_text(history: History, layer: Layer, width: int, height: int, *,
@@ -200,7 +208,7 @@ def plot_text(history: History, layer: Layer, width: int, height: int, *,
         rows_left -= rows
         values = [v for pts in pan.points for _, v in pts]
         y0, y1 = y_range(pan.spec, values)
-        fmt = (lambda v, u=pan.spec.unit: fmt_value(v, u))
+        fmt = (lambda v, u=pan.spec.unit: y_label(v, u))
         layout.append((pan, rows - 1, values, y0, y1, fmt, tick_base(pan.spec.unit, y1)))
     label_w = max(len(s) for _, rows, _, y0, y1, fmt, base in layout
                   for s in y_labels(y0, y1, rows, fmt, base))
@@ -287,6 +295,7 @@ class HistoryPlot(Static):
         self._data: object = None           # (History, its newest time) last drawn
         self._drawn_at = float("-inf")
         self.draws = 0                      # how many times it drew (tests, benchmarks)
+        self.last_text: Text | None = None  # what it drew last
 
     def set_visible(self, visible: bool) -> None:
         self.set_class(visible, "-visible")
@@ -314,7 +323,8 @@ class HistoryPlot(Static):
         self._shape, self._data, self._drawn_at = shape, data, now
         self.border_title = f"history: {layer.value}"
         self.border_subtitle = "h hides"
-        self.update(plot_text(history, layer, w, h, origin=origin, muted=muted), layout=False)
+        self.last_text = plot_text(history, layer, w, h, origin=origin, muted=muted)
+        self.update(self.last_text, layout=False)
         self.draws += 1
         return True
 
@@ -332,3 +342,40 @@ def timeline_origin(source) -> float | None:
     if isinstance(cur, (int, float)) and isinstance(el, (int, float)):
         return cur - el
     return None
+
+
+# -- the app's side: kept here so tui/app.py only calls these two ---------------------------
+def _plot_of(app) -> HistoryPlot | None:
+    """The main screen's plot (screens without one, such as the fleet's, have none)."""
+    if not app.screen_stack:
+        return None
+    found = app.screen_stack[0].query(HistoryPlot)
+    return found.first() if found else None
+
+
+def sync_history_plot(app, frame=None) -> None:
+    """Show the plot while `h` wants it and a pane is zoomed; draw ``frame``'s History
+    for the zoomed pane's layer (None: only show or hide)."""
+    plot = _plot_of(app)
+    if plot is None:
+        return
+    zoomed = getattr(app, "zoomed", None)
+    plot.set_visible(plot.wanted and zoomed is not None)
+    if frame is not None and zoomed is not None:
+        plot.show(frame.history, LAYERS[zoomed], origin=timeline_origin(app.source),
+                  muted=app.role_styles.get("muted", "dim"))
+
+
+def toggle_history_plot(app) -> None:
+    """`h`: on a zoomed pane, show its history plot, or hide it again."""
+    plot = _plot_of(app)
+    if plot is None:
+        app.notify("no history plot on this screen", timeout=3)
+        return
+    if getattr(app, "zoomed", None) is None:
+        app.notify("zoom a pane first (1-6), then h plots its history", timeout=3)
+        return
+    plot.wanted = not plot.wanted
+    sync_history_plot(app)
+    if app.frame is not None:
+        app.redraw()
