@@ -250,3 +250,12 @@ async def test_plot_redraws_at_most_once_a_second_while_ticks_arrive():
         await app._poll()
         assert plot.draws == drawn + 1
         assert "now 50 %" in plot.last_text.plain
+
+
+def test_help_lists_h():
+    from rich.console import Console
+    from infertop.tui.screens.help import bindings_table
+    con = Console(width=160, record=True, color_system=None)
+    con.print(bindings_table(InfertopApp(SyntheticSource(), pipeline=Pipeline())))
+    row = next(ln for ln in con.export_text().splitlines() if ln.strip().startswith("h "))
+    assert "history" in row and "zoomed pane" in row
