@@ -228,6 +228,10 @@ async def test_plot_fits_80x24():
         assert all(len(ln) <= plot.size.width for ln in text.split("\n"))
         shown = "\n".join(screen_lines(app))
         assert "KV-cache usage" in shown and "100 %┤" in shown
+        await pilot.resize_terminal(70, 20)       # below 80x24: the notice, no plot
+        await pilot.pause()
+        shown = "\n".join(screen_lines(app))
+        assert "terminal too small" in shown and "KV-cache usage" not in shown
 
 
 async def test_plot_redraws_at_most_once_a_second_while_ticks_arrive():
@@ -259,3 +263,32 @@ def test_help_lists_h():
     con.print(bindings_table(InfertopApp(SyntheticSource(), pipeline=Pipeline())))
     row = next(ln for ln in con.export_text().splitlines() if ln.strip().startswith("h "))
     assert "history" in row and "zoomed pane" in row
+
+
+async def test_replay_plot_reads_time_into_the_recording(tmp_path):
+    import re
+    from infertop.cli.main import build_parser, make_pipeline
+    from infertop.demo.source import DemoSource
+    from infertop.probes.sources.recorder import record_headless
+    from infertop.probes.sources.replay import ReplaySource
+    from infertop.tui.modes import ReplayApp
+    path = tmp_path / "kv.jsonl"
+    assert await record_headless(DemoSource("mem-kv-leak"), path, 90, 0) == 90
+    src = ReplaySource(path)
+    app = ReplayApp(src, pipeline=make_pipeline(build_parser().parse_args([])),
+                    options=AppOptions(manual_ticks=True))
+    async with app.run_test(size=(140, 40)) as pilot:
+        while app.ticks < 1:
+            await pilot.pause(0.01)
+        for _ in range(60):
+            await app._poll()
+        await pilot.press("3")
+        await pilot.press("h")
+        await pilot.pause()
+        plot = app.query_one(HistoryPlot)
+        labels = plot.last_text.plain.split("\n")[-1]
+        clock = [int(m[0]) * 3600 + int(m[1]) * 60 + int(m[2])
+                 for m in re.findall(r"(\d):(\d\d):(\d\d)", labels)]
+        assert "now" not in labels and clock and clock == sorted(clock)
+        assert 0 <= min(clock) and max(clock) <= src.elapsed   # the replay's own timeline
+        assert src.elapsed - max(clock) <= 15
