@@ -292,3 +292,13 @@ async def test_replay_plot_reads_time_into_the_recording(tmp_path):
         assert "now" not in labels and clock and clock == sorted(clock)
         assert 0 <= min(clock) and max(clock) <= src.elapsed   # the replay's own timeline
         assert src.elapsed - max(clock) <= 15
+
+
+def test_nan_and_inf_values_leave_holes_not_a_broken_axis():
+    h = History()
+    for i in range(20):
+        v = float("nan") if i == 5 else float("inf") if i == 6 else 0.5
+        h.add(Snapshot(1000.0 + i, {"s": Sample("s", 1000.0 + i, (
+            Reading("server.requests_running", v * 10, "count", make_labels(engine=0)),))}, i, {}))
+    text = plot_text(h, Layer.SCHEDULING, 80, 12).plain
+    assert "max 5 " in text and "min 5 " in text and "nan" not in text.lower()

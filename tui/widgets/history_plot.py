@@ -107,7 +107,8 @@ def panels_for(history: History, layer: Layer) -> list[Panel]:
         series = [s for s in history.find(spec.key, **spec.labels) if s.kind is not Kind.HISTOGRAM]
         series.sort(key=lambda s: tuple(natural_key(v) for _, v in s.labels))
         drawn = series[:MAX_LINES]
-        points = [list(s.window_points(None)) for s in drawn]
+        # NaN or inf (a probe's odd value) would break the y range: left out, a hole
+        points = [[(t, v) for t, v in s.window_points(None) if math.isfinite(v)] for s in drawn]
         if not any(points):
             continue
         out.append(Panel(spec, drawn, len(series) - len(drawn), points, line_names(drawn)))
