@@ -71,3 +71,14 @@ def test_tp_straggler_four_gpus_80x24(snap_compare):
 
 def test_terminal_too_small_notice(snap_compare):
     assert snap_compare(demo_app("healthy"), terminal_size=(70, 20), run_before=ticks(3))
+
+
+def test_kv_pressure_zoomed_memory_with_history_plot_160x48(snap_compare):
+    """`3` then `h`: the memory pane over its history plot (KV usage climbing to 100 %)."""
+    async def run_before(pilot):
+        await ticks(120)(pilot)
+        await pilot.press("3")
+        await pilot.press("h")
+        await pilot.pause()
+    assert snap_compare(demo_app("mem-kv-pressure"), terminal_size=(160, 48),
+                        run_before=run_before)

@@ -40,6 +40,7 @@ from .panes.kernels import KernelsPane
 from .panes.memory import MemoryPane
 from .panes.parallelism import ParallelismPane
 from .panes.scheduling import SchedulingPane
+from .widgets.history_plot import HistoryPlot, sync_history_plot, toggle_history_plot
 
 PANE_CLASSES: tuple[type[LayerPane], ...] = (HardwarePane, KernelsPane, MemoryPane,
                                              SchedulingPane, ParallelismPane, DecodingPane)
@@ -132,6 +133,7 @@ class InfertopApp(App):
         Binding("6", "zoom(5)", "decoding", show=False),
         Binding("f", "findings", "findings"),
         Binding("R", "record", "record"),
+        Binding("h", "history_plot", "plot the zoomed pane's history / hide it", show=False),
     ]
 
     def __init__(self, source: SnapshotSource, *, interval: float = 1.0,
@@ -170,6 +172,7 @@ class InfertopApp(App):
         with Container(id="panes"):
             for cls in PANE_CLASSES:
                 yield cls(id=f"pane-{cls.pane_layer.value}")
+        yield HistoryPlot(id="history-plot")
         yield Static("", id="too-small")
         yield Static("", id="status")
         yield Footer()
@@ -306,6 +309,7 @@ class InfertopApp(App):
             for pane in self.panes:
                 if pane.display:
                     pane.show(ctx)
+            sync_history_plot(self, frame)
             self._update_status()
 
     # -- header, strip, status ------------------------------------------------------------
@@ -431,6 +435,7 @@ class InfertopApp(App):
         for i, pane in enumerate(self.panes):
             pane.display = self.zoomed is None or i == self.zoomed
         container.set_class(self.zoomed is not None, "-zoomed")
+        sync_history_plot(self)
         if self.zoomed is not None:
             self.panes[index].focus()
         if self.frame is not None:
@@ -443,6 +448,9 @@ class InfertopApp(App):
         if self.polling:
             return
         self._apply(self.frame)
+
+    def action_history_plot(self) -> None:
+        toggle_history_plot(self)
 
     def action_help(self) -> None:
         from .screens.help import HelpScreen
