@@ -151,7 +151,7 @@ def process_sample(frame: SimFrame, settings: dict[str, str] | None = None) -> S
     for p in frame.procs:
         base = make_labels(pid=p.pid, name=p.name)
         readings.append(_r("process.info", 1.0, make_labels(
-            pid=p.pid, ppid=p.ppid, name=p.name, role=p.role, kind=frame.kind),
+            pid=p.pid, ppid=p.ppid, name=p.name, role=p.role, kind=frame.kind, user="demo"),
             text=" ".join(p.argv)))
         readings.append(_r("process.cpu_ratio", p.cpu, base))
         readings.append(_r("process.rss_bytes", p.rss, base))
