@@ -87,7 +87,8 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("host.mem_used_bytes", "bytes", G, (SCH, MEM), "host memory in use"),
     _k("host.mem_total_bytes", "bytes", G, (SCH, MEM), "host memory size"),
     _k("process.info", "", I, SCH,
-       "one server process: labels pid, ppid, name, role; text = command line"),
+       "one server process: labels pid, ppid, name, role, user; text = command line "
+       "(control characters made visible, secrets redacted by the probe)"),
     _k("process.cpu_ratio", "cores", G, (SCH, PAR), "process CPU in cores (1.0 = one core)"),
     _k("process.rss_bytes", "bytes", G, (SCH, MEM), "process resident memory"),
     _k("process.threads", "count", G, SCH, "process thread count"),
@@ -106,6 +107,9 @@ _SPECS: tuple[KeySpec, ...] = (
        "share of py-spy dumps in which the thread was on CPU (label thread)"),
     _k("python.gil_sampler_cost_seconds", "s", G, SCH,
        "wall time of one GIL-sampler py-spy dump (its own cost)"),
+    _k("python.gil_sampler_cpu_ratio", "cores", G, SCH,
+       "CPU the GIL sampler's py-spy runs use per wall second (its own cost; 0.01 = 1 % "
+       "of a core)"),
     _k("server.setting", "", I, (KRN, SCH, MEM),
        "an execution setting seen on the command line or config (label name; text value)"),
     # ---- inference server /metrics (labels instance, engine, model) -------------------

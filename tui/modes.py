@@ -21,6 +21,7 @@ class LiveApp(InfertopApp):
     ]
 
     async def on_mount(self) -> None:
+        self.summaries.gil_hint = "G"     # the scheduling pane says how to turn it on
         await super().on_mount()
         from .captures import CaptureController
         self.captures = CaptureController(self)
