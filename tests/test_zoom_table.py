@@ -222,3 +222,32 @@ async def test_help_lists_the_zoomed_pane_keys():
         text = con.export_text()
         assert "zoomed pane: sort by the next column" in text
         assert "zoomed pane: filter rows by text" in text and "PgDn" in text
+
+
+async def test_a_fleet_nodes_zoomed_pane_takes_the_table_keys_and_esc_still_goes_back():
+    from helpers.fleet_source import DemoFleetSource
+    from infertop.fleet import FleetPipeline, diagnoser_factory
+    from infertop.tui.modes import app_for_source
+    from infertop.tui.screens.fleet import NodeScreen
+    app = app_for_source(DemoFleetSource(2, {}), pipeline=FleetPipeline(diagnoser_factory()),
+                         interval=1.0, options=AppOptions(manual_ticks=True))
+    async with app.run_test(size=(160, 48)) as pilot:
+        for _ in range(3):
+            await app._poll()
+        await pilot.pause()
+        engines = app.query_one("#fleet-engines")
+        engines.focus()
+        engines.move_cursor(row=0)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen)
+        await pilot.press("1")                        # zoom the node's hardware pane
+        await app._poll()
+        await pilot.pause()
+        hw = app.screen.query_one("#pane-hardware")
+        await pilot.press("s")
+        assert hw.table_view.sort == 0 and app.sort_by == "worst"   # the pane's, not the fleet's
+        assert "GPU ▲" in hw.last_renderable.plain.splitlines()[0]
+        await pilot.press("escape")                   # no filter: Esc is the node screen's
+        await pilot.pause()
+        assert not isinstance(app.screen, NodeScreen)

@@ -21,6 +21,8 @@ from typing import Any, Callable
 
 from textual.binding import Binding
 
+from infertop.textclean import clean
+
 ZOOM_ROWS = 500    # rows a zoomed pane builds for its tables (scroll, sort and filter range)
 
 # keys of a zoomed pane (bound on the pane widget: active when it has the focus and is
@@ -38,6 +40,8 @@ TABLE_BINDINGS = [
     Binding("home", "table_home", "top", show=False),
     Binding("end", "table_end", "bottom", show=False),
 ]
+
+ID_COLUMNS = {"GPU", "PID", "TID", "engine", "node"}
 
 # what the help screen says for them (one row for the scrolling keys)
 TABLE_HELP = [
@@ -175,7 +179,7 @@ def position_line(view: TableView, first: int, shown: int, total: int,
     if view.sort is not None and view.sort < len(view.headers):
         parts.append(f"sort {view.headers[view.sort]} {'▼' if view.reverse else '▲'}")
     if view.query:
-        parts.append(f'filter "{view.query}" (Esc clears)')
+        parts.append(f'filter "{clean(view.query)}" (Esc clears)')   # typed or pasted text
     if flagged_above:
         parts.append(f"{flagged_above} flagged above")
     if flagged_below:
@@ -206,7 +210,9 @@ class ZoomTableKeys:
     def action_table_sort(self) -> None:
         v = self.table_view
         rows = v.last_rows
-        v.next_sort(lambda col: column_is_numeric(rows, col))
+        # a measure starts largest first; an identifier (GPU 0, 1, 2; PIDs) in its order
+        v.next_sort(lambda col: column_is_numeric(rows, col)
+                    and (v.headers[col].split() or [""])[0] not in ID_COLUMNS)
         self.redraw_table()
         what = "the pane's own order (flagged first)" if v.sort is None else \
             f"{v.headers[v.sort]} {'▼' if v.reverse else '▲'}"
