@@ -98,6 +98,10 @@ _SPECS: tuple[KeySpec, ...] = (
        "voluntary+involuntary context switches (label type)"),
     _k("process.gpu_mem_bytes", "bytes", G, (MEM, PAR), "GPU memory held by a process on a GPU"),
     _k("process.gpu_sm_ratio", "ratio", G, (KRN, PAR), "per-process SM utilisation (NVML)"),
+    _k("process.gpu_owner", "", I, MEM,
+       "who runs a GPU process (NVML pid, also outside the server's tree): labels pid, "
+       "user, name; text = command line (cleaned, secrets redacted); not read from inside "
+       "a nested PID namespace"),
     _k("thread.cpu_ratio", "cores", G, SCH, "thread CPU in cores; labels pid, tid, name"),
     # optional low-rate py-spy GIL sampler (labels pid, role; rolling window of dumps)
     _k("python.gil_held_ratio", "ratio", G, SCH,

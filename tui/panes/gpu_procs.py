@@ -4,8 +4,9 @@ role, GPU memory, SM %, command.
 Everything comes from readings the probes already produce: NVML's per-process memory and
 SM share (``process.gpu_mem_bytes``, ``process.gpu_sm_ratio``, host PIDs) and the process
 probe's ``process.info`` (user label, command line, already cleaned and redacted there;
-cleaned again here because a replayed file is outside input too).  A GPU process outside
-the server's tree has no command or user: infertop only reads the server's processes.
+cleaned again here because a replayed file is outside input too); for a GPU process
+outside the server's tree, the NVML probe's ``process.gpu_owner`` (probes/nvml/owners.py),
+which is missing when infertop runs in a container that cannot see host PIDs.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ def gpu_process_table(ctx: PaneContext) -> Columns | None:
         return None
     held, _outside = ctx.gpu_holders()
     info = {r.label("pid"): r for r in ctx.readings("process.info")}
+    owners = {r.label("pid"): r for r in ctx.readings("process.gpu_owner")}
     aliases = {str(a): str(p) for a, p in ctx.frame.snapshot.meta("pid_aliases") or []}
     shown, left = ctx.top(procs, ctx.row_cap)
     # the pane's own order: by GPU, the biggest holder first (flagged rows go first anyway)
@@ -37,7 +39,7 @@ def gpu_process_table(ctx: PaneContext) -> Columns | None:
     for r in shown:
         pid, gpu = r.label("pid"), r.label("gpu")
         local = pid if pid in info else aliases.get(pid, "")
-        p = info.get(local)
+        p = info.get(local) or owners.get(pid)   # the server's own, else NVML's pid owner
         role = held.get(pid)
         sm = ctx.one("process.gpu_sm_ratio", gpu=gpu, pid=pid)
         t.add_row(gpu, pid,
