@@ -105,6 +105,9 @@ def test_flagged_rows_stay_marked_wherever_the_sort_puts_them():
     view.offset = 10**6
     end = t.window_text(view, limit=6).plain.splitlines()
     assert "PAR-001" in end[-2] and end[-2].startswith("3 ") and "1 flagged above" not in end[-1]
+    view.query, view.offset = "80", 0                # a filter that leaves the flagged row out
+    out = t.window_text(view, limit=6).plain.splitlines()
+    assert "1 flagged not matching" in out[-1] and "PAR-001" not in "\n".join(out)
 
 
 # ---- panes ------------------------------------------------------------------------------

@@ -170,7 +170,8 @@ def arrowed(headers: list[str], view: TableView) -> list[str]:
 
 
 def position_line(view: TableView, first: int, shown: int, total: int,
-                  flagged_above: int, flagged_below: int, unbuilt: int) -> str:
+                  flagged_above: int, flagged_below: int, unbuilt: int,
+                  flagged_filtered: int = 0) -> str:
     """'rows 21-40 of 134 · sort mem ▼ · filter "vllm" · 2 flagged below (End)'."""
     if shown:
         parts = [f"rows {first + 1}-{first + shown} of {total}"]
@@ -184,6 +185,8 @@ def position_line(view: TableView, first: int, shown: int, total: int,
         parts.append(f"{flagged_above} flagged above")
     if flagged_below:
         parts.append(f"{flagged_below} flagged below")
+    if flagged_filtered:
+        parts.append(f"{flagged_filtered} flagged not matching")
     if unbuilt:
         parts.append(f"+{unbuilt} not listed (over {ZOOM_ROWS})")
     if view.tables > 1:
@@ -209,6 +212,9 @@ class ZoomTableKeys:
 
     def action_table_sort(self) -> None:
         v = self.table_view
+        if not v.tables:
+            self.app.notify("this pane has no table to sort", timeout=2)
+            return
         rows = v.last_rows
         # a measure starts largest first; an identifier (GPU 0, 1, 2; PIDs) in its order
         v.next_sort(lambda col: column_is_numeric(rows, col)

@@ -388,7 +388,9 @@ class Columns:
         self.hidden = 0          # the position line says what is not on screen
         out = self._draw(shown, arrowed(view.headers, view) if self.headers else None,
                          width)
-        line = position_line(view, first, len(shown), len(order), above, below, self.more)
+        hidden_flags = sum(1 for c in self.codes if c) - sum(1 for i in order if self.codes[i])
+        line = position_line(view, first, len(shown), len(order), above, below, self.more,
+                             hidden_flags)
         if out.plain or self.headers:
             out.append("\n")
         out.append(line, style=(styles or {}).get("muted", "italic"))
