@@ -87,7 +87,8 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("host.mem_used_bytes", "bytes", G, (SCH, MEM), "host memory in use"),
     _k("host.mem_total_bytes", "bytes", G, (SCH, MEM), "host memory size"),
     _k("process.info", "", I, SCH,
-       "one server process: labels pid, ppid, name, role; text = command line"),
+       "one server process: labels pid, ppid, name, role, user; text = command line "
+       "(control characters made visible, secrets redacted by the probe)"),
     _k("process.cpu_ratio", "cores", G, (SCH, PAR), "process CPU in cores (1.0 = one core)"),
     _k("process.rss_bytes", "bytes", G, (SCH, MEM), "process resident memory"),
     _k("process.threads", "count", G, SCH, "process thread count"),
@@ -97,6 +98,10 @@ _SPECS: tuple[KeySpec, ...] = (
        "voluntary+involuntary context switches (label type)"),
     _k("process.gpu_mem_bytes", "bytes", G, (MEM, PAR), "GPU memory held by a process on a GPU"),
     _k("process.gpu_sm_ratio", "ratio", G, (KRN, PAR), "per-process SM utilisation (NVML)"),
+    _k("process.gpu_owner", "", I, MEM,
+       "who runs a GPU process (NVML pid, also outside the server's tree): labels pid, "
+       "user, name; text = command line (cleaned, secrets redacted); not read from inside "
+       "a nested PID namespace"),
     _k("thread.cpu_ratio", "cores", G, SCH, "thread CPU in cores; labels pid, tid, name"),
     # optional low-rate py-spy GIL sampler (labels pid, role; rolling window of dumps)
     _k("python.gil_held_ratio", "ratio", G, SCH,
@@ -106,6 +111,9 @@ _SPECS: tuple[KeySpec, ...] = (
        "share of py-spy dumps in which the thread was on CPU (label thread)"),
     _k("python.gil_sampler_cost_seconds", "s", G, SCH,
        "wall time of one GIL-sampler py-spy dump (its own cost)"),
+    _k("python.gil_sampler_cpu_ratio", "cores", G, SCH,
+       "CPU the GIL sampler's py-spy runs use per wall second (its own cost; 0.01 = 1 % "
+       "of a core)"),
     _k("server.setting", "", I, (KRN, SCH, MEM),
        "an execution setting seen on the command line or config (label name; text value)"),
     # ---- inference server /metrics (labels instance, engine, model) -------------------

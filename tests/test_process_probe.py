@@ -61,6 +61,7 @@ async def test_two_ticks_over_a_real_tree():
     # machine can use up before the second tick): they are all alive at both ticks
     with spawn(burn=600.0) as t:
         parent, child = t["parent"], t["child"]
+        owner = psutil.Process(child).username()
         probe = ProcessProbe(pid=parent)
         try:
             first = await probe.collect()
@@ -78,6 +79,8 @@ async def test_two_ticks_over_a_real_tree():
     assert (info.label("name"), info.label("role"), info.label("kind"), info.label("ppid")) == \
         ("VLLM::EngineCor", "engine_core", "vllm", str(parent))
     assert "spawn_tree.py --child" in info.text
+    # the GPU process list's user column: the process's owner, as ps shows it
+    assert info.label("user") == owner
     (cpu,) = by_pid(second, "process.cpu_ratio", child)
     # the child burned >= 0.4 CPU-s between the ticks: a rate exists and is a plausible
     # number of cores; how many it got depends on who else shares this machine, so no floor

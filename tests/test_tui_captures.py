@@ -91,7 +91,15 @@ async def test_gil_sampler_toggles_a_probe(tree):
         await wait_for(pilot, lambda: app.ticks >= 2)
         await pilot.press("G")
         await wait_for(pilot, lambda: any(p.name == "gil" for p in hub.probes))
+        sched = app.query_one("#pane-scheduling")
+        shown = lambda: str(sched.last_renderable or "")   # noqa: E731
+        assert "GIL sampler off (press G)" in shown() or "GIL held" in shown()
         await wait_for(pilot, lambda: app.frame is not None and any(
             r.ok for r in app.frame.by_key("python.gil_held_ratio")))
+        # the scheduling pane shows the share, the holder's pid and the sampler's own cost
+        await wait_for(pilot, lambda: "GIL held" in shown() and "% of a core" in shown())
+        line = next(ln for ln in shown().splitlines() if ln.startswith("GIL held"))
+        assert f"pid {child}" in line and "ms/dump" in line, line
         await pilot.press("G")
         await wait_for(pilot, lambda: not any(p.name == "gil" for p in hub.probes))
+        await wait_for(pilot, lambda: "GIL sampler off (press G)" in shown())

@@ -365,7 +365,7 @@ class InfertopApp(App):
         parts = []
         if self.paused:
             parts.append("PAUSED")
-        parts.append(f"tick {self.ticks}")
+        parts.append(self.tick_text())
         if self.overruns:
             parts.append(f"{self.overruns} late ticks skipped")
         rec = self.recorder
@@ -385,6 +385,15 @@ class InfertopApp(App):
 
     def banner_text(self) -> Text | None:
         return None
+
+    def tick_text(self) -> str:
+        """The status line's clock (a replay counts on the recording's timeline)."""
+        return f"tick {self.ticks}"
+
+    def clock_text(self, t: float) -> str:
+        """A finding's raise or clear time as this screen tells time (replay: the
+        recording's, like its banner)."""
+        return time.strftime("%H:%M:%S", time.localtime(t))
 
     def _set_text(self, selector: str, text: Text, layout: bool = True) -> None:
         """Update a bar only when its text changed (a repaint costs more than a compare)."""
@@ -411,7 +420,8 @@ class InfertopApp(App):
             self.source.deadline = deadline_for(interval)
         if self._timer is not None:
             self._timer.stop()
-        self._timer = self.set_interval(self.wall_interval, self._tick)
+        if not self.options.manual_ticks:   # tests drive ticks by hand: no timer then either
+            self._timer = self.set_interval(self.wall_interval, self._tick)
         if self.frame is not None:
             self._main_widget("#header", Static).update(self._header_text(self.frame))
         self.notify(f"interval {interval:g} s", timeout=2)

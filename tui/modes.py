@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.binding import Binding
 
 from .app import InfertopApp
+from .speed import SpeedMeter, speed_text
 
 
 class LiveApp(InfertopApp):
@@ -21,6 +22,7 @@ class LiveApp(InfertopApp):
     ]
 
     async def on_mount(self) -> None:
+        self.summaries.gil_hint = "G"     # the scheduling pane says how to turn it on
         await super().on_mount()
         from .captures import CaptureController
         self.captures = CaptureController(self)
@@ -42,7 +44,40 @@ class LiveApp(InfertopApp):
         self.captures.toggle_gil_sampler()
 
 
-class DemoApp(InfertopApp):
+class PacedApp(InfertopApp):
+    """A demo or a replay: a source with its own clock, played at a speed.  The banner
+    says the speed asked (``--speed``, then ``+``/``-``) and, when the machine does not
+    keep up, the speed achieved (tui/speed.py)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # ticks driven by hand (tests, screenshots) have no pace to measure
+        self.speed_meter = SpeedMeter(enabled=not self.options.manual_ticks)
+
+    @property
+    def requested_speed(self) -> float:
+        """Source seconds per wall second asked for: one tick of the source (a scenario
+        second, a recorded interval) every ``wall_interval``."""
+        return float(getattr(self.source, "tick_seconds", 1.0)) / self.wall_interval
+
+    def speed_text(self) -> str:
+        return speed_text(self.requested_speed, self.speed_meter)
+
+    async def after_snapshot(self, snap, frame) -> None:
+        await super().after_snapshot(snap, frame)
+        self.speed_meter.tick(snap.time)
+
+    def action_pause(self) -> None:
+        super().action_pause()
+        self.speed_meter.reset()      # the pause is no measure of the pace
+
+    def _set_interval(self, interval: float) -> None:
+        super()._set_interval(interval)
+        self.speed_meter.reset()
+        self.update_banner()          # the new speed asked shows at once
+
+
+class DemoApp(PacedApp):
     BINDINGS = InfertopApp.BINDINGS + [
         Binding("n", "next_scenario", "next scenario"),
         Binding("p", "prev_scenario", "prev scenario"),
@@ -76,7 +111,7 @@ class DemoApp(InfertopApp):
         t.append(" DEMO ", style="bold reverse")
         t.append(f" {sc.title}", style="bold")
         t.append(f"  [{ph.layer}]  phase {ph.index + 1}/{ph.count}: {ph.name}")
-        t.append(f"  speed {self.options.speed:g}x   n/p scenario · r restart\n")
+        t.append(f"  {self.speed_text()}   n/p scenario · r restart\n")
         t.append(" ".join(ph.narration.split()))
         if ph.remedy and ph.index == ph.count - 1:
             t.append("\nremedy: " + " ".join(ph.remedy.split()),
@@ -87,7 +122,7 @@ class DemoApp(InfertopApp):
 REBUILD_TICKS = 600
 
 
-class ReplayApp(InfertopApp):
+class ReplayApp(PacedApp):
     BINDINGS = InfertopApp.BINDINGS + [
         Binding("right_square_bracket", "step(1)", "step", key_display="]"),
         Binding("left_square_bracket", "step(-1)", "back", key_display="["),
@@ -96,26 +131,48 @@ class ReplayApp(InfertopApp):
         Binding("g", "goto", "go to time"),
     ]
 
+    def shown_at(self) -> tuple[int, float]:
+        """(index, seconds from the recording's start) of the frame on screen.  The
+        banner, the status line and the findings' times all read this one clock: the
+        recording's, taken from the frame itself (the source's position may already be
+        elsewhere while a seek rebuilds)."""
+        src = self.source
+        if self.frame is None:
+            return src.position, src.elapsed
+        t = self.frame.snapshot.time
+        return src.index_at(t), t - src.start_time
+
     def banner_text(self) -> Text | None:
         src = self.source
+        index, pos = self.shown_at()
         t = Text()
         t.append(" REPLAY ", style="bold reverse")
-        pos = src.elapsed
-        frac = (src.position / max(1, src.length)) if src.length else 0.0
+        frac = (index / max(1, src.length)) if src.length else 0.0
         width = 30
         filled = int(frac * width)
         t.append(f" {src.label}  ")
         t.append("━" * filled + "╸" + "─" * (width - filled))
-        t.append(f"  {_hms(pos)} / {_hms(src.duration)}  tick {src.position}/{src.length}")
+        t.append(f"  {_hms(pos)} / {_hms(src.duration)}  tick {index}/{src.length}")
+        t.append(f"  {self.speed_text()}")
         if src.header.get("host"):
             t.append(f"  recorded on {src.header['host']}")
         t.append("   [ ] step · { } ±10% · g go to")
         return t
 
+    def tick_text(self) -> str:
+        index, pos = self.shown_at()
+        return f"tick {index}/{self.source.length} at {_hms(pos)}"
+
+    def clock_text(self, t: float) -> str:
+        """'0:02:05 (14:03:22)': seconds into the recording, as the banner counts, and the
+        recorded clock time (the recording host's, shown in this machine's zone)."""
+        return f"{_hms(t - self.source.start_time)} ({super().clock_text(t)})"
+
     def _rebuild(self) -> None:
         """After a seek, recompute History, derived values and findings from raw data, in a
         thread: decoding and re-diagnosing hundreds of ticks takes seconds, and the screen
         must stay live meanwhile."""
+        self.speed_meter.reset()      # a jump is not playing speed
         self.run_worker(self._rebuild_async(), exclusive=True, group="rebuild")
 
     async def _rebuild_async(self) -> None:

@@ -24,3 +24,4 @@ class CaptureSummaries:
 
     pyspy: Any = None                  # scheduling pane: py-spy record summary
     nsys: Any = None                   # kernels pane: top kernels of the last capture
+    gil_hint: str = ""                 # the key that turns the GIL sampler on ("" : none here)

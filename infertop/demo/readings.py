@@ -123,6 +123,9 @@ def nvml_sample(frame: SimFrame) -> Sample:
             pl = make_labels(gpu=g.index, pid=pid)
             readings.append(_r("process.gpu_mem_bytes", mem, pl))
             readings.append(_r("process.gpu_sm_ratio", max(0.0, min(1.0, sm)), pl))
+        for pid, cmd in g.owners.items():   # a process outside the server's tree (NVML owner)
+            readings.append(_r("process.gpu_owner", 1.0, make_labels(
+                pid=pid, name=cmd.split()[0], user="alice"), text=cmd))
     live = [g for g in frame.gpus if not g.lost]
     half = max(1, len(frame.gpus) // 2)
     for i, a in enumerate(live):
@@ -151,7 +154,7 @@ def process_sample(frame: SimFrame, settings: dict[str, str] | None = None) -> S
     for p in frame.procs:
         base = make_labels(pid=p.pid, name=p.name)
         readings.append(_r("process.info", 1.0, make_labels(
-            pid=p.pid, ppid=p.ppid, name=p.name, role=p.role, kind=frame.kind),
+            pid=p.pid, ppid=p.ppid, name=p.name, role=p.role, kind=frame.kind, user="demo"),
             text=" ".join(p.argv)))
         readings.append(_r("process.cpu_ratio", p.cpu, base))
         readings.append(_r("process.rss_bytes", p.rss, base))

@@ -58,6 +58,7 @@ class GpuView:
     xid_total: int
     ecc_uncorrected: float
     procs: list[tuple[int, float, float]]   # (pid, gpu memory bytes, sm ratio)
+    owners: dict[int, str] = field(default_factory=dict)   # neighbour pid -> its command
 
 
 @dataclass
@@ -278,9 +279,12 @@ class ScenarioRun:
                 held = reserve + self.gpu_extra_mem[i] * GIB
                 used += held
                 procs.append((holder, held, sm - nb_sm * 0.8 if nb_sm else sm))
+            owners: dict[int, str] = {}
             for j, n in enumerate(neighbours):
                 used += n["mem_gib"] * GIB
                 procs.append((7300 + 10 * i + j, n["mem_gib"] * GIB, n["sm"]))
+                if n.get("cmd") and not n.get("in_tree"):
+                    owners[7300 + 10 * i + j] = str(n["cmd"])
             used = min(used, total * 0.995)
             values = {
                 "util": util, "mem_util": _clip(dram * 0.85), "mem_used": used,
@@ -293,7 +297,7 @@ class ScenarioRun:
                 "dram": dram, "occupancy": occ}
             last, total_xid = self.gpu_xid[i]
             out.append(GpuView(i, values, mask, lost[i], last, total_xid,
-                               math.floor(self.gpu_ecc[i]), procs))
+                               math.floor(self.gpu_ecc[i]), procs, owners))
         return out
 
     def _gpu_holder(self, gpu: int, engine: int | None) -> int:

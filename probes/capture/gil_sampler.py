@@ -38,6 +38,7 @@ class GilAggregate:
     cost_max_seconds: float
     cpu_mean_seconds: float                      # py-spy CPU seconds per sample
     errors: int = 0
+    cpu_ratio: float = 0.0                       # py-spy CPU seconds per wall second
 
 
 class GilSampler:
@@ -56,6 +57,7 @@ class GilSampler:
         self.nonblocking = nonblocking
         self.history: dict[int, collections.deque[GilSample]] = {}
         self.window = window
+        self.interval = 2.0     # seconds between samples (run() sets it)
 
     async def sample_once(self, pid: int) -> GilSample:
         exe = _require_pyspy(self.pyspy)
@@ -99,6 +101,9 @@ class GilSampler:
         for s in good:
             act.update(k for k, v in s.active_by_thread.items() if v)
         costs = [s.cost_seconds for s in hist]
+        # its own cost as a share of a core: py-spy's CPU over the wall time the window
+        # covers (n samples, one every `interval`: the first sample's period included)
+        span = (hist[-1].time - hist[0].time) + self.interval if hist else 0.0
         return GilAggregate(
             samples=n,
             gil_held_share=(sum(holders.values()) / n) if n else None,
@@ -107,12 +112,14 @@ class GilSampler:
             cost_mean_seconds=sum(costs) / len(costs) if costs else 0.0,
             cost_max_seconds=max(costs) if costs else 0.0,
             cpu_mean_seconds=sum(s.cpu_seconds for s in hist) / len(hist) if hist else 0.0,
-            errors=len(hist) - n)
+            errors=len(hist) - n,
+            cpu_ratio=sum(s.cpu_seconds for s in hist) / span if span > 0 else 0.0)
 
     async def run(self, pid: int, interval: float = 2.0, cancel: asyncio.Event | None = None,
                   on_sample: Callable[[GilSample], None] | None = None) -> None:
         """Sample every ``interval`` seconds until ``cancel`` is set or the process is gone."""
         cancel = cancel or asyncio.Event()
+        self.interval = max(0.05, interval)
         while not cancel.is_set():
             s = await self.sample_once(pid)
             if on_sample:
@@ -134,6 +141,8 @@ class GilSampler:
                             Status.NODATA, why)]
         out = [Reading("python.gil_held_ratio", agg.gil_held_share, "ratio", make_labels(base)),
                Reading("python.gil_sampler_cost_seconds", agg.cost_mean_seconds, "s",
+                       make_labels(base)),
+               Reading("python.gil_sampler_cpu_ratio", agg.cpu_ratio, "cores",
                        make_labels(base))]
         if agg.holder_share:
             top = next(iter(agg.holder_share))

@@ -30,6 +30,7 @@ from infertop.probes.nvml.gpm import GPM_READINGS, GpmSampler
 from infertop.probes.nvml.gpu import (LOST_REASON, MHZ, GpuState, dead_readings, fail_all, handle_addr,
                        info_labels, mk, read_one, text_of, xid_readings)
 from infertop.probes.nvml.links import link_rates, refresh_nvlink
+from infertop.probes.nvml.owners import GpuProcessOwners
 from infertop.probes.nvml.slow import read_slow, topology
 
 __all__ = ["NvmlProbe", "LOST_REASON"]
@@ -51,6 +52,8 @@ class NvmlProbe(BlockingProbe):
         self._by_addr: dict[int, GpuState] = {}
         self._event_set: Any = None
         self._topology: list[Reading] = []
+        self._owners = GpuProcessOwners()   # user and command of each GPU process
+        self._owner_readings: list[Reading] = []
         self._meta: dict[str, Any] = {}
         self._tick = 0
         self._initialized = False
@@ -231,6 +234,11 @@ class NvmlProbe(BlockingProbe):
         if slow and self._tick > 1:   # tick 1 uses the topology read at open
             self._topology = topology(self.calls, self._gpus)
         out.extend(self._topology)
+        if slow:   # on the process lists' cadence; re-sent in between like them
+            pids = [int(r.label("pid")) for g in self._gpus for r in g.slow
+                    if r.key == "process.gpu_mem_bytes" and r.label("pid").isdigit()]
+            self._owner_readings = self._owners.readings(pids)
+        out.extend(self._owner_readings)
         status, reason = Status.OK, ""
         if all(g.dead for g in self._gpus):
             status, reason = Status.ERROR, "no usable GPU: " + "; ".join(

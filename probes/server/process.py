@@ -319,6 +319,7 @@ class ProcessProbe(BlockingProbe):
                 ctime, _ = get(p.create_time)
                 ctime = ctime or 0.0
                 name, _ = get(p.name)
+                user, _ = get(p.username)
                 ppid, _ = get(p.ppid)
                 argv, argv_denied = get(p.cmdline)
                 times, times_denied = get(p.cpu_times)
@@ -338,6 +339,8 @@ class ProcessProbe(BlockingProbe):
         info_labels = {"pid": pid, "ppid": ppid if ppid is not None else "", "name": name,
                        "role": role, "kind": kind if kind in SERVER_KINDS else
                        (server.kind if pid == server.pid else kind)}
+        if user:   # the GPU process list's user column (nvitop's); another user's: unknown
+            info_labels["user"] = clean(str(user))[:32]
         text = truncate(" ".join(argv)) if argv else name
         out.append(_reading("process.info", 1.0, info_labels, text=text,
                             status=Status.ERROR if argv_denied else Status.OK,

@@ -93,6 +93,12 @@ class ReplaySource(SnapshotSource):
         """Seconds from the first snapshot to the one at ``position`` (0 before the first)."""
         return self._dec.times[max(0, self._pos)] - self._dec.times[0]
 
+    def index_at(self, t: float) -> int:
+        """The index of the snapshot recorded at unix time ``t`` (the last one at or before
+        it): where the frame on screen is, whatever the position moved to since."""
+        i = bisect.bisect_right(self._dec.times, t + 1e-9) - 1
+        return max(0, min(len(self) - 1, i))
+
     @property
     def fraction(self) -> float:
         return max(0, self._pos) / max(1, len(self) - 1)

@@ -32,10 +32,15 @@ def frames_of(source, ticks: int, pipeline: Pipeline | None = None) -> Frame:
 
 
 def pane_text(layer: str, frame: Frame, *, width: int = 150, height: int = 40,
-              wide: bool = True) -> str:
-    """The plain text the ``layer`` pane draws for ``frame`` at this size."""
+              wide: bool = True, view=None, summaries=None) -> str:
+    """The plain text the ``layer`` pane draws for ``frame`` at this size; ``view`` (a
+    TableView) draws it as a zoomed pane in the app does, its table sorted, filtered and
+    scrolled."""
     pane = PANES[layer]()
     ctx = PaneContext(frame, roles({}), wide=wide, height=height, width=width)
+    if summaries is not None:
+        ctx.summaries = summaries
     con = Console(width=width, record=True, color_system=None, file=io.StringIO())
-    con.print(pane.draw(ctx, zoomed=wide), no_wrap=True, overflow="ellipsis", crop=True)
+    con.print(pane.draw(ctx, zoomed=wide or view is not None, view=view), no_wrap=True,
+              overflow="ellipsis", crop=True)
     return con.export_text()

@@ -25,6 +25,8 @@ from infertop.pipeline import Frame
 from infertop.units import fmt_reading, sparkline
 
 from ..options import CaptureSummaries
+from ..zoom_table import (TABLE_BINDINGS, ZOOM_ROWS, TableView, ZoomTableKeys, arrowed,
+                          position_line, row_text, view_order)
 
 
 
@@ -40,6 +42,7 @@ class PaneContext:
     zoom_key: str = ""              # the key that zooms the pane being drawn ("" = zoomed)
     layer: Layer | None = None      # the layer of the pane being drawn
     tagged: set = field(default_factory=set)   # subject evidence tagged in this pane's draw
+    view: TableView | None = None   # a zoomed pane's sort/filter/scroll (None: not zoomed)
 
     # -- findings -----------------------------------------------------------------------
     def subjects(self) -> dict[str, list[tuple[Evidence, Finding]]]:
@@ -180,7 +183,10 @@ class PaneContext:
 
     @property
     def row_cap(self) -> int:
-        """At most this many rows of one table are worth building (the pane's height)."""
+        """At most this many rows of one table are worth building (the pane's height; a
+        zoomed pane's tables scroll, sort and filter: up to ZOOM_ROWS rows)."""
+        if self.view is not None:
+            return ZOOM_ROWS
         return max(4, self.height) if self.height else 400
 
     def one(self, key: str, **labels: str) -> Reading | None:
@@ -313,6 +319,7 @@ class Columns:
         self.codes: list[tuple[str, ...]] = []   # finding codes drawn in each row
         self.prio: list[float] = []              # lower is kept first when rows are cut
         self.more = 0           # rows known but never built (the pane could not show them)
+        self.main = False       # the table a zoomed pane's keys act on first
         self.hidden = 0         # rows the last to_text left out (built or not)
 
     def add_row(self, *cells: RenderableType | str, prio: float = 0.0) -> None:
@@ -356,9 +363,47 @@ class Columns:
             kept = set(keep_flag) | set(others)
             hidden += len(order) - len(kept)
             order = keep_flag + sorted(others)
+        self.hidden = hidden
+        out = self._draw(order, None, width)
+        if hidden and say_more:
+            out.append("\n")
+            out.append(more_line(hidden, hint))
+        return out
+
+    def window_text(self, view: TableView, limit: int, rank=None, width: int = 0,
+                    styles: dict[str, str] | None = None) -> Text:
+        """A zoomed pane's table in ``limit`` lines: the rows ``view`` filters and sorts,
+        from its scroll offset, and a last line saying where the window is.  Only the
+        window's rows are drawn (column widths too come from them)."""
+        order = view_order(self.rows, self.flagged_first(rank), view)
+        head = 1 if self.headers else 0
+        room = max(1, limit - head - 1)
+        view.headers = list(self.headers or [])
+        view.rows, view.page = len(order), room
+        view.clamp()
+        first = view.offset
+        shown = order[first:first + room]
+        above = sum(1 for i in order[:first] if self.codes[i])
+        below = sum(1 for i in order[first + room:] if self.codes[i])
+        self.hidden = 0          # the position line says what is not on screen
+        out = self._draw(shown, arrowed(view.headers, view) if self.headers else None,
+                         width)
+        hidden_flags = sum(1 for c in self.codes if c) - sum(1 for i in order if self.codes[i])
+        line = position_line(view, first, len(shown), len(order), above, below, self.more,
+                             hidden_flags)
+        if out.plain or self.headers:
+            out.append("\n")
+        out.append(line, style=(styles or {}).get("muted", "italic"))
+        return out
+
+    def _draw(self, order: list[int], headers: list[str] | None = None,
+              width: int = 0) -> Text:
+        """The header and the rows ``order`` names, padded into columns."""
+        headers = self.headers if headers is None else headers
+        head = 1 if headers else 0
         rows = [self.rows[i] for i in order]
-        if self.headers:
-            rows.insert(0, [Text(h, style=self.header_style) for h in self.headers])
+        if headers:
+            rows.insert(0, [Text(h, style=self.header_style) for h in headers])
         ncol = max((len(r) for r in rows), default=0)
         if self.widths:
             widths = list(self.widths) + [self.max_width] * (ncol - len(self.widths))
@@ -390,10 +435,6 @@ class Columns:
             if width and codes[n] and line.cell_len > width:
                 line = _keep_codes(line, codes[n], width)
             out.append_text(line)
-        self.hidden = hidden
-        if hidden and say_more:
-            out.append("\n")
-            out.append(more_line(hidden, hint))
         return out
 
 
@@ -517,6 +558,7 @@ def fit(ctx: PaneContext, *parts: "Text | Columns | Optional | None") -> Text:
     tables = [i for i, x in enumerate(items) if isinstance(x, Columns)]
     # a table's own lines: header and rows (its "+N more" goes into the pane's one line)
     need = {i: items[i].lines() - (1 if items[i].more else 0) for i in tables}
+    target = _view_target(ctx, items, tables, need)   # a zoomed pane's scrolling table
     fixed = sum(_lines(x) for x in items if not isinstance(x, Columns))
     limits: dict[int, int] = {}
     if fixed + sum(need.values()) + any(items[i].more for i in tables) > height:
@@ -526,9 +568,12 @@ def fit(ctx: PaneContext, *parts: "Text | Columns | Optional | None") -> Text:
             nflag = sum(1 for c in items[i].codes if c)
             head = 1 if items[i].headers else 0
             limits[i] = min(need[i], head + nflag) if nflag else 0
+        if target is not None:    # it scrolls: its header, a row and its position line
+            limits[target] = min(need[target], 3)
         room -= sum(limits.values())
-        # then water-filling, small tables whole; a header needs a row under it
-        order = sorted(tables, key=lambda i: need[i])
+        # then water-filling, small tables whole; a header needs a row under it (the
+        # scrolling table last: it takes what is left)
+        order = sorted(tables, key=lambda i: (i == target, need[i]))
         for n, i in enumerate(order):
             share = max(0, room) // (len(order) - n)
             give = min(need[i] - limits[i], share)
@@ -540,7 +585,10 @@ def fit(ctx: PaneContext, *parts: "Text | Columns | Optional | None") -> Text:
     lines: list[Text] = []
     hidden = 0
     for n, p in enumerate(items):
-        if isinstance(p, Columns):
+        if n == target:
+            lines.append(p.window_text(ctx.view, limits.get(n, need[n]), rank, ctx.width,
+                                       ctx.styles))
+        elif isinstance(p, Columns):
             if limits.get(n, 1) <= 0:
                 hidden += len(p.rows) + p.more
                 continue
@@ -560,27 +608,79 @@ def fit(ctx: PaneContext, *parts: "Text | Columns | Optional | None") -> Text:
     return out
 
 
-class LayerPane(Static):
+def _view_target(ctx: PaneContext, items: list, tables: list[int],
+                 need: dict[int, int]) -> int | None:
+    """The table a zoomed pane's keys act on (``t`` cycles through the tables with a
+    header), and the lines it wants: the rows its filter keeps plus its position line."""
+    view = ctx.view
+    if view is None:
+        return None
+    # the pane's main table first (memory: the process list), then the others in order
+    sortable = sorted((i for i in tables if items[i].headers), key=lambda i: not items[i].main)
+    view.tables = len(sortable)
+    if not sortable:
+        return None
+    target = sortable[view.table % len(sortable)]
+    t = items[target]
+    q = view.query.strip().lower()
+    n = sum(1 for r in t.rows if q in row_text(r)) if q else len(t.rows)
+    need[target] = 1 + max(1, n) + 1
+    view.last_rows = t.rows     # `s` looks at them to start a numeric column largest first
+    return target
+
+
+class LayerPane(ZoomTableKeys, Static):
     """A pane for one layer; subclasses set ``layer`` and implement ``render_frame``."""
 
     pane_layer: Layer = Layer.HARDWARE
     can_focus = True
+    BINDINGS = TABLE_BINDINGS     # zoomed: scroll, sort, filter its table (zoom_table.py)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("waiting for the first tick…", classes="pane", **kwargs)
         self.border_title = f"{self.pane_layer.index + 1} {self.pane_layer.value}"
         self.worst: str | None = None
         self.last_renderable: RenderableType | None = None
+        self.table_view = TableView()        # kept while zoomed out and in again
+        self._last_ctx: PaneContext | None = None
 
     def render_frame(self, ctx: PaneContext) -> RenderableType:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def draw(self, ctx: PaneContext, zoomed: bool = False) -> RenderableType:
-        """render_frame with the context set for this pane (its layer, its zoom key)."""
+    def draw(self, ctx: PaneContext, zoomed: bool = False,
+             view: TableView | None = None) -> RenderableType:
+        """render_frame with the context set for this pane (its layer, its zoom key, and
+        when zoomed its table's sort, filter and scroll)."""
         ctx.layer = self.pane_layer
         ctx.zoom_key = "" if zoomed else str(self.pane_layer.index + 1)
         ctx.tagged = set()
-        return self.render_frame(ctx)
+        ctx.view = view if zoomed else None
+        try:
+            return self.render_frame(ctx)
+        finally:
+            ctx.view = None      # the context is shared by the six panes of a tick
+
+    def is_zoomed(self) -> bool:
+        """Zoomed on the main screen (app.zoomed) or on a fleet node's screen."""
+        try:
+            holder = self.screen if hasattr(self.screen, "zoomed") else self.app
+        except Exception:     # no running app (drawn from a test)
+            return False
+        return getattr(holder, "zoomed", None) == self.pane_layer.index
+
+    def on_resize(self, _event) -> None:
+        """Zoomed in or out, or the terminal resized: draw the frame again at the new size
+        (the zoom key draws before the layout gives the pane its new size)."""
+        if self._last_ctx is not None and self.display:
+            self.redraw_table()
+
+    def redraw_table(self) -> None:
+        """A table key was pressed: draw the same frame again with the new view.  While a
+        poll feeds the pipeline in its thread History is not read; that poll draws next."""
+        ctx = self._last_ctx
+        if ctx is None or getattr(self.app, "polling", False):
+            return
+        self.show(ctx)
 
     def show(self, ctx: PaneContext) -> None:
         findings = ctx.frame.findings_for(self.pane_layer)
@@ -595,11 +695,9 @@ class LayerPane(Static):
         ctx.width = max(1, self.size.width)
         codes = " ".join(sorted({f.code for f in findings}))
         self.border_subtitle = f"{worst.upper()} {codes}" if worst else ""
-        try:
-            zoomed = getattr(self.app, "zoomed", None) == self.pane_layer.index
-        except Exception:     # no running app (drawn from a test)
-            zoomed = False
-        content = self.draw(ctx, zoomed)
+        zoomed = self.is_zoomed()
+        self._last_ctx = ctx
+        content = self.draw(ctx, zoomed, self.table_view)
         if isinstance(content, Columns):
             content = content.to_text()
         if content != self.last_renderable:   # Text compares by value: skip idle repaints

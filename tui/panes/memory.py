@@ -9,6 +9,7 @@ from infertop.model import Layer
 from infertop.units import bar, fmt_value
 
 from .base import LayerPane, PaneContext, fit, grid, kv_table
+from .gpu_procs import gpu_process_table
 from .hardware import gpu_indices
 
 
@@ -64,7 +65,10 @@ class MemoryPane(LayerPane):
                                     total.value if total and total.ok else None, gpu=g))
             parts.append(t)
         procs = [r for r in ctx.readings("process.gpu_mem_bytes") if r.label("pid")]
-        if procs:
+        if procs and ctx.view is not None:   # zoomed: every GPU process, nvitop's columns
+            held, outside = ctx.gpu_holders()
+            parts.append(gpu_process_table(ctx))
+        elif procs:
             held, outside = ctx.gpu_holders()
             t = grid(["PID", "process", "GPU", "GPU mem"], styles=ctx.styles)
             top = sorted(procs, key=lambda r: -(r.value or 0))
@@ -73,6 +77,7 @@ class MemoryPane(LayerPane):
                 t.add_row(r.label("pid"), held.get(r.label("pid"), "(not the server)"),
                           r.label("gpu"), ctx.value_text(r, key="process.gpu_mem_bytes"))
             parts.append(t)
+        if procs:
             if outside:
                 where = " (in a container, host PIDs may be invisible)" \
                     if ctx.frame.snapshot.meta("in_container") else ""

@@ -6,6 +6,7 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from infertop.model import Layer
+from infertop.textclean import clean
 
 from .base import LayerPane, Optional, PaneContext, fit, grid
 
@@ -50,8 +51,10 @@ class SchedulingPane(LayerPane):
             parts.append(ctx.note("No server process found" + (f": {why}" if why else "") +
                                   (f"\nLooked for {looked}." if looked else "")))
         gil = gil_lines(ctx)
-        if gil is not None:
+        if gil is not None and ctx.readings("python.gil_held_ratio"):
             parts.insert(1 if queue else 0, gil)   # asked for with G: not the first to go
+        elif gil is not None:
+            parts.append(Optional(gil))            # the "off (press G)" hint gives way first
         if ctx.summaries.pyspy is not None:
             parts.append(ctx.summaries.pyspy)
         return fit(ctx, *parts)
@@ -132,10 +135,13 @@ def process_table(ctx: PaneContext, procs):
 
 def gil_lines(ctx: PaneContext) -> Text | None:
     """The GIL sampler's results (G): share of dumps with the GIL held, by whom, and what
-    the sampler itself costs (each py-spy dump stops the process for a moment)."""
+    the sampler itself costs (py-spy's CPU per wall second, and the wall time of a dump).
+    Off: one line saying how to turn it on, where a key does (the live screen)."""
     held = ctx.readings("python.gil_held_ratio")
     if not held:
-        return None
+        hint = ctx.summaries.gil_hint
+        return Text(f"GIL sampler off (press {hint})", style=ctx.styles["muted"]) \
+            if hint and ctx.readings("process.info") else None
     out = Text(no_wrap=True)
     for n, r in enumerate(held[:4]):
         pid = r.label("pid")
@@ -144,11 +150,17 @@ def gil_lines(ctx: PaneContext) -> Text | None:
         out.append("GIL held ").append_text(ctx.value_text(r))
         holder = ctx.one("python.gil_holder", pid=pid)
         if holder is not None and holder.text:
-            out.append(f" by {holder.text}")
+            out.append(f" by {clean(holder.text)}")
         out.append(f" (pid {pid}{' ' + r.label('role') if r.label('role') else ''})")
+        cpu = ctx.one("python.gil_sampler_cpu_ratio", pid=pid)
         cost = ctx.one("python.gil_sampler_cost_seconds", pid=pid)
+        spent = []
+        if cpu is not None and cpu.ok and cpu.value is not None:
+            spent.append(f"{cpu.value * 100:.1f} % of a core")
         if cost is not None and cost.ok and cost.value is not None:
-            out.append(f"  sampler cost {cost.value * 1000:.0f} ms/dump", style=ctx.styles["muted"])
+            spent.append(f"{cost.value * 1000:.0f} ms/dump")
+        if spent:
+            out.append("  sampler cost " + ", ".join(spent), style=ctx.styles["muted"])
         elif not r.ok:
             out.append(f"  {r.reason}", style=ctx.styles["muted"])
     return out

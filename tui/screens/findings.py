@@ -15,7 +15,12 @@ from textual.widgets import Static
 
 
 
-def findings_renderable(findings: list[Any], styles: dict[str, str]) -> Table | Text:
+def _wall_clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
+def findings_renderable(findings: list[Any], styles: dict[str, str],
+                        clock=_wall_clock) -> Table | Text:
     if not findings:
         return Text("No active findings: every rule with inputs is within its thresholds.")
     t = Table(box=None, padding=(0, 1), show_header=True, header_style="bold", expand=True)
@@ -24,20 +29,20 @@ def findings_renderable(findings: list[Any], styles: dict[str, str]) -> Table | 
     for f in findings:
         sev = getattr(f.severity, "value", str(f.severity))
         ev = "\n".join(e.describe() for e in f.evidence)
-        since = time.strftime("%H:%M:%S", time.localtime(f.since))
+        since = clock(f.since)
         t.add_row(Text(f.code, style=styles.get(sev, "")), sev, f"{f.title}\nsince {since}", ev,
                   f.remedy)
     return t
 
 
-def events_renderable(events: list[Any]) -> Table | Text:
+def events_renderable(events: list[Any], clock=_wall_clock) -> Table | Text:
     if not events:
         return Text("no raises or clears yet", style="dim")
     t = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
     for col in ("time", "code", "event", "summary"):
         t.add_column(col, overflow="fold")
     for e in list(events)[-30:][::-1]:
-        t.add_row(time.strftime("%H:%M:%S", time.localtime(e.time)), e.code, e.kind,
+        t.add_row(clock(e.time), e.code, e.kind,
                   getattr(e, "summary", ""))
     return t
 
@@ -54,9 +59,11 @@ class FindingsScreen(ModalScreen):
         findings = frame.findings if frame else []
         diagnoser = getattr(self._app.pipeline, "diagnoser", None)
         events = getattr(diagnoser, "events", []) if diagnoser else []
+        clock = getattr(self._app, "clock_text", _wall_clock)   # replay: the recording's
         with VerticalScroll(classes="dialog"):
             yield Static(Text("Active findings", style="bold"))
-            yield Static(findings_renderable(findings, self._app.role_styles), id="findings-list")
+            yield Static(findings_renderable(findings, self._app.role_styles, clock),
+                         id="findings-list")
             yield Static(Text("\nRaised and cleared", style="bold"))
-            yield Static(events_renderable(events), id="findings-events")
+            yield Static(events_renderable(events, clock), id="findings-events")
             yield Static(Text("\nesc closes", style="dim"))

@@ -315,6 +315,8 @@ class NodeScreen(Screen):
         for i, pane in enumerate(self.panes):
             pane.display = self.zoomed is None or i == self.zoomed
         self.query_one("#panes").set_class(self.zoomed is not None, "-zoomed")
+        if self.zoomed is not None:     # its table keys (s, /, arrows) go to the pane
+            self.panes[index].focus()
         app = self.app
         if getattr(app, "frame", None) is not None:
             app.refresh_node_screen()

@@ -1,0 +1,51 @@
+"""The per-GPU process list of a zoomed memory pane, as nvitop shows it: GPU, PID, user,
+role, GPU memory, SM %, command.
+
+Everything comes from readings the probes already produce: NVML's per-process memory and
+SM share (``process.gpu_mem_bytes``, ``process.gpu_sm_ratio``, host PIDs) and the process
+probe's ``process.info`` (user label, command line, already cleaned and redacted there;
+cleaned again here because a replayed file is outside input too); for a GPU process
+outside the server's tree, the NVML probe's ``process.gpu_owner`` (probes/nvml/owners.py),
+which is missing when infertop runs in a container that cannot see host PIDs.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from infertop.textclean import clean
+from infertop.units import natural_key
+
+from .base import Columns, PaneContext
+
+HEADERS = ["GPU", "PID", "user", "role", "GPU mem", "SM", "command"]
+
+
+def gpu_process_table(ctx: PaneContext) -> Columns | None:
+    procs = [r for r in ctx.readings("process.gpu_mem_bytes") if r.label("pid")]
+    if not procs:
+        return None
+    held, _outside = ctx.gpu_holders()
+    info = {r.label("pid"): r for r in ctx.readings("process.info")}
+    owners = {r.label("pid"): r for r in ctx.readings("process.gpu_owner")}
+    aliases = {str(a): str(p) for a, p in ctx.frame.snapshot.meta("pid_aliases") or []}
+    shown, left = ctx.top(procs, ctx.row_cap)
+    # the pane's own order: by GPU, the biggest holder first (flagged rows go first anyway)
+    shown = sorted(shown, key=lambda r: (natural_key(r.label("gpu")), -(r.value or 0.0)))
+    t = Columns(HEADERS, header_style=ctx.styles["header"],
+                max_width=max(26, ctx.width - 60) if ctx.width else 60)
+    t.more = left
+    t.main = True
+    for r in shown:
+        pid, gpu = r.label("pid"), r.label("gpu")
+        local = pid if pid in info else aliases.get(pid, "")
+        p = info.get(local) or owners.get(pid)   # the server's own, else NVML's pid owner
+        role = held.get(pid)
+        sm = ctx.one("process.gpu_sm_ratio", gpu=gpu, pid=pid)
+        t.add_row(gpu, pid,
+                  clean(p.label("user")) if p is not None and p.label("user") else "–",
+                  Text(role) if role else Text("(not the server)", style=ctx.styles["muted"]),
+                  ctx.value_text(r, key="process.gpu_mem_bytes"),
+                  ctx.value_text(sm) if sm is not None else Text("–"),
+                  clean(p.text or p.label("name")) if p is not None else "–")
+    return t
