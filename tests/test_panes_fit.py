@@ -160,3 +160,11 @@ def test_cuda_graphs_default_is_not_claimed_without_a_gpu():
         return Pipeline().feed(snap(1.0, sample("process", 1.0, rs)))
     assert "n/a (no GPU seen)" in pane_text("kernels", frame(0), width=76, height=20)
     assert "on (default)" in pane_text("kernels", frame(1), width=76, height=20)
+
+
+def test_a_finding_reading_without_a_column_names_what_it_is():
+    from infertop.tui.panes.base import short_evidence
+    ev = Evidence("kv.usage_ratio", (("engine", "0"),), 0.0, 0.7, "<=", "ratio")
+    assert short_evidence(ev).startswith("e0 KV usage 0 %")      # not a bare "usage"
+    ev = Evidence("gpu.pcie_rx_bytes_per_second", (("gpu", "0"),), 5e10, 4.6e10, ">=", "B/s")
+    assert short_evidence(ev).startswith("GPU 0 pcie rx ")

@@ -515,6 +515,7 @@ def subject_lines(ctx: PaneContext, missing: list[tuple[Evidence, Finding]]) -> 
 
 _SUFFIXES = ("_bytes_per_second", "_per_second", "_ratio", "_seconds", "_bytes", "_total",
              "_celsius", "_watts", "_hz")
+_NAMESPACE_SHOWN = {"kv": "KV"}
 _WHO = {"gpu": "GPU {}", "engine": "e{}", "pid": "pid {}", "gpus": "GPUs {}"}
 
 
@@ -522,7 +523,9 @@ def short_evidence(ev: Evidence) -> str:
     """'GPU 0 pcie rx 52.3 GiB/s >= 46.9 GiB/s': who, what, how much, against what; short
     enough for a 36-column pane (the full form is on the findings screen, `f`)."""
     who = " ".join(_WHO[k].format(v) for k, v in ev.labels if k in _WHO)
-    name = ev.key.split(".", 1)[-1]
+    ns, _, name = ev.key.partition(".")
+    if ns in _NAMESPACE_SHOWN:   # "usage" alone says nothing: "KV usage"
+        name = f"{_NAMESPACE_SHOWN[ns]}_{name}"
     for suf in _SUFFIXES:
         if name.endswith(suf):
             name = name[: -len(suf)]
