@@ -1,0 +1,199 @@
+"""History's compact storage (issue 11, item 5): flat arrays per series, same answers as
+the object-per-point deque it replaced.  A naive model (a bounded deque of the points
+appended) is the reference: whatever the arrays do with slack and cuts, the API must show
+exactly the newest ``max_points`` and compute rates and bucket deltas from them."""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+from array import array
+from collections import deque
+
+import pytest
+
+from infertop.history import HistPoint, History, Series, bucket_quantile
+from infertop.model import Kind
+from helpers.snapkit import hist, reading, sample, snap
+
+
+def feed(h, t, *readings):
+    h.add(snap(t, sample("s", t, list(readings))))
+
+
+def naive_increase(pts):
+    inc = 0.0
+    for (_, a), (_, b) in zip(pts, pts[1:]):
+        inc += b - a if b >= a else b
+    return inc, pts[-1][0] - pts[0][0]
+
+
+def naive_window(pts, window):
+    if window is None:
+        return list(pts)
+    start = pts[-1][0] - window
+    before = [p for p in pts if p[0] <= start]
+    return before[-1:] + [p for p in pts if p[0] > start]
+
+
+@pytest.mark.parametrize("cap", [1, 5, 50, 900])
+def test_gauge_points_are_exactly_the_newest_max_points(cap):
+    rnd = random.Random(cap)
+    s = Series("server.generation_tokens_total", (), Kind.COUNTER, "", max_points=cap)
+    ref: deque = deque(maxlen=cap)
+    v = 0.0
+    for t in range(3 * cap + 137):
+        v = 0.0 if rnd.random() < 0.02 else v + rnd.randint(0, 9)   # resets now and then
+        s.append(float(t), v)
+        ref.append((float(t), v))
+        if t % 7 == 0 or t > 3 * cap + 120:
+            assert list(s.points) == list(ref)
+            assert len(s.points) == len(ref)
+            assert s.points[0] == ref[0] and s.points[-1] == ref[-1]
+            assert s.values() == [x for _, x in ref]
+            for w in (None, 3.0, 10.5, float(cap)):
+                got = s.window_points(w)
+                assert got == naive_window(list(ref), w)
+                if len(got) >= 2:
+                    assert s.increase(w) == pytest.approx(naive_increase(got))
+                else:
+                    assert s.increase(w) is None
+    assert s.resets() == [b[0] for a, b in zip(ref, list(ref)[1:]) if b[1] < a[1]]
+    # bounded: the arrays never hold much more than max_points
+    assert len(s._t) <= cap + max(8, cap // 16)
+
+
+def test_points_is_a_read_only_sequence_with_slices_and_negative_indices():
+    s = Series("gpu.util_ratio", (("gpu", "0"),), Kind.GAUGE, "ratio", max_points=4)
+    for t in range(10):
+        s.append(float(t), t / 10)
+    pts = s.points
+    assert pts[-1] == (9.0, 0.9) and pts[-2] == (8.0, 0.8) and pts[0] == (6.0, 0.6)
+    assert pts[1:3] == [(7.0, 0.7), (8.0, 0.8)]
+    assert list(reversed(pts)) == [(9.0, 0.9), (8.0, 0.8), (7.0, 0.7), (6.0, 0.6)]
+    with pytest.raises(IndexError):
+        pts[4]
+    with pytest.raises(IndexError):
+        pts[-5]
+    assert bool(Series("x", (), Kind.GAUGE, "").points) is False
+    assert s.first_time() == 6.0 and s.last_time() == 9.0 and s.last() == 0.9
+    assert s.index_at(7.5) == 1 and s.index_at(0.0) == 0 and s.index_at(100) == 3
+
+
+def test_a_point_at_the_same_time_replaces_the_newest():
+    h = History(max_points=3)
+    for t, v in ((1, 1.0), (2, 2.0), (2, 5.0), (3, 3.0), (4, 4.0), (4, 7.0)):
+        feed(h, t, reading("gpu.util_ratio", v, gpu=0))
+    assert list(h.find("gpu.util_ratio")[0].points) == [(2.0, 5.0), (3.0, 3.0), (4.0, 7.0)]
+
+
+def test_the_old_constructor_with_a_deque_of_points_still_works():
+    s = Series("gpu.util_ratio", (), Kind.GAUGE, "ratio", deque([(1.0, 0.5), (2.0, 0.6)], maxlen=7))
+    assert s.max_points == 7 and list(s.points) == [(1.0, 0.5), (2.0, 0.6)]
+
+
+def _cum(counts: dict[float, float]):
+    return tuple(sorted(counts.items()))
+
+
+def test_histograms_match_a_naive_model_across_cuts_resets_and_rebucketing():
+    rnd = random.Random(7)
+    cap = 40
+    s = Series("latency.ttft_seconds", (), Kind.HISTOGRAM, "s", max_points=cap)
+    ref: deque = deque(maxlen=cap)
+    bounds = (0.1, 0.5, 1.0, math.inf)
+    counts = [0.0] * len(bounds)
+    total = hsum = 0.0
+    for t in range(400):
+        if t in (100, 250):                 # re-bucketed (a restart with other buckets)
+            bounds = (0.05, 0.1, 0.5, 1.0, 2.0, math.inf) if t == 100 else (0.2, math.inf)
+            counts = [0.0] * len(bounds)
+            total = hsum = 0.0
+        elif rnd.random() < 0.03:           # a restart: everything from zero
+            counts = [0.0] * len(bounds)
+            total = hsum = 0.0
+        new = [rnd.randint(0, 3) for _ in bounds]
+        run = 0.0
+        for i, n in enumerate(new):
+            run += n
+            counts[i] += run
+        total, hsum = counts[-1], hsum + run * 0.3
+        buckets = tuple(zip(bounds, counts))
+        s.append_hist(float(t), buckets, total, hsum)
+        ref.append(HistPoint(float(t), buckets, total, hsum))
+        if t % 13 == 0 or t > 390:
+            assert list(s.points) == list(ref)
+            for w in (None, 5.0, 30.0):
+                want = _naive_hist_delta(naive_window_h(list(ref), w))
+                got = s.hist_delta(w)
+                assert (got is None) == (want is None)
+                if got is not None:
+                    assert got.time == want.time and got.total == want.total
+                    assert got.sum == pytest.approx(want.sum)
+                    assert got.buckets == want.buckets
+                    if got.total > 0:
+                        assert s.quantile(0.9, w) == bucket_quantile(0.9, want.buckets)
+    assert len(s._t) <= cap + 8
+
+
+def naive_window_h(pts, window):
+    if window is None:
+        return pts
+    start = pts[-1].time - window
+    before = [p for p in pts if p.time <= start]
+    return before[-1:] + [p for p in pts if p.time > start]
+
+
+def _naive_hist_delta(pts):
+    """The deque version's algorithm, kept here as the reference."""
+    def same(a, b):
+        return len(a) == len(b) and all(x[0] == y[0] for x, y in zip(a, b))
+
+    def sub(a, b):
+        return tuple((le, max(0.0, ca - cb)) for (le, ca), (_, cb) in zip(a, b))
+
+    def add(a, b):
+        return tuple((le, ca + cb) for (le, ca), (_, cb) in zip(a, b))
+
+    if len(pts) < 2:
+        return None
+    first, last = pts[0], pts[-1]
+    if all(b.total >= a.total for a, b in zip(pts, pts[1:])) and same(first.buckets, last.buckets):
+        return HistPoint(last.time, sub(last.buckets, first.buckets),
+                         last.total - first.total, last.sum - first.sum)
+    acc = None
+    for a, b in zip(pts, pts[1:]):
+        if b.total >= a.total and same(a.buckets, b.buckets):
+            d = HistPoint(b.time, sub(b.buckets, a.buckets), b.total - a.total, b.sum - a.sum)
+        else:
+            d = HistPoint(b.time, b.buckets, b.total, b.sum)
+        acc = d if acc is None or not same(acc.buckets, d.buckets) else HistPoint(
+            d.time, add(acc.buckets, d.buckets), acc.total + d.total, acc.sum + d.sum)
+    return acc
+
+
+def test_a_histogram_memo_is_dropped_by_the_next_point():
+    h = History()
+    feed(h, 0, hist("latency.e2e_seconds", {1.0: 0, 2.0: 0}, 0.0))
+    feed(h, 1, hist("latency.e2e_seconds", {1.0: 5, 2.0: 5}, 2.0))
+    s = h.find("latency.e2e_seconds")[0]
+    assert s.hist_delta(None).total == 5
+    feed(h, 2, hist("latency.e2e_seconds", {1.0: 5, 2.0: 9}, 8.0))
+    assert s.hist_delta(None).total == 9 and s.mean(None) == pytest.approx(8 / 9)
+
+
+def test_storage_is_flat_arrays_of_bounded_size():
+    """900 points of a gauge cost about 16 bytes each (two doubles), not an object each;
+    a histogram's bounds are one tuple shared by all its points."""
+    h = History(max_points=900)
+    for t in range(2000):
+        feed(h, t, reading("gpu.util_ratio", 0.5, gpu=0),
+             hist("latency.ttft_seconds", {0.1: t, 1.0: 2 * t}, 0.1 * t))
+    g = h.find("gpu.util_ratio")[0]
+    assert isinstance(g._t, array) and isinstance(g._v, array)
+    stored = sys.getsizeof(g._t) + sys.getsizeof(g._v)
+    assert stored < 900 * 16 * 1.25
+    hs = h.find("latency.ttft_seconds")[0]
+    assert len({id(b) for b in hs._b}) == 1
+    assert len(hs._c) <= (900 + 56) * 3
