@@ -223,6 +223,12 @@ class Series:
     def window_points(self, window: float | None, now: float | None = None) -> list:
         return [self._point(k) for k in range(self._start(window, now), len(self._t))]
 
+    def tail(self, n: int) -> list[float]:
+        """The newest ``n`` values, oldest first (a sparkline's; [] for a histogram)."""
+        if self._b is None and n > 0:
+            return self._v[max(self._o, len(self._v) - n):].tolist()
+        return []
+
     def values(self, window: float | None = None) -> list[float]:
         if self._b is not None:
             return []

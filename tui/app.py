@@ -154,6 +154,7 @@ class InfertopApp(App):
         self._timer = None
         self.role_styles: dict[str, str] = {}
         self._shown: dict[str, Text] = {}
+        self._trends: dict = {}     # sparklines of this trend slot, across ticks (PaneContext)
         self.host = socket.gethostname()   # once: the header is drawn every tick
         self.register_theme(INFERTOP_THEME)
         name = theme or DEFAULT_THEME
@@ -302,7 +303,8 @@ class InfertopApp(App):
             self._set_text("#header", self._header_text(frame), layout=False)
             self._update_strip(frame)
             self.update_banner()
-            ctx = PaneContext(frame, self.role_styles, summaries=self.summaries)
+            ctx = PaneContext(frame, self.role_styles, summaries=self.summaries,
+                              trends=self._trends)
             for pane in self.panes:
                 if pane.display:
                     pane.show(ctx)

@@ -1,0 +1,75 @@
+"""Repaint only what changed (issue 11, item 6): a tick that changes one reading writes
+the lines that show it, not the six panes.  Measured as what the app hands the terminal
+(the compositor's update, rendered to escape sequences), compared with a full repaint in
+the same run: sizes, not times."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from helpers.synthetic_source import SyntheticSource
+from infertop.model import Sample
+from infertop.pipeline import Pipeline
+from infertop.tui.app import InfertopApp
+from infertop.tui.options import AppOptions
+
+
+class OneValueMoves(SyntheticSource):
+    """The synthetic box, steady, except GPU 0's temperature: 61 °C, 62 °C from tick
+    ``moves_from`` on (a change that raises no finding)."""
+
+    moves_from = 10**9
+
+    async def next(self):
+        snap = await super().next()
+        if self.n < self.moves_from:
+            return snap
+        nvml = snap.samples["nvml"]
+        rs = tuple(dataclasses.replace(r, value=62.0)
+                   if r.key == "gpu.temp_celsius" and r.label("gpu") == "0" else r
+                   for r in nvml.readings)
+        samples = dict(snap.samples, nvml=Sample("nvml", nvml.time, rs, nvml.status,
+                                                 nvml.reason, nvml.meta))
+        return dataclasses.replace(snap, samples=samples)
+
+
+def screen_text(app) -> str:
+    return "\n".join("".join(seg.text for seg in strip)
+                     for strip in app.screen._compositor.render_strips())
+
+
+async def test_a_tick_that_changes_one_value_repaints_a_few_lines_not_the_panes():
+    src = OneValueMoves(gpus=2)
+    app = InfertopApp(src, pipeline=Pipeline(), options=AppOptions(manual_ticks=True))
+    written: list[str] = []
+    display = app._display
+
+    def spy(screen, update):
+        if update is not None:
+            written.append(update.render_segments(app.console))
+        return display(screen, update)
+
+    async with app.run_test(size=(160, 48)) as pilot:
+        while app.ticks < 1:
+            await pilot.pause(0.01)
+        for _ in range(30):      # sparklines fill their width: a steady screen
+            await app._poll()
+        await pilot.pause()
+        app._display = spy
+        app.screen.refresh()     # the whole screen once: the yardstick
+        await pilot.pause()
+        full = sum(map(len, written))
+        written.clear()
+        await app._poll()        # nothing moved: the status line's tick count only
+        await pilot.pause()
+        steady = sum(map(len, written))
+        written.clear()
+        src.moves_from = src.n + 1
+        await app._poll()        # GPU 0's temperature moved: its lines only
+        await pilot.pause()
+        moved = sum(map(len, written))
+        hardware = app.query_one("#pane-hardware").last_renderable.plain
+        assert "62 °C" in hardware and "62 °C" in screen_text(app)
+    assert full > 5000
+    assert steady < full / 20, (steady, full)
+    assert moved < full / 10, (moved, full)
