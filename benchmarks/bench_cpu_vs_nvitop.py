@@ -120,6 +120,8 @@ def main() -> int:
     ap.add_argument("--size", default="160x48")
     ap.add_argument("--nvitop-interval", type=float, default=1.0)
     ap.add_argument("--py-spy", action="store_true", help="infertop's top functions (py-spy)")
+    ap.add_argument("--rss-at", default="", help="also print RSS at these seconds, e.g. "
+                    "60,900,1800 (a 30-minute steady-state run: --seconds 1800)")
     a = ap.parse_args()
     size = tuple(int(x) for x in a.size.split("x"))
     port = free_port()
@@ -163,7 +165,14 @@ def main() -> int:
         m0 = {n: main_thread_seconds(p) for n, p in procs.items()}
         b0 = {n: r.bytes for n, r in runs.items()}
         w0 = time.monotonic()
-        time.sleep(a.seconds)
+        for mark in sorted(float(x) for x in a.rss_at.split(",") if x.strip()):
+            if mark >= a.seconds:
+                break
+            time.sleep(max(0.0, w0 + mark - time.monotonic()))
+            print(f"  at {mark:5.0f} s: " + "   ".join(
+                f"{n} RSS {p.memory_info().rss / 2**20:5.1f} MB" for n, p in procs.items()),
+                flush=True)
+        time.sleep(max(0.0, w0 + a.seconds - time.monotonic()))
         wall = time.monotonic() - w0
         cpu = {n: (cpu_seconds(p) - c0[n]) / wall * 100 for n, p in procs.items()}
         main_cpu = {n: (main_thread_seconds(p) - m0[n]) / wall * 100 for n, p in procs.items()}

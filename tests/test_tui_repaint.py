@@ -73,3 +73,47 @@ async def test_a_tick_that_changes_one_value_repaints_a_few_lines_not_the_panes(
     assert full > 5000
     assert steady < full / 20, (steady, full)
     assert moved < full / 10, (moved, full)
+
+
+def screen_cells(app) -> list[list[tuple[str, str]]]:
+    """Every line of the screen as (text, style) segments: what the terminal shows."""
+    return [[(seg.text, str(seg.style)) for seg in strip]
+            for strip in app.screen._compositor.render_strips()]
+
+
+async def test_line_by_line_repaints_add_up_to_the_screen_a_full_repaint_draws():
+    """Many ticks of partial repaints (values moving every tick, a zoom in and out, a
+    resize) leave exactly the screen that repainting everything from scratch draws: no
+    stale row, no row drawn at the wrong width."""
+    from infertop.demo.source import DemoSource
+    from infertop.tui.modes import DemoApp
+
+    app = DemoApp(DemoSource("healthy"), interval=1.0, pipeline=Pipeline(),
+                  options=AppOptions(manual_ticks=True))
+
+    async def full_repaint() -> list:
+        for pane in app.panes:
+            pane._strips.clear()
+            pane.refresh()
+        app.screen.refresh()
+        await pilot.pause()
+        return screen_cells(app)
+
+    async with app.run_test(size=(160, 48)) as pilot:
+        while app.ticks < 1:
+            await pilot.pause(0.01)
+        for step in range(3):
+            for _ in range(7):
+                await app._poll()
+                await pilot.pause()
+            if step == 1:
+                await pilot.press("3")          # zoom memory, tick, and back
+                await app._poll()
+                await pilot.pause()
+                await pilot.press("3")
+            if step == 2:
+                await pilot.resize_terminal(120, 40)
+            await app._poll()
+            await pilot.pause()
+            painted = screen_cells(app)
+            assert painted == await full_repaint(), f"step {step}"
