@@ -223,6 +223,11 @@ class Series:
     def window_points(self, window: float | None, now: float | None = None) -> list:
         return [self._point(k) for k in range(self._start(window, now), len(self._t))]
 
+    def any_nonzero(self) -> bool:
+        """True when a kept value is not 0 (a counter that ever counted): one pass over
+        the array, no point objects."""
+        return self._b is None and any(self._v[self._o:])
+
     def tail(self, n: int) -> list[float]:
         """The newest ``n`` values, oldest first (a sparkline's; [] for a histogram)."""
         if self._b is None and n > 0:

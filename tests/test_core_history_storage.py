@@ -197,3 +197,18 @@ def test_storage_is_flat_arrays_of_bounded_size():
     hs = h.find("latency.ttft_seconds")[0]
     assert len({id(b) for b in hs._b}) == 1
     assert len(hs._c) <= (900 + 56) * 3
+
+
+def test_tail_and_any_nonzero_read_the_kept_points_only():
+    s = Series("server.estimated_flops_total", (), Kind.COUNTER, "", max_points=4)
+    assert s.tail(3) == [] and not s.any_nonzero()
+    s.append(0.0, 5.0)               # a count that will fall out of the newest 4
+    for t in range(1, 5):
+        s.append(float(t), 0.0)
+    assert not s.any_nonzero()       # 5.0 is stored (slack) but not kept
+    assert s.tail(2) == [0.0, 0.0] and s.tail(10) == [0.0] * 4
+    s.append(5.0, 2.0)
+    assert s.any_nonzero() and s.tail(2) == [0.0, 2.0]
+    h = Series("latency.ttft_seconds", (), Kind.HISTOGRAM, "s")
+    h.append_hist(1.0, ((1.0, 3.0), (math.inf, 3.0)), 3.0, 1.0)
+    assert h.tail(5) == [] and not h.any_nonzero()
