@@ -184,19 +184,83 @@ def test_a_histogram_memo_is_dropped_by_the_next_point():
 
 
 def test_storage_is_flat_arrays_of_bounded_size():
-    """900 points of a gauge cost about 16 bytes each (two doubles), not an object each;
-    a histogram's bounds are one tuple shared by all its points."""
+    """A gauge seen every tick stores no times (the History's clock has them); one that
+    never changed stores no values; one with gaps and moving values has two arrays of
+    about 16 bytes a point; a histogram's bounds are one tuple shared by all its points;
+    the clock keeps only the ticks the series still have points at."""
     h = History(max_points=900)
     for t in range(2000):
-        feed(h, t, reading("gpu.util_ratio", 0.5, gpu=0),
-             hist("latency.ttft_seconds", {0.1: t, 1.0: 2 * t}, 0.1 * t))
-    g = h.find("gpu.util_ratio")[0]
-    assert isinstance(g._t, array) and isinstance(g._v, array)
-    stored = sys.getsizeof(g._t) + sys.getsizeof(g._v)
+        rs = [reading("gpu.util_ratio", 0.5, gpu=0),
+              reading("gpu.temp_celsius", 60 + t % 7, gpu=0),
+              hist("latency.ttft_seconds", {0.1: t, 1.0: 2 * t}, 0.1 * t)]
+        if t % 3:
+            rs.append(reading("gpu.power_watts", 400 + t % 11, gpu=0))
+        feed(h, t, *rs)
+    steady = h.find("gpu.util_ratio")[0]
+    assert steady._t is None and steady._v is None and len(steady.points) == 900
+    assert steady.values() == [0.5] * 900 and steady.first_time() == 1100
+    moving = h.find("gpu.temp_celsius")[0]
+    assert moving._t is None and isinstance(moving._v, array)
+    assert moving.values()[-3:] == [60 + t % 7 for t in (1997, 1998, 1999)]
+    gappy = h.find("gpu.power_watts")[0]
+    assert isinstance(gappy._t, array) and isinstance(gappy._v, array)
+    stored = sys.getsizeof(gappy._t) + sys.getsizeof(gappy._v)
     assert stored < 900 * 16 * 1.25
     hs = h.find("latency.ttft_seconds")[0]
     assert len({id(b) for b in hs._b}) == 1
     assert len(hs._c) <= (900 + 56) * 3
+    assert len(h.clock.t) <= 900 + 56 + 30
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_history_matches_a_naive_model_with_gaps_repeats_and_time_going_back(seed):
+    """Series that come and go, skip ticks, repeat a tick, hold a value or move, and a
+    clock that steps back now and then: every series shows what a bounded deque of its
+    points would (same-or-earlier time replaces the newest, as History always did)."""
+    rnd = random.Random(seed)
+    cap = 30
+    h = History(max_points=cap, expire_after=25)
+    ref: dict[str, deque] = {}
+    last_seen: dict[str, float] = {}
+    t = 1000.0
+    for tick in range(500):
+        r = rnd.random()
+        t = t - rnd.choice((1.0, 0.5)) if r < 0.03 else (t if r < 0.06 else t + 1.0)
+        rs = []
+        for name in ("steady", "moving", "gappy", "rare", "late", "flip"):
+            if name == "gappy" and rnd.random() < 0.3 or name == "rare" and rnd.random() < 0.9:
+                continue
+            if name == "late" and tick < 200:
+                continue
+            v = {"steady": 1.0, "moving": rnd.random(), "gappy": float(rnd.randint(0, 3)),
+                 "rare": 7.0, "late": 2.0, "flip": 1.0 if tick < 300 else 0.0}[name]
+            rs.append(reading("gpu.util_ratio", v, gpu=name))
+            q = ref.setdefault(name, deque(maxlen=cap))
+            if q and q[-1][0] >= t:
+                q[-1] = (t, v)
+            else:
+                q.append((t, v))
+            last_seen[name] = t
+        feed(h, t, *rs)
+        for name in ref:
+            if ref[name] and h.get("gpu.util_ratio", (("gpu", name),)) is None:
+                # expired: History forgets a series it has not seen for expire_after
+                assert last_seen[name] < h.now - h.expire_after + 5, (name, tick)
+                ref[name] = deque(maxlen=cap)
+        if tick % 17 == 0 or tick > 490:
+            for name, q in ref.items():
+                s = h.get("gpu.util_ratio", (("gpu", name),))
+                if not q:
+                    continue
+                assert list(s.points) == list(q), (name, tick)
+                assert s.values() == [v for _, v in q]
+                assert s.first_time() == q[0][0] and s.last_time() == q[-1][0]
+                if any(a[0] >= b[0] for a, b in zip(q, list(q)[1:])):
+                    continue    # a step back left times out of order: no window then
+                for w in (None, 4.0, 12.5):
+                    assert s.window_points(w) == naive_window(list(q), w)
+                assert s.index_at(q[len(q) // 2][0]) == max(
+                    i for i, p in enumerate(q) if p[0] <= q[len(q) // 2][0])
 
 
 def test_tail_and_any_nonzero_read_the_kept_points_only():
