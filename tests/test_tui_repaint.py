@@ -117,3 +117,39 @@ async def test_line_by_line_repaints_add_up_to_the_screen_a_full_repaint_draws()
             await pilot.pause()
             painted = screen_cells(app)
             assert painted == await full_repaint(), f"step {step}"
+
+
+def test_sparklines_move_every_trend_slot_and_start_over_with_a_new_history():
+    """A trend is drawn from the newest values when its TREND_SECONDS slot begins and kept
+    for the slot (values are drawn every tick); a new History (a scenario switch, a
+    replay seek) draws it anew at once."""
+    from infertop.history import History
+    from infertop.pipeline import Frame
+    from infertop.themes import roles
+    from infertop.tui.panes.base import TREND_SECONDS, PaneContext
+    from helpers.snapkit import reading, sample, snap
+
+    def history(values, t0=1000.0):
+        h = History()
+        for i, v in enumerate(values):
+            t = t0 + i
+            h.add(snap(t, sample("nvml", t, [reading("gpu.util_ratio", v, gpu=0)])))
+        return h
+
+    trends: dict = {}
+
+    def spark(h):
+        ctx = PaneContext(Frame(snap(h.now), [], h), roles({}), trends=trends)
+        return ctx.spark("gpu.util_ratio", 8, 0, 1, gpu=0).plain
+
+    assert int(1000.0 // TREND_SECONDS) * TREND_SECONDS == 1000.0
+    h = history([0.0, 1.0])                 # now = 1001: the slot began at 1000
+    first = spark(h)
+    assert first == "▁█"
+    h.add(snap(1002.0, sample("nvml", 1002.0, [reading("gpu.util_ratio", 0.0, gpu=0)])))
+    assert spark(h) == first                # same slot: the trend waits
+    for t in (1003.0, 1004.0, 1005.0):      # 1005 begins the next slot
+        h.add(snap(t, sample("nvml", t, [reading("gpu.util_ratio", 1.0, gpu=0)])))
+    assert spark(h) == "▁█▁███"
+    other = history([1.0, 0.0], t0=1004.0)     # another History, now 1005: same slot
+    assert spark(other) == "█▁"                # ... drawn anew

@@ -220,7 +220,8 @@ class PaneContext:
     def spark(self, key: str, width: int = 16, lo: float | None = None, hi: float | None = None,
               **labels: str) -> Text:
         history = self.frame.history
-        slot = int(history.now // TREND_SECONDS)
+        # a new History (scenario switch, replay seek) is a new slot too
+        slot = (id(history), int(history.now // TREND_SECONDS))
         trends = self.trends
         if trends.get("slot") != slot:
             trends.clear()
