@@ -106,8 +106,8 @@ class Series:
     the History's Clock's, ``_t`` is None; ``_k1`` is the tick of its newest point), and
     a series whose value never changed keeps no values (``_v`` is None, ``_cv`` is the
     value).  The first gap or change makes the arrays, once.  Histograms: times, counts,
-    sums, the bucket counts of all points in one flat array and each point's bounds (one
-    shared tuple while they do not change).  A point costs 0-16 bytes instead of ~120.
+    sums, the bucket counts of all points in one flat array (float32 while they are exact
+    in it) and each point's bounds (one shared tuple while they do not change).  A point costs 0-16 bytes instead of ~120.
 
     The arrays hold up to ``max_points`` plus some slack: the oldest points are cut in
     one move when the slack is used up (a memmove of a few KB every few dozen ticks),
@@ -134,7 +134,9 @@ class Series:
         self._v: array | None = array("d") if hist else None   # values; hist: counts
         self._cv = 0.0                # the one value while _v is None
         self._sum = array("d") if hist else None   # histograms: sums
-        self._c = array("d") if hist else None     # histograms: bucket counts, flat
+        # histograms: bucket counts, flat; float32 while every count is exact in it
+        # (whole numbers below 2**24: half the bytes), float64 from the first that is not
+        self._c = array("f") if hist else None
         self._co = array("q") if hist else None    # histograms: a point's start in _c
         self._cbase = 0                            # ... less this (counts cut so far)
         self._b: list | None = [] if hist else None   # histograms: each point's bounds
@@ -233,7 +235,15 @@ class Series:
             self._co.append(len(self._c) + self._cbase)
             b.append(bounds)
             self._n += 1
-        self._c.extend(c for _, c in buckets)
+        counts = [c for _, c in buckets]
+        if self._c.typecode == "f":
+            narrow = array("f", counts)
+            if narrow.tolist() != counts:      # not exact in float32: float64 from now on
+                self._c = array("d", self._c)
+                narrow = counts
+            self._c.extend(narrow)
+        else:
+            self._c.extend(counts)
         self._bound()
 
     def _bound(self) -> None:

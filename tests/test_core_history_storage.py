@@ -276,3 +276,20 @@ def test_tail_and_any_nonzero_read_the_kept_points_only():
     h = Series("latency.ttft_seconds", (), Kind.HISTOGRAM, "s")
     h.append_hist(1.0, ((1.0, 3.0), (math.inf, 3.0)), 3.0, 1.0)
     assert h.tail(5) == [] and not h.any_nonzero()
+
+
+def test_bucket_counts_stay_exact_when_float32_cannot_hold_them():
+    """Counts are kept in float32 while they are whole numbers float32 holds exactly; the
+    first that is not (a busy server passes 2**24 in a bucket) moves the series to
+    float64, and every count reads back as it came in."""
+    s = Series("latency.ttft_seconds", (), Kind.HISTOGRAM, "s", max_points=10)
+    big = float(2**24 + 1)          # not a float32
+    pts = [(1.0, 100.0), (2.0, 160.0), (3.0, big), (4.0, big + 7)]
+    for t, c in pts:
+        s.append_hist(t, ((0.1, c / 2), (math.inf, c)), c, c * 0.01)
+        if t == 2.0:
+            assert s._c.typecode == "f"
+    assert s._c.typecode == "d"
+    assert [p.buckets for p in s.points] == [((0.1, c / 2), (math.inf, c)) for _, c in pts]
+    d = s.hist_delta(1.0)            # t 3 -> 4: 7 observations on top of 2**24 + 1
+    assert d.total == 7 and d.buckets == ((0.1, 3.5), (math.inf, 7.0))
