@@ -18,6 +18,20 @@ Targets: infertop <= 2 % and <= 2x nvitop.
 
 nvitop is not a dependency: ``.venv/bin/python -m pip install nvitop`` first (without it,
 infertop is measured alone the same way).  Asserts nothing.
+
+Measured on the shared 2-core dev box (issue 11; nvitop 1.7.2 varies 1.0-1.8 % run to run
+with the box's load, so read the ratio, which is taken in one run):
+  main before issue 11:  infertop 2.87 %, 58.3 MB at 60 s, 29.8 KB/s; nvitop 1.02 %: 2.82x
+  issue 11 (60 s runs):  infertop 2.60-2.77 %, 7.3 KB/s; nvitop 1.17-1.35 %: 2.02-2.26x
+  issue 11, 30 minutes:  infertop 2.76 % (main thread 1.94 %), RSS 56.5 / 57.7 / 58.6 /
+                         59.5 / 59.7 / 59.7 MB at 60 / 300 / 600 / 900 / 1200 / 1800 s;
+                         nvitop 1.30 %, 26.3 MB: 2.13x
+                         (with History in arrays but before the shared clock and constant
+                         values: 57.7 / 60.3 / 66.7 / 67.6 MB at 60 / 300 / 900 / 1500 s)
+The fake GPUs' GPM counters move every second, so each tick changes ~30 rows of infertop
+(SM active, tensor, DRAM per GPU in three panes); nvitop shows none of them and repaints
+almost nothing.  The demo server closes its connection after each scrape (a real vLLM keeps
+it open), so infertop also pays a TCP connect a tick here.
 """
 
 from __future__ import annotations

@@ -12,6 +12,13 @@ ring buffers are full after 900 ticks: RSS at tick 1800 is the steady state.
 Prints RSS (VmRSS) at ticks 60, 900 and 1800 (and the last), the peak (VmHWM), and
 History's own bytes (every object reachable from it, counted once).  Target: <= 60 MB
 RSS at steady state.  Asserts nothing.
+
+Measured (issue 11; RSS at ticks 60 / 900 / 1800, History at 1800):
+  main (an object per point):          50.3 / 122.7 / 130.8 MB; History 68.4 MB, 119 B/point
+  flat arrays per series:              46.9 /  58.5 /  59.6 MB; History 12.0 MB,  21 B/point
+  + shared tick clock, constant values: 46.1 /  51.3 /  53.0 MB; History  4.6 MB,   8 B/point
+  + float32 bucket counts when exact:  46.0 /  50.4 /  51.3 MB; History  3.8 MB,   7 B/point
+The live screen on the same box for 30 minutes: bench_cpu_vs_nvitop.py --seconds 1800.
 """
 
 from __future__ import annotations
