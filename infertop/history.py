@@ -1,6 +1,7 @@
 """Bounded history per series: rates with counter resets, windowed histogram quantiles.
 
-Memory does not grow with run time: each series is a ring buffer of ``max_points``.
+Memory does not grow with run time: each series keeps its newest ``max_points`` in flat
+``array('d')`` buffers (at most 16 bytes a gauge point, usually less: see Series).
 Time is the Snapshot's own clock (wall time live, virtual time in demo and replay), so
 rates and quantiles come out the same however fast a recording is played.
 """
@@ -8,8 +9,10 @@ rates and quantiles come out the same however fast a recording is played.
 from __future__ import annotations
 
 import math
-from collections import deque
-from dataclasses import dataclass, field
+from array import array
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from .model import Kind, Labels, Reading, Snapshot, Status
@@ -19,23 +22,142 @@ SeriesKey = tuple[str, Labels]
 
 @dataclass(slots=True)
 class HistPoint:
+    """One histogram point as the API hands it out (made on demand, not stored)."""
     time: float
     buckets: tuple[tuple[float, float], ...]
     total: float  # count
     sum: float
 
 
-@dataclass(slots=True)
+class Points(Sequence):
+    """``Series.points``: a read-only sequence over the series' arrays, oldest first.
+
+    Items are ``(time, value)`` tuples (gauges, counters) or HistPoints (histograms),
+    made when read: what is stored is a few flat arrays per series, not an object per
+    point.  One Points per Series, made once."""
+
+    __slots__ = ("_s",)
+
+    def __init__(self, series: "Series") -> None:
+        self._s = series
+
+    def __len__(self) -> int:
+        s = self._s
+        return s._n - s._o
+
+    def __getitem__(self, i):
+        s = self._s
+        o, n = s._o, s._n
+        if isinstance(i, slice):
+            return [s._point(o + k) for k in range(*i.indices(n - o))]
+        if i < 0:
+            i += n - o
+        if not 0 <= i < n - o:
+            raise IndexError("point index out of range")
+        return s._point(o + i)
+
+    def __iter__(self) -> Iterator:
+        s = self._s
+        for k in range(s._o, s._n):
+            yield s._point(k)
+
+    def __reversed__(self) -> Iterator:
+        s = self._s
+        for k in range(s._n - 1, s._o - 1, -1):
+            yield s._point(k)
+
+    def __repr__(self) -> str:
+        return f"Points({list(self)!r})"
+
+
+class Clock:
+    """The times of History's ticks, shared by the series that have a point at every tick
+    since they appeared (most of them): such a series stores no time of its own, only
+    the tick of its newest point.  ``first`` is the tick number of ``t[0]``."""
+
+    __slots__ = ("t", "first")
+
+    def __init__(self) -> None:
+        self.t = array("d")
+        self.first = 0
+
+    @property
+    def ticks(self) -> int:
+        """Tick number of the next tick (the newest is ticks - 1)."""
+        return self.first + len(self.t)
+
+    def advance(self, t: float) -> None:
+        if not self.t or t > self.t[-1]:
+            self.t.append(t)
+
+    def cut_before(self, tick: int) -> None:
+        """Forget the times of ticks before ``tick`` (no series refers to them)."""
+        n = min(tick - self.first, len(self.t) - 1)
+        if n > 0:
+            del self.t[:n]
+            self.first += n
+
+
 class Series:
-    key: str
-    labels: Labels
-    kind: Kind
-    unit: str
-    points: deque = field(default_factory=deque)  # (time, value) or HistPoint
-    status: Status = Status.OK
-    reason: str = ""
-    text: str | None = None
-    last_seen: float = 0.0
+    """One series' bounded history in flat ``array('d')`` buffers, not an object a point.
+
+    Gauges and counters: values, and times.  Two shortcuts cover most series: a series
+    with a point at every tick of its History since it appeared keeps no times (they are
+    the History's Clock's, ``_t`` is None; ``_k1`` is the tick of its newest point), and
+    a series whose value never changed keeps no values (``_v`` is None, ``_cv`` is the
+    value).  The first gap or change makes the arrays, once.  Histograms: times, counts,
+    sums, the bucket counts of all points in one flat array (float32 while they are exact
+    in it) and each point's bounds (one shared tuple while they do not change).  A point costs 0-16 bytes instead of ~120.
+
+    The arrays hold up to ``max_points`` plus some slack: the oldest points are cut in
+    one move when the slack is used up (a memmove of a few KB every few dozen ticks),
+    and ``_o`` hides the surplus, so the API shows exactly the newest ``max_points``."""
+
+    __slots__ = ("key", "labels", "kind", "unit", "status", "reason", "text", "last_seen",
+                 "max_points", "_clock", "_n", "_k1", "_t", "_v", "_cv", "_sum", "_c",
+                 "_co", "_cbase", "_b", "_o", "_gen", "_memo", "_view")
+
+    def __init__(self, key: str, labels: Labels, kind: Kind, unit: str,
+                 points: Iterable | None = None, status: Status = Status.OK,
+                 reason: str = "", text: str | None = None, last_seen: float = 0.0,
+                 max_points: int | None = None, clock: Clock | None = None) -> None:
+        self.key, self.labels, self.kind, self.unit = key, labels, kind, unit
+        self.status, self.reason, self.text, self.last_seen = status, reason, text, last_seen
+        if max_points is None:   # Series(..., deque(maxlen=N)) as before: its maxlen
+            max_points = getattr(points, "maxlen", None) or 900
+        self.max_points = max_points
+        hist = kind is Kind.HISTOGRAM
+        self._clock = clock if clock is not None and not hist else Clock()
+        self._n = 0                   # points stored (the oldest _o of them hidden)
+        self._k1 = -1                 # tick of the newest point while times are shared
+        self._t: array | None = array("d") if hist else None   # own times, ascending
+        self._v: array | None = array("d") if hist else None   # values; hist: counts
+        self._cv = 0.0                # the one value while _v is None
+        self._sum = array("d") if hist else None   # histograms: sums
+        # histograms: bucket counts, flat; float32 while every count is exact in it
+        # (whole numbers below 2**24: half the bytes), float64 from the first that is not
+        self._c = array("f") if hist else None
+        self._co = array("q") if hist else None    # histograms: a point's start in _c
+        self._cbase = 0                            # ... less this (counts cut so far)
+        self._b: list | None = [] if hist else None   # histograms: each point's bounds
+        self._o = 0                   # stored points before the newest max_points
+        self._gen = 0                 # bumped on every write: keys the memo
+        self._memo: tuple | None = None
+        self._view = Points(self)
+        for p in points or ():
+            if hist:
+                self.append_hist(p.time, p.buckets, p.total, p.sum)
+            else:
+                self.append(p[0], p[1])
+
+    def __repr__(self) -> str:
+        return (f"Series({self.key!r}, {self.labels!r}, {self.kind}, {self.unit!r}, "
+                f"{len(self._view)} points, {self.status})")
+
+    @property
+    def points(self) -> Points:
+        """The newest ``max_points`` points, oldest first (a read-only sequence)."""
+        return self._view
 
     def label(self, name: str, default: str = "") -> str:
         for k, v in self.labels:
@@ -43,42 +165,205 @@ class Series:
                 return v
         return default
 
-    # -- gauges and counters ------------------------------------------------------------
-    def last(self) -> float | None:
-        if not self.points or self.kind is Kind.HISTOGRAM:
+    # -- storage --------------------------------------------------------------------------
+    def _time(self, k: int) -> float:
+        if self._t is not None:
+            return self._t[k]
+        c = self._clock
+        return c.t[self._k1 - self._n + 1 + k - c.first]
+
+    def _val(self, k: int) -> float:
+        return self._v[k] if self._v is not None else self._cv
+
+    def _own_times(self) -> array:
+        """Times of our own from now on (a gap, or a time that is not the tick's)."""
+        if self._t is None:
+            c = self._clock
+            lo = self._k1 - self._n + 1 - c.first
+            self._t = c.t[lo:lo + self._n]
+        return self._t
+
+    def _own_values(self) -> array:
+        if self._v is None:
+            self._v = array("d", [self._cv]) * self._n
+        return self._v
+
+    def append(self, t: float, value: float) -> None:
+        """A gauge or counter point; one at the same time or earlier replaces the newest."""
+        self._gen += 1
+        n, c, tt = self._n, self._clock, self._t
+        if n > self._o:
+            last = tt[-1] if tt is not None else c.t[self._k1 - c.first]
+            if last >= t:                               # replaces the newest point
+                if last != t:
+                    self._own_times()[-1] = t
+                if self._v is not None or value != self._cv:
+                    self._own_values()[-1] = value
+                return
+        if tt is None:
+            if c.t and t == c.t[-1] and (n == 0 or self._k1 == c.ticks - 2):
+                self._k1 = c.ticks - 1    # the tick's time, right after our last tick
+            else:
+                self._own_times().append(t)
+        else:
+            tt.append(t)
+        if self._v is None:
+            if n == 0:
+                self._cv = value
+            elif value != self._cv:
+                self._own_values().append(value)
+        else:
+            self._v.append(value)
+        self._n = n + 1
+        self._bound()
+
+    def append_hist(self, t: float, buckets, total: float, hsum: float) -> None:
+        """A histogram point (cumulative ``(bound, count)`` buckets); same rule as append."""
+        bounds = tuple(le for le, _ in buckets)
+        b = self._b
+        if b and b[-1] == bounds:
+            bounds = b[-1]           # shared while the server keeps its buckets
+        self._gen += 1
+        tt = self._t
+        if self._n > self._o and tt[-1] >= t:
+            del self._c[self._co[-1] - self._cbase:]
+            tt[-1], self._v[-1], self._sum[-1], b[-1] = t, total, hsum, bounds
+        else:
+            tt.append(t)
+            self._v.append(total)
+            self._sum.append(hsum)
+            self._co.append(len(self._c) + self._cbase)
+            b.append(bounds)
+            self._n += 1
+        counts = [c for _, c in buckets]
+        if self._c.typecode == "f":
+            narrow = array("f", counts)
+            if narrow.tolist() != counts:      # not exact in float32: float64 from now on
+                self._c = array("d", self._c)
+                narrow = counts
+            self._c.extend(narrow)
+        else:
+            self._c.extend(counts)
+        self._bound()
+
+    def _bound(self) -> None:
+        extra = self._n - self.max_points
+        if extra <= 0:
+            return
+        if extra <= max(8, self.max_points // 16):
+            self._o = extra           # hidden, cut later in one move
+            return
+        if self._t is not None:
+            del self._t[:extra]
+        if self._v is not None:
+            del self._v[:extra]
+        if self._b is not None:
+            cut = self._co[extra] - self._cbase
+            del self._c[:cut]
+            self._cbase += cut
+            del self._co[:extra]
+            del self._sum[:extra]
+            del self._b[:extra]
+        self._n -= extra
+        self._o = 0
+
+    def oldest_tick(self) -> int | None:
+        """The clock tick of the oldest stored point while times are shared, else None."""
+        return self._k1 - self._n + 1 if self._t is None and self._n else None
+
+    def _point(self, k: int):
+        if self._b is None:
+            return (self._time(k), self._val(k))
+        return HistPoint(self._t[k], self._buckets(k), self._v[k], self._sum[k])
+
+    def _counts(self, k: int) -> array:
+        lo = self._co[k] - self._cbase
+        return self._c[lo:lo + len(self._b[k])]
+
+    def _buckets(self, k: int) -> tuple[tuple[float, float], ...]:
+        return tuple(zip(self._b[k], self._counts(k)))
+
+    def _bisect(self, t: float, lo: int) -> int:
+        """Storage index of the first point after ``t``, from ``lo`` on."""
+        if self._t is not None:
+            return bisect_right(self._t, t, lo, self._n)
+        c = self._clock
+        base = self._k1 - self._n + 1 - c.first
+        return bisect_right(c.t, t, base + lo, base + self._n) - base
+
+    def _start(self, window: float | None, now: float | None) -> int:
+        """Index of the window's first point: the newest at or before its start (the
+        rate's baseline) or the oldest kept."""
+        o, n = self._o, self._n
+        if window is None or n <= o:
+            return o
+        last = self._time(n - 1)
+        end = last if now is None else max(last, now)
+        return max(o, self._bisect(end - window, o) - 1)
+
+    def _values(self, i0: int) -> list[float]:
+        if self._v is not None:
+            return self._v[i0:self._n].tolist()
+        return [self._cv] * max(0, self._n - i0)
+
+    # -- times ------------------------------------------------------------------------------
+    def first_time(self) -> float | None:
+        return self._time(self._o) if self._n > self._o else None
+
+    def last_time(self) -> float | None:
+        return self._time(self._n - 1) if self._n > self._o else None
+
+    def index_at(self, t: float) -> int | None:
+        """Index into ``points`` of the newest point at or before ``t`` (0 when all are
+        later), by binary search; None when there is none."""
+        o = self._o
+        if self._n <= o:
             return None
-        return self.points[-1][1]
+        return max(0, self._bisect(t, o) - 1 - o)
+
+    # -- gauges and counters ----------------------------------------------------------------
+    def last(self) -> float | None:
+        if self._n <= self._o or self._b is not None:
+            return None
+        return self._val(self._n - 1)
 
     def window_points(self, window: float | None, now: float | None = None) -> list:
-        if window is None or not self.points:
-            return list(self.points)
-        end = self.points[-1].time if self.kind is Kind.HISTOGRAM else self.points[-1][0]
-        if now is not None:
-            end = max(end, now)
-        start = end - window
-        pts = []
-        for p in reversed(self.points):
-            t = p.time if self.kind is Kind.HISTOGRAM else p[0]
-            if t <= start:
-                # keep one point at/before the window start as the rate's baseline
-                pts.append(p)
-                break
-            pts.append(p)
-        pts.reverse()
-        return pts
+        return [self._point(k) for k in range(self._start(window, now), self._n)]
+
+    def any_nonzero(self) -> bool:
+        """True when a kept value is not 0 (a counter that ever counted): one pass over
+        the array, no point objects."""
+        if self._b is not None or self._n <= self._o:
+            return False
+        return any(self._v[self._o:]) if self._v is not None else self._cv != 0
+
+    def tail(self, n: int) -> list[float]:
+        """The newest ``n`` values, oldest first (a sparkline's; [] for a histogram)."""
+        if self._b is None and n > 0:
+            return self._values(max(self._o, self._n - n))
+        return []
 
     def values(self, window: float | None = None) -> list[float]:
-        return [v for _, v in self.window_points(window)] if self.kind is not Kind.HISTOGRAM else []
+        if self._b is not None:
+            return []
+        return self._values(self._start(window, None))
 
     def increase(self, window: float | None = None) -> tuple[float, float] | None:
         """(increase, seconds) of a counter over the window, resets counted as restarts."""
-        pts = self.window_points(window)
-        if len(pts) < 2:
+        i0, n = self._start(window, None), self._n
+        if n - i0 < 2:
             return None
+        secs = self._time(n - 1) - self._time(i0)
+        vals = self._v
+        if vals is None:
+            return 0.0, secs              # never moved
         inc = 0.0
-        for (_, a), (_, b) in zip(pts, pts[1:]):
-            inc += b - a if b >= a else b  # a drop means the counter restarted from 0
-        return inc, pts[-1][0] - pts[0][0]
+        a = vals[i0]
+        for k in range(i0 + 1, n):
+            b = vals[k]
+            inc += b - a if b >= a else b   # a drop means the counter restarted from 0
+            a = b
+        return inc, secs
 
     def rate(self, window: float | None = None) -> float | None:
         r = self.increase(window)
@@ -88,26 +373,42 @@ class Series:
 
     def resets(self, window: float | None = None) -> list[float]:
         """Times at which this counter went backwards (a server restart)."""
-        pts = self.window_points(window)
-        return [b[0] for a, b in zip(pts, pts[1:]) if b[1] < a[1]]
+        i0, vals = self._start(window, None), self._v
+        if vals is None:
+            return []
+        return [self._time(k) for k in range(i0 + 1, self._n) if vals[k] < vals[k - 1]]
 
     # -- histograms ---------------------------------------------------------------------
     def hist_delta(self, window: float | None = None) -> HistPoint | None:
-        """Buckets observed within the window (newest minus oldest, across resets)."""
-        pts = self.window_points(window)
-        if len(pts) < 2:
+        """Buckets observed within the window (newest minus oldest, across resets).
+        Memoised until the next write: derive asks for it once per quantile."""
+        memo = self._memo
+        if memo is not None and memo[0] == self._gen and memo[1] == window:
+            return memo[2]
+        d = self._hist_delta(window)
+        self._memo = (self._gen, window, d)
+        return d
+
+    def _hist_delta(self, window: float | None) -> HistPoint | None:
+        if self._b is None:
             return None
-        first, last = pts[0], pts[-1]
-        if all(b.total >= a.total for a, b in zip(pts, pts[1:])) and \
-                _same_bounds(first.buckets, last.buckets):
-            return HistPoint(last.time, _sub(last.buckets, first.buckets),
-                             last.total - first.total, last.sum - first.sum)
+        i0, n = self._start(window, None), self._n
+        if n - i0 < 2:
+            return None
+        tot, b, t = self._v, self._b, self._t
+        last = n - 1
+        if all(tot[k] >= tot[k - 1] for k in range(i0 + 1, n)) and \
+                _same(b[i0], b[last]):
+            return HistPoint(t[last], _diff(b[last], self._counts(last), self._counts(i0)),
+                             tot[last] - tot[i0], self._sum[last] - self._sum[i0])
         acc: HistPoint | None = None
-        for a, b in zip(pts, pts[1:]):
-            if b.total >= a.total and _same_bounds(a.buckets, b.buckets):
-                d = HistPoint(b.time, _sub(b.buckets, a.buckets), b.total - a.total, b.sum - a.sum)
-            else:  # reset or re-bucketing: everything in b is new
-                d = HistPoint(b.time, b.buckets, b.total, b.sum)
+        for k in range(i0 + 1, n):
+            j = k - 1
+            if tot[k] >= tot[j] and _same(b[j], b[k]):
+                d = HistPoint(t[k], _diff(b[k], self._counts(k), self._counts(j)),
+                              tot[k] - tot[j], self._sum[k] - self._sum[j])
+            else:  # reset or re-bucketing: everything in k is new
+                d = HistPoint(t[k], self._buckets(k), tot[k], self._sum[k])
             acc = d if acc is None or not _same_bounds(acc.buckets, d.buckets) else HistPoint(
                 d.time, _add(acc.buckets, d.buckets), acc.total + d.total, acc.sum + d.sum)
         return acc
@@ -125,12 +426,16 @@ class Series:
         return d.sum / d.total
 
 
+def _same(a: tuple, b: tuple) -> bool:
+    return a is b or a == b
+
+
+def _diff(bounds: tuple, new: array, old: array) -> tuple[tuple[float, float], ...]:
+    return tuple((le, max(0.0, c - p)) for le, c, p in zip(bounds, new, old))
+
+
 def _same_bounds(a, b) -> bool:
     return len(a) == len(b) and all(x[0] == y[0] for x, y in zip(a, b))
-
-
-def _sub(a, b):
-    return tuple((le, max(0.0, ca - cb)) for (le, ca), (_, cb) in zip(a, b))
 
 
 def _add(a, b):
@@ -174,6 +479,7 @@ class History:
         self._hist_keys: dict[str, None] = {}   # ordered: derived readings keep their order
         self.now: float = 0.0
         self.ticks = 0
+        self.clock = Clock()   # tick times, shared by the series seen at every tick
 
     def __len__(self) -> int:
         return len(self._series)
@@ -185,6 +491,7 @@ class History:
         t = snap.time
         self.now = t
         self.ticks += 1
+        self.clock.advance(t)
         for sample in snap.samples.values():
             for r in sample.readings:
                 self._add_reading(t, r)
@@ -193,6 +500,7 @@ class History:
 
     def add_readings(self, t: float, readings: Iterable[Reading]) -> None:
         """Keep derived readings too, so a p99 or a rate has a trend line."""
+        self.clock.advance(t)
         for r in readings:
             self._add_reading(t, r)
 
@@ -200,7 +508,8 @@ class History:
         sk = (r.key, r.labels)
         s = self._series.get(sk)
         if s is None:
-            s = Series(r.key, r.labels, r.kind, r.unit, deque(maxlen=self.max_points))
+            s = Series(r.key, r.labels, r.kind, r.unit, max_points=self.max_points,
+                       clock=self.clock)
             self._series[sk] = s
             self._by_key.setdefault(r.key, {})[r.labels] = s
             if r.kind is Kind.HISTOGRAM:
@@ -211,24 +520,19 @@ class History:
         if r.status is not Status.OK or r.value is None:
             return  # STALE repeats an old value; never record it as a new point
         if r.kind is Kind.HISTOGRAM:
-            if r.buckets is None:
-                return
-            pt = HistPoint(t, r.buckets, r.value, r.hist_sum or 0.0)
-            if s.points and s.points[-1].time >= t:
-                s.points[-1] = pt
-            else:
-                s.points.append(pt)
+            if r.buckets is not None:
+                s.append_hist(t, r.buckets, r.value, r.hist_sum or 0.0)
         else:
-            if s.points and s.points[-1][0] >= t:
-                s.points[-1] = (t, r.value)
-            else:
-                s.points.append((t, r.value))
+            s.append(t, r.value)
 
     def _expire(self, now: float) -> None:
         dead = [k for k, s in self._series.items() if now - s.last_seen > self.expire_after]
         for k in dead:
             del self._series[k]
             self._by_key[k[0]].pop(k[1], None)
+        # the clock keeps the ticks the series that share it still have points at
+        oldest = [k for k in (s.oldest_tick() for s in self._series.values()) if k is not None]
+        self.clock.cut_before(min(oldest, default=self.clock.ticks - 1))
 
     def histograms(self) -> list[Series]:
         """Histogram series seen this tick."""

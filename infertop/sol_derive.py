@@ -135,7 +135,7 @@ def _server_counters_on(history: History, labels: Labels) -> list[Series] | None
     """The engine's estimated_* counters when they count: present and not all zero (vLLM
     0.32 exposes them at 0 without --enable-mfu-metrics)."""
     got = [history.get(k, labels) for k in SERVER_COUNTERS]
-    if got[0] is None or not any(v for _, v in got[0].points):
+    if got[0] is None or not got[0].any_nonzero():
         return None
     return got  # type: ignore[return-value]
 

@@ -51,3 +51,36 @@ async def test_64_gpus_200_processes_at_80x24_keep_a_count_of_what_is_hidden():
         await pilot.pause()
         zoomed = shown(app, "scheduling")
         assert len([ln for ln in zoomed.splitlines() if ln[:1].isdigit()]) > 10
+
+
+async def test_64_gpus_16_engines_200_processes_every_pane_cut_and_q_ends_it_mid_tick():
+    """Issue 11 item 4 at 160x48 with all the rules: each of the six panes shows what fits
+    and counts the rest ("+N more (press K to zoom)"), and `q` pressed while a tick is in
+    the pipeline's thread ends the app (no time is asserted: bench_scale.py prints it)."""
+    import asyncio
+    import re
+
+    from textual import events
+
+    from infertop.cli.main import build_parser, make_pipeline
+
+    app = InfertopApp(BigSource(gpus=64, engines=16, procs=200),
+                      pipeline=make_pipeline(build_parser().parse_args([])),
+                      options=AppOptions(manual_ticks=True))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await drive(app, pilot, 3)
+        for pane in app.panes:
+            text = pane.last_renderable.plain
+            key = pane.pane_layer.index + 1
+            assert re.search(rf"\+\d+ more \(press {key} to zoom\)", text), (pane.id, text)
+            assert len(text.splitlines()) <= pane.size.height
+        poll = asyncio.ensure_future(app._poll())      # a tick in flight ...
+        while not app.polling:
+            await asyncio.sleep(0)
+        app.post_message(events.Key("q", "q"))         # ... as the terminal sends `q`
+        for _ in range(2000):                          # a bound on waits, not on time
+            if app.return_code is not None:
+                break
+            await asyncio.sleep(0.01)
+        assert app.return_code == 0
+        poll.cancel()

@@ -25,7 +25,7 @@ from textual.css.query import NoMatches
 from textual.widgets import Footer, Static
 
 from infertop import __version__
-from infertop.model import LAYERS, Status
+from infertop.model import Status
 from infertop.pipeline import Frame, Pipeline
 from infertop.textclean import clean
 from infertop.probes.sources.hub import deadline_for
@@ -156,6 +156,7 @@ class InfertopApp(App):
         self._timer = None
         self.role_styles: dict[str, str] = {}
         self._shown: dict[str, Text] = {}
+        self._trends: dict = {}     # sparklines of this trend slot, across ticks (PaneContext)
         self.host = socket.gethostname()   # once: the header is drawn every tick
         self.register_theme(INFERTOP_THEME)
         name = theme or DEFAULT_THEME
@@ -305,7 +306,8 @@ class InfertopApp(App):
             self._set_text("#header", self._header_text(frame), layout=False)
             self._update_strip(frame)
             self.update_banner()
-            ctx = PaneContext(frame, self.role_styles, summaries=self.summaries)
+            ctx = PaneContext(frame, self.role_styles, summaries=self.summaries,
+                              trends=self._trends)
             for pane in self.panes:
                 if pane.display:
                     pane.show(ctx)
