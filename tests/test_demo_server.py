@@ -151,3 +151,43 @@ def test_serve_stops_cleanly_on_ctrl_c():
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+async def test_scrapes_reuse_one_connection_and_a_server_going_down_drops_it():
+    """HTTP/1.1 keep-alive as uvicorn serves vLLM (a scraper pays no connect per scrape);
+    HTTP/1.0 and `Connection: close` are answered and closed; a server that goes down
+    drops its kept-alive connections (the scraper must see it down, not an old socket)."""
+    server = DemoServer("dec-error-restart", port=0, autoplay=False, start_time=T0)
+    await server.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        for _ in range(2):   # two requests, one connection
+            writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            await writer.drain()
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert b"200 OK" in head and b"Connection: keep-alive" in head
+            n = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            assert (await asyncio.wait_for(reader.readexactly(n), 10)).startswith(b"#")
+        for request in (b"GET /metrics HTTP/1.0\r\n\r\n",
+                        b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n"):
+            r2, w2 = await asyncio.open_connection("127.0.0.1", server.port)
+            w2.write(request)
+            await w2.drain()
+            data = await asyncio.wait_for(r2.read(), 10)   # read() ends: the server closed
+            assert b"200 OK" in data and b"Connection: close" in data
+            w2.close()
+        while not server.down:                       # the scenario's restart: port closes
+            await server.tick()
+        assert await asyncio.wait_for(reader.read(), 10) == b""   # the kept one is dropped
+        writer.close()
+    finally:
+        await asyncio.wait_for(server.stop(), 10)
+
+
+async def test_stop_ends_idle_kept_alive_connections():
+    server = DemoServer("healthy", port=0, autoplay=False)
+    await server.start()
+    async with httpx.AsyncClient() as client:   # keeps its connection open in its pool
+        r = await client.get(f"http://127.0.0.1:{server.port}/metrics")
+        assert r.status_code == 200 and r.headers["connection"] == "keep-alive"
+        await asyncio.wait_for(server.stop(), 10)   # does not wait for the idle client

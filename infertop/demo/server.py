@@ -25,6 +25,9 @@ from infertop.probes.base import stop_on_signals
 from infertop.demo.source import DemoSource
 
 HEAD_TIMEOUT = 10.0
+# a kept-alive connection waits this long for its next request (Prometheus and infertop
+# scrape every few seconds on one connection, as they do a real vLLM, which keeps it open)
+KEEPALIVE_IDLE = 75.0
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -58,6 +61,10 @@ class DemoServer:
         self.scrapes = 0
         self._body = b""
         self._server: asyncio.AbstractServer | None = None
+        # open (kept-alive) connections: the server's end when it goes down; the exporter's
+        # (dcgm) stay up with it
+        self._conns: set[asyncio.StreamWriter] = set()
+        self._dcgm_conns: set[asyncio.StreamWriter] = set()
         self._task: asyncio.Task | None = None
         self._ticked = asyncio.Event()
 
@@ -132,6 +139,8 @@ class DemoServer:
 
     async def _sync_listening(self) -> None:
         if self.down and self._server is not None:
+            for w in list(self._conns):   # a server that went down answers nobody
+                w.close()
             self._server.close()
             await self._server.wait_closed()
             self._server = None
@@ -157,6 +166,8 @@ class DemoServer:
             except asyncio.CancelledError:
                 pass
             self._task = None
+        for w in [*self._conns, *self._dcgm_conns]:   # kept-alive ones end with the server
+            w.close()
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -173,29 +184,45 @@ class DemoServer:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                       dcgm: bool = False) -> None:
+        """HTTP/1.1 with keep-alive, as uvicorn serves vLLM: a scraper's connection is
+        reused (a connect per scrape would cost the scraper what a real server does not).
+        Closed after a request with a body (we do not read bodies), on `Connection: close`,
+        HTTP/1.0, or KEEPALIVE_IDLE seconds without a request."""
+        conns = self._dcgm_conns if dcgm else self._conns
+        conns.add(writer)
         try:
-            try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT)
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError,
-                    asyncio.TimeoutError, ConnectionError):
-                return
-            parts = head.split(b"\r\n", 1)[0].decode("latin-1").split()
-            if len(parts) < 3 or not parts[2].startswith("HTTP/"):
-                writer.write(_response(400, b"bad request\n", "text/plain"))
-                return
-            method, path = parts[0], parts[1].split("?", 1)[0]
-            if dcgm:
-                status, body, ctype, extra = (
-                    (200, self._dcgm_body, CONTENT_TYPE, {}) if path == "/metrics" else
-                    (404, b"404 page not found\n", "text/plain", {}))
-            else:
-                status, body, ctype, extra = self._route(method, path)
-            writer.write(_response(status, b"" if method == "HEAD" else body, ctype, extra,
-                                   length=len(body)))
-            await writer.drain()
+            wait = HEAD_TIMEOUT
+            while True:
+                try:
+                    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), wait)
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                        asyncio.TimeoutError, ConnectionError):
+                    return
+                wait = KEEPALIVE_IDLE
+                parts = head.split(b"\r\n", 1)[0].decode("latin-1").split()
+                if len(parts) < 3 or not parts[2].startswith("HTTP/"):
+                    writer.write(_response(400, b"bad request\n", "text/plain"))
+                    return
+                method, path = parts[0], parts[1].split("?", 1)[0]
+                low = head.lower()
+                keep = (parts[2] == "HTTP/1.1" and b"connection: close" not in low
+                        and method in ("GET", "HEAD") and b"content-length:" not in low
+                        and b"transfer-encoding:" not in low)
+                if dcgm:
+                    status, body, ctype, extra = (
+                        (200, self._dcgm_body, CONTENT_TYPE, {}) if path == "/metrics" else
+                        (404, b"404 page not found\n", "text/plain", {}))
+                else:
+                    status, body, ctype, extra = self._route(method, path)
+                writer.write(_response(status, b"" if method == "HEAD" else body, ctype,
+                                       extra, length=len(body), keep_alive=keep))
+                await writer.drain()
+                if not keep:
+                    return
         except ConnectionError:
             pass
         finally:
+            conns.discard(writer)
             writer.close()
             try:
                 await writer.wait_closed()
@@ -291,11 +318,12 @@ _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Al
 
 
 def _response(status: int, body: bytes, ctype: str, extra: dict[str, str] | None = None,
-              length: int | None = None) -> bytes:
+              length: int | None = None, keep_alive: bool = False) -> bytes:
     lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'OK')}",
              f"Content-Type: {ctype}",
              f"Content-Length: {len(body) if length is None else length}",
-             "Connection: close", "Server: infertop-demo"]
+             "Connection: keep-alive" if keep_alive else "Connection: close",
+             "Server: infertop-demo"]
     lines += [f"{k}: {v}" for k, v in (extra or {}).items()]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
