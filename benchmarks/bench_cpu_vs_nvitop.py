@@ -28,10 +28,11 @@ with the box's load, so read the ratio, which is taken in one run):
                          nvitop 1.30 %, 26.3 MB: 2.13x
                          (with History in arrays but before the shared clock and constant
                          values: 57.7 / 60.3 / 66.7 / 67.6 MB at 60 / 300 / 900 / 1500 s)
+  after merging (demo server keep-alive, sniffio): infertop 2.75-2.88 %, 57 MB, 7.2 KB/s;
+                         nvitop 1.35-1.37 %: 2.01-2.14x (target <= 2 % not met)
 The fake GPUs' GPM counters move every second, so each tick changes ~30 rows of infertop
 (SM active, tensor, DRAM per GPU in three panes); nvitop shows none of them and repaints
-almost nothing.  The demo server closes its connection after each scrape (a real vLLM keeps
-it open), so infertop also pays a TCP connect a tick here.
+almost nothing.  The demo server keeps its connection alive as a real vLLM (uvicorn) does.
 """
 
 from __future__ import annotations
