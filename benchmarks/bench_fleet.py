@@ -9,6 +9,10 @@ and CPU time per refresh, and the share of one core at the refresh cadence infer
 CPU is not counted.  Numbers are printed, never asserted.
 
     .venv/bin/python benchmarks/bench_fleet.py [--nodes 64] [--scrape 5s] [--refreshes 12]
+
+Measured on the shared 2-core dev box (stop 16, Prometheus on the same box):
+  --scrape 15s: wall median 338 ms, CPU 289 ms a refresh = 3.8 % of a core at 7.5 s
+  --scrape 5s:  wall 328-489 ms, CPU 241-299 ms a refresh = 9.6-11.1 % at 2.5 s (4 runs)
 """
 
 from __future__ import annotations
