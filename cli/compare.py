@@ -7,12 +7,8 @@ recomputed), then compared by infertop.compare.  Headless: no Textual.
 from __future__ import annotations
 
 import argparse
-import os
 
-from .errors import UsageError
 from .sources import make_pipeline
-
-MAX_RECORDING_BYTES = 1 << 30   # a day at 1 Hz is ~100 MB gzipped: far above that is a mistake
 
 
 def load_run(path: str, args: argparse.Namespace):
@@ -20,14 +16,9 @@ def load_run(path: str, args: argparse.Namespace):
     recording is streamed (probes/sources/replay.py): a days-long file costs its index."""
     from infertop.probes.sources.replay import open_replay
     from infertop.runsummary import summarize
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        size = 0   # open_replay says why in one line
-    if size > MAX_RECORDING_BYTES:
-        raise UsageError(f"{path}: {size} bytes is more than the {MAX_RECORDING_BYTES} a "
-                         "recording may have here")
-    rec = open_replay(path)   # RecordingError when it holds no snapshot
+    # RecordingError (one line): no snapshot, or past RecordingFile's caps (size, ratio,
+    # line length): the same limits as `replay`
+    rec = open_replay(path)
     pipe = make_pipeline(args, rec)
     meta = {"file": path, "host": rec.header.get("host"),
             "recorded": rec.header.get("started"), "notes": rec.notes}

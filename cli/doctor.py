@@ -9,13 +9,11 @@ import sys
 from infertop import __version__
 from infertop.textclean import clean
 
-from .errors import UsageError
 from .sources import make_pipeline, make_source, no_snapshot, sample_window, sources_status
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from infertop.report import episodes, exit_code, render_report
-    from infertop.rules.registry import all_rules
     source = make_source(args)
     pipeline = make_pipeline(args, source)
     frame = asyncio.run(sample_window(source, pipeline, args.duration, args.interval,
@@ -31,11 +29,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             "duration": args.duration,
             "ticks": pipeline.history.ticks, "now": frame.snapshot.time,
             "any_source_ok": frame.sources_ok(),
-            "unchecked": pipeline.diagnoser.missing_inputs(pipeline.history),
+            # a fleet: over every node (infertop/fleet.py), as one box over its rules
+            "unchecked": pipeline.missing_inputs(),
             # the whole window, not only its last tick: every raise and clear of the run
-            "episodes": episodes(pipeline.diagnoser.events, frame.findings),
-            "rules_total": len(getattr(pipeline.diagnoser, "scope", None) or all_rules())
-            if not getattr(source, "fleet", False) else len(all_rules()), "gpu_off": gpu_off(frame),
+            "episodes": episodes(pipeline.events, frame.findings),
+            "rules_total": pipeline.rules_total, "gpu_off": gpu_off(frame),
             "unreachable": unreachable}
     print(render_report(frame.findings, frame.layers(), args.format, meta), flush=True)
     for name, why in unreachable.items():   # stderr too: a cron job's log shows it

@@ -23,7 +23,7 @@ from typing import Any
 from .keys import SPECS
 from .model import LAYERS, Labels
 from .runsummary import RunSummary, SeriesId
-from .textclean import clean
+from .textclean import one_line
 from .units import fmt_value
 
 MIN_POINTS = 5
@@ -233,10 +233,8 @@ def _signed(m: Moved) -> str:
 
 
 def printable(text: str, limit: int = 200) -> str:
-    """Text from a recording made safe for a terminal (textclean: escapes, C1 and bidi
-    controls made visible), one line, cut to ``limit`` characters."""
-    out = " ".join(clean(str(text), multiline=True).split())
-    return out if len(out) <= limit else out[:limit - 1] + "…"
+    """Text from a recording made safe for a terminal, one line (textclean.one_line)."""
+    return one_line(text, limit)
 
 
 def render_text(c: Comparison, clean=printable) -> str:

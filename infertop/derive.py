@@ -163,7 +163,7 @@ def _throughput_steps(history: History) -> tuple[float, float] | None:
     rates = [0.0] * n
     valid = [False] * n
     for s in series:
-        first_t = s.points[0][0]
+        first_t = s.first_time()
         vals = [value_at(s, now - k * THROUGHPUT_STEP) for k in range(n + 1)]
         for k in range(n):
             if now - (k + 1) * THROUGHPUT_STEP < first_t - 1.0:

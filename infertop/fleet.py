@@ -175,6 +175,31 @@ class FleetPipeline:
         """A node's History (ticks are the same for every node; doctor counts them)."""
         return next(iter(self.pipelines.values())).history if self.pipelines else self._empty
 
+    # -- what a report of the run says (doctor), as Pipeline has it -------------------
+    def missing_inputs(self) -> dict[str, list[str]]:
+        """A node rule is not checked when it lacks inputs on every node (reasons as the
+        first node gives them; a rule checked on some nodes was checked); the cross-node
+        rules read the nodes' readings and are checked whenever a node is."""
+        per_node = [p.missing_inputs() for p in self.pipelines.values()]
+        if not per_node:
+            return {}
+        common = set(per_node[0]).intersection(*per_node[1:])
+        return {code: why for code, why in per_node[0].items() if code in common}
+
+    @property
+    def rules_total(self) -> int:
+        """Every node rule and every cross-node rule."""
+        node = next(iter(self.pipelines.values()), None)
+        return (node.rules_total if node else 0) + len(getattr(self.fleet_diagnoser, "scope", ()))
+
+    @property
+    def events(self) -> list:
+        """Every node's raises and clears (subject + node) and the cross-node ones, by time."""
+        out = [replace(e, subject=node_labels(e.subject, node))
+               for node, p in self.pipelines.items() for e in p.events]
+        out += list(getattr(self.fleet_diagnoser, "events", ()))
+        return sorted(out, key=lambda e: e.time)
+
     def reset(self) -> None:
         self._last.clear()
         for p in self.pipelines.values():

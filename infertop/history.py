@@ -530,8 +530,20 @@ class History:
         for k in dead:
             del self._series[k]
             self._by_key[k[0]].pop(k[1], None)
-        # the clock keeps the ticks the series that share it still have points at
-        oldest = [k for k in (s.oldest_tick() for s in self._series.values()) if k is not None]
+        # the clock keeps the ticks the series that share it still have points at; a series
+        # that stopped adding points but is still seen (STALE, NODATA: an idle quantile, a
+        # server that is down) would pin the clock's start forever: it takes its own times
+        # (past max_points plus the slack a series keeps before it cuts: _bound)
+        horizon = self.clock.ticks - self.max_points - max(8, self.max_points // 16) - 1
+        oldest = []
+        for s in self._series.values():
+            k = s.oldest_tick()
+            if k is None:
+                continue
+            if k < horizon:
+                s._own_times()
+            else:
+                oldest.append(k)
         self.clock.cut_before(min(oldest, default=self.clock.ticks - 1))
 
     def histograms(self) -> list[Series]:

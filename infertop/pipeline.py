@@ -117,6 +117,21 @@ class Pipeline:
         self._last_good: dict[str, tuple[float, tuple[Reading, ...]]] = {}
         self._last_derived: dict[str, list[Reading]] = {}
 
+    # -- what a report of the run says (doctor): the same shape for a fleet (fleet.py) --
+    def missing_inputs(self) -> dict[str, list[str]]:
+        """Rules not checked, and why (the Diagnoser's missing_inputs on this History)."""
+        return self.diagnoser.missing_inputs(self.history) if self.diagnoser else {}
+
+    @property
+    def rules_total(self) -> int:
+        """Rules this pipeline judges (checked or not)."""
+        return len(getattr(self.diagnoser, "scope", ()))
+
+    @property
+    def events(self) -> list:
+        """Every raise and clear of the run, oldest first."""
+        return list(getattr(self.diagnoser, "events", ()))
+
     def reset(self) -> None:
         """Forget everything (a replay seek backwards rebuilds from the start)."""
         self.history = History(max_points=self.history.max_points)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["clean", "clean_deep", "is_clean"]
+__all__ = ["clean", "clean_deep", "is_clean", "one_line"]
 
 # What must not reach a terminal raw.  \t and \n are in the class; ``multiline`` keeps them.
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
@@ -53,6 +53,13 @@ def clean(text: str, *, multiline: bool = False) -> str:
 def is_clean(text: str, *, multiline: bool = False) -> bool:
     """Whether ``text`` holds nothing ``clean`` would replace."""
     return (_UNSAFE_MULTI if multiline else _UNSAFE_ONE_LINE).search(text) is None
+
+
+def one_line(text: Any, limit: int = 200) -> str:
+    """``clean`` text folded to one line (runs of whitespace, newlines included, become
+    one space) and cut to ``limit`` characters with "…": for reasons and labels."""
+    out = " ".join(clean(str(text), multiline=True).split())
+    return out if len(out) <= limit else out[:limit - 1] + "…"
 
 
 def clean_deep(obj: Any) -> Any:

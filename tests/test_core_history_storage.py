@@ -293,3 +293,21 @@ def test_bucket_counts_stay_exact_when_float32_cannot_hold_them():
     assert [p.buckets for p in s.points] == [((0.1, c / 2), (math.inf, c)) for _, c in pts]
     d = s.hist_delta(1.0)            # t 3 -> 4: 7 observations on top of 2**24 + 1
     assert d.total == 7 and d.buckets == ((0.1, 3.5), (math.inf, 7.0))
+
+
+def test_a_series_that_goes_stale_does_not_pin_the_shared_clock():
+    """An idle quantile (NODATA) or a dead server (STALE) keeps being seen without adding
+    points: the clock of tick times must still be trimmed, or it grows every tick."""
+    from infertop.model import Status
+    h = History(max_points=100)
+    for i in range(5000):
+        t = 1000.0 + i
+        live = reading("gpu.util_ratio", 0.5, gpu=0)
+        stale = reading("kv.usage_ratio", 0.3 if i < 10 else None,
+                        status=Status.OK if i < 10 else Status.STALE)
+        feed(h, t, live, stale)
+    assert len(h.clock.t) <= 100 + 8 + 1 + 30 + 1    # max_points, cut slack, an expiry period
+    s = h.get("kv.usage_ratio")
+    assert [p[0] for p in s.points] == [1000.0 + i for i in range(10)]   # its own times kept
+    assert [p[1] for p in s.points] == [0.3] * 10
+    assert len(h.get("gpu.util_ratio", (("gpu", "0"),)).points) == 100

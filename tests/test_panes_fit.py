@@ -168,3 +168,10 @@ def test_a_finding_reading_without_a_column_names_what_it_is():
     assert short_evidence(ev).startswith("e0 KV usage 0 %")      # not a bare "usage"
     ev = Evidence("gpu.pcie_rx_bytes_per_second", (("gpu", "0"),), 5e10, 4.6e10, ">=", "B/s")
     assert short_evidence(ev).startswith("GPU 0 pcie rx ")
+
+
+def test_the_queue_line_counts_every_engine_not_just_one_or_several():
+    from helpers.big_source import BigSource
+    frame = frames_of(BigSource(gpus=2, engines=16), 3)
+    text = pane_text("scheduling", frame, width=76, height=20, wide=False)
+    assert "(16 engines)" in text, text

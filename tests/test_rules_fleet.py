@@ -141,3 +141,21 @@ def test_fleet_rules_stay_out_of_node_pipelines_and_node_rules_out_of_the_fleet(
     node, fleet = make(False), make(True)
     assert node.rules and not any(r.code.startswith("FLT-") for r in node.rules)
     assert fleet.rules and all(r.code.startswith("FLT-") for r in fleet.rules)
+
+
+def test_a_fleet_report_counts_every_rule_and_calls_unchecked_only_what_no_node_checked():
+    from infertop.fleet import FleetPipeline, diagnoser_factory
+    from infertop.rules.registry import all_rules
+
+    class Node:   # a node's Pipeline as doctor reads it
+        def __init__(self, missing):
+            self._m, self.rules_total, self.events = missing, 25, []
+
+        def missing_inputs(self):
+            return self._m
+
+    fp = FleetPipeline(diagnoser_factory())
+    fp.pipelines = {"a": Node({"HW-001": ["no NVML"], "DEC-003": ["no spec"]}),
+                    "b": Node({"DEC-003": ["no spec"]})}
+    assert fp.missing_inputs() == {"DEC-003": ["no spec"]}   # HW-001 was checked on b
+    assert fp.rules_total == len(all_rules())                # 25 node rules + 3 FLT

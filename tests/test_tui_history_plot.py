@@ -254,6 +254,9 @@ async def test_plot_redraws_at_most_once_a_second_while_ticks_arrive():
         await app._poll()
         assert plot.draws == drawn + 1
         assert "now 50 %" in plot.last_text.plain
+        clock[0] += 0.95                           # the next 1 s tick, a little early
+        await app._poll()
+        assert plot.draws == drawn + 2
 
 
 def test_help_lists_h():

@@ -55,6 +55,21 @@ def test_cells_sort_by_value_with_units_not_by_text():
     assert [cell_value(c) for c in ("–", "n/a", "err", "")] == [None] * 4
 
 
+def test_odd_digits_in_a_cell_do_not_break_the_sort():
+    # str.isdigit() says yes to "²", int() says no: a command line like this once raised
+    assert cell_value("a 2²") is not None and cell_value("x ٣ y")
+    sorted(["a 2²", "a 10", "x ٣ y", "b"], key=lambda c: sort_key(cell_value(c)))
+
+
+def test_a_measure_column_sorts_largest_first_an_identifier_in_order():
+    from infertop.tui.zoom_table import is_measure
+    headers = ["GPU", "PID", "GPU mem", "SM", "of PID"]
+    rows = [[Text(c) for c in r] for r in (["0", "4180", "57.1 GiB", "68 %", "4100"],
+                                           ["1", "4181", "12.0 GiB", "5 %", "4100"])]
+    assert [is_measure(headers, rows, c) for c in range(5)] == [False, False, True, True,
+                                                                False]
+
+
 def table(rows: list[list[str]], headers=("name", "mem")) -> Columns:
     t = Columns(list(headers))
     for r in rows:

@@ -61,11 +61,15 @@ class PacedApp(InfertopApp):
         return float(getattr(self.source, "tick_seconds", 1.0)) / self.wall_interval
 
     def speed_text(self) -> str:
-        return speed_text(self.requested_speed, self.speed_meter)
+        # paused (space, or stepping with ] [): no pace to report, only the speed asked
+        return speed_text(self.requested_speed, None if self.paused else self.speed_meter)
 
     async def after_snapshot(self, snap, frame) -> None:
         await super().after_snapshot(snap, frame)
-        self.speed_meter.tick(snap.time)
+        if self.paused:               # a step by hand is no measure of the pace
+            self.speed_meter.reset()
+        else:
+            self.speed_meter.tick(snap.time)
 
     def action_pause(self) -> None:
         super().action_pause()

@@ -38,10 +38,10 @@ class SpeedMeter:
         return (s1 - s0) / wall, (len(self.marks) - 1) / wall
 
 
-def speed_text(requested: float, meter: SpeedMeter, tolerance: float = 0.1) -> str:
+def speed_text(requested: float, meter: SpeedMeter | None, tolerance: float = 0.1) -> str:
     """'speed 2x' while it keeps up; 'speed 2x asked, 1.3x achieved (1.3 ticks/s)' when
-    it does not (or plays faster than asked)."""
-    got = meter.achieved()
+    it does not (or plays faster than asked).  No meter (paused): the speed asked."""
+    got = meter.achieved() if meter is not None else None
     if got is None or abs(got[0] - requested) <= tolerance * requested:
         return f"speed {requested:g}x"
     return f"speed {requested:g}x asked, {_num(got[0])}x achieved ({_num(got[1])} ticks/s)"

@@ -41,7 +41,7 @@ TABLE_BINDINGS = [
     Binding("end", "table_end", "bottom", show=False),
 ]
 
-ID_COLUMNS = {"GPU", "PID", "TID", "engine", "node"}
+ID_COLUMNS = {"GPU", "PID", "TID", "engine", "node", "of PID"}
 
 # what the help screen says for them (one row for the scrolling keys)
 TABLE_HELP = [
@@ -93,6 +93,13 @@ class TableView:
         self.clamp()
 
 
+def is_measure(headers: list[str], rows, col: int) -> bool:
+    """A numeric column that is not an identifier: sorted largest first (what uses the
+    most); identifiers (GPU 0, 1, 2; PIDs) in their order.  The whole header decides:
+    "GPU mem" is a measure, "GPU" and "of PID" are not."""
+    return column_is_numeric(rows, col) and headers[col].strip() not in ID_COLUMNS
+
+
 # ---- sorting by value ------------------------------------------------------------------
 _NUM = re.compile(r"(-?\d+(?:\.\d+)?)(?:\s*/\s*-?\d+(?:\.\d+)?)?(?:\s*([A-Za-zµ%°]+))?")
 _UNIT = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
@@ -101,7 +108,7 @@ _UNIT = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
 _SI = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _MISSING = {"", "–", "-", "n/a", "err", "?", "none"}
 _METER = " ·▏▎▍▌▋▊▉█░▁▂▃▄▅▆▇"     # bars and sparklines drawn before a value
-_DIGITS = re.compile(r"(\d+)")
+_DIGITS = re.compile(r"([0-9]+)")   # ASCII: str.isdigit() also says yes to "²"
 
 
 def cell_value(text: str) -> float | tuple | None:
@@ -114,7 +121,8 @@ def cell_value(text: str) -> float | tuple | None:
     m = _NUM.match(s.lstrip(_METER))
     if m is None:
         low = s.lower()
-        return tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(low))
+        # split() puts the digit runs at the odd places: numbers there, text between
+        return tuple(int(p) if i % 2 else p for i, p in enumerate(_DIGITS.split(low)))
     value = float(m.group(1))
     unit = m.group(2) or ""
     if unit in _UNIT:
@@ -216,9 +224,7 @@ class ZoomTableKeys:
             self.app.notify("this pane has no table to sort", timeout=2)
             return
         rows = v.last_rows
-        # a measure starts largest first; an identifier (GPU 0, 1, 2; PIDs) in its order
-        v.next_sort(lambda col: column_is_numeric(rows, col)
-                    and (v.headers[col].split() or [""])[0] not in ID_COLUMNS)
+        v.next_sort(lambda col: is_measure(v.headers, rows, col))
         self.redraw_table()
         what = "the pane's own order (flagged first)" if v.sort is None else \
             f"{v.headers[v.sort]} {'▼' if v.reverse else '▲'}"

@@ -156,7 +156,7 @@ def _growth(ctx: Context, used, total: float) -> tuple[float, float, float] | No
     w = t.mem_growth_window
     if s is None or not covered(s, w / 2, ctx.now):
         return None
-    start_t = max(ctx.now - w, s.points[0][0])
+    start_t = max(ctx.now - w, s.first_time())
     # the window's first value moves slowly: look it up once per 5 s, not every tick
     memo = ctx.state.setdefault("mem003", {})
     slot = int(start_t // 5)

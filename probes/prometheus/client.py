@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from infertop.textclean import clean
+from infertop.textclean import one_line
 
 if TYPE_CHECKING:
     import httpx
@@ -42,10 +42,8 @@ class PrometheusError(RuntimeError):
 
 
 def clean_text(text: Any, limit: int = 200) -> str:
-    """One line, at most ``limit`` characters, terminal escapes and bidi controls made
-    visible (infertop/textclean.py, the one cleaner every input goes through)."""
-    s = " ".join(clean(str(text), multiline=True).split())
-    return s if len(s) <= limit else s[:limit - 1] + "…"
+    """One line, escapes made visible, at most ``limit`` characters (textclean)."""
+    return one_line(text, limit)
 
 
 def normalize_base(url: str) -> str:

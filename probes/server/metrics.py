@@ -21,12 +21,12 @@ import zlib
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
-from infertop.dialects import readings_from_exposition
+from infertop.dialects import readings_from_families
 from infertop.keys import SPECS
 from infertop.model import Capability, Reading, Sample, make_labels
-from infertop.promtext import ParseError
+from infertop.promtext import ParseError, parse
 from infertop.redact import redact_text, redact_url
-from infertop.textclean import clean
+from infertop.textclean import clean, one_line
 
 from infertop.probes.base import Probe, sample
 
@@ -151,7 +151,10 @@ class ServerMetricsProbe(Probe):
     def _map(self, text: str, headers) -> tuple[list[Reading], dict[str, Any]]:
         """The page's readings and meta (ParseError when it is not an exposition); the
         fleet's direct probe also maps a dcgm-exporter page here (fleet_hub.py)."""
-        expo = readings_from_exposition(text, self.instance)
+        return self._map_families(parse(text), headers)
+
+    def _map_families(self, families, headers) -> tuple[list[Reading], dict[str, Any]]:
+        expo = readings_from_families(families, self.instance)
         readings = list(expo.readings)
         _add_start_header(readings, headers, self.instance)
         return readings, dict(expo.meta)
@@ -319,14 +322,13 @@ def body_excerpt(body: bytes, limit: int = EXCERPT_MAX) -> str:
             t = " ".join(html.unescape(title.group(1)).split())
             head, _, tail = text.partition(" — ")
             text = head + " — " + " ".join(tail.split()).replace(t, "", 1)
-    text = "".join(ch if ch.isprintable() else " " for ch in text)
-    text = " ".join(text.split()).strip(" —")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    # escapes made visible (textclean), not dropped: the excerpt says what was sent
+    return one_line(" ".join(text.split()).strip(" —"), limit)
 
 
 def _status_message(url: str, status: int, body: bytes) -> str:
     # the body is the server's (or anyone's on that port): a short excerpt, terminal-safe
-    snippet = clean(body_excerpt(body))
+    snippet = body_excerpt(body)   # the server's (or anyone's on that port): cleaned
     fix = ""
     low = snippet.lower()
     if "--metrics" in low or (status == 501 and "metrics" in low):

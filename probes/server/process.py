@@ -17,8 +17,10 @@ Also here: the /proc side of matching NVML's process list to the tree (``read_ns
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import pwd
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -130,6 +132,17 @@ def visible_pids(proc: str = "/proc") -> set[int]:
 
 
 # ---- the probe ----------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=512)
+def user_name(uid: int) -> str:
+    """A uid's login name, as psutil's username() gives it, looked up once per uid:
+    getpwuid is an NSS call (sssd, LDAP: milliseconds) and this runs every tick for every
+    process of the server."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
 class ProcessProbe(BlockingProbe):
     """Readings for the inference server's process tree, plus host CPU and memory.
@@ -319,7 +332,8 @@ class ProcessProbe(BlockingProbe):
                 ctime, _ = get(p.create_time)
                 ctime = ctime or 0.0
                 name, _ = get(p.name)
-                user, _ = get(p.username)
+                uids, _ = get(p.uids)
+                user = user_name(uids.real) if uids else None
                 ppid, _ = get(p.ppid)
                 argv, argv_denied = get(p.cmdline)
                 times, times_denied = get(p.cpu_times)

@@ -15,11 +15,10 @@ from dataclasses import replace
 from urllib.parse import urlsplit
 
 from infertop.dcgm import gpu_readings
-from infertop.dialects import readings_from_families
 from infertop.model import Reading, Sample, Snapshot, Status, make_labels
 from infertop.promtext import parse
 
-from infertop.probes.server.metrics import ServerMetricsProbe, _add_start_header, normalize_url
+from infertop.probes.server.metrics import ServerMetricsProbe, normalize_url
 from infertop.probes.sources.hub import Hub
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
@@ -66,10 +65,7 @@ class DirectNodeProbe(ServerMetricsProbe):
             readings, meta = gpu_readings(series)
             meta["dcgm"] = True
             return readings, meta
-        expo = readings_from_families(families, self.instance)
-        readings = list(expo.readings)
-        _add_start_header(readings, headers, self.instance)
-        return readings, dict(expo.meta)
+        return self._map_families(families, headers)
 
 
 class FleetHub(Hub):

@@ -239,7 +239,7 @@ class RecordingFile:
         if not buf.strip():
             return
         try:
-            t = snapshot_time(bytes(buf))
+            t = snapshot_time(buf)   # bytes() would copy a whole line to read its start
         except ValueError:
             self.skipped += 1   # corrupt: not JSON, or a time that is not a number
             return

@@ -115,14 +115,17 @@ class ReplaySource(SnapshotSource):
     def snapshot_at(self, index: int) -> Snapshot:
         snap = self._cache.get(index)
         if snap is None:
-            try:
-                snap = decode_snapshot(self._dec.line(index))
-            except RecordingError as e:
-                raise RecordingError(f"{self.path.name}: snapshot {index + 1}: {e}") from None
+            snap = self._decode(index)
             if len(self._cache) > 64:
                 self._cache.clear()
             self._cache[index] = snap
         return snap
+
+    def _decode(self, index: int) -> Snapshot:
+        try:
+            return decode_snapshot(self._dec.line(index))
+        except RecordingError as e:
+            raise RecordingError(f"{self.path.name}: snapshot {index + 1}: {e}") from None
 
     async def start(self) -> dict[str, Capability]:
         caps = self.header.get("source", {}).get("capabilities")
@@ -148,7 +151,7 @@ class ReplaySource(SnapshotSource):
         once); corrupt lines are skipped and counted, as ``next`` does."""
         for i in range(len(self)):
             try:
-                yield self.snapshot_at(i)
+                yield self._decode(i)   # one pass: no use for the seek cache
             except RecordingError as e:
                 self.skipped += 1
                 self.notes.append(str(e))

@@ -238,9 +238,8 @@ class PaneContext:
         if got is None:
             exact = history.get(key, labels_t)
             series = [exact] if exact is not None else self.series(key, **labels)
-            got = trends[ck] = Text(sparkline(series[0].tail(width), width, lo, hi)
-                                    if series else "")
-        return Text(got.plain, style=self.styles["spark"]) if got.plain else Text("")
+            got = trends[ck] = sparkline(series[0].tail(width), width, lo, hi) if series else ""
+        return Text(got, style=self.styles["spark"]) if got else Text("")
 
     def series(self, key: str, **labels: str) -> list[Series]:
         if not labels:
@@ -780,7 +779,8 @@ class LayerPane(ZoomTableKeys, Static):
         if key != self._strips_key:     # resized, or a new theme: every line anew
             self._strips.clear()
             self._strips_key = key
-        strip = self._strips.get(y)
+        # a selection's highlight is drawn fresh on every line, never from the cache
+        strip = self._strips.get(y) if self.text_selection is None else None
         if strip is None:
             if y < len(lines):
                 strip = Visual.to_strips(self, visualize(self, lines[y]), width, 1, style)[0]

@@ -78,7 +78,9 @@ def queue_line(ctx: PaneContext) -> Text:
             vals = [r.value for r in rs if r.ok and r.value is not None]
             if vals:
                 out.append(f"{label} {sum(vals):.0f}  ")
-        out.append(f"({engines} engines)  ")
+        # distinct() stops at 2 (one or several); the count is of the readings summed
+        n = len({(r.label("instance"), r.label("engine")) for r in (running or waiting)})
+        out.append(f"({n} engines)  ")
         worst = max((r for r in qp99 if r.ok and r.value is not None),
                     key=lambda r: r.value, default=None)
         if worst is not None:

@@ -284,6 +284,7 @@ class NodeScreen(Screen):
         self.node = node
         self.pane_classes = pane_classes
         self.zoomed: int | None = None
+        self._trends: dict = {}   # this node's sparklines of the trend slot (PaneContext)
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"node {self.node}  (Esc: back to the fleet)", style="bold"),
@@ -302,7 +303,7 @@ class NodeScreen(Screen):
             self.query_one("#node-header", Static).update(
                 Text(f"node {self.node}: no longer in the fleet's answer", style="bold"))
             return
-        ctx = PaneContext(frame, styles, summaries=summaries)
+        ctx = PaneContext(frame, styles, summaries=summaries, trends=self._trends)
         for pane in self.panes:
             if pane.display:
                 pane.show(ctx)

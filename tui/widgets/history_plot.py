@@ -286,7 +286,9 @@ class HistoryPlot(Static):
     }
     """
 
-    min_interval = 1.0
+    # a little under 1 s: ticks at 1 s arrive with jitter, and a tick 0.98 s after the last
+    # draw must not be skipped (it may be the last before a pause)
+    min_interval = 0.9
 
     def __init__(self, **kwargs) -> None:
         super().__init__("", **kwargs)
