@@ -24,7 +24,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     where = f" on {desc['host']}" if desc.get("host") else ""
     unreachable = frame.unreachable_servers()
     meta = {"version": __version__, "source": f"{desc.get('source')} {desc.get('label', '')}{where}",
-            "sources": {n: st["status"] if st["status"] == "ok" else f"{st['status']}: {st['reason']}"
+            # an ok source may still say something ("no process with pid N (--pid)")
+            "sources": {n: f"{st['status']}: {st['reason']}" if st["reason"] else st["status"]
                         for n, st in sources_status(frame).items()},
             "duration": args.duration,
             "ticks": pipeline.history.ticks, "now": frame.snapshot.time,
