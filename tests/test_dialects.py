@@ -424,3 +424,70 @@ def test_garbage_raises_parse_error():
         readings_from_exposition("<html><body>login</body></html>\n", INST)
     with pytest.raises(ParseError, match="line 1"):
         readings_from_exposition('{"detail":"Not Found"}', INST)
+
+
+# -- the label memo (a series' labels are mapped once, then remembered across scrapes) ----
+
+def _mapped_fresh(text: str, instance: str) -> list[Reading]:
+    """The oracle: the same page mapped with the memo and promtext's caches emptied."""
+    import infertop.dialects as d
+    from infertop.promtext import clear_caches
+    d._memo.clear()
+    clear_caches()
+    return readings_from_families(parse(text), instance).readings
+
+
+@pytest.mark.parametrize("page", ["vllm-0.32-busy.prom", "llamacpp-busy.prom"])
+def test_remembered_label_mapping_gives_the_readings_of_a_fresh_mapping(page):
+    import infertop.dialects as d
+    text = (METRICS / page).read_text()
+    fresh = _mapped_fresh(text, INST)
+    readings_from_families(parse(text), INST)          # fills the memo
+    assert d._memo, "the busy page's series were not remembered"
+    # the next scrape: every value moved, the series are the same objects
+    moved = "\n".join(_bump(line) for line in text.splitlines()) + "\n"
+    warm = readings_from_families(parse(moved), INST).readings
+    cold = _mapped_fresh(moved, INST)
+    assert warm == cold
+    assert warm != fresh                                # the values did move
+    assert [(r.key, r.labels) for r in warm] == [(r.key, r.labels) for r in fresh]
+
+
+def _bump(line: str) -> str:
+    """A sample line with its value plus one (comments and empty lines as they are)."""
+    if not line or line.startswith("#"):
+        return line
+    head, _, value = line.rpartition(" ")
+    try:
+        return f"{head} {float(value) + 1:g}"
+    except ValueError:
+        return line
+
+
+def test_remembered_labels_follow_the_instance_and_the_model():
+    text = (METRICS / "vllm-0.32-busy.prom").read_text()
+    a = readings_from_families(parse(text), "10.0.0.1:8000").readings
+    b = readings_from_families(parse(text), "10.0.0.2:8000").readings
+    assert {r.label("instance") for r in a} == {"10.0.0.1:8000"}
+    assert {r.label("instance") for r in b} == {"10.0.0.2:8000"}
+    # the same series under another model name (a redeploy): new labels, not remembered ones
+    renamed = text.replace('model_name="', 'model_name="other-')
+    c = readings_from_families(parse(renamed), INST).readings
+    models = {r.label("model") for r in c if r.label("model")}
+    assert models and all(m.startswith("other-") for m in models)
+
+
+def test_labels_the_caller_may_edit_are_not_remembered():
+    import infertop.dialects as d
+    from infertop.promtext import Family, PromSample
+    d._memo.clear()
+    lab = {"model_name": "m", "engine": "0"}
+    fam = Family("vllm:num_requests_running", "gauge", "",
+                 [PromSample("vllm:num_requests_running", lab, 3.0, None)])
+    first = readings_from_families([fam], INST).readings
+    assert not d._memo
+    lab["engine"] = "1"                                  # same dict object, edited
+    second = readings_from_families([fam], INST).readings
+    key = "server.requests_running"
+    assert {r.label("engine") for r in first if r.key == key} == {"0"}
+    assert {r.label("engine") for r in second if r.key == key} == {"1"}
