@@ -56,6 +56,14 @@ def test_tui_restores_the_terminal_and_finishes_the_recording(tmp_path, sig, cod
     assert json.loads(lines[0])["format"] and len(lines) >= 3
 
 
+def test_q_typed_on_a_terminal_quits():
+    """Keys reach the app through infertop's input thread (tui/driver.py, which sleeps
+    until there is input instead of waking ten times a second)."""
+    r = run_on_pty(["demo", "healthy"], None, after_ready=b"hardware", keys=b"q", timeout=60)
+    assert_terminal_restored(r.output)
+    assert r.returncode == 0, r.returncode
+
+
 def test_tui_exits_when_the_ssh_session_drops():
     # the terminal is gone (our end closed) and then SIGHUP arrives, as sshd sends it
     r = run_on_pty(["demo", "healthy"], signal.SIGHUP, after_ready=b"hardware", hangup=True)

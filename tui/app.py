@@ -9,6 +9,7 @@ batch_update.  Nothing here blocks the event loop.
 from __future__ import annotations
 
 import asyncio
+import queue
 import signal
 import socket
 import threading
@@ -84,8 +85,10 @@ def strip_text(findings, styles: dict[str, str], width: int, lines: int) -> Text
 
 
 async def in_daemon_thread(fn, *args):
-    """``fn(*args)`` in a daemon thread: unlike asyncio.to_thread (whose executor is
-    joined at exit), a long pipeline tick never holds up `q`: the process ends without it."""
+    """``fn(*args)`` in infertop's daemon worker thread: unlike asyncio.to_thread (whose
+    executor is joined at exit), a long pipeline tick never holds up `q`: the process ends
+    without it.  One thread for the process's life, not one per tick: starting a thread
+    makes the event loop wait for it to take the GIL, every second."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
 
@@ -97,8 +100,36 @@ async def in_daemon_thread(fn, *args):
         else:
             loop.call_soon_threadsafe(_settle, fut, result, None)
 
-    threading.Thread(target=run, name="infertop-pipeline", daemon=True).start()
+    _DaemonWorker.run(run)
     return await fut
+
+
+class _DaemonWorker:
+    """One daemon thread that runs in_daemon_thread's work.  While it is still busy (a
+    tick that outlived its app, in tests), work gets a thread of its own, as before."""
+
+    _queue: "queue.SimpleQueue | None" = None
+    _busy = threading.Lock()
+
+    @classmethod
+    def run(cls, job) -> None:
+        if not cls._busy.acquire(blocking=False):
+            threading.Thread(target=job, name="infertop-pipeline-extra", daemon=True).start()
+            return
+        if cls._queue is None:
+            cls._queue = queue.SimpleQueue()
+            threading.Thread(target=cls._serve, args=(cls._queue,), name="infertop-pipeline",
+                             daemon=True).start()
+        cls._queue.put(job)
+
+    @classmethod
+    def _serve(cls, jobs: "queue.SimpleQueue") -> None:
+        while True:
+            job = jobs.get()
+            try:
+                job()
+            finally:
+                cls._busy.release()
 
 
 def _settle(fut, result, error) -> None:
@@ -108,6 +139,17 @@ def _settle(fut, result, error) -> None:
         fut.set_exception(error)
     else:
         fut.set_result(result)
+
+
+def quiet_driver_class(app: App):
+    """QuietLinuxDriver where Textual would use its LinuxDriver (not one named in
+    TEXTUAL_DRIVER, not Windows): its input thread does not wake ten times a second."""
+    from textual.drivers.linux_driver import LinuxDriver
+    chosen = app.get_driver_class()
+    if chosen is not LinuxDriver:
+        return chosen
+    from .driver import QuietLinuxDriver
+    return QuietLinuxDriver
 
 
 class UnknownTheme(ValueError):
@@ -139,7 +181,7 @@ class InfertopApp(App):
     def __init__(self, source: SnapshotSource, *, interval: float = 1.0,
                  pipeline: Pipeline | None = None, theme: str | None = None,
                  options: AppOptions | None = None) -> None:
-        super().__init__()
+        super().__init__(driver_class=quiet_driver_class(self))
         self.source = source
         self.interval = interval
         self.pipeline = pipeline or Pipeline()

@@ -33,12 +33,12 @@ class PtyRun:
     returncode: int | None
 
 
-def run_on_pty(args: list[str], sig: int, *, ready: bytes = ALT_SCREEN_ON,
+def run_on_pty(args: list[str], sig: int | None, *, ready: bytes = ALT_SCREEN_ON,
                after_ready: bytes = b"", timeout: float = 90.0,
-               hangup: bool = False, until=None) -> PtyRun:
+               hangup: bool = False, until=None, keys: bytes = b"") -> PtyRun:
     """Start infertop on a pty (100x30), wait for ``ready`` (and ``after_ready`` after it)
-    and for ``until()`` to be true, send ``sig``; with ``hangup`` close our end first (an
-    SSH session dropping)."""
+    and for ``until()`` to be true, type ``keys``, send ``sig`` (None: none); with
+    ``hangup`` close our end first (an SSH session dropping)."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
     env = {**os.environ, "TERM": "xterm-256color", "PYTHONPATH": str(ROOT),
@@ -56,10 +56,13 @@ def run_on_pty(args: list[str], sig: int, *, ready: bytes = ALT_SCREEN_ON,
             assert time.monotonic() < deadline, f"screen never came up: {bytes(out[-500:])!r}"
             assert proc.poll() is None, f"exited early ({proc.returncode}): {bytes(out)!r}"
             _read(master, out, 0.2)
+        if keys:
+            os.write(master, keys)
         if hangup:
             os.close(master)
             master = -1
-        proc.send_signal(sig)
+        if sig is not None:
+            proc.send_signal(sig)
         while proc.poll() is None:
             assert time.monotonic() < deadline, "did not exit after the signal"
             if master >= 0:

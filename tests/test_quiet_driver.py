@@ -1,0 +1,116 @@
+"""tui/driver.py: the input thread sleeps until input or exit, and still reads every key.
+
+The driver's input loop runs here on a pipe instead of a terminal (its ``fileno``), with
+``process_message`` collecting what it would hand the app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import selectors
+import threading
+import time
+
+import pytest
+from textual import events
+
+from infertop.tui.driver import LONGEST_WAIT, QuietLinuxDriver
+
+
+class Collecting(QuietLinuxDriver):
+    def __init__(self, *a, **k) -> None:
+        super().__init__(*a, **k)
+        self.got: list = []
+        self.arrived = threading.Event()
+
+    def process_message(self, message) -> None:   # the thread's output, not the app's
+        self.got.append(message)
+        self.arrived.set()
+
+
+@pytest.fixture
+def driver():
+    async def make():
+        return Collecting(app=None)
+
+    d = asyncio.run(make())
+    r, w = os.pipe()
+    d.fileno = r
+    thread = threading.Thread(target=d.run_input_thread, daemon=True)
+    d.test_thread, d.test_write = thread, w
+    yield d
+    d.exit_event.set()
+    thread.join(5)
+    for fd in (r, w):
+        os.close(fd)
+    d.exit_event.close()
+
+
+def keys(d) -> list[str]:
+    return [m.key for m in d.got if isinstance(m, events.Key)]
+
+
+def wait_for(d, n: int, timeout: float = 5.0) -> None:
+    end = time.monotonic() + timeout
+    while len(keys(d)) < n and time.monotonic() < end:
+        d.arrived.wait(0.05)
+        d.arrived.clear()
+
+
+def test_keys_typed_are_delivered(driver):
+    driver.test_thread.start()
+    os.write(driver.test_write, b"q3")
+    wait_for(driver, 2)
+    assert keys(driver) == ["q", "3"]
+
+
+def test_a_lone_escape_is_delivered_without_more_input(driver):
+    """ESC alone may begin a sequence: the parser waits for its timeout, so the thread must
+    wake for that timeout although nothing else arrives."""
+    driver.test_thread.start()
+    os.write(driver.test_write, b"\x1b")
+    wait_for(driver, 1)
+    assert keys(driver) == ["escape"]
+
+
+def test_exit_wakes_the_thread_at_once(driver):
+    driver.test_thread.start()
+    time.sleep(0.2)                       # blocked in select with nothing to read
+    assert driver.test_thread.is_alive()
+    driver.exit_event.set()
+    driver.test_thread.join(LONGEST_WAIT / 2)
+    assert not driver.test_thread.is_alive(), "exit did not wake the input thread"
+
+
+def test_an_idle_thread_does_not_poll(driver, monkeypatch):
+    """Textual's own loop selects every 0.1 s (ten wake-ups a second while idle); this one
+    waits until something happens."""
+    calls: list[float | None] = []
+    real = selectors.SelectSelector.select
+
+    def counting(self, timeout=None):
+        calls.append(timeout)
+        return real(self, timeout)
+
+    monkeypatch.setattr(selectors.SelectSelector, "select", counting)
+    driver.test_thread.start()
+    time.sleep(0.6)
+    assert len(calls) == 1 and calls[0] == LONGEST_WAIT, calls
+
+
+def test_the_app_uses_it_where_textual_would_use_its_linux_driver(monkeypatch):
+    from textual.drivers.linux_driver import LinuxDriver
+
+    from infertop.tui.app import quiet_driver_class
+
+    class App:
+        def __init__(self, chosen):
+            self.chosen = chosen
+
+        def get_driver_class(self):
+            return self.chosen
+
+    assert quiet_driver_class(App(LinuxDriver)) is QuietLinuxDriver
+    other = type("Other", (LinuxDriver,), {})       # TEXTUAL_DRIVER names another: kept
+    assert quiet_driver_class(App(other)) is other

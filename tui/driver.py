@@ -1,0 +1,119 @@
+"""Textual's Linux driver with an input thread that sleeps until there is input.
+
+Textual's LinuxDriver reads keys in a thread that wakes ten times a second (select with a
+0.1 s timeout) to look at its exit flag and the parser's escape-key timeout.  On an idle
+screen that is all the CPU a Textual app uses: 0.43 % of a core measured on the dev box
+for an app that draws nothing (0.13 % at one wake a second), a sixth of infertop's whole
+budget beside nvitop (issue 11, benchmarks/bench_cpu_vs_nvitop.py prints it per thread).
+
+This driver's thread waits with no timeout unless the parser holds a lone ESC that it
+must time out, and its exit flag writes to a pipe the thread also waits on, so leaving
+(``q``, suspend) still wakes it at once.  The loop is Textual 8.2's ``run_input_thread``
+otherwise line for line (pinned in pyproject.toml; tests/test_quiet_driver.py runs it on
+a pipe: keys, a lone ESC after its timeout, prompt exit).
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import threading
+from codecs import getincrementaldecoder
+
+from textual._loop import loop_last
+from textual._time import get_time
+from textual._xterm_parser import XTermParser
+from textual.drivers.linux_driver import LinuxDriver
+
+# Upper bound on one wait even with nothing pending: a lost wake-up costs at most this.
+LONGEST_WAIT = 30.0
+
+
+class WakingEvent(threading.Event):
+    """A threading.Event whose ``set`` also writes a byte to a pipe, so a thread blocked in
+    select on the pipe's read end sees it without polling."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self.read_fd, False)
+        os.set_blocking(self.write_fd, False)
+
+    def set(self) -> None:
+        super().set()
+        try:
+            os.write(self.write_fd, b"x")
+        except OSError:      # the pipe is full (already woken) or closed: the flag is set
+            pass
+
+    def drain(self) -> None:
+        try:
+            while os.read(self.read_fd, 512):
+                pass
+        except OSError:      # BlockingIOError: empty
+            pass
+
+    def close(self) -> None:
+        for fd in (self.read_fd, self.write_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class QuietLinuxDriver(LinuxDriver):
+    """LinuxDriver whose input thread blocks until a key, a resize report or exit."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.exit_event = WakingEvent()
+
+    def close(self) -> None:
+        super().close()
+        self.exit_event.close()
+
+    def run_input_thread(self) -> None:
+        """Wait for input and dispatch events (Textual's loop, with waits that end only
+        on input, on exit, or when the parser's escape timeout is due)."""
+        exit_event = self.exit_event
+        selector = selectors.SelectSelector()   # as Textual's: also works on a file
+        selector.register(self.fileno, selectors.EVENT_READ)
+        selector.register(exit_event.read_fd, selectors.EVENT_READ)
+
+        fileno = self.fileno
+        EVENT_READ = selectors.EVENT_READ
+
+        parser = XTermParser(self._debug)
+        feed = parser.feed
+        tick = parser.tick
+        decode = getincrementaldecoder("utf-8")().decode
+        read = os.read
+
+        def wait() -> float:
+            due = getattr(parser, "_timeout_time", 0.0)   # a lone ESC waits for its timeout
+            if due is None:
+                return LONGEST_WAIT
+            return max(0.0, min(LONGEST_WAIT, due - get_time()))
+
+        def process_selector_events(selector_events, final: bool = False) -> None:
+            keys = [(key, mask) for key, mask in selector_events if key.fd == fileno]
+            if len(keys) != len(selector_events):
+                exit_event.drain()
+            for last, (_key, mask) in loop_last(keys):
+                if mask & EVENT_READ:
+                    unicode_data = decode(read(fileno, 1024 * 4), final=final and last)
+                    if not unicode_data:
+                        # This can occur if the stdin is piped
+                        break
+                    for event in feed(unicode_data):
+                        self.process_message(event)
+            for event in tick():
+                self.process_message(event)
+
+        try:
+            while not exit_event.is_set():
+                process_selector_events(selector.select(wait()))
+            selector.unregister(self.fileno)
+            process_selector_events(selector.select(0.1), final=True)
+        finally:
+            selector.close()
