@@ -39,10 +39,12 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import json
 import os
 import pty
 import shutil
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -117,6 +119,49 @@ def main_thread_seconds(p: psutil.Process) -> float:
     return 0.0
 
 
+def thread_seconds(p: psutil.Process) -> dict[int, float]:
+    return {t.id: t.user_time + t.system_time for t in p.threads()}
+
+
+def print_threads(p: psutil.Process, before: dict[int, float], wall: float,
+                  spy_bin) -> None:
+    """infertop's CPU per thread over the span, named by py-spy when it can see them (the
+    OS names every Python thread 'python'), so a change shows which thread it saved."""
+    names: dict[int, str] = {p.pid: "MainThread"}
+    if spy_bin:
+        try:
+            out = subprocess.run([str(spy_bin), "dump", "--pid", str(p.pid), "--json",
+                                  "--nonblocking"], capture_output=True, text=True,
+                                 timeout=20).stdout
+            for t in json.loads(out or "[]"):
+                if t.get("os_thread_id"):
+                    names[int(t["os_thread_id"])] = str(t.get("thread_name") or "?")
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            pass
+    after = thread_seconds(p)
+    rows = sorted(((after[t] - before.get(t, 0.0)) / wall * 100, t) for t in after)
+    print("  infertop per thread: " + ", ".join(
+        f"{names.get(t, str(t))} {pct:.2f} %" for pct, t in reversed(rows) if pct >= 0.01))
+
+
+def windowed_ratios(procs: dict[str, psutil.Process], w0: float, seconds: float,
+                    windows: int) -> list[float]:
+    """infertop / nvitop CPU in each of ``windows`` equal parts of the span: the box's load
+    moves both programs' numbers by +-40 % from run to run (nvitop 1.35 % to 2.6 %), so
+    a median of windows is steadier than one ratio."""
+    if "nvitop" not in procs or windows < 2:
+        return []
+    out = []
+    step = seconds / windows
+    for k in range(windows):
+        c = {n: cpu_seconds(p) for n, p in procs.items()}
+        time.sleep(max(0.0, w0 + (k + 1) * step - time.monotonic()))
+        d = {n: cpu_seconds(p) - c[n] for n, p in procs.items()}
+        if d["nvitop"] > 0:
+            out.append(d["infertop"] / d["nvitop"])
+    return out
+
+
 def wait_port(port: int, timeout: float = 30.0) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -134,6 +179,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=8)
     ap.add_argument("--size", default="160x48")
     ap.add_argument("--nvitop-interval", type=float, default=1.0)
+    ap.add_argument("--windows", type=int, default=4,
+                    help="also print the ratio in this many equal windows, and their median")
     ap.add_argument("--py-spy", action="store_true", help="infertop's top functions (py-spy)")
     ap.add_argument("--rss-at", default="", help="also print RSS at these seconds, e.g. "
                     "60,900,1800 (a 30-minute steady-state run: --seconds 1800)")
@@ -178,6 +225,7 @@ def main() -> int:
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         c0 = {n: cpu_seconds(p) for n, p in procs.items()}
         m0 = {n: main_thread_seconds(p) for n, p in procs.items()}
+        t0 = thread_seconds(procs["infertop"])
         b0 = {n: r.bytes for n, r in runs.items()}
         w0 = time.monotonic()
         for mark in sorted(float(x) for x in a.rss_at.split(",") if x.strip()):
@@ -187,6 +235,7 @@ def main() -> int:
             print(f"  at {mark:5.0f} s: " + "   ".join(
                 f"{n} RSS {p.memory_info().rss / 2**20:5.1f} MB" for n, p in procs.items()),
                 flush=True)
+        ratios = windowed_ratios(procs, w0, a.seconds, a.windows) if not a.rss_at else []
         time.sleep(max(0.0, w0 + a.seconds - time.monotonic()))
         wall = time.monotonic() - w0
         cpu = {n: (cpu_seconds(p) - c0[n]) / wall * 100 for n, p in procs.items()}
@@ -198,9 +247,13 @@ def main() -> int:
         for n in runs:
             print(f"  {n:<9} CPU {cpu[n]:5.2f} % of a core (main thread {main_cpu[n]:4.2f} %)   "
                   f"RSS {rss[n]:6.1f} MB   terminal output {out[n]:6.1f} KB/s")
+        print_threads(procs["infertop"], t0, wall, spy_bin)
         if "nvitop" in cpu and cpu["nvitop"] > 0:
             print(f"  infertop / nvitop CPU: {cpu['infertop'] / cpu['nvitop']:.2f}x "
                   f"(target <= 2x, and <= 2 %)")
+        if ratios:
+            print(f"  per {a.seconds / a.windows:.0f} s window: " + ", ".join(
+                f"{r:.2f}x" for r in ratios) + f"; median {statistics.median(ratios):.2f}x")
         if spy is not None:
             spy.wait(timeout=a.seconds + 30)
             print_top(spy_out)

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from rich.console import RenderableType
-from rich.text import Text
+from rich.text import Span, Text
 from textual.geometry import Region
+from textual.reactive import Reactive
 from textual.strip import Strip
 from textual.visual import Visual, visualize
 from textual.widgets import Static
@@ -435,27 +436,69 @@ class Columns:
                 for i, cell in enumerate(row):
                     if CODE_RE.search(cell.plain) and i < len(widths) - 1:
                         widths[i] = max(widths[i], cell.cell_len)
-        out = Text(no_wrap=True, overflow="ellipsis", end="")
+        # the whole table as one plain string and one list of spans, offset by hand: a
+        # Text.append per cell cleans and measures each piece again (most of a pane's cost)
         pad = " " * self.gap
         codes = [()] * head + [self.codes[r] for r in order]
+        parts: list[str] = []
+        spans: list[Span] = []
+        pos = 0
         for n, row in enumerate(rows):
             if n:
-                out.append("\n")
-            line = Text(no_wrap=True, end="")
+                parts.append("\n")
+                pos += 1
+            if width and codes[n]:
+                line = self._row_text(row, widths, pad)
+                if line.cell_len > width:
+                    line = _keep_codes(line, codes[n], width)
+                pos = _put(line, pos, parts, spans)
+                continue
+            last = len(row) - 1
             for i, cell in enumerate(row):
                 if i:
-                    line.append(pad)
+                    parts.append(pad)
+                    pos += len(pad)
                 w = widths[i]
-                if cell.cell_len > w:
+                cells = cell.cell_len
+                if cells > w:
                     cell = cell.copy()
                     cell.truncate(w, overflow="ellipsis")
-                line.append_text(cell)
-                if i < len(row) - 1:
-                    line.append(" " * (w - cell.cell_len))
-            if width and codes[n] and line.cell_len > width:
-                line = _keep_codes(line, codes[n], width)
-            out.append_text(line)
-        return out
+                    cells = cell.cell_len
+                pos = _put(cell, pos, parts, spans)
+                if i < last and w > cells:
+                    parts.append(" " * (w - cells))
+                    pos += w - cells
+        return Text("".join(parts), no_wrap=True, overflow="ellipsis", end="", spans=spans)
+
+    @staticmethod
+    def _row_text(row: list[Text], widths: list[int], pad: str) -> Text:
+        """One row as a Text of its own (a flagged row that may need cutting to keep its
+        finding code in view)."""
+        line = Text(no_wrap=True, end="")
+        for i, cell in enumerate(row):
+            if i:
+                line.append(pad)
+            w = widths[i]
+            if cell.cell_len > w:
+                cell = cell.copy()
+                cell.truncate(w, overflow="ellipsis")
+            line.append_text(cell)
+            if i < len(row) - 1:
+                line.append(" " * (w - cell.cell_len))
+        return line
+
+
+def _put(cell: Text, pos: int, parts: list[str], spans: list[Span]) -> int:
+    """Append ``cell``'s text and its styles (shifted to ``pos``) to a line being built;
+    returns the position after it."""
+    plain = cell.plain
+    end = pos + len(plain)
+    if cell.style:
+        spans.append(Span(pos, end, cell.style))
+    for sp in cell.spans:
+        spans.append(Span(pos + sp.start, pos + sp.end, sp.style))
+    parts.append(plain)
+    return end
 
 
 def _keep_codes(line: Text, codes: tuple[str, ...], width: int) -> Text:
@@ -657,6 +700,9 @@ class LayerPane(ZoomTableKeys, Static):
 
     pane_layer: Layer = Layer.HARDWARE
     can_focus = True
+    # no links in a pane: Textual would restyle every rendered line for them (112 -> 78 us
+    # a changed line at 160x48, ~30 changed lines a tick)
+    auto_links: Reactive[bool] = Reactive(False)
     BINDINGS = TABLE_BINDINGS     # zoomed: scroll, sort, filter its table (zoom_table.py)
 
     def __init__(self, **kwargs: Any) -> None:
