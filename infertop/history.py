@@ -330,6 +330,21 @@ class Series:
     def window_points(self, window: float | None, now: float | None = None) -> list:
         return [self._point(k) for k in range(self._start(window, now), self._n)]
 
+    def window_values(self, window: float, now: float | None,
+                      after: float) -> tuple[float | None, list[float]]:
+        """The values of ``window_points(window, now)`` whose time is after ``after``, and
+        the time of the first of them (None when there is none): what the rules' medians
+        read every tick, without a (time, value) tuple per point.  [] for a histogram."""
+        if self._b is not None:
+            return None, []
+        i = self._start(window, now)
+        if i >= self._n:
+            return None, []
+        j = max(i, self._bisect(after, i))
+        if j >= self._n:
+            return None, []
+        return self._time(j), self._values(j)
+
     def any_nonzero(self) -> bool:
         """True when a kept value is not 0 (a counter that ever counted): one pass over
         the array, no point objects."""
@@ -480,6 +495,10 @@ class History:
         self.now: float = 0.0
         self.ticks = 0
         self.clock = Clock()   # tick times, shared by the series seen at every tick
+        # find()'s index: (key, label name) -> label value -> series, rebuilt when the key
+        # gains or loses a series (a per-GPU lookup scanned every GPU's series: n^2 a tick)
+        self._members: dict[str, int] = {}     # key -> membership version
+        self._label_index: dict[tuple[str, str], tuple[int, dict[str, list[Series]]]] = {}
 
     def __len__(self) -> int:
         return len(self._series)
@@ -512,6 +531,7 @@ class History:
                        clock=self.clock)
             self._series[sk] = s
             self._by_key.setdefault(r.key, {})[r.labels] = s
+            self._members[r.key] = self._members.get(r.key, 0) + 1
             if r.kind is Kind.HISTOGRAM:
                 self._hist_keys[r.key] = None
         s.status, s.reason, s.last_seen = r.status, r.reason, t
@@ -530,6 +550,7 @@ class History:
         for k in dead:
             del self._series[k]
             self._by_key[k[0]].pop(k[1], None)
+            self._members[k[0]] = self._members.get(k[0], 0) + 1
         # the clock keeps the ticks the series that share it still have points at; a series
         # that stopped adding points but is still seen (STALE, NODATA: an idle quantile, a
         # server that is down) would pin the clock's start forever: it takes its own times
@@ -556,8 +577,27 @@ class History:
 
     def find(self, key: str, **labels: str) -> list[Series]:
         """Series of a key whose labels include all the given ones (current ones only)."""
-        return [s for s in self._by_key.get(key, {}).values()
-                if s.last_seen >= self.now and all(s.label(n) == v for n, v in labels.items())]
+        now = self.now
+        if not labels:
+            return [s for s in self._by_key.get(key, {}).values() if s.last_seen >= now]
+        items = iter(labels.items())
+        name, value = next(items)
+        rest = tuple(items)
+        return [s for s in self._with_label(key, name).get(value, ())
+                if s.last_seen >= now and all(s.label(n) == v for n, v in rest)]
+
+    def _with_label(self, key: str, name: str) -> dict[str, list[Series]]:
+        """The series of ``key`` by their value of label ``name`` (built once while the
+        key's series stay the same)."""
+        version = self._members.get(key, 0)
+        got = self._label_index.get((key, name))
+        if got is not None and got[0] == version:
+            return got[1]
+        index: dict[str, list[Series]] = {}
+        for s in self._by_key.get(key, {}).values():
+            index.setdefault(s.label(name), []).append(s)
+        self._label_index[(key, name)] = (version, index)
+        return index
 
     def latest(self, key: str, **labels: str) -> float | None:
         for s in self.find(key, **labels):

@@ -6,7 +6,7 @@ tick?" would miss a condition that hovers at the threshold, and one that asked "
 tick?" would flap.  Rules ask instead about the median over the last few seconds: a single
 spike cannot move it, a value that sits past the threshold moves it within half the window.
 
-Only History's public ``Series.window_points`` is used (its storage may change).
+Only History's public ``Series.window_values`` is used (its storage may change).
 """
 
 from __future__ import annotations
@@ -21,11 +21,10 @@ def recent_values(series: Series, seconds: float, now: float) -> list[float] | N
     of two or three ticks is no more robust than one tick."""
     if series.kind is Kind.HISTOGRAM:
         return None
-    start = now - seconds
-    pts = [p for p in series.window_points(seconds, now) if p[0] > start]
-    if not pts or pts[0][0] > now - seconds / 2:
+    first, values = series.window_values(seconds, now, now - seconds)
+    if first is None or first > now - seconds / 2:
         return None   # the window's ticks span less than half of it
-    return [v for _, v in pts]
+    return values
 
 
 def median(values: list[float] | None) -> float | None:

@@ -242,6 +242,13 @@ def test_history_matches_a_naive_model_with_gaps_repeats_and_time_going_back(see
                 q.append((t, v))
             last_seen[name] = t
         feed(h, t, *rs)
+        # find()'s label index gives what a scan of every series of the key gives
+        for name in ("steady", "gappy", "late", "nope"):
+            scan = [x for x in h._by_key.get("gpu.util_ratio", {}).values()
+                    if x.last_seen >= h.now and x.label("gpu") == name]
+            assert h.find("gpu.util_ratio", gpu=name) == scan, (name, tick)
+        assert h.find("gpu.util_ratio") == [x for x in h._by_key["gpu.util_ratio"].values()
+                                            if x.last_seen >= h.now]
         for name in ref:
             if ref[name] and h.get("gpu.util_ratio", (("gpu", name),)) is None:
                 # expired: History forgets a series it has not seen for expire_after
@@ -259,6 +266,12 @@ def test_history_matches_a_naive_model_with_gaps_repeats_and_time_going_back(see
                     continue    # a step back left times out of order: no window then
                 for w in (None, 4.0, 12.5):
                     assert s.window_points(w) == naive_window(list(q), w)
+                for w, now in ((4.0, h.now), (12.5, h.now), (6.0, h.now + 3), (9.0, h.now - 2)):
+                    # the rules' window read without tuples, against the tuples it replaced
+                    after = now - w
+                    pts = [p for p in s.window_points(w, now) if p[0] > after]
+                    assert s.window_values(w, now, after) == (
+                        (pts[0][0] if pts else None), [v for _, v in pts])
                 assert s.index_at(q[len(q) // 2][0]) == max(
                     i for i, p in enumerate(q) if p[0] <= q[len(q) // 2][0])
 
