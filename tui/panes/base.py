@@ -695,9 +695,6 @@ def _view_target(ctx: PaneContext, items: list, tables: list[int],
     return target
 
 
-SEEN_LINES = 512     # strips of recently drawn lines kept per pane (about 0.5 MB at most)
-
-
 class LayerPane(ZoomTableKeys, Static):
     """A pane for one layer; subclasses set ``layer`` and implement ``render_frame``."""
 
@@ -720,7 +717,6 @@ class LayerPane(ZoomTableKeys, Static):
         self._painted_lines: list[Text] | None = None   # ... line by line, when it is Text
         self._strips: dict[int, Strip] = {}     # row -> its rendered line (paint drops changed)
         self._strips_key: tuple = ()             # (width, base style) the strips were made at
-        self._seen_lines: dict[tuple, Strip] = {}   # recent lines' strips, by their text
 
     def render_frame(self, ctx: PaneContext) -> RenderableType:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -828,27 +824,14 @@ class LayerPane(ZoomTableKeys, Static):
         key = (width, style)
         if key != self._strips_key:     # resized, or a new theme: every line anew
             self._strips.clear()
-            self._seen_lines.clear()
             self._strips_key = key
         # a selection's highlight is drawn fresh on every line, never from the cache
-        selecting = self.text_selection is not None
-        strip = self._strips.get(y) if not selecting else None
+        strip = self._strips.get(y) if self.text_selection is None else None
         if strip is None:
             if y < len(lines):
-                line = lines[y]
-                # a line that was on screen lately (a value back to what it was, a row
-                # moved up): its strip again.  A third of the changed lines a tick, 8 fake
-                # GPUs + demo server at 160x48 (each render is ~70 us)
-                seen = (line.plain, tuple(line.spans), line.style)
-                strip = self._seen_lines.get(seen) if not selecting else None
-                if strip is None:
-                    strip = Visual.to_strips(self, visualize(self, line), width, 1, style)[0]
-                    if not selecting:
-                        if len(self._seen_lines) >= SEEN_LINES:
-                            self._seen_lines.clear()
-                        self._seen_lines[seen] = strip
+                strip = Visual.to_strips(self, visualize(self, lines[y]), width, 1, style)[0]
             else:
                 strip = Strip.blank(width, style.rich_style)
-            if not selecting:   # a selection's highlight is not kept
+            if self.text_selection is None:   # a selection's highlight is not kept
                 self._strips[y] = strip
         return strip
