@@ -82,9 +82,9 @@ def screen_cells(app) -> list[list[tuple[str, str]]]:
 
 
 async def test_line_by_line_repaints_add_up_to_the_screen_a_full_repaint_draws():
-    """Many ticks of partial repaints (values moving every tick, a zoom in and out, a
-    resize) leave exactly the screen that repainting everything from scratch draws: no
-    stale row, no row drawn at the wrong width."""
+    """Many ticks of partial repaints (values moving every tick, a theme switch, a zoom in
+    and out, a resize) leave exactly the screen that repainting everything from scratch
+    draws: no stale row, no row drawn at the wrong width or in the old theme's colours."""
     from infertop.demo.source import DemoSource
     from infertop.tui.modes import DemoApp
 
@@ -106,6 +106,8 @@ async def test_line_by_line_repaints_add_up_to_the_screen_a_full_repaint_draws()
             for _ in range(7):
                 await app._poll()
                 await pilot.pause()
+            if step == 0:
+                app.theme = "textual-light"     # same lines, other colours
             if step == 1:
                 await pilot.press("3")          # zoom memory, tick, and back
                 await app._poll()
