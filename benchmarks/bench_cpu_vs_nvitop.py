@@ -179,6 +179,9 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=8)
     ap.add_argument("--size", default="160x48")
     ap.add_argument("--nvitop-interval", type=float, default=1.0)
+    ap.add_argument("--server-url", default="", help="a running server to attach to instead "
+                    "of the demo server (a real vLLM: recipe-vllm.sh), with --server-pid")
+    ap.add_argument("--server-pid", type=int, default=0)
     ap.add_argument("--windows", type=int, default=4,
                     help="also print the ratio in this many equal windows, and their median")
     ap.add_argument("--py-spy", action="store_true", help="infertop's top functions (py-spy)")
@@ -187,18 +190,24 @@ def main() -> int:
     a = ap.parse_args()
     size = tuple(int(x) for x in a.size.split("x"))
     port = free_port()
-    server = subprocess.Popen([str(BIN / "infertop"), "demo-server", str(SCENARIO),
-                               "--port", str(port)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True)
+    if a.server_url:     # a server already running (a real vLLM): scrape it, not the demo
+        server = None
+        url, server_pid = a.server_url, a.server_pid
+    else:
+        server = subprocess.Popen([str(BIN / "infertop"), "demo-server", str(SCENARIO),
+                                   "--port", str(port)], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True)
+        url, server_pid = f"http://127.0.0.1:{port}", server.pid
     runs: dict[str, OnPty] = {}
     try:
-        wait_port(port)
+        if server is not None:
+            wait_port(port)
         env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor",
                    PYTHONPATH=str(ROOT / "benchmarks" / "fake_gpus"), FAKE_NVML_GPUS="8",
-                   FAKE_NVML_PIDS=str(server.pid))
+                   FAKE_NVML_PIDS=str(server_pid))
         env.pop("NO_COLOR", None)
-        runs["infertop"] = OnPty([str(BIN / "infertop"), "--url", f"http://127.0.0.1:{port}",
-                                  "--pid", str(server.pid), "--interval", "1"], env, size)
+        runs["infertop"] = OnPty([str(BIN / "infertop"), "--url", url,
+                                  "--pid", str(server_pid), "--interval", "1"], env, size)
         nvitop = BIN / "nvitop"
         if nvitop.exists() or shutil.which("nvitop"):
             runs["nvitop"] = OnPty([str(nvitop if nvitop.exists() else shutil.which("nvitop")),
@@ -242,8 +251,9 @@ def main() -> int:
         main_cpu = {n: (main_thread_seconds(p) - m0[n]) / wall * 100 for n, p in procs.items()}
         rss = {n: p.memory_info().rss / 2**20 for n, p in procs.items()}
         out = {n: (r.bytes - b0[n]) / wall / 1024 for n, r in runs.items()}
-        print(f"{len(runs)} programs on {size[0]}x{size[1]} ptys, 8 fake GPUs + demo server "
-              f"(healthy-8gpu, vLLM), 1 s interval, {wall:.0f} s after {a.warmup:g} s warm-up")
+        what = f"server {url}" if server is None else "demo server (healthy-8gpu, vLLM)"
+        print(f"{len(runs)} programs on {size[0]}x{size[1]} ptys, 8 fake GPUs + {what}, "
+              f"1 s interval, {wall:.0f} s after {a.warmup:g} s warm-up")
         for n in runs:
             print(f"  {n:<9} CPU {cpu[n]:5.2f} % of a core (main thread {main_cpu[n]:4.2f} %)   "
                   f"RSS {rss[n]:6.1f} MB   terminal output {out[n]:6.1f} KB/s")
@@ -260,11 +270,12 @@ def main() -> int:
     finally:
         for r in runs.values():
             r.stop()
-        server.terminate()
-        try:
-            server.wait(10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(10)
+            except subprocess.TimeoutExpired:
+                server.kill()
     return 0
 
 
