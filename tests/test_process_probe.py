@@ -285,3 +285,32 @@ def test_gpu_holders_names_tree_processes_across_namespaces():
                                 [(4107, 7), (4108, 8)], {7: "api_server", 8: "worker"})
     assert held == {4107: "api_server", 4108: "worker"}
     assert outside == [999]
+
+
+def test_a_member_that_execs_another_program_is_described_anew_by_the_next_refresh():
+    """What a member is (command line, name, role) is read once per member refresh
+    (rediscover_every), not every tick: a process that execs another program (same pid,
+    same start time, as vLLM's workers rename themselves) shows its new command line after
+    the next refresh, while its CPU and memory stay per tick."""
+    proc = subprocess.Popen(["sh", "-c", "read x; exec sleep 60"], stdin=subprocess.PIPE)
+    try:
+        now = [1000.0]
+        probe = ProcessProbe(pid=proc.pid, rediscover_every=5.0, clock=lambda: now[0])
+        first = probe.collect_blocking()
+        assert "read x" in by_pid(first, "process.info", proc.pid)[0].text
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+        end = time.monotonic() + 30
+        while psutil.Process(proc.pid).cmdline()[:1] != ["sleep"]:
+            assert time.monotonic() < end, "sh never exec'd sleep"
+            time.sleep(0.02)
+        now[0] += 1.0
+        within = probe.collect_blocking()      # inside the refresh interval
+        assert by_pid(within, "process.rss_bytes", proc.pid)[0].value > 0
+        now[0] += 5.0
+        later = probe.collect_blocking()
+        assert by_pid(later, "process.info", proc.pid)[0].text == "sleep 60"
+        assert by_pid(later, "process.info", proc.pid)[0].label("name") == "sleep"
+    finally:
+        proc.kill()
+        proc.wait()
