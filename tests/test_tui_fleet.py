@@ -84,6 +84,24 @@ async def test_fleet_screen_sort_filter_and_drill_down():
         # the node's own six panes, drawn from its own Frame
         assert "H100" in pane_text(app.screen, "hardware")
         assert "TTFT" in pane_text(app.screen, "decoding")
+        # `h` on a zoomed pane plots this node's History under it, as on one box
+        from infertop.tui.widgets.history_plot import HistoryPlot
+        plot = app.screen.query_one(HistoryPlot)
+        await pilot.press("h")                  # nothing zoomed: a hint, no plot
+        await pilot.pause()
+        assert not plot.visible
+        await pilot.press("1")
+        await pilot.press("h")
+        await app._poll()
+        await pilot.pause()
+        assert plot.visible and plot.draws >= 1
+        drawn = plot.last_text.plain
+        assert "history: hardware" in str(plot.border_title) and "gpu" in drawn.lower()
+        assert plot.last_text is not None
+        await pilot.press("h")
+        await pilot.pause()
+        assert not plot.visible
+        await pilot.press("1")
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, NodeScreen)

@@ -21,10 +21,11 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from infertop.findings import Finding, Severity
 from infertop.fleet import FleetFrame, node_summary
-from infertop.model import Status
+from infertop.model import LAYERS, Status
 from infertop.units import natural_key
 
 from ..panes.base import LayerPane, PaneContext
+from ..widgets.history_plot import HistoryPlot
 
 MAX_GPU_COLUMNS = 8
 
@@ -277,7 +278,9 @@ class NodeScreen(Screen):
                 Binding("3", "zoom(2)", "memory", show=False),
                 Binding("4", "zoom(3)", "scheduling", show=False),
                 Binding("5", "zoom(4)", "parallelism", show=False),
-                Binding("6", "zoom(5)", "decoding", show=False)]
+                Binding("6", "zoom(5)", "decoding", show=False),
+                Binding("h", "history_plot", "plot the zoomed pane's history / hide it",
+                        show=False)]
 
     def __init__(self, node: str, pane_classes) -> None:
         super().__init__()
@@ -292,6 +295,7 @@ class NodeScreen(Screen):
         with Container(id="panes"):
             for cls in self.pane_classes:
                 yield cls(id=f"pane-{cls.pane_layer.value}")
+        yield HistoryPlot(id="history-plot")     # `h` on a zoomed pane: this node's History
         yield Footer()
 
     @property
@@ -307,6 +311,27 @@ class NodeScreen(Screen):
         for pane in self.panes:
             if pane.display:
                 pane.show(ctx)
+        self._sync_plot(frame, styles)
+
+    def _sync_plot(self, frame: Any = None, styles: dict[str, str] | None = None) -> None:
+        """Show the plot while `h` wants it and a pane is zoomed; draw this node's History
+        for the zoomed pane's layer (no frame: only show or hide)."""
+        plot = self.query_one(HistoryPlot)
+        plot.set_visible(plot.wanted and self.zoomed is not None)
+        if frame is not None and self.zoomed is not None:
+            plot.show(frame.history, LAYERS[self.zoomed],
+                      muted=(styles or {}).get("muted", "dim"))
+
+    def action_history_plot(self) -> None:
+        """`h`: on a zoomed pane, plot this node's readings of it over its History."""
+        if self.zoomed is None:
+            self.app.notify("zoom a pane first (1-6), then h plots its history", timeout=3)
+            return
+        plot = self.query_one(HistoryPlot)
+        plot.wanted = not plot.wanted
+        self._sync_plot()
+        if getattr(self.app, "frame", None) is not None:
+            self.app.refresh_node_screen()
 
     def action_back(self) -> None:
         self.app.pop_screen()
@@ -316,6 +341,7 @@ class NodeScreen(Screen):
         for i, pane in enumerate(self.panes):
             pane.display = self.zoomed is None or i == self.zoomed
         self.query_one("#panes").set_class(self.zoomed is not None, "-zoomed")
+        self._sync_plot()
         if self.zoomed is not None:     # its table keys (s, /, arrows) go to the pane
             self.panes[index].focus()
         app = self.app
