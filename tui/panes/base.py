@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from rich.console import RenderableType
+from rich.segment import Segment
+from rich.style import Style as RichStyle
 from rich.text import Span, Text
+from textual.content import Content
 from textual.geometry import Region
 from textual.reactive import Reactive
 from textual.strip import Strip
@@ -503,6 +506,20 @@ class Columns:
         return line
 
 
+def at_row(strip: Strip, y: int) -> Strip:
+    """``strip`` (rendered as row 0) with the selection offsets of row ``y``."""
+    if not y:
+        return strip
+    out = []
+    for seg in strip:
+        st = seg.style
+        if st is not None and st._meta is not None and "offset" in st.meta:
+            ox, oy = st.meta["offset"]
+            st = st + RichStyle.from_meta({"offset": (ox, oy + y)})
+        out.append(Segment(seg.text, st, seg.control))
+    return Strip(out, strip.cell_length)
+
+
 def _put(cell: Text, pos: int, parts: list[str], spans: list[Span]) -> int:
     """Append ``cell``'s text and its styles (shifted to ``pos``) to a line being built;
     returns the position after it."""
@@ -830,9 +847,11 @@ class LayerPane(ZoomTableKeys, Static):
 
     def render_line(self, y: int) -> Strip:
         """One row of the pane: its line of the painted Text, rendered alone and kept until
-        paint changes it (Textual's default renders the whole content for any dirty row)."""
+        paint changes it (Textual's default renders the whole content for any dirty row).
+        While text is selected, Textual renders the whole Text: its highlight and the
+        offsets a drag records span lines."""
         lines = self._painted_lines
-        if lines is None:
+        if lines is None or self.text_selection is not None:
             return super().render_line(y)
         self._dirty_regions.clear()     # nothing for the default whole-content render
         width, style = self.size.width, self.visual_style
@@ -840,13 +859,29 @@ class LayerPane(ZoomTableKeys, Static):
         if key != self._strips_key:     # resized, or a new theme: every line anew
             self._strips.clear()
             self._strips_key = key
-        # a selection's highlight is drawn fresh on every line, never from the cache
-        strip = self._strips.get(y) if self.text_selection is None else None
+        strip = self._strips.get(y)
         if strip is None:
             if y < len(lines):
-                strip = Visual.to_strips(self, visualize(self, lines[y]), width, 1, style)[0]
+                strip = self.line_strip(lines[y], y, width, style)
             else:
                 strip = Strip.blank(width, style.rich_style)
-            if self.text_selection is None:   # a selection's highlight is not kept
-                self._strips[y] = strip
+            self._strips[y] = strip
         return strip
+
+    def line_strip(self, line: Text, y: int, width: int, style) -> Strip:
+        """``line`` as Textual renders row ``y`` of the whole Text: each segment's style
+        carries its (x, y) offset, which a mouse selection reads (rendering the line alone
+        through Visual.to_strips stamped every row y=0, so a drag on row 5 selected row 0's
+        text).  A line that fits and holds no tab needs no wrapping or cropping: its
+        segments are made here directly (Content.render, as FormattedLine.to_strip does),
+        about a third cheaper; any other goes through Textual and gets its row stamped."""
+        content = visualize(self, line)
+        if isinstance(content, Content) and content.cell_length <= width \
+                and "\t" not in content.plain:
+            segments = []
+            x = 0
+            for text, text_style in content.render(style, end="", parse_style=self._get_style):
+                segments.append(Segment(text, (style + text_style).rich_style_with_offset(x, y)))
+                x += len(text)
+            return Strip(segments, content.cell_length)
+        return at_row(Visual.to_strips(self, content, width, 1, style)[0], y)
