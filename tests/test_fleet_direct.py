@@ -27,14 +27,14 @@ async def test_direct_fleet_finds_the_slow_node_and_the_dead_one():
     await fleet.start()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        dead = s.getsockname()[1]
+        dead_port = s.getsockname()[1]
     try:
         sd = fleet.file_sd()
         urls = []
         for job in ("server", "dcgm"):
             for g in sd[job]:
                 urls.append(f"{g['labels']['node']}=http://{g['targets'][0]}")
-        urls.append(f"node-dead=http://127.0.0.1:{dead}")
+        urls.append(f"node-dead=http://127.0.0.1:{dead_port}")
         nodes = fleet_nodes(urls)
         hub = FleetHub(nodes, deadline=2.0)
         pipe = FleetPipeline(diagnoser_factory())
@@ -59,6 +59,13 @@ async def test_direct_fleet_finds_the_slow_node_and_the_dead_one():
     assert ("FLT-003", "node-dead") in found
     assert ("FLT-001", "node-04") in found
     assert not any(n in ("node-01", "node-02", "node-03") for _, n in found), found
+    # read directly, not through Prometheus: the evidence says so, and why it failed
+    dead = next(f for f in frame.findings
+                if f.code == "FLT-003" and dict(f.subject).get("node") == "node-dead")
+    note = dead.evidence[0].note
+    assert "direct scrape" in note and f"127.0.0.1:{dead_port}" in note, note
+    assert "refused" in note.lower(), note
+    assert "Prometheus" not in note, note
 
 
 async def test_snapshot_json_of_nodes_named_on_the_command_line():

@@ -105,6 +105,11 @@ async def test_fleet_pipeline_finds_the_bad_node_and_the_dead_one(fleet):
     assert ("FLT-003", "node-dead1") in found
     assert ("FLT-001", "node-04") in found
     assert not any(node in ("node-01", "node-02", "node-03") for _, node in found), found
+    # through Prometheus: the evidence says so and quotes the target's last error
+    dead = next(f for f in frame.findings
+                if f.code == "FLT-003" and dict(f.subject).get("node") == "node-dead1")
+    note = dead.evidence[0].note
+    assert note.startswith("Prometheus cannot scrape") and "refused" in note.lower(), note
 
 
 def test_doctor_names_the_bad_node(fleet):

@@ -74,9 +74,9 @@ def scrape_failing(ctx: Context) -> Iterator[Candidate]:
             continue
         node = r.label("node")
         inst = r.label("instance")
+        how = r.text or f"Prometheus cannot scrape {inst} (job {r.label('job')})"
         evidence = (Evidence("node.up", r.labels, r.value, 1.0, "<", "",
-                             f"Prometheus cannot scrape {inst} (job {r.label('job')}); "
-                             "its values are missing, not healthy"),)
+                             f"{how}; its values are missing, not healthy"),)
         yield Candidate(sub(node=node, instance=inst), CRIT, evidence,
                         title=f"node {node}: scrape of {inst} failing")
 
@@ -106,9 +106,11 @@ RULES = (
         optional=("server.requests_waiting", "kv.usage_ratio")), nodes_unbalanced),
     Rule(RuleSpec(
         "FLT-003", Layer.SCHEDULING, "Node scrape failing",
-        "Prometheus reports the node's target down (up == 0): its server or exporter does "
-        "not answer, so nothing about it is known, which is never healthy.",
+        "Prometheus reports the node's target down (up == 0), or infertop's own scrape of a "
+        "node named with --url NODE=URL fails: its server or exporter does not answer, so "
+        "nothing about it is known, which is never healthy.",
         ("node.up",), {},
         "check the node: is the server (or dcgm-exporter) running and listening on the "
-        "scraped port? Prometheus's target page shows the last error"), scrape_failing),
+        "scraped port? The evidence quotes the scrape's last error (Prometheus's target "
+        "page shows it too)"), scrape_failing),
 )

@@ -262,7 +262,9 @@ def build_samples(targets: list[Target], dcgm: list, servers: list, *,
             continue  # a healthy target that is neither a GPU nor a server (Prometheus itself)
         lab = make_labels(instance=t.instance, job=t.job)
         rs = per_node_targets.setdefault(node, [])
-        rs.append(Reading("node.up", 1.0 if t.up else 0.0, "", lab))
+        why = "" if t.up else (f"Prometheus cannot scrape {t.instance} (job {t.job})"
+                               + (f": {t.error}" if t.error else ""))
+        rs.append(Reading("node.up", 1.0 if t.up else 0.0, "", lab, text=why or None))
         if t.last_scrape is not None:
             rs.append(Reading("node.scrape_age_seconds", max(0.0, now - t.last_scrape), "s",
                               lab))

@@ -95,9 +95,15 @@ class FleetHub(Hub):
             new = f"{plain}@{node}"
             samples[new] = replace(s, source=new, meta={**s.meta, "node": node})
             inst = name.split(":", 1)[1] if ":" in name else name
+            down = s.status is Status.ERROR
+            # how it was read and why it failed, for FLT-003's evidence (the reason is the
+            # probe's: cleaned, its URL's secrets redacted)
+            why = (f"infertop's direct scrape of {inst} fails: {s.reason or 'no answer'}"
+                   if down else "")
             ups.setdefault(node, []).append(Reading(
-                "node.up", 0.0 if s.status is Status.ERROR else 1.0, "",
-                make_labels(instance=inst, job="dcgm" if is_gpu else "server")))
+                "node.up", 0.0 if down else 1.0, "",
+                make_labels(instance=inst, job="dcgm" if is_gpu else "server"),
+                text=why or None))
         for node, rs in ups.items():
             samples[f"scrape@{node}"] = Sample(f"scrape@{node}", snap.time, tuple(rs),
                                                meta={"node": node})
