@@ -220,7 +220,7 @@ def _selected(rule: FamilyMap, lab: dict[str, str]) -> bool:
 # reused while remembered).  Mapping labels was ~90 % of a busy vLLM page's parse+map
 # (1.06 of 1.18 ms per scrape, every second, on the event loop).  Bounded: cleared when
 # full.  Only FrozenLabels are remembered (other mappings may be edited by their owner).
-_MEMO_MAX = 20_000
+_MEMO_MAX = 4096     # a busy vLLM page needs 223, 8 engines ~1,800; ~600 B each
 _memo: dict[tuple, tuple] = {}
 
 
