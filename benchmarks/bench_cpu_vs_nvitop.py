@@ -32,8 +32,8 @@ with the box's load, so read the ratio, which is taken in one run):
                          nvitop 1.35-1.37 %: 2.01-2.14x (target <= 2 % not met)
   2026-12-01, A/B in one sitting (the box ran slower that day: nvitop 1.9-3.0 %), base =
   4ff8c15 in a copy of the venv, 60 s runs, ratio in 3 windows (median):
-    demo server  base: 4.10-5.12 %, 1.62-1.87x (median of runs 1.72x)
-                 now:  2.78-4.20 %, 1.40-1.51x (median of runs 1.46x), 57.3 MB, 7.4 KB/s
+    demo server  base: 3.98-5.12 %, 1.62-1.87x (5 runs, median 1.75x)
+                 now:  2.78-4.20 %, 1.36-1.51x (5 runs, median 1.44x), 57.3 MB, 7.4 KB/s
                  per thread now: main 2.10-2.88 %, pipeline 0.25-0.35, nvml 0.22-0.30,
                  process 0.17-0.23 (base: + textual-input 0.35-0.53 %)
     real vLLM 0.32 CPU build, idle (--server-url, recipe-vllm.sh):
@@ -41,8 +41,9 @@ with the box's load, so read the ratio, which is taken in one run):
                  now:  3.75 %, 1.48x (windows 1.44-1.55x); process thread 0.48 %
   What made the difference: an input thread that sleeps (Textual's polled 10x a second),
   one pipeline thread for the process's life, label mapping remembered across scrapes,
-  tables built as one string, no link restyling per line, History reads without tuples and
-  find() through an index, the process tree described once per refresh.  <= 2 % of a core
+  tables built as one string, no link restyling per line, lines turned into segments
+  directly, History reads without tuples and find() through an index, the process tree
+  described once per refresh.  <= 2 % of a core
   is not met on this box while nvitop itself takes 1.9-3.0 % here; the ratio is.
 The fake GPUs' GPM counters move every second, so each tick changes ~30 rows of infertop
 (SM active, tensor, DRAM per GPU in three panes); nvitop shows none of them and repaints
