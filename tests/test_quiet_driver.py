@@ -15,7 +15,7 @@ import time
 import pytest
 from textual import events
 
-from infertop.tui.driver import LONGEST_WAIT, QuietLinuxDriver
+from infertop.tui.driver import LONGEST_WAIT, QuietLinuxDriver, select_timeout
 
 
 class Collecting(QuietLinuxDriver):
@@ -114,3 +114,18 @@ def test_the_app_uses_it_where_textual_would_use_its_linux_driver(monkeypatch):
     assert quiet_driver_class(App(LinuxDriver)) is QuietLinuxDriver
     other = type("Other", (LinuxDriver,), {})       # TEXTUAL_DRIVER names another: kept
     assert quiet_driver_class(App(other)) is other
+
+
+def test_the_wait_follows_the_parsers_escape_timeout_and_never_spins():
+    class Parser:
+        pass
+
+    p = Parser()
+    p._timeout_time = None                       # nothing pending: sleep until input
+    assert select_timeout(p, 100.0) == LONGEST_WAIT
+    p._timeout_time = 100.25                     # a lone ESC due in 0.25 s
+    assert select_timeout(p, 100.0) == pytest.approx(0.25)
+    p._timeout_time = 99.0                       # overdue: at once
+    assert select_timeout(p, 100.0) == 0.0
+    del p._timeout_time                          # a Textual that keeps it elsewhere
+    assert select_timeout(p, 100.0) == 0.1       # Textual's own polling, not 0 (a spin)

@@ -27,6 +27,7 @@ from textual.drivers.linux_driver import LinuxDriver
 
 # Upper bound on one wait even with nothing pending: a lost wake-up costs at most this.
 LONGEST_WAIT = 30.0
+POLL_AS_TEXTUAL = object()   # the parser has no _timeout_time (another Textual)
 
 
 class WakingEvent(threading.Event):
@@ -61,6 +62,18 @@ class WakingEvent(threading.Event):
                 pass
 
 
+def select_timeout(parser, now: float) -> float:
+    """How long the input thread may wait for input: until the parser's escape timeout is
+    due (a lone ESC), else LONGEST_WAIT; a parser without ``_timeout_time`` (a Textual that
+    keeps it elsewhere) gets Textual's own 0.1 s polling back, never a busy loop."""
+    due = getattr(parser, "_timeout_time", POLL_AS_TEXTUAL)
+    if due is None:
+        return LONGEST_WAIT
+    if due is POLL_AS_TEXTUAL or not isinstance(due, (int, float)):
+        return 0.1
+    return max(0.0, min(LONGEST_WAIT, due - now))
+
+
 class QuietLinuxDriver(LinuxDriver):
     """LinuxDriver whose input thread blocks until a key, a resize report or exit."""
 
@@ -89,12 +102,6 @@ class QuietLinuxDriver(LinuxDriver):
         decode = getincrementaldecoder("utf-8")().decode
         read = os.read
 
-        def wait() -> float:
-            due = getattr(parser, "_timeout_time", 0.0)   # a lone ESC waits for its timeout
-            if due is None:
-                return LONGEST_WAIT
-            return max(0.0, min(LONGEST_WAIT, due - get_time()))
-
         def process_selector_events(selector_events, final: bool = False) -> None:
             keys = [(key, mask) for key, mask in selector_events if key.fd == fileno]
             if len(keys) != len(selector_events):
@@ -112,7 +119,7 @@ class QuietLinuxDriver(LinuxDriver):
 
         try:
             while not exit_event.is_set():
-                process_selector_events(selector.select(wait()))
+                process_selector_events(selector.select(select_timeout(parser, get_time())))
             selector.unregister(self.fileno)
             process_selector_events(selector.select(0.1), final=True)
         finally:
