@@ -181,6 +181,37 @@ async def test_same_host_redirect_is_followed_other_host_is_not():
         await scrape(mock(other))
 
 
+async def test_a_redirect_from_http_to_https_is_refused_with_the_url_to_pass():
+    """The client of an http URL loads no certificates, so it must not follow a redirect
+    into TLS; the message names the https URL to pass instead."""
+    def to_tls(req):
+        return httpx.Response(301, headers={"location": "https://127.0.0.1:8000/metrics"})
+
+    with pytest.raises(ServerMetricsError, match=r"redirects to https://127\.0\.0\.1:8000/metrics; "
+                                                 r"pass that URL with --url"):
+        await scrape(mock(to_tls))
+
+
+async def test_only_an_https_scrape_loads_the_ca_bundle(monkeypatch):
+    """Loading certifi's CA bundle into an SSL context costs 1.4 MB of RSS for the session;
+    a plain-http scrape never uses TLS and skips it, an https one verifies as always."""
+    import ssl
+    loads: list = []
+    real = ssl.SSLContext.load_verify_locations
+
+    def counting(self, *a, **k):
+        loads.append(a or k)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counting)
+    for url, want in (("http://127.0.0.1:8000", 0), ("https://127.0.0.1:8443", 1)):
+        loads.clear()
+        probe = ServerMetricsProbe(url)
+        await probe.open()
+        await probe.close()
+        assert len(loads) == want, (url, loads)
+
+
 async def test_hub_turns_a_dead_server_into_an_error_sample():
     def handler(req):
         raise httpx.ConnectError("[Errno 111] Connection refused", request=req)
