@@ -50,3 +50,25 @@ def test_work_given_while_a_tick_is_still_running_is_not_queued_behind_it():
         return fast, await slow
 
     assert asyncio.run(go()) == ("fast", True)
+
+
+def test_a_result_whose_event_loop_has_closed_does_not_kill_the_thread():
+    """An app that ended mid-tick closed its loop: handing the result over fails, and the
+    one thread must go on serving the next app's ticks."""
+    from infertop.tui.app import _DaemonWorker
+    release = threading.Event()
+
+    async def first():
+        asyncio.ensure_future(in_daemon_thread(release.wait, 30))
+        await asyncio.sleep(0)          # the job is running; this loop now ends
+
+    asyncio.run(first())
+    release.set()
+    assert _DaemonWorker._busy.acquire(timeout=30)
+    _DaemonWorker._busy.release()
+
+    async def second():
+        return await asyncio.wait_for(in_daemon_thread(lambda: threading.current_thread()), 20)
+
+    t = asyncio.run(second())
+    assert t.name == "infertop-pipeline" and t.is_alive()

@@ -92,44 +92,49 @@ async def in_daemon_thread(fn, *args):
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
 
-    def run() -> None:
+    def run() -> tuple:
         try:
-            result = fn(*args)
+            return fn(*args), None
         except BaseException as e:  # handed to the awaiting coroutine, raised there
-            loop.call_soon_threadsafe(_settle, fut, None, e)
-        else:
-            loop.call_soon_threadsafe(_settle, fut, result, None)
+            return None, e
 
-    _DaemonWorker.run(run)
+    _DaemonWorker.run(run, lambda out: loop.call_soon_threadsafe(_settle, fut, *out))
     return await fut
 
 
 class _DaemonWorker:
     """One daemon thread that runs in_daemon_thread's work.  While it is still busy (a
-    tick that outlived its app, in tests), work gets a thread of its own, as before."""
+    tick that outlived its app, in tests), work gets a thread of its own, as before.  The
+    thread says it is free before it hands the result over, so the next tick, which the
+    result lets start at once, finds it free."""
 
     _queue: "queue.SimpleQueue | None" = None
     _busy = threading.Lock()
 
     @classmethod
-    def run(cls, job) -> None:
+    def run(cls, job, done) -> None:
         if not cls._busy.acquire(blocking=False):
-            threading.Thread(target=job, name="infertop-pipeline-extra", daemon=True).start()
+            threading.Thread(target=lambda: done(job()), name="infertop-pipeline-extra",
+                             daemon=True).start()
             return
         if cls._queue is None:
             cls._queue = queue.SimpleQueue()
             threading.Thread(target=cls._serve, args=(cls._queue,), name="infertop-pipeline",
                              daemon=True).start()
-        cls._queue.put(job)
+        cls._queue.put((job, done))
 
     @classmethod
     def _serve(cls, jobs: "queue.SimpleQueue") -> None:
         while True:
-            job = jobs.get()
+            job, done = jobs.get()
             try:
-                job()
+                out = job()
             finally:
                 cls._busy.release()
+            try:
+                done(out)
+            except RuntimeError:   # its event loop closed (the app ended mid-tick): no one
+                pass               # waits for it, and the thread must live on for the next
 
 
 def _settle(fut, result, error) -> None:
