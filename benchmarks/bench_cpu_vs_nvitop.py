@@ -39,6 +39,9 @@ with the box's load, so read the ratio, which is taken in one run):
     real vLLM 0.32 CPU build, idle (--server-url, recipe-vllm.sh):
                  base: 4.58 %, 2.10x (windows 2.05-2.14x); process thread 0.62 %
                  now:  3.75 %, 1.48x (windows 1.44-1.55x); process thread 0.48 %
+    RSS side by side, 20 minutes (base / now, after the http client stopped loading the
+                 CA bundle): 56.8 / 56.2, 58.0 / 57.5, 59.0 / 58.6, 59.7 / 59.8,
+                 60.2 / 60.0 MB at 60 / 300 / 600 / 900 / 1200 s (the 60 MB line)
   What made the difference: an input thread that sleeps (Textual's polled 10x a second),
   one pipeline thread for the process's life, label mapping remembered across scrapes,
   tables built as one string, no link restyling per line, lines turned into segments
