@@ -42,8 +42,11 @@ def driver():
     yield d
     d.exit_event.set()
     thread.join(5)
-    for fd in (r, w):
-        os.close(fd)
+    for fd in (r, d.test_write):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
     d.exit_event.close()
 
 
@@ -114,6 +117,29 @@ def test_the_app_uses_it_where_textual_would_use_its_linux_driver(monkeypatch):
     assert quiet_driver_class(App(LinuxDriver)) is QuietLinuxDriver
     other = type("Other", (LinuxDriver,), {})       # TEXTUAL_DRIVER names another: kept
     assert quiet_driver_class(App(other)) is other
+
+
+def test_input_that_ends_is_not_waited_on_again(driver, monkeypatch):
+    """The terminal going away without a SIGHUP (or stdin at its end) makes the input
+    readable forever: the thread must stop watching it, not spin a core; exit still works."""
+    calls: list = []
+    real = selectors.SelectSelector.select
+
+    def counting(self, timeout=None):
+        calls.append(timeout)
+        return real(self, timeout)
+
+    monkeypatch.setattr(selectors.SelectSelector, "select", counting)
+    driver.test_thread.start()
+    os.write(driver.test_write, b"q")
+    wait_for(driver, 1)
+    os.close(driver.test_write)              # end of input
+    time.sleep(0.5)
+    assert len(calls) <= 4, f"{len(calls)} selects in 0.5 s after the input ended"
+    driver.exit_event.set()
+    driver.test_thread.join(LONGEST_WAIT / 2)
+    assert not driver.test_thread.is_alive()
+    assert keys(driver) == ["q"]
 
 
 def test_the_wait_follows_the_parsers_escape_timeout_and_never_spins():

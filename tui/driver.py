@@ -102,16 +102,25 @@ class QuietLinuxDriver(LinuxDriver):
         decode = getincrementaldecoder("utf-8")().decode
         read = os.read
 
+        watching = [True]    # input still open (False after its end: nothing to wait on)
+
         def process_selector_events(selector_events, final: bool = False) -> None:
             keys = [(key, mask) for key, mask in selector_events if key.fd == fileno]
             if len(keys) != len(selector_events):
                 exit_event.drain()
             for last, (_key, mask) in loop_last(keys):
                 if mask & EVENT_READ:
-                    unicode_data = decode(read(fileno, 1024 * 4), final=final and last)
-                    if not unicode_data:
-                        # This can occur if the stdin is piped
+                    data = read(fileno, 1024 * 4)
+                    if not data:
+                        # the input ended (the terminal went away without a SIGHUP, or
+                        # stdin is not a terminal): stop waiting on it, or every select
+                        # returns at once and this thread spins a core
+                        watching[0] = False
+                        selector.unregister(fileno)
                         break
+                    unicode_data = decode(data, final=final and last)
+                    if not unicode_data:
+                        break    # part of a character: the rest comes with the next read
                     for event in feed(unicode_data):
                         self.process_message(event)
             for event in tick():
@@ -120,7 +129,8 @@ class QuietLinuxDriver(LinuxDriver):
         try:
             while not exit_event.is_set():
                 process_selector_events(selector.select(select_timeout(parser, get_time())))
-            selector.unregister(self.fileno)
+            if watching[0]:
+                selector.unregister(self.fileno)
             process_selector_events(selector.select(0.1), final=True)
         finally:
             selector.close()
