@@ -30,14 +30,9 @@ def segments(strip):
                                            ("par-tp-straggler", (80, 24)),
                                            ("par-dp-unbalanced", (160, 48))])
 async def test_each_line_is_textuals_own_render_at_its_row(scenario, size):
-    app = DemoApp(DemoSource(scenario), interval=1.0, options=AppOptions(manual_ticks=True),
-                  pipeline=make_pipeline(build_parser().parse_args([])))
+    app = demo_app(scenario)
     async with app.run_test(size=size) as pilot:
-        while app.ticks < 1:
-            await pilot.pause(0.01)
-        for _ in range(20):
-            await app._poll()
-        await pilot.pause()
+        await ticked(app, pilot, 21)
         checked = 0
         for zoom in (None, "1", "3", "4"):
             if zoom:
@@ -61,15 +56,24 @@ async def test_each_line_is_textuals_own_render_at_its_row(scenario, size):
         assert checked > 40
 
 
+def demo_app(scenario: str = "healthy") -> DemoApp:
+    return DemoApp(DemoSource(scenario), interval=1.0, options=AppOptions(manual_ticks=True),
+                   pipeline=make_pipeline(build_parser().parse_args([])))
+
+
+async def ticked(app, pilot, n: int) -> None:
+    """The first tick, then n - 1 more by hand, drawn."""
+    while app.ticks < 1:
+        await pilot.pause(0.01)
+    for _ in range(n - 1):
+        await app._poll()
+    await pilot.pause()
+
+
 async def test_a_selection_on_a_lower_row_selects_that_rows_text():
-    app = DemoApp(DemoSource("healthy"), interval=1.0, options=AppOptions(manual_ticks=True),
-                  pipeline=make_pipeline(build_parser().parse_args([])))
+    app = demo_app()
     async with app.run_test(size=(160, 48)) as pilot:
-        while app.ticks < 1:
-            await pilot.pause(0.01)
-        for _ in range(5):
-            await app._poll()
-        await pilot.pause()
+        await ticked(app, pilot, 6)
         pane = app.panes[0]
         row = 2
         want = pane._painted_lines[row].plain[:6]
@@ -83,14 +87,9 @@ async def test_a_selection_on_a_lower_row_selects_that_rows_text():
 
 
 async def test_while_text_is_selected_the_highlight_is_on_the_selected_row():
-    app = DemoApp(DemoSource("healthy"), interval=1.0, options=AppOptions(manual_ticks=True),
-                  pipeline=make_pipeline(build_parser().parse_args([])))
+    app = demo_app()
     async with app.run_test(size=(160, 48)) as pilot:
-        while app.ticks < 1:
-            await pilot.pause(0.01)
-        for _ in range(5):
-            await app._poll()
-        await pilot.pause()
+        await ticked(app, pilot, 6)
         pane = app.panes[0]
         before = [segments(pane.render_line(y)) for y in range(3)]
         app.screen.selections = {pane: Selection(Offset(0, 2), Offset(6, 2))}

@@ -50,6 +50,19 @@ def driver():
     d.exit_event.close()
 
 
+def count_selects(monkeypatch) -> list:
+    """The timeouts of every select the input thread makes from now on."""
+    calls: list = []
+    real = selectors.SelectSelector.select
+
+    def counting(self, timeout=None):
+        calls.append(timeout)
+        return real(self, timeout)
+
+    monkeypatch.setattr(selectors.SelectSelector, "select", counting)
+    return calls
+
+
 def keys(d) -> list[str]:
     return [m.key for m in d.got if isinstance(m, events.Key)]
 
@@ -89,14 +102,7 @@ def test_exit_wakes_the_thread_at_once(driver):
 def test_an_idle_thread_does_not_poll(driver, monkeypatch):
     """Textual's own loop selects every 0.1 s (ten wake-ups a second while idle); this one
     waits until something happens."""
-    calls: list[float | None] = []
-    real = selectors.SelectSelector.select
-
-    def counting(self, timeout=None):
-        calls.append(timeout)
-        return real(self, timeout)
-
-    monkeypatch.setattr(selectors.SelectSelector, "select", counting)
+    calls = count_selects(monkeypatch)
     driver.test_thread.start()
     time.sleep(0.6)
     assert len(calls) == 1 and calls[0] == LONGEST_WAIT, calls
@@ -122,14 +128,7 @@ def test_the_app_uses_it_where_textual_would_use_its_linux_driver(monkeypatch):
 def test_input_that_ends_is_not_waited_on_again(driver, monkeypatch):
     """The terminal going away without a SIGHUP (or stdin at its end) makes the input
     readable forever: the thread must stop watching it, not spin a core; exit still works."""
-    calls: list = []
-    real = selectors.SelectSelector.select
-
-    def counting(self, timeout=None):
-        calls.append(timeout)
-        return real(self, timeout)
-
-    monkeypatch.setattr(selectors.SelectSelector, "select", counting)
+    calls = count_selects(monkeypatch)
     driver.test_thread.start()
     os.write(driver.test_write, b"q")
     wait_for(driver, 1)

@@ -42,6 +42,7 @@ from .panes.memory import MemoryPane
 from .panes.parallelism import ParallelismPane
 from .panes.scheduling import SchedulingPane
 from .widgets.history_plot import HistoryPlot, sync_history_plot, toggle_history_plot
+from .zoom_table import ZOOM_BINDINGS
 
 PANE_CLASSES: tuple[type[LayerPane], ...] = (HardwarePane, KernelsPane, MemoryPane,
                                              SchedulingPane, ParallelismPane, DecodingPane)
@@ -172,15 +173,9 @@ class InfertopApp(App):
         Binding("space,Z", "pause", "pause", key_display="space"),
         Binding("plus,equals_sign", "faster", "faster", key_display="+"),
         Binding("minus", "slower", "slower", key_display="-"),
-        Binding("1", "zoom(0)", "hardware", show=False),
-        Binding("2", "zoom(1)", "kernels", show=False),
-        Binding("3", "zoom(2)", "memory", show=False),
-        Binding("4", "zoom(3)", "scheduling", show=False),
-        Binding("5", "zoom(4)", "parallelism", show=False),
-        Binding("6", "zoom(5)", "decoding", show=False),
+        *ZOOM_BINDINGS,
         Binding("f", "findings", "findings"),
         Binding("R", "record", "record"),
-        Binding("h", "history_plot", "plot the zoomed pane's history / hide it", show=False),
     ]
 
     def __init__(self, source: SnapshotSource, *, interval: float = 1.0,

@@ -698,12 +698,7 @@ def fit(ctx: PaneContext, *parts: "Text | Columns | Optional | None") -> Text:
             lines.append(p)
     if hidden:
         lines.append(more_line(hidden, hint))
-    out = Text(no_wrap=True, overflow="ellipsis", end="")
-    for n, t in enumerate(lines):
-        if n:
-            out.append("\n")
-        out.append_text(t)
-    return out
+    return Text("\n", no_wrap=True, overflow="ellipsis", end="").join(lines)
 
 
 def _view_target(ctx: PaneContext, items: list, tables: list[int],

@@ -26,6 +26,7 @@ from infertop.units import natural_key
 
 from ..panes.base import LayerPane, PaneContext
 from ..widgets.history_plot import HistoryPlot
+from ..zoom_table import ZOOM_BINDINGS
 
 MAX_GPU_COLUMNS = 8
 
@@ -272,15 +273,7 @@ def _refill(table: DataTable, columns: list[str], rows: list[tuple[str, list]]) 
 class NodeScreen(Screen):
     """One node's six panes, fed from the fleet's per-node Frame on every tick."""
 
-    BINDINGS = [Binding("escape,backspace", "back", "fleet"),
-                Binding("1", "zoom(0)", "hardware", show=False),
-                Binding("2", "zoom(1)", "kernels", show=False),
-                Binding("3", "zoom(2)", "memory", show=False),
-                Binding("4", "zoom(3)", "scheduling", show=False),
-                Binding("5", "zoom(4)", "parallelism", show=False),
-                Binding("6", "zoom(5)", "decoding", show=False),
-                Binding("h", "history_plot", "plot the zoomed pane's history / hide it",
-                        show=False)]
+    BINDINGS = [Binding("escape,backspace", "back", "fleet"), *ZOOM_BINDINGS]
 
     def __init__(self, node: str, pane_classes) -> None:
         super().__init__()

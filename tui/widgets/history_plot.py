@@ -228,12 +228,7 @@ def plot_text(history: History, layer: Layer, width: int, height: int, *,
     ticks = [first - k * step for k in range(int((first - x0) // step) + 1)]
     axis, labels = x_axis(width, label_w, x0, x1, x_fmt, ticks)
     lines += [axis, labels]
-    out = Text(no_wrap=True, overflow="crop", end="")
-    for i, t in enumerate(lines):
-        if i:
-            out.append("\n")
-        out.append_text(t)
-    return out
+    return Text("\n", no_wrap=True, overflow="crop", end="").join(lines)
 
 
 def _title(pan: Panel, traces: list[Trace], values: list[float], muted: str) -> Text:
