@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cost of one whole collection tick: 8 fake GPUs (faithful fake pynvml) + a server
-serving the real vLLM busy fixture over httpx (MockTransport: no sockets), through the
-hub, History, derive and all rules.  CPU time per tick; prints numbers, asserts nothing.
+serving the real vLLM busy fixture on a local socket (tests/helpers/raw_http.py), through
+the hub, History, derive and all rules.  CPU time per tick; prints numbers, asserts nothing.
 
 The fixture's counters are bumped each tick so rates, quantiles and the parser's
 changed-line path are exercised as with a live server."""
@@ -18,7 +18,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-import httpx  # noqa: E402
 from helpers.fake_pynvml import FakeGPU, FakeNVML, GiB, ManualClock  # noqa: E402
 
 from infertop.pipeline import Pipeline  # noqa: E402
@@ -26,6 +25,7 @@ from infertop.probes.sources.hub import Hub  # noqa: E402
 from infertop.probes.nvml.probe import NvmlProbe  # noqa: E402
 from infertop.probes.server.metrics import ServerMetricsProbe  # noqa: E402
 from infertop.rules.engine import Diagnoser  # noqa: E402
+from helpers.raw_http import RawServer, Resp  # noqa: E402
 
 PAGE = (ROOT / "tests" / "fixtures" / "metrics" / "vllm-0.32-busy.prom").read_text()
 NUM = re.compile(r"^((?:vllm:[a-z_]+_total|vllm:[a-z_]+_(?:bucket|count|sum))(?:\{[^}]*\})?) (\S+)$",
@@ -44,13 +44,17 @@ async def main(ticks: int = 300) -> None:
     fake = FakeNVML(gpus, clock=clock)
     state = {"tick": 0}
 
-    def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, text=page(state["tick"]),
-                              headers={"content-type": "text/plain; version=0.0.4"})
+    def handler(req) -> Resp:
+        return Resp(200, page(state["tick"]).encode(),
+                    {"content-type": "text/plain; version=0.0.4"})
 
+    async with RawServer(handler) as server:
+        await run(fake, clock, state, server.url, ticks)
+
+
+async def run(fake: FakeNVML, clock: ManualClock, state: dict, url: str, ticks: int) -> None:
     hub = Hub([NvmlProbe(nvml_module=fake.module, clock=clock),
-               ServerMetricsProbe("http://127.0.0.1:8000",
-                                  transport=httpx.MockTransport(handler))], deadline=5.0)
+               ServerMetricsProbe(url)], deadline=5.0)
     pipe = Pipeline(Diagnoser())
     await hub.start()
     cpu, wall = [], []

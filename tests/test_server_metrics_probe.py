@@ -1,17 +1,21 @@
-"""ServerMetricsProbe against httpx.MockTransport, plus one real socket server."""
+"""ServerMetricsProbe against scripted answers on a real socket (tests/helpers/raw_http.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import http.server
+import re
 import threading
+import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from infertop.model import Status
 from infertop.probes.sources.hub import Hub
 from infertop.probes.server.metrics import ServerMetricsError, ServerMetricsProbe, normalize_url
+from helpers.faulty_server import closed_port
+from helpers.raw_http import RawServer, Resp
 
 METRICS = Path(__file__).parent / "fixtures" / "metrics"
 VLLM = (METRICS / "vllm-0.32-busy.prom").read_bytes()
@@ -20,8 +24,14 @@ URL = "http://127.0.0.1:8000/metrics"
 PLAIN = {"content-type": "text/plain; version=0.0.4; charset=utf-8"}
 
 
-def mock(handler) -> ServerMetricsProbe:
-    return ServerMetricsProbe("127.0.0.1:8000", transport=httpx.MockTransport(handler))
+@pytest.fixture
+async def server():
+    async with RawServer() as srv:
+        yield srv
+
+
+def probe_of(srv: RawServer, **kw) -> ServerMetricsProbe:
+    return ServerMetricsProbe(f"127.0.0.1:{srv.port}", **kw)
 
 
 async def scrape(probe: ServerMetricsProbe):
@@ -58,169 +68,174 @@ async def test_bad_url_is_an_unavailable_capability():
         await p.collect()
 
 
-async def test_ok_vllm_fixture_and_request_shape():
-    seen: list[httpx.Request] = []
-
-    def handler(req: httpx.Request) -> httpx.Response:
-        seen.append(req)
-        return httpx.Response(200, content=VLLM, headers=PLAIN)
-
-    s = await scrape(mock(handler))
-    assert s.status is Status.OK and s.source == "server:127.0.0.1:8000"
-    assert s.meta == {"dialect": "vllm", "model": "tiny-llama", "engines": ["0"], "url": URL,
-                      "scrape_bytes": len(VLLM)}
+async def test_ok_vllm_fixture_and_request_shape(server):
+    server.handler = lambda req: Resp(200, VLLM, PLAIN)
+    s = await scrape(probe_of(server))
+    inst = f"127.0.0.1:{server.port}"
+    assert s.status is Status.OK and s.source == f"server:{inst}"
+    assert s.meta == {"dialect": "vllm", "model": "tiny-llama", "engines": ["0"],
+                      "url": server.metrics_url, "scrape_bytes": len(VLLM)}
     assert s.find("server.generation_tokens_total")[0].value == 61167.0
-    assert s.find("server.requests_running")[0].label("instance") == "127.0.0.1:8000"
-    assert str(seen[0].url) == URL
-    assert seen[0].headers["accept"] == "text/plain"  # never OpenMetrics (breaks vllm: names)
+    assert s.find("server.requests_running")[0].label("instance") == inst
+    [req] = server.requests
+    assert (req.method, req.path, req.headers["host"]) == ("GET", "/metrics", inst)
+    assert req.headers["accept"] == "text/plain"  # never OpenMetrics (breaks vllm: names)
+    assert req.headers["accept-encoding"] == "gzip, deflate"
     assert s.duration > 0
 
 
-async def test_ok_llamacpp_with_start_time_header():
-    def handler(req):
-        return httpx.Response(200, content=LLAMA,
-                              headers={**PLAIN, "Process-Start-Time-Unix": "1795000000"})
-
-    s = await scrape(mock(handler))
+async def test_ok_llamacpp_with_start_time_header(server):
+    server.handler = lambda req: Resp(200, LLAMA, {**PLAIN, "Process-Start-Time-Unix": "1795000000"})
+    s = await scrape(probe_of(server))
     assert s.meta["dialect"] == "llamacpp"
     assert s.find("server.process_start_seconds")[0].value == 1795000000.0
     assert s.find("server.requests_waiting")[0].value == 4.0
 
 
-async def test_llamacpp_without_metrics_flag_says_the_fix():
+async def test_llamacpp_without_metrics_flag_says_the_fix(server):
     body = (b'{"error":{"code":501,"message":"This server does not support metrics endpoint. '
             b'Start it with `--metrics`","type":"not_supported_error"}}')
-    p = mock(lambda req: httpx.Response(501, content=body))
+    server.handler = lambda req: Resp(501, body)
     with pytest.raises(ServerMetricsError) as e:
-        await scrape(p)
+        await scrape(probe_of(server))
     msg = str(e.value)
-    assert msg.startswith(f"HTTP 501 from {URL}: ")
+    assert msg.startswith(f"HTTP 501 from {server.metrics_url}: ")
     assert "This server does not support metrics endpoint" in msg
     assert msg.endswith("start llama-server with --metrics")
 
 
-async def test_http_500_includes_status_and_the_start_of_the_body():
+async def test_http_500_includes_status_and_the_start_of_the_body(server):
     body = b"Internal Server Error: " + b"x" * 500
+    server.handler = lambda req: Resp(500, body)
     with pytest.raises(ServerMetricsError) as e:
-        await scrape(mock(lambda req: httpx.Response(500, content=body)))
+        await scrape(probe_of(server))
     msg = str(e.value)
     assert "HTTP 500" in msg and "Internal Server Error: xxx" in msg
     assert "x" * 121 not in msg  # body cut at 120 characters
 
 
-async def test_404_points_at_port_and_flags():
+async def test_404_points_at_port_and_flags(server):
+    server.handler = lambda req: Resp(404, b'{"detail":"Not Found"}')
     with pytest.raises(ServerMetricsError, match="HTTP 404 .*enable-metrics"):
-        await scrape(mock(lambda req: httpx.Response(404, content=b'{"detail":"Not Found"}')))
+        await scrape(probe_of(server))
 
 
-async def test_garbage_body_is_rejected_clearly():
+async def test_garbage_body_is_rejected_clearly(server):
     html = b"<!DOCTYPE html><html><body>Welcome to nginx!</body></html>"
+    server.handler = lambda req: Resp(200, html)
     with pytest.raises(ServerMetricsError, match="did not return Prometheus metrics: line 1.*HTML"):
-        await scrape(mock(lambda req: httpx.Response(200, content=html)))
+        await scrape(probe_of(server))
+    server.handler = lambda req: Resp(200, b'{"status": "ok"}')
     with pytest.raises(ServerMetricsError, match="JSON"):
-        await scrape(mock(lambda req: httpx.Response(200, content=b'{"status": "ok"}')))
+        await scrape(probe_of(server))
 
 
-async def test_empty_body_is_an_error_not_silent_zeros():
+async def test_an_answer_that_is_not_http_says_so(server):
+    server.handler = lambda req: Resp(raw=b"SSH-2.0-OpenSSH_9.6\r\n", close=True)
+    with pytest.raises(ServerMetricsError, match=r"/metrics: not an HTTP answer \(it began 'SSH-2.0-OpenSSH_9.6\\r\\n'\)"):
+        await scrape(probe_of(server))
+
+
+async def test_empty_body_is_an_error_not_silent_zeros(server):
+    server.handler = lambda req: Resp(200, b"")
     with pytest.raises(ServerMetricsError, match="empty response"):
-        await scrape(mock(lambda req: httpx.Response(200, content=b"")))
+        await scrape(probe_of(server))
 
 
-async def test_oversize_body_stops_at_the_cap():
+async def test_oversize_body_stops_at_the_cap(server):
     sent = []
 
-    async def chunks():
-        for _ in range(50):
+    def chunks():
+        for _ in range(200):
             sent.append(1)
             yield b"# " + b"x" * 65534 + b"\n"
 
-    p = ServerMetricsProbe("127.0.0.1:8000", max_bytes=1_000_000,
-                           transport=httpx.MockTransport(
-                               lambda req: httpx.Response(200, content=chunks())))
+    server.handler = lambda req: Resp(200, chunks())
     with pytest.raises(ServerMetricsError, match="response larger than 1 MB"):
-        await scrape(p)
-    assert len(sent) < 50  # stopped reading, did not buffer the whole body
+        await scrape(probe_of(server, max_bytes=1_000_000))
+    await asyncio.sleep(0.2)   # let the server find the connection closed
+    assert len(sent) < 200  # stopped reading, did not buffer the whole body (13 MB)
 
 
-async def test_default_cap_message_says_8_mb():
+async def test_default_cap_message_says_8_mb(server):
     big = b"#" * 8_000_001
+    server.handler = lambda req: Resp(200, big)
     with pytest.raises(ServerMetricsError, match="response larger than 8 MB"):
-        await scrape(mock(lambda req: httpx.Response(200, content=big)))
+        await scrape(probe_of(server))
 
 
 async def test_connection_refused():
-    def handler(req):
-        raise httpx.ConnectError("[Errno 111] Connection refused", request=req)
-
+    port = closed_port()
     with pytest.raises(ServerMetricsError) as e:
-        await scrape(mock(handler))
-    assert str(e.value) == f"connection refused at {URL} — is the server running?"
+        await scrape(ServerMetricsProbe(f"127.0.0.1:{port}"))
+    url = f"http://127.0.0.1:{port}/metrics"
+    assert str(e.value) == f"connection refused at {url} — is the server running?"
 
 
-async def test_timeout():
-    def handler(req):
-        raise httpx.ReadTimeout("timed out", request=req)
+async def test_timeout(server):
+    server.handler = lambda req: Resp(200, VLLM, delay=5)
+    started = time.monotonic()
+    with pytest.raises(ServerMetricsError, match=r"no answer from .* within 0.3 s"):
+        await scrape(probe_of(server, timeout=0.3))
+    assert time.monotonic() - started < 3
 
-    with pytest.raises(ServerMetricsError, match=r"no answer from .* within 2 s"):
-        await scrape(mock(handler))
 
-
-async def test_same_host_redirect_is_followed_other_host_is_not():
+async def test_same_host_redirect_is_followed_other_host_is_not(server):
     def same(req):
-        if req.url.path == "/metrics":
-            return httpx.Response(307, headers={"location": "/metrics/"})
-        return httpx.Response(200, content=LLAMA)
+        if req.path == "/metrics":
+            return Resp(307, headers={"location": "/metrics/"})
+        return Resp(200, LLAMA)
 
-    s = await scrape(mock(same))
-    assert s.meta["url"] == "http://127.0.0.1:8000/metrics/"
-
-    def other(req):
-        return httpx.Response(302, headers={"location": "http://evil.example/metrics"})
-
+    server.handler = same
+    s = await scrape(probe_of(server))
+    assert s.meta["url"] == f"{server.metrics_url}/"
+    server.handler = lambda req: Resp(302, headers={"location": "http://evil.example/metrics"})
     with pytest.raises(ServerMetricsError, match="redirects to another host"):
-        await scrape(mock(other))
+        await scrape(probe_of(server))
 
 
-async def test_a_redirect_from_http_to_https_is_refused_with_the_url_to_pass():
+async def test_a_redirect_from_http_to_https_is_refused_with_the_url_to_pass(server):
     """The client of an http URL loads no certificates, so it must not follow a redirect
     into TLS; the message names the https URL to pass instead."""
-    def to_tls(req):
-        return httpx.Response(301, headers={"location": "https://127.0.0.1:8000/metrics"})
-
-    with pytest.raises(ServerMetricsError, match=r"redirects to https://127\.0\.0\.1:8000/metrics; "
+    target = f"https://127.0.0.1:{server.port}/metrics"
+    server.handler = lambda req: Resp(301, headers={"location": target})
+    with pytest.raises(ServerMetricsError, match=f"redirects to {re.escape(target)}; "
                                                  r"pass that URL with --url"):
-        await scrape(mock(to_tls))
+        await scrape(probe_of(server))
 
 
 async def test_only_an_https_scrape_loads_the_ca_bundle(monkeypatch):
-    """Loading certifi's CA bundle into an SSL context costs 1.4 MB of RSS for the session;
-    a plain-http scrape never uses TLS and skips it, an https one verifies as always."""
+    """Loading the CA bundle into an SSL context costs ~1.4 MB of RSS for the session; a
+    plain-http scrape never uses TLS and skips it, an https one verifies as always (once,
+    on its first connection, kept for the next ones)."""
     import ssl
     loads: list = []
-    real = ssl.SSLContext.load_verify_locations
+    real = ssl.SSLContext.load_default_certs
 
     def counting(self, *a, **k):
         loads.append(a or k)
         return real(self, *a, **k)
 
-    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counting)
-    for url, want in (("http://127.0.0.1:8000", 0), ("https://127.0.0.1:8443", 1)):
+    monkeypatch.setattr(ssl.SSLContext, "load_default_certs", counting)
+    port = closed_port()
+    for url, want in ((f"http://127.0.0.1:{port}", 0), (f"https://127.0.0.1:{port}", 1)):
         loads.clear()
         probe = ServerMetricsProbe(url)
         await probe.open()
+        for _ in range(2):
+            with pytest.raises(ServerMetricsError, match="connection refused"):
+                await probe.collect()
         await probe.close()
         assert len(loads) == want, (url, loads)
 
 
 async def test_hub_turns_a_dead_server_into_an_error_sample():
-    def handler(req):
-        raise httpx.ConnectError("[Errno 111] Connection refused", request=req)
-
-    hub = Hub([mock(handler)], deadline=1.0)
+    port = closed_port()
+    hub = Hub([ServerMetricsProbe(f"127.0.0.1:{port}")], deadline=1.0)
     caps = await hub.start()
-    assert caps["server:127.0.0.1:8000"].available  # it may come up later
+    assert caps[f"server:127.0.0.1:{port}"].available  # it may come up later
     snap = await hub.next()
-    s = snap.samples["server:127.0.0.1:8000"]
+    s = snap.samples[f"server:127.0.0.1:{port}"]
     assert s.status is Status.ERROR and "is the server running?" in s.reason
 
 

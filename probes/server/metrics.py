@@ -1,7 +1,8 @@
 """Scrape an inference server's Prometheus /metrics and map it to common readings.
 
-One ``httpx.AsyncClient`` per probe (opened in ``open``, closed in ``close``), explicit
-timeouts, a size cap while streaming, and ``Accept: text/plain`` only: asking for
+One keep-alive HTTP/1.1 connection per probe (http11.py: h11 over asyncio, not httpx:
+see there why; opened in ``open``, closed in ``close``), explicit timeouts, a size cap
+while streaming, and ``Accept: text/plain`` only: asking for
 OpenMetrics makes prometheus_client rewrite ``:`` in sample names (``vllm:x`` ->
 ``vllm_x``) but not in HELP/TYPE, which breaks every vLLM/SGLang name (docs/metrics.md#exposition).
 
@@ -18,7 +19,7 @@ import html
 import re
 import time
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from infertop.dialects import readings_from_families
@@ -30,8 +31,7 @@ from infertop.textclean import clean, one_line
 
 from infertop.probes.base import Probe, sample
 
-if TYPE_CHECKING:  # httpx is imported lazily (probes/__init__ explains why)
-    import httpx
+from infertop.probes.server.http11 import ConnectFailed, Http11Client, HttpError, Response
 
 __all__ = ["ServerMetricsProbe", "ServerMetricsError", "normalize_url"]
 
@@ -72,8 +72,7 @@ def normalize_url(url: str) -> tuple[str, str]:
 
 
 class ServerMetricsProbe(Probe):
-    def __init__(self, url: str, *, timeout: float = 2.0, max_bytes: int = 8_000_000,
-                 transport: "httpx.AsyncBaseTransport | None" = None) -> None:
+    def __init__(self, url: str, *, timeout: float = 2.0, max_bytes: int = 8_000_000) -> None:
         self._bad_url = ""
         try:
             self.url, self.instance = normalize_url(url)
@@ -82,22 +81,20 @@ class ServerMetricsProbe(Probe):
         self.name = f"server:{self.instance}"
         self.timeout = timeout
         self.max_bytes = max_bytes
-        self._transport = transport
-        self._client: httpx.AsyncClient | None = None
+        self._client: Http11Client | None = None
 
     async def open(self) -> Capability:
         if self._bad_url:
             return Capability(self.name, False, self._bad_url)
         if self._client is None:
-            import httpx
-            # trust_env=False: a local monitor must not send 127.0.0.1 scrapes to an
-            # HTTP_PROXY from the environment.  Redirects are followed by hand (same host).
-            # A plain-http URL never uses TLS (a redirect to https is refused below), so
-            # its client loads no CA bundle: 1.4 MB of RSS for the whole session.
-            self._client = httpx.AsyncClient(
-                transport=self._transport, timeout=httpx.Timeout(self.timeout),
-                headers={"Accept": "text/plain", "Accept-Encoding": "gzip, deflate"},
-                follow_redirects=False, trust_env=False, verify=self._tls)
+            # No proxy from the environment (a local monitor must not send 127.0.0.1
+            # scrapes to an HTTP_PROXY).  Redirects are followed by hand (same host).  A
+            # plain-http URL never uses TLS (a redirect to https is refused below), so no
+            # CA bundle is loaded for it: 1.4 MB of RSS for the whole session.
+            self._client = Http11Client(
+                headers={"Accept": "text/plain", "Accept-Encoding": "gzip, deflate",
+                         "User-Agent": "infertop"},
+                connect_timeout=self.timeout, tls=self._tls)
         return Capability(self.name, True, features=frozenset({"metrics"}))
 
     async def close(self) -> None:
@@ -164,26 +161,25 @@ class ServerMetricsProbe(Probe):
 
     # ---- HTTP --------------------------------------------------------------------------
 
-    async def _fetch(self) -> tuple[bytes, "httpx.Headers", str]:
-        import httpx
+    async def _fetch(self) -> tuple[bytes, dict[str, str], str]:
         assert self._client is not None
         url = self.url
         for _ in range(MAX_REDIRECTS + 1):
             try:
-                async with self._client.stream("GET", url) as resp:
+                async with self._client.stream(url) as resp:
                     if resp.is_redirect:
                         url = self._redirect_target(url, resp.headers.get("location", ""))
                         continue
                     body = await self._read_capped(resp, url)
-                    if resp.status_code != 200:
-                        raise ServerMetricsError(_status_message(url, resp.status_code, body))
+                    if resp.status != 200:
+                        raise ServerMetricsError(_status_message(url, resp.status, body))
                     return body, resp.headers, url
-            except httpx.TimeoutException:
+            except asyncio.TimeoutError:
                 raise ServerMetricsError(self._timeout_message()) from None
-            except httpx.ConnectError as e:
+            except ConnectFailed as e:
                 raise ServerMetricsError(_connect_message(url, e)) from None
-            except httpx.HTTPError as e:
-                raise ServerMetricsError(clean(f"{url}: {type(e).__name__}: {e}"[:300])) from None
+            except HttpError as e:
+                raise ServerMetricsError(clean(f"{url}: {e}"[:300])) from None
         raise ServerMetricsError(f"{self.url}: more than {MAX_REDIRECTS} redirects")
 
     @property
@@ -203,21 +199,16 @@ class ServerMetricsProbe(Probe):
                 f"{url} redirects to {clean(target[:200])}; pass that URL with --url")
         return target
 
-    async def _read_capped(self, resp: "httpx.Response", url: str) -> bytes:
+    async def _read_capped(self, resp: Response, url: str) -> bytes:
         """The body, decoded, never more than ``max_bytes`` in memory.
 
-        The raw stream is decompressed here, in steps, instead of by httpx
-        (``aiter_bytes``), which inflates each whole network chunk before any cap can look
-        at it: a 64 KB gzip chunk of zeros is 64 MB.
+        The raw stream is decompressed here, in steps of at most STEP bytes, so that a
+        64 KB gzip chunk of zeros is not inflated to 64 MB before any cap can look at it.
         """
         limit = self.max_bytes
         declared = resp.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             raise _too_big(limit, url)
-        if resp.is_stream_consumed:  # an in-memory response (httpx.MockTransport in tests)
-            if len(resp.content) > limit:
-                raise _too_big(limit, url)
-            return resp.content
         body = await _inflate_capped(resp, limit, url)
         if body is None:
             # raised here, after the reading frame is gone: an exception raised inside it
@@ -279,11 +270,11 @@ class _Inflate:
         return len(out) > limit
 
 
-async def _inflate_capped(resp: "httpx.Response", limit: int, url: str) -> bytes | None:
+async def _inflate_capped(resp: Response, limit: int, url: str) -> bytes | None:
     """The decoded body, or None when it would pass ``limit`` (reading stops there)."""
     decoder = _decoder(resp.headers.get("content-encoding", ""), url)
     out = bytearray()
-    async for raw in resp.aiter_raw():
+    async for raw in resp.iter_raw():
         if decoder.feed(raw, out, limit):
             return None
     if decoder.finish(out, limit):
@@ -369,7 +360,7 @@ def _charset(content_type: str) -> str:
     return "utf-8"
 
 
-def _add_start_header(readings: list[Reading], headers: "httpx.Headers", instance: str) -> None:
+def _add_start_header(readings: list[Reading], headers: dict[str, str], instance: str) -> None:
     """llama.cpp reports its start time only as a response header."""
     raw = headers.get("process-start-time-unix")
     if not raw or any(r.key == "server.process_start_seconds" for r in readings):
