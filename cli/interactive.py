@@ -16,7 +16,8 @@ def run_tui(source, args: argparse.Namespace) -> int:
     options = AppOptions(speed=getattr(args, "speed", None) or 1.0,
                          capture_dir=getattr(args, "capture_dir", None),
                          record_path=getattr(args, "record", None),
-                         record_now=bool(getattr(args, "record", None)))
+                         record_now=bool(getattr(args, "record", None)),
+                         settle_gc=True)
     try:
         app = app_for_source(source, interval=args.interval, pipeline=pipeline,
                              theme=getattr(args, "theme", None), options=options)

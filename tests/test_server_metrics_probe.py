@@ -15,7 +15,7 @@ from infertop.model import Status
 from infertop.probes.sources.hub import Hub
 from infertop.probes.server.metrics import ServerMetricsError, ServerMetricsProbe, normalize_url
 from helpers.faulty_server import closed_port
-from helpers.raw_http import RawServer, Resp
+from helpers.raw_http import RawServer, Resp, self_signed
 
 METRICS = Path(__file__).parent / "fixtures" / "metrics"
 VLLM = (METRICS / "vllm-0.32-busy.prom").read_bytes()
@@ -227,6 +227,22 @@ async def test_only_an_https_scrape_loads_the_ca_bundle(monkeypatch):
                 await probe.collect()
         await probe.close()
         assert len(loads) == want, (url, loads)
+
+
+async def test_https_is_verified_against_the_trusted_certificates(tmp_path, monkeypatch):
+    """An https scrape checks the server's certificate: a self-signed one is refused
+    with the reason, and accepted once it is trusted (SSL_CERT_FILE, as OpenSSL reads)."""
+    made = self_signed(tmp_path)
+    if made is None:
+        pytest.skip("needs the openssl program (Debian: apt-get install openssl)")
+    cert, context = made
+    async with RawServer(lambda req: Resp(200, VLLM, PLAIN), tls=context) as srv:
+        with pytest.raises(ServerMetricsError, match="certificate verify failed"):
+            await scrape(ServerMetricsProbe(srv.url))
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        s = await scrape(ServerMetricsProbe(srv.url))
+    assert s.status is Status.OK and s.meta["url"] == srv.metrics_url
+    assert s.meta["dialect"] == "vllm"
 
 
 async def test_hub_turns_a_dead_server_into_an_error_sample():

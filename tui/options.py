@@ -16,6 +16,8 @@ class AppOptions:
     record_seconds: int = 10           # default length offered by `P`
     gil_sampler: bool = False          # start the GIL sampler at once
     manual_ticks: bool = False         # tests and screenshots drive ticks by hand
+    settle_gc: bool = False            # freeze startup objects out of the GC (the CLI's
+                                       # process only: not a test run's shared one)
 
 
 @dataclass

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import shutil
+import ssl
+import subprocess
+from pathlib import Path
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -38,8 +42,10 @@ REASONS = {200: "OK", 204: "No Content", 301: "Moved Permanently", 302: "Found",
 
 
 class RawServer:
-    def __init__(self, handler: Callable[[Req], Resp] | None = None) -> None:
+    def __init__(self, handler: Callable[[Req], Resp] | None = None, *,
+                 tls: "ssl.SSLContext | None" = None) -> None:
         self.handler = handler or (lambda req: Resp(404))
+        self.tls = tls
         self.requests: list[Req] = []
         self.connections = 0
         self._server: asyncio.base_events.Server | None = None
@@ -49,14 +55,14 @@ class RawServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def metrics_url(self) -> str:
         return f"{self.url}/metrics"
 
     async def __aenter__(self) -> "RawServer":
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -124,3 +130,19 @@ class RawServer:
             await writer.drain()
         writer.write(b"0\r\n\r\n")
         await writer.drain()
+
+
+def self_signed(folder: Path) -> tuple[Path, ssl.SSLContext] | None:
+    """A certificate for 127.0.0.1 made by the openssl program (None without it) and a
+    server context that presents it."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        return None
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    return cert, context

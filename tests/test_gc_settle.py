@@ -1,0 +1,69 @@
+"""tui/app.py settle_garbage_collector: the CLI's app freezes its startup objects out of
+the cyclic GC after the first frame (a full collection walked them all, 41-56 ms on the
+event loop twice a minute); tests' apps do not (a test process holds every test's objects)."""
+
+from __future__ import annotations
+
+import argparse
+import gc
+
+import pytest
+
+import infertop.tui.app as app_module
+from helpers.synthetic_source import SyntheticSource
+from infertop.pipeline import Pipeline
+from infertop.tui.app import InfertopApp
+from infertop.tui.options import AppOptions
+
+
+@pytest.fixture
+def unfrozen(monkeypatch):
+    monkeypatch.setattr(app_module, "_gc_settled", False)
+    gc.unfreeze()
+    yield
+    gc.unfreeze()     # the frozen objects go back to the oldest generation
+
+
+async def ticks_with(options: AppOptions, n: int = 3) -> int:
+    app = InfertopApp(SyntheticSource(gpus=1), pipeline=Pipeline(), interval=0.05,
+                      options=options)
+    frozen = []
+    async with app.run_test(size=(100, 30)) as pilot:
+        while app.ticks < n:
+            await pilot.pause(0.05)
+            frozen.append(gc.get_freeze_count())
+    return frozen
+
+
+async def test_the_cli_app_freezes_its_startup_objects_once(unfrozen, monkeypatch):
+    calls = []
+    real = gc.freeze
+    monkeypatch.setattr(gc, "freeze", lambda: (calls.append(1), real()))
+    frozen = await ticks_with(AppOptions(settle_gc=True))
+    assert frozen[-1] > 10_000      # the imports and widget tree (~300k in a real run)
+    # once: a second app in the same process does not freeze again
+    await ticks_with(AppOptions(settle_gc=True))
+    assert len(calls) == 1
+
+
+async def test_an_app_that_does_not_ask_freezes_nothing(unfrozen):
+    assert max(await ticks_with(AppOptions())) == 0
+
+
+def test_the_command_line_asks_for_it(monkeypatch):
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def capture(source, **kw):
+        seen.update(kw)
+        raise Stop
+
+    import infertop.tui.modes as modes
+    from infertop.cli import interactive
+    monkeypatch.setattr(modes, "app_for_source", capture)
+    args = argparse.Namespace(interval=1.0, theme=None, demo=None, replay=None)
+    with pytest.raises(Stop):
+        interactive.run_tui(SyntheticSource(gpus=1), args)
+    assert seen["options"].settle_gc is True
