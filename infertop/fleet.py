@@ -73,6 +73,20 @@ def tag_finding(f: Finding, node: str) -> Finding:
     return replace(f, subject=make_labels(f.subject, node=node))
 
 
+# A node's DEC-006 (its server not answering) and the fleet's FLT-003 (the scrape of that
+# node failing) are one fact seen by two diagnosers.  The fleet's lists keep FLT-003, which
+# names the node and how it was read; the node's own screen (Enter on it) keeps DEC-006.
+def scrapes_failing(fleet_findings) -> set[tuple[str, str]]:
+    """(node, instance) of each FLT-003 among ``fleet_findings``."""
+    return {(dict(f.subject).get("node", ""), dict(f.subject).get("instance", ""))
+            for f in fleet_findings if f.code == "FLT-003"}
+
+
+def said_by_fleet(f: Finding, node: str, down: set[tuple[str, str]]) -> bool:
+    """Whether ``f`` (a node's finding) repeats an FLT-003 about the same server."""
+    return f.code == "DEC-006" and (node, dict(f.subject).get("instance", "")) in down
+
+
 # what the cross-node rules read (infertop/rules/fleet.py): only these are relabelled for
 # them every tick; the whole fleet is relabelled only when asked (snapshot --json, doctor)
 FLEET_RULE_KEYS = frozenset({"node.up", "server.requests_running", "server.requests_waiting",
@@ -124,9 +138,10 @@ class FleetFrame(Frame):
 
     def node_findings(self, node: str) -> list[Finding]:
         """A node's own findings and the cross-node ones about it, worst first."""
-        own = [tag_finding(f, node) for f in self.nodes[node].findings] \
-            if node in self.nodes else []
         cross = [f for f in self.fleet_findings if dict(f.subject).get("node") == node]
+        down = scrapes_failing(cross)
+        own = [tag_finding(f, node) for f in self.nodes[node].findings
+               if not said_by_fleet(f, node, down)] if node in self.nodes else []
         return sorted(own + cross, key=lambda f: -f.severity.rank)
 
 
@@ -243,8 +258,10 @@ class FleetPipeline:
                                                derived)
                  if self.fleet_diagnoser is not None else [])
         findings = list(fleet)
+        down = scrapes_failing(fleet)
         for node, fr in frames.items():
-            findings += [tag_finding(f, node) for f in fr.findings]
+            findings += [tag_finding(f, node) for f in fr.findings
+                         if not said_by_fleet(f, node, down)]
         findings.sort(key=lambda f: (-f.severity.rank, f.layer.index, f.code, f.subject))
         history = next(iter(frames.values())).history if frames else self._empty
         return FleetFrame(snap, [], history, findings, self.window, nodes=frames,

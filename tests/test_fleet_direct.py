@@ -44,7 +44,9 @@ async def test_direct_fleet_finds_the_slow_node_and_the_dead_one():
             for _ in range(25):
                 frame = pipe.feed(await hub.next())
                 found = {(f.code, dict(f.subject).get("node")) for f in frame.findings}
-                if {("FLT-003", "node-dead"), ("FLT-001", "node-04")} <= found:
+                own = {f.code for f in frame.nodes["node-dead"].findings}
+                if {("FLT-003", "node-dead"), ("FLT-001", "node-04")} <= found \
+                        and "DEC-006" in own:
                     break
                 await asyncio.sleep(1.0)
         finally:
@@ -66,6 +68,11 @@ async def test_direct_fleet_finds_the_slow_node_and_the_dead_one():
     assert "direct scrape" in note and f"127.0.0.1:{dead_port}" in note, note
     assert "refused" in note.lower(), note
     assert "Prometheus" not in note, note
+    # said once in the fleet's lists: the node's own DEC-006 (server not answering) is
+    # the same fact as FLT-003, and stays on the node's own screen only
+    assert "DEC-006" in {f.code for f in frame.nodes["node-dead"].findings}
+    assert ("DEC-006", "node-dead") not in found, found
+    assert [f.code for f in frame.node_findings("node-dead")] == ["FLT-003"]
 
 
 async def test_snapshot_json_of_nodes_named_on_the_command_line():
