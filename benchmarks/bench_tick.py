@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Cost of one whole collection tick: 8 fake GPUs (faithful fake pynvml) + a server
 serving the real vLLM busy fixture on a local socket (tests/helpers/raw_http.py), through
-the hub, History, derive and all rules.  CPU time per tick; prints numbers, asserts nothing.
+the hub, History, derive and all rules.  CPU time per tick (the server runs in the same
+process, so building and sending its page is counted too); prints numbers, asserts nothing.
 
 The fixture's counters are bumped each tick so rates, quantiles and the parser's
 changed-line path are exercised as with a live server."""
