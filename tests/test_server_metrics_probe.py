@@ -81,6 +81,7 @@ async def test_ok_vllm_fixture_and_request_shape(server):
     assert (req.method, req.path, req.headers["host"]) == ("GET", "/metrics", inst)
     assert req.headers["accept"] == "text/plain"  # never OpenMetrics (breaks vllm: names)
     assert req.headers["accept-encoding"] == "gzip, deflate"
+    assert req.headers["user-agent"].startswith("infertop/")
     assert s.duration > 0
 
 

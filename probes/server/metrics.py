@@ -22,6 +22,7 @@ import zlib
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+from infertop import __version__
 from infertop.dialects import readings_from_families
 from infertop.keys import SPECS
 from infertop.model import Capability, Reading, Sample, make_labels
@@ -93,7 +94,7 @@ class ServerMetricsProbe(Probe):
             # CA bundle is loaded for it: 1.4 MB of RSS for the whole session.
             self._client = Http11Client(
                 headers={"Accept": "text/plain", "Accept-Encoding": "gzip, deflate",
-                         "User-Agent": "infertop"},
+                         "User-Agent": f"infertop/{__version__}"},
                 connect_timeout=self.timeout, tls=self._tls)
         return Capability(self.name, True, features=frozenset({"metrics"}))
 
