@@ -48,6 +48,20 @@ with the box's load, so read the ratio, which is taken in one run):
   directly, History reads without tuples and find() through an index, the process tree
   described once per refresh.  <= 2 % of a core
   is not met on this box while nvitop itself takes 1.9-3.0 % here; the ratio is.
+  2026-12-02, A/B in one sitting against c7e8f7e (that day's nvitop: 1.9-3.3 %, 2.7 % with
+  the box otherwise idle, load average 0.00), 60 s runs:
+    demo server  base: 2.83-3.77 %, 1.19-1.50x (6 runs); RSS 56.2-56.3 MB
+                 h11 scrape only: 3.07-3.32 %, 1.35-1.42x (3 runs); RSS 50.9-51.6 MB
+                 + GC freeze:     2.77-3.05 %, 0.92-1.22x (3 runs; in the 0.92x run
+                                  nvitop took 3.3 %); RSS 51.0-51.1 MB
+    real vLLM (idle)  base: 3.33-3.50 %, 1.48-1.50x, 55.9-56.0 MB
+                      now:  3.37-3.85 %, 1.26-1.30x, 51.3-51.4 MB
+    30 minutes (now): infertop 3.30 % (main thread 2.37 %), nvitop 2.48 %: 1.33x; RSS
+                 50.9 / 52.1 / 52.9 / 53.7 / 54.3 / 54.3 / 54.3 MB at 60 / 300 / 600 /
+                 900 / 1200 / 1500 / 1790 s (History full at 900 s; flat after)
+  What made that difference: the scrape on h11 (probes/server/http11.py, not httpx: 3.3 MB
+  less imported, 5.5 -> 2.2 ms a spaced GET) and the startup objects frozen out of the
+  cyclic GC after the first frame (full collections 41-56 -> 6 ms).
 The fake GPUs' GPM counters move every second, so each tick changes ~30 rows of infertop
 (SM active, tensor, DRAM per GPU in three panes); nvitop shows none of them and repaints
 almost nothing.  The demo server keeps its connection alive as a real vLLM (uvicorn) does.

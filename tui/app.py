@@ -349,7 +349,7 @@ class InfertopApp(App):
             # History, derived readings and rules in a thread: with thousands of series
             # they take long enough to hold `q` up (the panes draw only after it returns,
             # and the next feed starts only after they drew: one poll at a time)
-            frame = await in_daemon_thread(self.pipeline.feed, snap,
+            frame = await in_daemon_thread(self._feed, snap,
                                            getattr(self.source, "epoch", None))
             self.ticks += 1
             await self.after_snapshot(snap, frame)
@@ -365,6 +365,10 @@ class InfertopApp(App):
                 settle_garbage_collector()
         finally:
             self.polling = False
+
+    def _feed(self, snap, epoch) -> Frame:
+        """The pipeline's tick and the indexes the panes read through, in its thread."""
+        return self.pipeline.feed(snap, epoch).prepare()
 
     async def after_snapshot(self, snap, frame: Frame) -> None:
         """Hook for recording and samplers (kept out of _apply: may await I/O)."""

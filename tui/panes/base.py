@@ -111,21 +111,9 @@ class PaneContext:
         rs = self.frame.by_key(key)
         if not labels:
             return rs
-        if len(labels) == 1:     # most lookups (gpu=, pid=, engine=): no tuple per reading
-            (name, value), = labels.items()
-            ik = ("r1", key, name)
-            idx = self.extras_cache.get(ik)
-            if idx is None:
-                idx = {}
-                for r in rs:
-                    v = r.label(name)
-                    got = idx.get(v)
-                    if got is None:
-                        idx[v] = [r]
-                    else:
-                        got.append(r)
-                self.extras_cache[ik] = idx
-            return idx.get(str(value), [])
+        if len(labels) == 1:     # most lookups (gpu=, pid=): the frame's index, built in
+            (name, value), = labels.items()      # the pipeline's thread (Frame.prepare)
+            return self.frame.by_label(key, name).get(str(value), [])
         names = tuple(sorted(labels))
         ik = ("r", key, names)
         idx = self.extras_cache.get(ik)

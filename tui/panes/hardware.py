@@ -14,9 +14,13 @@ from .base import Columns, LayerPane, Optional, PaneContext, fit, grid
 
 
 def gpu_indices(ctx: PaneContext) -> list[str]:
-    idx = {r.label("gpu") for r in ctx.readings("gpu.info")}
-    idx |= {r.label("gpu") for r in ctx.readings("gpu.util_ratio")}
-    return sorted((i for i in idx if i), key=natural_key)
+    """The GPUs of the frame, in index order (once per frame: four panes ask)."""
+    got = ctx.extras_cache.get("gpu_indices")
+    if got is None:
+        frame = ctx.frame   # the frame's per-gpu index (built in the pipeline's thread)
+        idx = frame.by_label("gpu.info", "gpu").keys() | frame.by_label("gpu.util_ratio", "gpu").keys()
+        got = ctx.extras_cache["gpu_indices"] = sorted((i for i in idx if i), key=natural_key)
+    return got
 
 
 def short_name(name: str) -> str:
