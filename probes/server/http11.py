@@ -101,6 +101,9 @@ class _Connection:
                     raise HttpError(f"not an HTTP answer (it began {began!r})") from None
                 if self.reader.at_eof():
                     raise HttpError("the server closed the connection mid-answer") from None
+                if not self.head_done and len(conn.trailing_data[0]) > MAX_HEADER_BYTES:
+                    raise HttpError(f"not a valid HTTP answer: its headers run past "
+                                    f"{MAX_HEADER_BYTES // 1024} KB") from None
                 raise HttpError(f"not a valid HTTP answer ({e})") from None
             if event is not h11.NEED_DATA:
                 if event is h11.PAUSED:   # pragma: no cover - only after a protocol switch
