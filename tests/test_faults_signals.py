@@ -45,7 +45,7 @@ def assert_terminal_restored(out: bytes) -> None:
 
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 128 + 15), (signal.SIGHUP, 128 + 1),
-                                      (signal.SIGINT, 0)])
+                                      (signal.SIGINT, 128 + 2)])
 def test_tui_restores_the_terminal_and_finishes_the_recording(tmp_path, sig, code):
     rec = tmp_path / "rec.jsonl.gz"
     r = run_on_pty(["demo", "healthy", "--speed", "4", "--record", str(rec)], sig,
@@ -62,6 +62,14 @@ def test_q_typed_on_a_terminal_quits():
     r = run_on_pty(["demo", "healthy"], None, after_ready=b"hardware", keys=b"q", timeout=60)
     assert_terminal_restored(r.output)
     assert r.returncode == 0, r.returncode
+
+
+def test_ctrl_c_typed_on_a_terminal_quits():
+    """In raw mode Ctrl+C is a key, not SIGINT: it quits, as top, htop and nvitop do."""
+    r = run_on_pty(["demo", "healthy"], None, after_ready=b"hardware", keys=b"\x03", timeout=60)
+    assert_terminal_restored(r.output)
+    assert r.returncode == 0, r.returncode
+    assert b"[b]" not in r.output
 
 
 def test_tui_exits_when_the_ssh_session_drops():

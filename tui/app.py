@@ -188,6 +188,9 @@ class InfertopApp(App):
 
     BINDINGS = [
         Binding("q", "quit", "quit"),
+        # Ctrl+C quits, as in top, htop and nvitop (Textual's default only says to press
+        # ctrl+q, in markup that our plain-text notifications showed as "[b]ctrl+q[/b]")
+        Binding("ctrl+c", "quit", "quit", show=False),
         Binding("question_mark,f1", "help", "help", key_display="?"),
         Binding("space,Z", "pause", "pause", key_display="space"),
         Binding("plus,equals_sign", "faster", "faster", key_display="+"),
@@ -267,13 +270,16 @@ class InfertopApp(App):
         self._start_source()
 
     def _exit_on_signals(self) -> None:
-        """SIGTERM (kill, systemd) and SIGHUP (the SSH session dropped) end the app the way
-        `q` does: the terminal is restored (alternate screen, raw mode, mouse, cursor) and
-        a recording is closed by on_unmount.  The default action would kill the process
-        mid-frame.  Exit status 128 + signal, as a shell reports a killed program."""
+        """SIGTERM (kill, systemd), SIGHUP (the SSH session dropped) and SIGINT (kill -INT;
+        Ctrl+C on the terminal is a key in raw mode) end the app the way `q` does: the
+        terminal is restored (alternate screen, raw mode, mouse, cursor) and a recording is
+        closed by on_unmount.  The default action would kill the process mid-frame; for
+        SIGINT, asyncio's own handler cancels the main task, which Textual could swallow
+        mid-await and then never exit (seen once in CI: the test's 90 s ran out).  Exit
+        status 128 + signal, as a shell reports a killed program."""
         loop = asyncio.get_running_loop()
         self._signals: list[int] = []
-        for sig in (signal.SIGTERM, signal.SIGHUP):
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             try:
                 loop.add_signal_handler(sig, self.exit, None, 128 + sig)
                 self._signals.append(sig)
