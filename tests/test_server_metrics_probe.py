@@ -181,6 +181,20 @@ async def test_timeout(server):
     assert time.monotonic() - started < 3
 
 
+async def test_a_connect_that_never_completes_times_out(monkeypatch):
+    """An address that swallows SYNs (a firewall's DROP): the connect's own timeout."""
+    async def never(*a, **k):
+        await asyncio.sleep(3600)
+
+    monkeypatch.setattr(asyncio, "open_connection", never)
+    started = time.monotonic()
+    with pytest.raises(ServerMetricsError) as e:
+        await scrape(ServerMetricsProbe("10.0.0.1:8000", timeout=0.3))
+    assert str(e.value) == ("cannot connect to http://10.0.0.1:8000/metrics: no connection "
+                            "within 0.3 s (a wrong address, or a firewall dropping packets?)")
+    assert time.monotonic() - started < 3
+
+
 async def test_same_host_redirect_is_followed_other_host_is_not(server):
     def same(req):
         if req.path == "/metrics":

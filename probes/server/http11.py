@@ -158,7 +158,10 @@ class Http11Client:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_connection(host, port, ssl=context, limit=READ_SIZE),
                 self.connect_timeout)
-        except (OSError, ssl.SSLError) as e:   # (a timeout is the caller's to word)
+        except asyncio.TimeoutError:   # before OSError: TimeoutError is one since 3.11
+            raise ConnectFailed(f"no connection within {self.connect_timeout:g} s (a wrong "
+                                "address, or a firewall dropping packets?)") from None
+        except (OSError, ssl.SSLError) as e:
             raise ConnectFailed(str(e) or type(e).__name__) from e
         return _Connection(reader, writer)
 
