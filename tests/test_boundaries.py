@@ -10,7 +10,8 @@ except ModuleNotFoundError:  # Python 3.10
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FORBIDDEN_IN_CORE = {"textual", "rich", "pynvml", "psutil", "httpx", "aiofiles", "asyncio"}
+FORBIDDEN_IN_CORE = {"textual", "rich", "pynvml", "psutil", "httpx", "h11", "aiofiles",
+                     "asyncio"}
 
 
 def imports_of(path: Path) -> set[str]:
@@ -78,7 +79,7 @@ def test_probes_do_not_import_tui():
 
 def test_core_import_loads_no_io_module_at_runtime():
     code = ("import sys, infertop.model, infertop.history, infertop.derive, infertop.pipeline, "
-            "infertop.keys; bad=[m for m in ('textual','rich','pynvml','psutil','httpx') "
+            "infertop.keys; bad=[m for m in ('textual','rich','pynvml','psutil','httpx','h11') "
             "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr

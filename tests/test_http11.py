@@ -222,3 +222,29 @@ async def test_an_ipv6_literal_url():
     finally:
         server.close()
     assert f"host: [::1]:{port}\r\n".encode() in seen[0].lower()
+
+
+def test_a_scrape_loads_no_httpx():
+    """The point of this client: a live session's scrape never imports httpx, httpcore or
+    anyio (3.3 MB of RSS; the 60 MB steady-state budget of issue 11 counts on it)."""
+    import subprocess
+    import sys
+    code = """
+import asyncio, sys
+sys.path.insert(0, "tests")
+from helpers.raw_http import RawServer, Resp
+from infertop.probes.server.metrics import ServerMetricsProbe
+async def main():
+    async with RawServer(lambda req: Resp(200, b"up 1\\n")) as srv:
+        probe = ServerMetricsProbe(srv.url)
+        await probe.open()
+        s = await probe.collect()
+        await probe.close()
+    print(s.status.name, sorted(m for m in ("httpx", "httpcore", "anyio") if m in sys.modules))
+asyncio.run(main())
+"""
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
+                       timeout=60)
+    assert r.stdout.split() == ["OK", "[]"], r.stdout + r.stderr
