@@ -14,6 +14,7 @@ cross-node rules' (``infertop/rules/fleet.py``), plus ``nodes``: each node's own
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -73,18 +74,28 @@ def tag_finding(f: Finding, node: str) -> Finding:
     return replace(f, subject=make_labels(f.subject, node=node))
 
 
-# A node's DEC-006 (its server not answering) and the fleet's FLT-003 (the scrape of that
-# node failing) are one fact seen by two diagnosers.  The fleet's lists keep FLT-003, which
-# names the node and how it was read; the node's own screen (Enter on it) keeps DEC-006.
-def scrapes_failing(fleet_findings) -> set[tuple[str, str]]:
-    """(node, instance) of each FLT-003 among ``fleet_findings``."""
-    return {(dict(f.subject).get("node", ""), dict(f.subject).get("instance", ""))
-            for f in fleet_findings if f.code == "FLT-003"}
+def node_findings_shown(node: str, own: list[Finding], fleet: list[Finding]) -> list[Finding]:
+    """A node's findings, tagged with it, as the fleet's lists show them: cause over symptom
+    across the two diagnosers, as the engine does within one (a cross-node rule that
+    ``supersedes`` a node's code, on a subject that covers it, keeps it quiet there: FLT-003
+    and the node's DEC-006 are one dead server).  The node's own screen keeps them all."""
+    tagged = [tag_finding(f, node) for f in own]
+    if not fleet:
+        return tagged
+    from .rules.engine import covers
+    quiet = _superseded()
+    return [f for f in tagged
+            if not any(f.code in quiet.get(c.code, ()) and covers(c.subject, f.subject)
+                       for c in fleet)]
 
 
-def said_by_fleet(f: Finding, node: str, down: set[tuple[str, str]]) -> bool:
-    """Whether ``f`` (a node's finding) repeats an FLT-003 about the same server."""
-    return f.code == "DEC-006" and (node, dict(f.subject).get("instance", "")) in down
+@functools.cache
+def _superseded() -> dict[str, tuple[str, ...]]:
+    """Cross-node rule code -> the node codes it supersedes (their RuleSpecs)."""
+    from .rules.engine import FLEET_CODE_PREFIX
+    from .rules.registry import all_rules
+    return {r.code: r.spec.supersedes for r in all_rules()
+            if r.code.startswith(FLEET_CODE_PREFIX) and r.spec.supersedes}
 
 
 # what the cross-node rules read (infertop/rules/fleet.py): only these are relabelled for
@@ -139,9 +150,8 @@ class FleetFrame(Frame):
     def node_findings(self, node: str) -> list[Finding]:
         """A node's own findings and the cross-node ones about it, worst first."""
         cross = [f for f in self.fleet_findings if dict(f.subject).get("node") == node]
-        down = scrapes_failing(cross)
-        own = [tag_finding(f, node) for f in self.nodes[node].findings
-               if not said_by_fleet(f, node, down)] if node in self.nodes else []
+        own = node_findings_shown(node, self.nodes[node].findings, cross) \
+            if node in self.nodes else []
         return sorted(own + cross, key=lambda f: -f.severity.rank)
 
 
@@ -258,10 +268,8 @@ class FleetPipeline:
                                                derived)
                  if self.fleet_diagnoser is not None else [])
         findings = list(fleet)
-        down = scrapes_failing(fleet)
         for node, fr in frames.items():
-            findings += [tag_finding(f, node) for f in fr.findings
-                         if not said_by_fleet(f, node, down)]
+            findings += node_findings_shown(node, fr.findings, fleet)
         findings.sort(key=lambda f: (-f.severity.rank, f.layer.index, f.code, f.subject))
         history = next(iter(frames.values())).history if frames else self._empty
         return FleetFrame(snap, [], history, findings, self.window, nodes=frames,

@@ -76,16 +76,9 @@ class Frame:
         thread, so the event loop's share of a tick follows the rows drawn, not the
         readings held (64 -> 256 GPUs doubled the panes' time before).  Returns self."""
         self.by_key("")
-        idx = self._by_label if self._by_label is not None else {}
-        for key, rs in (self._index or {}).items():
+        for key in self._index or ():
             for name in names:
-                if (key, name) in idx:
-                    continue
-                got: dict[str, list[Reading]] = {}
-                for r in rs:
-                    got.setdefault(r.label(name), []).append(r)
-                idx[(key, name)] = got
-        self._by_label = idx
+                self.by_label(key, name)
         return self
 
     def layer_readings(self, layer: Layer) -> list[Reading]:

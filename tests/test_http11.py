@@ -204,24 +204,17 @@ async def test_cancel_mid_body_closes_the_connection():
 
 
 async def test_an_ipv6_literal_url():
-    async def serve(reader, writer):
-        head = await reader.readuntil(b"\r\n\r\n")
-        seen.append(head)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-        await writer.drain()
-        writer.close()
-
-    seen: list[bytes] = []
+    srv = RawServer(lambda req: Resp(200, b"ok"), host="::1")
     try:
-        server = await asyncio.start_server(serve, "::1", 0)
+        await srv.__aenter__()
     except OSError as e:
         pytest.skip(f"no IPv6 loopback here: {e}")
-    port = server.sockets[0].getsockname()[1]
     try:
-        assert await ours(f"http://[::1]:{port}/metrics") == (200, {"content-length": "2"}, b"ok")
+        assert srv.metrics_url == f"http://[::1]:{srv.port}/metrics"
+        assert await ours(srv.metrics_url) == (200, {"content-length": "2"}, b"ok")
     finally:
-        server.close()
-    assert f"host: [::1]:{port}\r\n".encode() in seen[0].lower()
+        await srv.__aexit__(None, None, None)
+    assert srv.requests[0].headers["host"] == f"[::1]:{srv.port}"
 
 
 def test_a_scrape_loads_no_httpx():

@@ -107,9 +107,10 @@ async def in_daemon_thread(fn, *args):
 def settle_garbage_collector() -> None:
     """Once the first frame is drawn: collect, then freeze what is alive (imports, the
     widget tree, caches) out of the collector's sight.  A full collection otherwise
-    walks those ~300k objects each time, 41-56 ms twice a minute on the event loop (~0.15 %
-    of a core at 1 Hz, measured in place); what is frozen is never collected, which is
-    what long-lived startup objects need anyway.  Once per process, and only where the CLI asks (AppOptions.settle_gc): a
+    walks those ~300k objects each time, 41-56 ms twice a minute on the event loop
+    (~0.15 % of a core at 1 Hz, measured in place); this costs one such pause, once.
+    What is frozen is never collected, which is what long-lived startup objects need
+    anyway.  Once per process, and only where the CLI asks (AppOptions.settle_gc): a
     test run's process holds every earlier test's objects."""
     global _gc_settled
     if _gc_settled:
@@ -273,10 +274,11 @@ class InfertopApp(App):
         """SIGTERM (kill, systemd), SIGHUP (the SSH session dropped) and SIGINT (kill -INT;
         Ctrl+C on the terminal is a key in raw mode) end the app the way `q` does: the
         terminal is restored (alternate screen, raw mode, mouse, cursor) and a recording is
-        closed by on_unmount.  The default action would kill the process mid-frame; for
-        SIGINT, asyncio's own handler cancels the main task, which Textual could swallow
-        mid-await and then never exit (seen once in CI: the test's 90 s ran out).  Exit
-        status 128 + signal, as a shell reports a killed program."""
+        closed by on_unmount.  The default action would kill the process mid-frame.  SIGINT
+        went through asyncio's own handler (which cancels the main task) until a CI run
+        where the screen never exited after it; the likely cause is a cancel lost
+        mid-await, so it takes this deterministic path too.  Exit status 128 + signal, as
+        a shell reports a killed program."""
         loop = asyncio.get_running_loop()
         self._signals: list[int] = []
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):

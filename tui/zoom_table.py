@@ -21,24 +21,21 @@ from typing import Any, Callable
 
 from textual.binding import Binding
 
+from infertop.model import LAYERS
 from infertop.textclean import clean
 
 ZOOM_ROWS = 500    # rows a zoomed pane builds for its tables (scroll, sort and filter range)
 
-# keys of a zoomed pane (bound on the pane widget: active when it has the focus and is
-# zoomed; keys 1-6 zoom and focus it).  `h` is the long-history plot's (another module).
 # 1-6 zoom a pane (and back), h plots the zoomed pane's history: the main screen's and a
 # fleet node's screen's keys alike
 ZOOM_BINDINGS = [
-    Binding("1", "zoom(0)", "hardware", show=False),
-    Binding("2", "zoom(1)", "kernels", show=False),
-    Binding("3", "zoom(2)", "memory", show=False),
-    Binding("4", "zoom(3)", "scheduling", show=False),
-    Binding("5", "zoom(4)", "parallelism", show=False),
-    Binding("6", "zoom(5)", "decoding", show=False),
+    *(Binding(str(i + 1), f"zoom({i})", layer.value, show=False)
+      for i, layer in enumerate(LAYERS)),
     Binding("h", "history_plot", "plot the zoomed pane's history / hide it", show=False),
 ]
 
+# keys of a zoomed pane (bound on the pane widget: active when it has the focus and is
+# zoomed; keys 1-6 zoom and focus it).  `h` is the long-history plot's (another module).
 TABLE_BINDINGS = [
     Binding("s", "table_sort", "sort"),
     Binding("S", "table_reverse", "reverse"),

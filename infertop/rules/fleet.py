@@ -112,5 +112,8 @@ RULES = (
         ("node.up",), {},
         "check the node: is the server (or dcgm-exporter) running and listening on the "
         "scraped port? The evidence quotes the scrape's last error (Prometheus's target "
-        "page shows it too)"), scrape_failing),
+        "page shows it too)",
+        # a node's own DEC-006 (its server not answering) is the same fact from the node's
+        # diagnoser: the fleet's lists keep this one, which names the node (fleet.py)
+        supersedes=("DEC-006",)), scrape_failing),
 )

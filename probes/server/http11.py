@@ -63,19 +63,17 @@ class Response:
             if isinstance(event, h11.Data):
                 yield bytes(event.data)
             elif isinstance(event, h11.EndOfMessage):
-                conn.body_done = True
                 return
             else:   # pragma: no cover - h11 sends only Data then EndOfMessage here
                 raise HttpError(f"unexpected {type(event).__name__} in a body")
 
 
 class _Connection:
-    __slots__ = ("reader", "writer", "h11", "body_done", "received", "first", "head_done")
+    __slots__ = ("reader", "writer", "h11", "received", "first", "head_done")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
         self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEADER_BYTES)
-        self.body_done = False
         self.received = 0      # bytes read since the request was sent
         self.first = b""       # the first of them, to say what a non-HTTP answer was
         self.head_done = False  # the answer's status line and headers were read
@@ -129,13 +127,12 @@ class Http11Client:
     otherwise it is closed.  A request on a kept connection that the server had closed
     meanwhile is sent again once on a new one (nothing of an answer was read)."""
 
-    def __init__(self, *, headers: dict[str, str] | None = None, connect_timeout: float = 2.0,
-                 tls: bool = False) -> None:
+    def __init__(self, *, headers: dict[str, str] | None = None,
+                 connect_timeout: float = 2.0) -> None:
         self._headers = [(k.encode("ascii"), v.encode("latin-1"))
                          for k, v in (headers or {}).items()]
         self.connect_timeout = connect_timeout
-        self._tls_context: ssl.SSLContext | None = None
-        self._tls = tls
+        self._tls_context: ssl.SSLContext | None = None   # made on the first https connect
         self._conn: _Connection | None = None
         self._origin: tuple[str, str, int] | None = None
 
@@ -222,15 +219,14 @@ class Http11Client:
         raise HttpError(CLOSED_EARLY)  # pragma: no cover
 
     def _release(self, conn: _Connection, ok: bool) -> None:
-        """Keep ``conn`` for the next request if its answer was read to the end."""
-        if ok and conn.body_done and conn.h11.our_state is h11.DONE \
-                and conn.h11.their_state is h11.DONE:
+        """Keep ``conn`` for the next request if its answer was read to the end (h11 says
+        DONE for the server only after the body's end was read) and both sides keep it."""
+        if ok and conn.h11.our_state is h11.DONE and conn.h11.their_state is h11.DONE:
             try:
                 conn.h11.start_next_cycle()
             except h11.LocalProtocolError:
                 conn.close()
                 return
-            conn.body_done = False
             self._conn = conn
         else:
             conn.close()

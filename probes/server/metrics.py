@@ -91,11 +91,12 @@ class ServerMetricsProbe(Probe):
             # No proxy from the environment (a local monitor must not send 127.0.0.1
             # scrapes to an HTTP_PROXY).  Redirects are followed by hand (same host).  A
             # plain-http URL never uses TLS (a redirect to https is refused below), so no
-            # CA bundle is loaded for it: 1.4 MB of RSS for the whole session.
+            # CA bundle is loaded for it (the client loads it on a first https connect):
+            # 1.4 MB of RSS for the whole session.
             self._client = Http11Client(
                 headers={"Accept": "text/plain", "Accept-Encoding": "gzip, deflate",
                          "User-Agent": f"infertop/{__version__}"},
-                connect_timeout=self.timeout, tls=self._tls)
+                connect_timeout=self.timeout)
         return Capability(self.name, True, features=frozenset({"metrics"}))
 
     async def close(self) -> None:
@@ -182,11 +183,6 @@ class ServerMetricsProbe(Probe):
             except HttpError as e:
                 raise ServerMetricsError(clean(f"{url}: {e}"[:300])) from None
         raise ServerMetricsError(f"{self.url}: more than {MAX_REDIRECTS} redirects")
-
-    @property
-    def _tls(self) -> bool:
-        """Whether the scrape is https (then certificates are verified as always)."""
-        return urlsplit(self.url).scheme == "https"
 
     def _redirect_target(self, url: str, location: str) -> str:
         target = urljoin(url, location)

@@ -43,9 +43,9 @@ REASONS = {200: "OK", 204: "No Content", 301: "Moved Permanently", 302: "Found",
 
 class RawServer:
     def __init__(self, handler: Callable[[Req], Resp] | None = None, *,
-                 tls: "ssl.SSLContext | None" = None) -> None:
+                 tls: "ssl.SSLContext | None" = None, host: str = "127.0.0.1") -> None:
         self.handler = handler or (lambda req: Resp(404))
-        self.tls = tls
+        self.tls, self.host = tls, host
         self.requests: list[Req] = []
         self.connections = 0
         self._server: asyncio.base_events.Server | None = None
@@ -55,14 +55,15 @@ class RawServer:
 
     @property
     def url(self) -> str:
-        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
     @property
     def metrics_url(self) -> str:
         return f"{self.url}/metrics"
 
     async def __aenter__(self) -> "RawServer":
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
+        self._server = await asyncio.start_server(self._serve, self.host, 0, ssl=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 

@@ -18,7 +18,8 @@ def gpu_indices(ctx: PaneContext) -> list[str]:
     got = ctx.extras_cache.get("gpu_indices")
     if got is None:
         frame = ctx.frame   # the frame's per-gpu index (built in the pipeline's thread)
-        idx = frame.by_label("gpu.info", "gpu").keys() | frame.by_label("gpu.util_ratio", "gpu").keys()
+        idx = frame.by_label("gpu.info", "gpu").keys() | \
+            frame.by_label("gpu.util_ratio", "gpu").keys()
         got = ctx.extras_cache["gpu_indices"] = sorted((i for i in idx if i), key=natural_key)
     return got
 
