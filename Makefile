@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test demo e2e bench snapshots clean
+.PHONY: run test lint typecheck demo e2e bench snapshots clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -22,6 +22,14 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# Lint (ruff, lint only: no formatter) and type check (mypy): configured in pyproject.toml,
+# both run by .ci/run before the tests.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+typecheck: $(STAMP)
+	$(BIN)/python scripts/typecheck.py
 
 # Real vLLM (CPU build) end to end: installs it on first use (about 7 minutes, 3.4 GB).
 e2e: $(STAMP)

@@ -16,7 +16,7 @@ def _positive(kind: type):
         try:
             v = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
         if not (v > 0) or (isinstance(v, float) and math.isinf(v)):
             raise argparse.ArgumentTypeError(f"must be greater than 0, got {text!r}")
         return v
@@ -27,7 +27,7 @@ def _ratio(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not 0 <= v < 1:
         raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text!r}")
     return v
@@ -37,7 +37,7 @@ def _port(text: str) -> int:
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
     if not 0 <= v <= 65535:
         raise argparse.ArgumentTypeError(f"a TCP port is 0..65535, not {v}")
     return v

@@ -375,7 +375,7 @@ def render_markdown(run: RunSummary, *, title: str, version: str,
     else:
         out.append("No finding was raised.")
     out += ["", "## Evidence and remedies", ""]
-    for (code, subject), f in sorted(run.findings.items(), key=lambda kv: kv[0]):
+    for (code, _subject), f in sorted(run.findings.items(), key=lambda kv: kv[0]):
         out.append(f"**{md(code)} {md(f.title)}** ({md(f.severity.value)})")
         out += [f"- {md(e.describe(), 500)}" for e in f.evidence]
         out += [f"- remedy: {md(f.remedy, 600)}", ""]

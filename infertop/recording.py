@@ -122,7 +122,7 @@ def decode_snapshot(line: bytes) -> Snapshot:
         raise RecordingError(f"corrupt snapshot line ({_short(e)})") from None
 
 
-def line_time(line: bytes) -> float | None:
+def line_time(line: bytes | bytearray) -> float | None:
     """A snapshot line's time without parsing the whole line (None: not a snapshot)."""
     m = _TIME_RE.match(line)
     if m:
@@ -133,7 +133,7 @@ def line_time(line: bytes) -> float | None:
     return None
 
 
-def snapshot_time(line: bytes) -> float | None:
+def snapshot_time(line: bytes | bytearray) -> float | None:
     """The recorded time of a snapshot line: the fast path reads only its start; else the
     whole line is parsed.  None: another kind of line (not a snapshot, e.g. a future event
     line).  ValueError: a corrupt line (not JSON, or a time that is not a number)."""

@@ -328,7 +328,7 @@ def _json(findings, readings, meta) -> str:
         "unreachable": dict(meta.get("unreachable") or {}),
         "findings": [f.to_dict() for f in findings],
         "layers": {layer: {"findings": [f.code for f in by_layer[layer]],
-                           "worst": (worst(by_layer[layer]).value if by_layer[layer] else None),
+                           "worst": (w.value if (w := worst(by_layer[layer])) else None),
                            "readings": [r.to_dict() for r in readings.get(layer, [])]}
                    for layer in by_layer},
         "chains": [{"cause": c.code, "symptoms": [x.code for x in syms]}

@@ -92,7 +92,7 @@ class RunSummary:
             elif e.kind == "cleared" and k in open_:
                 out[index.pop(k)][3] = e.time
                 del open_[k]
-        return [tuple(x) for x in out]  # type: ignore[misc]
+        return [tuple(x) for x in out]
 
     def raised(self) -> dict[tuple[str, Labels], FindingEvent]:
         """(code, subject) -> its first raise."""

@@ -1,6 +1,5 @@
 import pytest
 
-from infertop.history import History
 from infertop.model import Status
 from infertop.pipeline import Pipeline
 from helpers.snapkit import hist, reading, sample, snap

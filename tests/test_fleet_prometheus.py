@@ -9,7 +9,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import urllib.request
 
 import pytest
 

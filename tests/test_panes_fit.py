@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import functools
 
-from rich.text import Text
 
 from helpers.panes import frames_of, pane_text
 from helpers.snapkit import reading, sample, snap
-from helpers.synthetic_source import SyntheticSource
 from infertop.cli.main import build_parser, make_pipeline
 from infertop.demo.source import DemoSource
 from infertop.findings import Evidence, Finding, Severity

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 
 from infertop.config import DiagnosisConfig, SLO
 from infertop.findings import Severity

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from conftest import python_workload_tree
 
-from infertop.model import Capability, Sample, Snapshot
+from infertop.model import Sample
 from infertop.pipeline import Pipeline
 from infertop.probes.sources.hub import Hub
 from infertop.probes.base import Probe

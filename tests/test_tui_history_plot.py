@@ -5,9 +5,7 @@ the app's part with Pilot, ticks driven by hand (no timers, no wall-clock assert
 
 from __future__ import annotations
 
-import math
 
-from rich.text import Text
 
 from infertop.history import History
 from infertop.model import Layer, Reading, Sample, Snapshot, make_labels

@@ -15,6 +15,7 @@ import signal
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from rich.text import Text
@@ -24,6 +25,7 @@ from textual.binding import Binding
 from textual.app import ScreenStackError
 from textual.containers import Container
 from textual.css.query import NoMatches
+from textual.timer import Timer
 from textual.widgets import Footer, Static
 
 from infertop import __version__
@@ -218,7 +220,7 @@ class InfertopApp(App):
         self.summaries = CaptureSummaries()     # capture results shown in panes
         self.recorder: Any = None               # the Recorder while `R` records
         self.status_note = ""
-        self._timer = None
+        self._timer: Timer | None = None
         self._wake = asyncio.Event()     # the timer's tick, for _serve_ticks
         self.role_styles: dict[str, str] = {}
         self._shown: dict[str, Text] = {}
@@ -545,7 +547,7 @@ class InfertopApp(App):
         """Draw the current frame again (zoom, theme), unless a poll is feeding the
         pipeline in its thread right now: History is not read while it is written; that
         poll draws when it is done."""
-        if self.polling:
+        if self.polling or self.frame is None:
             return
         self._apply(self.frame)
 
@@ -570,8 +572,9 @@ class InfertopApp(App):
             self._update_status()
             return
         try:
-            path = self.options.record_path or \
-                await asyncio.to_thread(default_recording_path)   # mkdir: off the loop
+            path: str | Path | None = self.options.record_path
+            if not path:
+                path = await asyncio.to_thread(default_recording_path)   # mkdir: off the loop
             first = self.frame.snapshot if self.frame is not None else None
             header = make_header(self.source.describe(), first, host=socket.gethostname(),
                                  started=time.time(), interval=self.interval)

@@ -79,16 +79,17 @@ class QuietLinuxDriver(LinuxDriver):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.exit_event = WakingEvent()
+        # Textual's exit_event, typed there as a plain Event: ours is kept as what it is
+        self.exit_event = self._waking = WakingEvent()
 
     def close(self) -> None:
         super().close()
-        self.exit_event.close()
+        self._waking.close()
 
     def run_input_thread(self) -> None:
         """Wait for input and dispatch events (Textual's loop, with waits that end only
         on input, on exit, or when the parser's escape timeout is due)."""
-        exit_event = self.exit_event
+        exit_event = self._waking
         selector = selectors.SelectSelector()   # as Textual's: also works on a file
         selector.register(self.fileno, selectors.EVENT_READ)
         selector.register(exit_event.read_fd, selectors.EVENT_READ)

@@ -4,13 +4,17 @@ and replay (position bar, stepping and seeking).  Each adds only its keys and ba
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.binding import Binding
 
 from .app import InfertopApp
 from .speed import SpeedMeter, speed_text
+
+if TYPE_CHECKING:
+    from infertop.demo.source import DemoSource
+    from infertop.probes.sources.replay import ReplaySource
 
 
 class LiveApp(InfertopApp):
@@ -87,6 +91,7 @@ class DemoApp(PacedApp):
         Binding("p", "prev_scenario", "prev scenario"),
         Binding("r", "restart", "restart"),
     ]
+    source: DemoSource   # what main() gives it: the scenario player
 
     async def on_mount(self) -> None:
         await super().on_mount()
@@ -134,6 +139,7 @@ class ReplayApp(PacedApp):
         Binding("left_curly_bracket", "jump(-0.1)", "-10%", key_display="{"),
         Binding("g", "goto", "go to time"),
     ]
+    source: ReplaySource   # what main() gives it: the recording player
 
     def shown_at(self) -> tuple[int, float]:
         """(index, seconds from the recording's start) of the frame on screen.  The

@@ -208,6 +208,7 @@ class DemoServer:
                 keep = (parts[2] == "HTTP/1.1" and b"connection: close" not in low
                         and method in ("GET", "HEAD") and b"content-length:" not in low
                         and b"transfer-encoding:" not in low)
+                extra: dict[str, str]
                 if dcgm:
                     status, body, ctype, extra = (
                         (200, self._dcgm_body, CONTENT_TYPE, {}) if path == "/metrics" else
@@ -384,7 +385,8 @@ def serve_fleet(nodes: int, name: str | None = None, host: str = "127.0.0.1", po
             os.makedirs(targets, exist_ok=True)
             for job, groups in sd.items():
                 path = os.path.join(targets, f"{job}.json")
-                with open(path + ".tmp", "w") as f:   # file_sd reloads: swap in whole files
+                # small files, written once before it serves: nothing waits on the loop yet
+                with open(path + ".tmp", "w") as f:  # noqa: ASYNC230 (file_sd: whole files)
                     json.dump(groups, f)
                 os.replace(path + ".tmp", path)
         for i, (srv, gpu) in enumerate(zip(sd["server"], sd["dcgm"])):

@@ -443,7 +443,9 @@ def split_slope(points: list[tuple[float, float, float]]):
     halves do not differ in x."""
     pts = sorted(p for p in points if p[0] > 0 and p[1] > 0 and p[2] > 0)
     total = sum(p[2] for p in pts)
-    lo, hi, acc = [], [], 0.0
+    lo: list[tuple[float, float, float]] = []
+    hi: list[tuple[float, float, float]] = []
+    acc = 0.0
     for p in pts:
         (lo if acc < total / 2 else hi).append(p)
         acc += p[2]

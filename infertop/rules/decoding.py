@@ -6,7 +6,7 @@ import time
 from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
-from ..model import Kind, Labels, Layer, Status, make_labels
+from ..model import Kind, Layer, Status, make_labels
 from ..units import fmt_seconds
 from .base import Candidate, Context, Rule, server_subject, sub
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
-from ..model import Layer, make_labels
+from ..model import Layer, Reading, make_labels
 from .base import Candidate, Context, Rule, ev, sub
 from .parallelism import dp_unbalanced
 
@@ -24,7 +24,7 @@ def slow_node(ctx: Context) -> Iterator[Candidate]:
     t = ctx.t
     for key in LATENCY_KEYS:
         # model -> node -> worst p99 of that node's engines
-        by_model: dict[str, dict[str, tuple[float, object]]] = {}
+        by_model: dict[str, dict[str, tuple[float, Reading]]] = {}
         for r in ctx.derived_of(key):
             node = r.label("node")
             if not node or r.label("quantile") != "0.99":

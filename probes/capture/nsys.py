@@ -187,7 +187,7 @@ def parse_stats_csv(text: str) -> list[dict[str, Any]]:
                   if "Total Time" in ln and ("Name" in ln or "Operation" in ln)), None)
     if start is None:
         return []
-    rows = []
+    rows: list[dict[str, Any]] = []
     reader = csv.reader(io.StringIO("\n".join(lines[start:])))
     header = [_ALIASES.get(_norm(h), _norm(h)) for h in next(reader)]
     for cols in reader:

@@ -59,7 +59,7 @@ def normalize_base(url: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"not an http(s) URL: {clean_text(url, 80)!r}")
     try:
-        parts.port
+        _ = parts.port   # urlsplit checks the port only when it is read
     except ValueError:
         raise ValueError(f"bad port in {clean_text(url, 80)!r}") from None
     path = parts.path.rstrip("/")
@@ -132,8 +132,9 @@ class PrometheusClient:
         for t in active[:MAX_SERIES]:
             if not isinstance(t, dict):
                 continue
-            labels = t.get("labels") if isinstance(t.get("labels"), dict) else {}
-            labels = {clean_text(k, 100): clean_text(v) for k, v in labels.items()}
+            raw = t.get("labels")
+            labels = {clean_text(k, 100): clean_text(v)
+                      for k, v in (raw if isinstance(raw, dict) else {}).items()}
             out.append(Target(
                 instance=labels.get("instance", ""), job=labels.get("job", ""),
                 labels=labels, up=t.get("health") == "up",

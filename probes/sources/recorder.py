@@ -117,7 +117,7 @@ class Recorder:
         self.part += 1
         # FILE.(n) -> FILE.(n+1), ..., FILE -> FILE.1 (newest rotated part is .1)
         n = 1
-        while Path(f"{self.path}.{n}").exists():
+        while await aiofiles.os.path.exists(f"{self.path}.{n}"):   # a stat: off the loop
             n += 1
         for i in range(n - 1, 0, -1):
             if self.keep is not None and i >= self.keep:

@@ -158,7 +158,7 @@ class RecordingFile:
         stopped = ""
         for block in blocks:
             if not block:   # gzip, between compressed chunks: maybe a seek point
-                if pos + len(buf) - last_seek >= CHECKPOINT_BYTES:
+                if inf is not None and pos + len(buf) - last_seek >= CHECKPOINT_BYTES:
                     self._seek.append((pos + len(buf), inf.comp_off, inf.z.copy()))
                     last_seek = pos + len(buf)
                 continue

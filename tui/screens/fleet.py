@@ -10,12 +10,13 @@ History and rules), refreshed on every tick while it is open.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical
+from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
@@ -27,6 +28,9 @@ from infertop.units import natural_key
 from ..panes.base import LayerPane, PaneContext
 from ..widgets.history_plot import HistoryPlot
 from ..zoom_table import ZOOM_BINDINGS
+
+if TYPE_CHECKING:
+    from ..modes import FleetApp
 
 MAX_GPU_COLUMNS = 8
 
@@ -253,7 +257,7 @@ def _refill(table: DataTable, columns: list[str], rows: list[tuple[str, list]]) 
     keep = None
     if table.row_count and table.cursor_row is not None:
         try:
-            keep = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+            keep = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
         except Exception:
             keep = None
     if [str(c.label) for c in table.columns.values()] != columns:
@@ -324,7 +328,12 @@ class NodeScreen(Screen):
         plot.wanted = not plot.wanted
         self._sync_plot()
         if getattr(self.app, "frame", None) is not None:
-            self.app.refresh_node_screen()
+            self.fleet_app.refresh_node_screen()
+
+    @property
+    def fleet_app(self) -> FleetApp:
+        """The app that shows this screen: only FleetApp pushes it."""
+        return cast("FleetApp", self.app)
 
     def action_back(self) -> None:
         self.app.pop_screen()
@@ -337,6 +346,6 @@ class NodeScreen(Screen):
         self._sync_plot()
         if self.zoomed is not None:     # its table keys (s, /, arrows) go to the pane
             self.panes[index].focus()
-        app = self.app
+        app = self.fleet_app
         if getattr(app, "frame", None) is not None:
             app.refresh_node_screen()

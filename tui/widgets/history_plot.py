@@ -300,7 +300,9 @@ class HistoryPlot(Static):
         if not visible:
             self._shape = None   # drawn afresh when it comes back
 
-    @property
+    # shadows Textual's read-write Widget.visible (its compositor and layout read it too);
+    # kept as it was: renaming it is a behaviour change to weigh on its own
+    @property  # type: ignore[misc]
     def visible(self) -> bool:
         return self.has_class("-visible")
 
