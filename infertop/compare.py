@@ -18,6 +18,7 @@ import json
 import math
 import random
 from dataclasses import dataclass, field
+from statistics import median   # the tree's one median (windowstat.median says why)
 from typing import Any
 
 from .keys import SPECS
@@ -85,13 +86,6 @@ class Comparison:
                 "findings": {"appeared": self.appeared, "vanished": self.vanished,
                              "persisted": self.persisted},
                 "settings": [{"name": n, "before": b, "after": a} for n, b, a in self.settings]}
-
-
-def median(xs: list[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    m = n // 2
-    return s[m] if n % 2 else (s[m - 1] + s[m]) / 2
 
 
 def block_length(xs: list[float]) -> int:

@@ -8,6 +8,7 @@ node's History).  On a single box there is no ``node`` label and they find nothi
 
 from __future__ import annotations
 
+import statistics
 from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
@@ -37,7 +38,7 @@ def slow_node(ctx: Context) -> Iterator[Candidate]:
                 continue
             for node, (v, r) in sorted(per.items()):
                 peers = sorted(pv for n, (pv, _) in per.items() if n != node)
-                median = peers[len(peers) // 2]
+                median = statistics.median(peers)
                 limit = max(t.fleet_slow_factor * median, t.fleet_slow_min_seconds)
                 if v < limit:
                     continue

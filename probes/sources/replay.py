@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +54,8 @@ class ReplaySource(SnapshotSource):
 
     def _median_step(self) -> float:
         t = self._dec.times
-        steps = sorted(b - a for a, b in zip(t, t[1:]) if b > a)
-        return steps[len(steps) // 2] if steps else 1.0
+        steps = [b - a for a, b in zip(t, t[1:]) if b > a]
+        return statistics.median(steps) if steps else 1.0
 
     # ---- where we are --------------------------------------------------------------------
     def __len__(self) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import re
+import statistics
 import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
@@ -322,8 +323,7 @@ def subject_evidence(f: Finding) -> list[Evidence]:
         if len(members) < 2:
             out.append(e)
             continue
-        vals = sorted(float(c.value) for c in members)
-        median = vals[len(vals) // 2]
+        median = statistics.median(float(c.value) for c in members)
         out.append(max(members, key=lambda c: abs(float(c.value) - median)))
     return out
 
