@@ -7,6 +7,8 @@ import asyncio
 import math
 import time
 
+from infertop.source import pace
+
 from .errors import UsageError
 
 
@@ -15,7 +17,7 @@ def make_source(args: argparse.Namespace):
     spec = getattr(args, "source", "live") or "live"
     speed = getattr(args, "speed", None) or 1.0
     if spec.startswith("demo"):
-        from infertop.demo.source import DemoSource
+        from infertop.probes.sources.demo import DemoSource
         from infertop.demo.scenario import ScenarioError
         name = spec.split(":", 1)[1] if ":" in spec else None
         try:
@@ -126,11 +128,8 @@ def make_pipeline(args: argparse.Namespace, source=None):
 def pace_of(source, interval: float, speed: float | None) -> float:
     """Real seconds between ticks: ``interval`` live; for demo and replay their own tick
     divided by ``--speed`` when it was given, else 0 (computed as fast as they go)."""
-    if source.realtime:
-        return interval
-    if speed:
-        return float(getattr(source, "wall_interval", interval / speed))
-    return 0.0
+    step = interval if source.realtime else float(getattr(source, "tick_seconds", interval))
+    return pace(source.realtime, step, speed)
 
 
 async def sample_window(source, pipeline, window: float, interval: float,

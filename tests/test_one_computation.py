@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from infertop.demo.scenario import list_scenarios
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.keys import SPECS
 from infertop.pipeline import Pipeline
 from infertop.rules.engine import Diagnoser

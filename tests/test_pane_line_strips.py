@@ -12,7 +12,7 @@ from textual.selection import Selection
 from textual.visual import Visual, visualize
 
 from infertop.cli.main import build_parser, make_pipeline
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.tui.modes import DemoApp
 from infertop.tui.options import AppOptions
 from infertop.tui.panes.base import at_row

@@ -11,7 +11,7 @@ import functools
 from helpers.panes import frames_of, pane_text
 from helpers.snapkit import reading, sample, snap
 from infertop.cli.main import build_parser, make_pipeline
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.findings import Evidence, Finding, Severity
 from infertop.model import Layer
 from infertop.pipeline import Frame, Pipeline

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from infertop.cli.main import build_parser, make_pipeline
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.probes.sources.recorder import record_headless
 from infertop.probes.sources.replay import ReplaySource
 from infertop.tui.modes import DemoApp, ReplayApp

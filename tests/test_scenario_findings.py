@@ -20,7 +20,7 @@ from functools import lru_cache
 import pytest
 
 from infertop.pipeline import Pipeline
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.rules.engine import Diagnoser
 from infertop.demo.scenario import list_scenarios, load_scenario
 

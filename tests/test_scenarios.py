@@ -13,7 +13,7 @@ from helpers.scenario_play import play, play_fresh
 from infertop.dialects import readings_from_exposition
 from infertop.keys import SPECS
 from infertop.model import Kind, Status
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.probes.server.discovery import classify
 from infertop.demo.scenario import (KNOBS, ScenarioError, catalogue, knob_reference,
                                list_scenarios, load_scenario, parse_scenario)

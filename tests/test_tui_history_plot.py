@@ -269,7 +269,7 @@ def test_help_lists_h():
 async def test_replay_plot_reads_time_into_the_recording(tmp_path):
     import re
     from infertop.cli.main import build_parser, make_pipeline
-    from infertop.demo.source import DemoSource
+    from infertop.probes.sources.demo import DemoSource
     from infertop.probes.sources.recorder import record_headless
     from infertop.probes.sources.replay import ReplaySource
     from infertop.tui.modes import ReplayApp

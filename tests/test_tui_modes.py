@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.probes.sources.recorder import record_headless
 from infertop.probes.sources.replay import ReplaySource
 from infertop.cli.main import build_parser, make_pipeline

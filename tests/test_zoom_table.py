@@ -11,7 +11,7 @@ from rich.text import Text
 from helpers.big_source import BigSource
 from helpers.panes import frames_of, pane_text
 from infertop.cli.main import build_parser, make_pipeline
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.pipeline import Frame, Pipeline
 from infertop.tui.app import InfertopApp
 from infertop.tui.options import AppOptions

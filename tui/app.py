@@ -33,7 +33,7 @@ from infertop.model import Status
 from infertop.pipeline import Frame, Pipeline
 from infertop.textclean import clean
 from infertop.probes.sources.hub import deadline_for
-from infertop.probes.sources.source import SnapshotSource
+from infertop.source import SnapshotSource, pace
 from infertop.themes import DEFAULT_THEME, INFERTOP_THEME, roles, stylesheet_path
 
 from .options import AppOptions, CaptureSummaries
@@ -335,8 +335,8 @@ class InfertopApp(App):
 
     @property
     def wall_interval(self) -> float:
-        speed = float(self.options.speed or 1.0)
-        return max(0.02, self.interval / speed) if not self.source.realtime else self.interval
+        return pace(self.source.realtime, self.interval, float(self.options.speed or 1.0),
+                    floor=0.02)
 
     # -- the tick -------------------------------------------------------------------------
     def _tick(self) -> None:

@@ -13,7 +13,7 @@ from .app import InfertopApp
 from .speed import SpeedMeter, speed_text
 
 if TYPE_CHECKING:
-    from infertop.demo.source import DemoSource
+    from infertop.probes.sources.demo import DemoSource
     from infertop.probes.sources.replay import ReplaySource
 
 

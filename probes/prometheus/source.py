@@ -34,7 +34,7 @@ from typing import Any
 from infertop.dcgm import DCGM_NAMES, families_from_series, gpu_readings
 from infertop.dialects import DIALECTS, GENERIC, readings_from_families
 from infertop.model import Capability, Reading, Sample, Snapshot, Status, make_labels
-from infertop.probes.sources.source import SnapshotSource
+from infertop.source import SnapshotSource
 
 from .client import PrometheusClient, PrometheusError, Target, clean_text
 

@@ -30,7 +30,7 @@ from infertop.recording import RecordingError, encode_header, encode_snapshot, m
 
 from infertop.probes.base import stop_on_signals
 from infertop.probes.capture.files import data_home
-from infertop.probes.sources.source import SnapshotSource
+from infertop.source import SnapshotSource
 
 
 def default_recording_path(now: float | None = None) -> Path:

@@ -21,7 +21,7 @@ from infertop.recording import RecordingError, decode_snapshot
 
 from infertop.probes.sources.recording_file import RecordingFile
 
-from infertop.probes.sources.source import SnapshotSource
+from infertop.source import SnapshotSource, pace
 
 
 class ReplaySource(SnapshotSource):
@@ -69,7 +69,7 @@ class ReplaySource(SnapshotSource):
     @property
     def wall_interval(self) -> float:
         """Real seconds between ticks when played at ``speed``."""
-        return self.tick_seconds / self.speed
+        return pace(False, self.tick_seconds, self.speed)
 
     @property
     def position(self) -> int:

@@ -23,7 +23,7 @@ from infertop.demo.readings import entry_process, nvml_sample, process_sample
 from infertop.demo.sim import DEMO_EPOCH, SimFrame, ScenarioRun
 
 from infertop.probes.server.metrics import refused_message
-from infertop.probes.sources.source import SnapshotSource
+from infertop.source import SnapshotSource, pace
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ class DemoSource(SnapshotSource):
 
     @property
     def wall_interval(self) -> float:
-        return self.tick_seconds / self.speed
+        return pace(False, self.tick_seconds, self.speed)
 
     @property
     def realtime(self) -> bool:

@@ -22,7 +22,7 @@ from infertop.demo.exposition import render, render_dcgm
 from infertop.demo.sim import SimFrame
 
 from infertop.probes.base import stop_on_signals
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 
 HEAD_TIMEOUT = 10.0
 # a kept-alive connection waits this long for its next request (Prometheus and infertop
