@@ -120,24 +120,20 @@ RESTART_COUNTERS = ("server.generation_tokens_total", "server.prompt_tokens_tota
                     "server.requests_finished_total")
 
 
+START_KEY = "server.process_start_seconds"
+
+
 def server_restarted(ctx: Context) -> Iterator[Candidate]:
     t = ctx.t
     restarts = ctx.state.setdefault("restarts", {})  # instance -> (time, Evidence)
     seen = ctx.state.setdefault("restart_seen", set())
     for key in RESTART_COUNTERS:
         for s in ctx.series_of(key):
-            inst = s.label("instance")
             if (key, s.labels) not in seen:  # first sight: a recent past restart counts too
                 seen.add((key, s.labels))
                 for when in s.resets(t.restart_window):
-                    _note_restart(restarts, inst, when, s, None)
-            pts = s.points
-            if len(pts) >= 2 and pts[-1][0] >= ctx.now and pts[-1][1] < pts[-2][1]:
-                _note_restart(restarts, inst, ctx.now, s, pts[-2][1])
-    for s in ctx.series_of("server.process_start_seconds"):
-        pts = s.points
-        if len(pts) >= 2 and pts[-1][0] >= ctx.now and pts[-1][1] > pts[-2][1] + 1.0:
-            _note_restart(restarts, s.label("instance"), ctx.now, s, pts[-2][1])
+                    _note_restart(restarts, s.label("instance"), when, s, None)
+    _identity_changes(ctx, restarts)
     for inst, (when, evidence) in list(restarts.items()):
         if ctx.now - when > t.restart_window:
             del restarts[inst]
@@ -156,6 +152,29 @@ def server_restarted(ctx: Context) -> Iterator[Candidate]:
         yield Candidate(sub(instance=inst) if inst else (), WARN, tuple(evs), title=title)
 
 
+def _identity_changes(ctx: Context, restarts: dict) -> None:
+    """Compare each server's identity (its process start time, its counters) with the one
+    last seen, however long ago: History forgets a series a server that is down no longer
+    reports (``expire_after``), and real restarts take minutes (weights, CUDA graphs), so
+    comparing two points of one series misses them.  The identity lives in the
+    Diagnoser's state (one float per series), so a server back after 2 minutes or 2 hours
+    is judged alike, live and in replay."""
+    ids: dict[tuple[str, Labels], float] = ctx.state.setdefault("identity", {})
+    for key in (START_KEY,) + RESTART_COUNTERS:
+        for s in ctx.series_of(key):
+            last_t = s.last_time()
+            new = s.last()
+            if last_t is None or last_t < ctx.now or new is None:
+                continue   # no point this tick (a STALE repeat is no new identity)
+            old = ids.get((key, s.labels))
+            ids[(key, s.labels)] = new
+            if old is None:
+                continue
+            moved = new > old + 1.0 if key == START_KEY else new < old
+            if moved:
+                _note_restart(restarts, s.label("instance"), ctx.now, s, old)
+
+
 def _note_restart(restarts: dict, inst: str, when: float, s, old: float | None) -> None:
     prev = restarts.get(inst)
     if prev is not None and abs(prev[0] - when) < 1e-6:
@@ -164,7 +183,7 @@ def _note_restart(restarts: dict, inst: str, when: float, s, old: float | None) 
         return
     new = s.points[-1][1] if s.kind is not Kind.HISTOGRAM else None
     clock = time.strftime("%H:%M:%S", time.localtime(when))
-    if s.key == "server.process_start_seconds":
+    if s.key == START_KEY:
         e = Evidence(s.key, s.labels, new, old, ">", "s", f"new process started at {clock}")
     else:
         e = Evidence(s.key, s.labels, new, old, "<", s.unit,
