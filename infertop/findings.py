@@ -77,10 +77,13 @@ class Evidence:
     op: str
     unit: str
     note: str = ""
+    # "<" or ">" when value is only a bound (a quantile below a histogram's first bucket
+    # bound or past its last finite one: qbound.py), "" for a measurement
+    bound: str = ""
 
     def describe(self) -> str:
         """``gpu.util_ratio{gpu=0} 97 % >= 90 %`` (context readings without the comparison)."""
-        text = f"{self.key}{_fmt_labels(self.labels)} {_fmt(self.value, self.unit)}"
+        text = f"{self.key}{_fmt_labels(self.labels)} {self.bound}{_fmt(self.value, self.unit)}"
         if self.threshold is not None and self.op:
             text += f" {self.op} {_fmt(self.threshold, self.unit)}"
         if self.note:
@@ -90,7 +93,7 @@ class Evidence:
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "labels": dict(self.labels), "value": _json_num(self.value),
                 "threshold": _json_num(self.threshold), "op": self.op, "unit": self.unit,
-                "note": self.note}
+                "note": self.note, "bound": self.bound}
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +129,8 @@ class Finding:
         from .model import make_labels
         ev = tuple(Evidence(str(e["key"]), make_labels(e.get("labels") or {}), e.get("value"),
                             e.get("threshold"), str(e.get("op", "")), str(e.get("unit", "")),
-                            str(e.get("note", ""))) for e in d.get("evidence", ()))
+                            str(e.get("note", "")), _bound_side(e.get("bound")))
+                   for e in d.get("evidence", ()))
         return cls(str(d["code"]), Layer(d["layer"]), Severity(d["severity"]), str(d["title"]),
                    ev, str(d.get("remedy", "")), float(d["since"]),
                    make_labels(d.get("subject") or {}),
@@ -197,6 +201,10 @@ def _fmt(v: float | str | None, unit: str) -> str:
     if isinstance(v, str):
         return v
     return fmt_value(v, unit)
+
+
+def _bound_side(v: Any) -> str:
+    return v if v in ("<", ">") else ""
 
 
 def _json_num(v: Any) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+from . import qbound
 from .model import Reading, Status
 
 
@@ -83,9 +84,10 @@ def fmt_reading(r: Reading | None) -> str:
         return "err"
     if r.status is Status.NODATA or r.value is None:
         return "–"
-    if r.reason.startswith("below the first bucket bound "):
-        # a quantile that only a bucket bound limits: say "< 300 ms", not a made-up 297 ms
-        text = "<" + fmt_value(float(r.reason.rsplit(" ", 1)[1]), r.unit)
+    bound = qbound.of(r.reason)
+    if bound is not None:
+        # a quantile that only a bucket bound limits: say "<300 ms", not a made-up 297 ms
+        text = bound[0] + fmt_value(bound[1], r.unit)
     elif r.text is not None and r.unit == "":
         text = r.text
     else:

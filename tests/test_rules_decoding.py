@@ -304,3 +304,40 @@ def test_the_same_server_back_after_an_outage_is_no_restart():
     f.run(lambda: _vllm_like(1_700_000_000.0, 10_050.0), 5)
     assert not f.active("DEC-005")
     assert not f.events("DEC-005", "raised")
+
+
+# ---- issue 21: a quantile the histogram only bounds is no measurement ---------------------
+VLLM_QUEUE_BOUNDS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0)
+
+
+def _light_load_feed(waiting: float) -> Feed:
+    """TTFT p99 ~450 ms (over the 200 ms SLO), every request's queue time in vLLM's first
+    queue bucket (0-0.3 s: really microseconds at light load)."""
+    c = TtftSlo()
+    q = Hist(VLLM_QUEUE_BOUNDS)
+    f = Feed()
+    f.run(lambda: {**c.bad(), "latency.queue_seconds": {E0: q.observe(0.00003, 20).value()},
+                   "server.requests_waiting": {E0: waiting}}, 12)
+    return f
+
+
+def test_light_load_queue_time_is_a_bound_in_evidence_and_json():
+    from infertop.report import render_report
+    f = _light_load_feed(waiting=0)
+    got = f.active("DEC-001")[0]
+    q = [e for e in got.evidence if e.key == "latency.queue_seconds"][0]
+    assert q.bound == "<" and q.value == pytest.approx(0.3)
+    assert "<300 ms" in q.describe() and "297" not in q.describe()
+    assert got.to_dict()["evidence"][1]["bound"] == "<"
+    # no request waited: the slow part is prefill, not the queue
+    assert "prefill itself is slow" in got.remedy
+    assert "requests wait in the queue" not in got.remedy
+    text = render_report([got], {}, "text", {})
+    assert "latency.queue_seconds{engine=0,model=m,quantile=0.99} <300 ms" in text
+
+
+def test_light_load_queue_bound_with_a_queue_does_not_guess():
+    f = _light_load_feed(waiting=3)
+    got = f.active("DEC-001")[0]
+    assert "too coarse to tell" in got.remedy
+    assert not got.remedy.startswith("requests wait in the queue")

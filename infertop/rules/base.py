@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from .. import qbound
 from ..config import DiagnosisConfig, Thresholds
 from ..findings import Evidence, RuleSpec, Severity
 from ..history import History, Series
@@ -248,6 +249,13 @@ class Context:
     def derived(self, key: str, labels: Labels) -> float | None:
         r = self._derived_of(key).get(labels)
         return r.value if r is not None and r.ok else None
+
+    def derived_bound(self, key: str, labels: Labels) -> str:
+        """"<" or ">" when the derived reading is a quantile its histogram only bounds
+        (qbound.py: its value is then the bound), "" for a measured value."""
+        r = self._derived_of(key).get(labels)
+        got = qbound.of(r.reason) if r is not None else None
+        return got[0] if got else ""
 
     def setting(self, name: str) -> str | None:
         for r in self.all("server.setting"):

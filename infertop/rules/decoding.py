@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from typing import Iterator
 
+from .. import qbound
 from ..findings import Evidence, RuleSpec, Severity
 from ..model import Kind, Labels, Layer, Status, make_labels
 from ..units import fmt_seconds
-from .base import Candidate, Context, Rule, server_subject, sub
+from .base import QUEUED_SHARE, Candidate, Context, Rule, server_subject, sub
 
 DEC = Layer.DECODING
 WARN, CRIT = Severity.WARN, Severity.CRIT
@@ -31,27 +32,55 @@ def ttft_slo(ctx: Context) -> Iterator[Candidate]:
         n = _observed(ctx, s)
         if n is None or n < t.slo_min_requests:
             continue
+        p99_labels = make_labels(s.labels, quantile=0.99)
         p99 = _quantile(ctx, s, 0.99)
-        if p99 is None or p99 <= slo:
-            continue
-        evidence = [Evidence(s.key, make_labels(s.labels, quantile=0.99), p99, slo, ">", "s",
-                             f"{n:.0f} first tokens in the last {ctx.window:.0f} s")]
-        remedy = None
-        qs = ctx.series("latency.queue_seconds", s.labels)
-        q99 = _quantile(ctx, qs, 0.99) if qs is not None else None
-        if q99 is not None:
-            evidence.append(Evidence("latency.queue_seconds", make_labels(s.labels, quantile=0.99),
-                                     q99, None, "", "s", "time waiting before prefill"))
-            if q99 >= 0.5 * p99:
-                remedy = ("requests wait in the queue: add capacity (replicas, GPUs) or admit "
-                          "fewer; see the memory and scheduling findings for why")
-            else:
-                remedy = ("prefill itself is slow: enable chunked prefill and prefix caching, "
-                          "or cap prompt length")
+        if p99 is None or p99 <= slo or ctx.derived_bound(s.key, p99_labels) == qbound.BELOW:
+            continue   # under the SLO, or only known to be under a bound: not a breach
+        evidence = [Evidence(s.key, p99_labels, p99, slo, ">", "s",
+                             f"{n:.0f} first tokens in the last {ctx.window:.0f} s",
+                             ctx.derived_bound(s.key, p99_labels))]
+        remedy = _ttft_remedy(ctx, s, p99, evidence)
         sev = CRIT if p99 >= t.ttft_crit_factor * slo else WARN
         yield Candidate(server_subject(s.labels), sev, tuple(evidence),
                         title=f"TTFT p99 {fmt_seconds(p99)} over the {fmt_seconds(slo)} SLO",
                         remedy=remedy)
+
+
+QUEUE_REMEDY = ("requests wait in the queue: add capacity (replicas, GPUs) or admit fewer; "
+                "see the memory and scheduling findings for why")
+PREFILL_REMEDY = ("prefill itself is slow: enable chunked prefill and prefix caching, or "
+                  "cap prompt length")
+
+
+def _ttft_remedy(ctx: Context, s, p99: float, evidence: list[Evidence]) -> str | None:
+    """Queue or prefill, from the queue-time p99 beside TTFT's.  A queue-time p99 below
+    its histogram's first bound (vLLM's starts at 0.3 s) is no measurement: at light load
+    every request lands there and interpolation says ~297 ms while requests waited
+    microseconds.  Then the bound decides when it is small enough, else the waiting count."""
+    qs = ctx.series("latency.queue_seconds", s.labels)
+    q99 = _quantile(ctx, qs, 0.99) if qs is not None else None
+    if q99 is None:
+        return None
+    q_labels = make_labels(s.labels, quantile=0.99)
+    bound = ctx.derived_bound("latency.queue_seconds", q_labels)
+    evidence.append(Evidence("latency.queue_seconds", q_labels, q99, None, "", "s",
+                             "time waiting before prefill" +
+                             (" (the histogram's first bucket: a bound, not a measurement)"
+                              if bound == qbound.BELOW else ""), bound))
+    if bound != qbound.BELOW:
+        return QUEUE_REMEDY if q99 >= 0.5 * p99 else PREFILL_REMEDY
+    if q99 < 0.5 * p99:
+        return PREFILL_REMEDY      # even the bound is under half of TTFT
+    waiting = ctx.peer("server.requests_waiting", s.labels)
+    queued = ctx.share(waiting, 1.0) if waiting is not None else None
+    if queued is not None and queued < QUEUED_SHARE:
+        return PREFILL_REMEDY + (f" (requests waited on {queued:.0%} of the last "
+                                 f"{ctx.judge_window:g} s; queue time "
+                                 f"<{fmt_seconds(q99)})")
+    return ("queue time is under its histogram's first bound (<" + fmt_seconds(q99) +
+            "), too coarse to tell queueing from prefill: if requests wait (scheduling "
+            "pane), add capacity or admit fewer; if not, enable chunked prefill and prefix "
+            "caching, or cap prompt length")
 
 
 # ---- DEC-002 inter-token latency jitter ----------------------------------------------------
