@@ -341,10 +341,12 @@ def compare_html(c: Comparison) -> str:
         out.append("<table><tr><th>layer</th><th>reading</th><th>baseline</th><th>this</th>"
                    "<th>change</th><th>95 % interval</th></tr>")
         for m in c.moved:
-            ch = f"{m.rel * 100:+.0f} %" if m.rel is not None else "new"
+            ch = f"{m.rel * 100:+.0f} %" if m.rel is not None else \
+                ("a bound" if m.bounded else "new")
             out.append(f"<tr><td>{esc(m.layer)}</td><td><code>{esc(sid_text((m.key, m.labels)))}"
-                       f"</code></td><td>{esc(fmt_value(m.before, m.unit))}</td>"
-                       f"<td>{esc(fmt_value(m.after, m.unit))}</td><td>{esc(ch)}</td>"
+                       f"</code></td><td>{esc(m.before_bound + fmt_value(m.before, m.unit))}</td>"
+                       f"<td>{esc(m.after_bound + fmt_value(m.after, m.unit))}</td>"
+                       f"<td>{esc(ch)}</td>"
                        f"<td>{esc(fmt_value(m.low, m.unit))} … {esc(fmt_value(m.high, m.unit))}"
                        "</td></tr>")
         out.append("</table>")
@@ -408,7 +410,8 @@ def render_markdown(run: RunSummary, *, title: str, version: str,
         for word, items in (("appeared", c.appeared), ("vanished", c.vanished)):
             out += [f"- {word}: {md(f['code'])} {md(f['title'])}" for f in items]
         out += [f"- moved: {md(sid_text((m.key, m.labels)))} "
-                f"{md(fmt_value(m.before, m.unit))} -> {md(fmt_value(m.after, m.unit))}"
+                f"{md(m.before_bound + fmt_value(m.before, m.unit))} -> "
+                f"{md(m.after_bound + fmt_value(m.after, m.unit))}"
                 for m in c.moved]
     return "\n".join(out).rstrip() + "\n"
 
