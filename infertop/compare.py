@@ -216,13 +216,17 @@ def compare(before: RunSummary, after: RunSummary, *, min_rel: float = 0.05,
     rb, ra = before.raised(), after.raised()
     titles = {**{k: f.title for k, f in before.findings.items()},
               **{k: f.title for k, f in after.findings.items()}}
-    for k in sorted(set(ra) - set(rb)):
+    def ordered(keys: set) -> list:   # cause before symptom, as every list says it
+        from .rules.engine import cause_first
+        return cause_first(sorted(keys), lambda k: k)
+
+    for k in ordered(set(ra) - set(rb)):
         c.appeared.append(_finding_dict(k[0], k[1], titles.get(k, ra[k].summary), ra[k].time,
                                         after.start))
-    for k in sorted(set(rb) - set(ra)):
+    for k in ordered(set(rb) - set(ra)):
         c.vanished.append(_finding_dict(k[0], k[1], titles.get(k, rb[k].summary), rb[k].time,
                                         before.start))
-    for k in sorted(set(rb) & set(ra)):
+    for k in ordered(set(rb) & set(ra)):
         c.persisted.append(_finding_dict(k[0], k[1], titles.get(k, ra[k].summary), ra[k].time,
                                          after.start))
     for name in sorted(set(before.settings) | set(after.settings)):

@@ -113,6 +113,9 @@ class Finding:
     since: float
     subject: Labels = ()
     caused_by: tuple[str, ...] = ()   # codes of active findings in other layers that explain it
+    # when it was raised (``since`` plus the raise delay): every view shows both, labelled
+    # alike ("since 00:00:26, raised 00:00:29"), so no two views seem to disagree
+    raised: float | None = None
 
     def summary(self) -> str:
         first = self.evidence[0].describe() if self.evidence else ""
@@ -121,8 +124,8 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "layer": self.layer.value, "severity": self.severity.value,
                 "title": self.title, "evidence": [e.to_dict() for e in self.evidence],
-                "remedy": self.remedy, "since": self.since, "subject": dict(self.subject),
-                "caused_by": list(self.caused_by)}
+                "remedy": self.remedy, "since": self.since, "raised": self.raised,
+                "subject": dict(self.subject), "caused_by": list(self.caused_by)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Finding":
@@ -134,7 +137,8 @@ class Finding:
         return cls(str(d["code"]), Layer(d["layer"]), Severity(d["severity"]), str(d["title"]),
                    ev, str(d.get("remedy", "")), float(d["since"]),
                    make_labels(d.get("subject") or {}),
-                   tuple(str(c) for c in d.get("caused_by") or ()))
+                   tuple(str(c) for c in d.get("caused_by") or ()),
+                   float(d["raised"]) if isinstance(d.get("raised"), (int, float)) else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,13 +148,15 @@ class FindingEvent:
     time: float
     code: str
     subject: Labels
-    kind: str            # "raised" | "cleared"
+    kind: str            # "raised" | "escalated" (severity rose while raised) | "cleared"
     severity: Severity
     summary: str
+    since: float | None = None   # a raise: when its condition began (the finding's since)
 
     def to_dict(self) -> dict[str, Any]:
         return {"time": self.time, "code": self.code, "subject": dict(self.subject),
-                "kind": self.kind, "severity": self.severity.value, "summary": self.summary}
+                "kind": self.kind, "severity": self.severity.value, "summary": self.summary,
+                "since": self.since}
 
 
 @dataclass
