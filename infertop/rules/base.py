@@ -30,7 +30,7 @@ SLOW_KEYS = frozenset({
     "gpu.power_limit_watts", "gpu.sm_clock_max_hz", "gpu.mem_clock_max_hz",
     "gpu.ecc_uncorrected_total", "gpu.ecc_corrected_total", "gpu.mig_enabled",
     "gpu.nvlink_links_active", "process.gpu_mem_bytes", "process.gpu_sm_ratio",
-    "thread.cpu_ratio", "host.cpu_count",
+    "thread.cpu_ratio", "host.cpu_count", "host.top_cpu_cores",
 } | {k for k, s in SPECS.items() if s.kind is Kind.INFO})
 
 # Rules that compare a window's median need a shorter raise delay than the global one:
