@@ -36,7 +36,7 @@ from ..config import DiagnosisConfig
 from ..findings import Finding, FindingEvent, RuleSpec, Severity
 from ..history import History, Series
 from ..model import Labels, Reading, Snapshot, Status
-from .base import FACT_MAX_AGE, Candidate, Context, Rule, describe_subject
+from .base import FACT_MAX_AGE, JUDGED_RAISE_AFTER, Candidate, Context, Rule, describe_subject
 from .registry import all_rules
 
 
@@ -319,6 +319,14 @@ class Diagnoser:
                 idx.setdefault(s.key, []).append(s)
             self._index, self._index_key = idx, key
         return self._index
+
+    def judge_after(self) -> float:
+        """Seconds of samples before most rules can raise: the global raise delay, or half
+        the judge window (a median needs it) plus the judged rules' delay.  A run shorter
+        than this (``snapshot``'s default 2 s) has judged nothing yet: its empty findings
+        list must not read as healthy."""
+        d = self.config.diagnosis
+        return max(d.raise_after, d.judge_window / 2 + JUDGED_RAISE_AFTER)
 
     # -- what the help screen and docs show -----------------------------------------------
     def catalogue(self) -> list[RuleSpec]:
