@@ -152,7 +152,19 @@ def _verdict(findings: Sequence[Finding], meta: Mapping[str, Any]) -> tuple[str,
     """(one word, one line).  A dead server comes first; a verdict says how much of the
     catalogue it rests on, so "healthy" on a third of the rules never reads as all."""
     unreachable = meta.get("unreachable") or {}
-    if meta.get("any_source_ok") is False:
+    read = meta.get("ticks_read")
+    if meta.get("any_source_ok") is False and read:
+        # read earlier, not on the last tick: an outage at the end is not "nothing read"
+        word = "no-data"
+        line = (f"no server or GPU source answered on the last tick; {read} of "
+                f"{meta.get('ticks', '?')} ticks were read before")
+        counts = {s: sum(f.severity is s for f in findings) for s in Severity}
+        if findings:
+            word = worst(findings).value   # type: ignore[union-attr]
+            line = f"{word}: {len(findings)} finding{'s' if len(findings) != 1 else ''} (" + \
+                ", ".join(f"{counts[s]} {s.value}" for s in sorted(Severity, reverse=True)
+                          if counts[s]) + "); " + line
+    elif meta.get("any_source_ok") is False:
         word, line = "no-data", "no source could be read"
     else:
         counts = {s: sum(f.severity is s for f in findings) for s in Severity}
@@ -243,8 +255,12 @@ def _meta_pairs(meta: Mapping[str, Any]) -> list[tuple[str, str]]:
     for k in ("source", "duration", "ticks"):
         if k in meta:
             v = meta[k]
-            out.append((k, _dur(v) if k == "duration" and isinstance(v, (int, float))
-                        else str(v)))
+            text = _dur(v) if k == "duration" and isinstance(v, (int, float)) else str(v)
+            asked = meta.get("duration_asked")
+            if k == "duration" and isinstance(v, (int, float)) and \
+                    isinstance(asked, (int, float)) and v < asked - 2.0:
+                text += f" (the source ended before the {_dur(asked)} asked for)"
+            out.append((k, text))
     for name, state in (meta.get("sources") or {}).items():
         out.append((f"source {name}", str(state)))
     return out

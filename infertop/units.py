@@ -25,6 +25,8 @@ def fmt_bytes(v: float) -> str:
 
 
 def fmt_seconds(v: float) -> str:
+    if v >= 2 * 86400:   # an uptime of 8043.3 h says less than "335.1 d"
+        return f"{v / 86400:.1f} d"
     if v >= 3600:
         return f"{v / 3600:.1f} h"
     if v >= 60:
