@@ -33,7 +33,8 @@ def of(reason: str) -> tuple[str, float] | None:
     return None
 
 
-def side_of(value: float | None, buckets: Iterable[tuple[float, float]]) -> tuple[str, float] | None:
+def side_of(value: float | None,
+            buckets: Iterable[tuple[float, float]]) -> tuple[str, float] | None:
     """(side, bound) when ``value``, a quantile of these cumulative buckets, is only bounded
     by them: at or below the first positive bound, or at or above the last finite bound
     with observations beyond it (in +Inf)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from typing import Sequence
 
 from . import qbound
@@ -45,6 +46,10 @@ def fmt_si(v: float, unit: str) -> str:
     return f"{v:.0f} {unit}" if abs(v) >= 10 or v == 0 else f"{v:.2f} {unit}"
 
 
+# the unit of evidence that is a moment (unix seconds) rather than a duration
+UNIX_TIME = "unix_s"
+
+
 def fmt_value(value: float | None, unit: str) -> str:
     """One reading's value as a person reads it: 73 %, 1.2 GiB, 41 ms, 1.4 GHz."""
     if value is None:
@@ -59,6 +64,10 @@ def fmt_value(value: float | None, unit: str) -> str:
         return fmt_bytes(value) + "/s"
     if unit == "s":
         return fmt_seconds(value)
+    if unit == UNIX_TIME:   # a moment, not a length: a process start time
+        if not math.isfinite(value) or not 0 <= value < 1e11:
+            return f"{value:g}"
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
     if unit == "Hz":
         return fmt_si(value, "Hz")
     if unit == "W":

@@ -200,7 +200,7 @@ def test_host_saturation_names_the_hosts_top_consumers_not_the_server():
     assert [dict(e.labels)["pid"] for e in tops] == ["900", "901", "100"]
     assert "hog.py (not the server)" in tops[0].describe()
     assert "python (the server)" in tops[2].describe()
-    assert got.remedy.startswith("the server (python (pid 100, 0.02 cores)) shares the CPUs")
+    assert got.remedy.startswith("the server (python (pid 100, 2 % CPU)) shares the CPUs")
     f2 = Feed()
     f2.run(lambda: _hogged({"pid=900,name=hog.py,server=no": 0.99,
                             "pid=901,name=stress,server=no": 0.98}), 10)

@@ -8,7 +8,7 @@ from typing import Iterator
 from .. import qbound
 from ..findings import Evidence, RuleSpec, Severity
 from ..model import Kind, Labels, Layer, Status, make_labels
-from ..units import fmt_seconds
+from ..units import UNIX_TIME, fmt_seconds
 from .base import QUEUED_SHARE, Candidate, Context, Rule, server_subject, sub
 
 DEC = Layer.DECODING
@@ -213,7 +213,8 @@ def _note_restart(restarts: dict, inst: str, when: float, s, old: float | None) 
     new = s.points[-1][1] if s.kind is not Kind.HISTOGRAM else None
     clock = time.strftime("%H:%M:%S", time.localtime(when))
     if s.key == START_KEY:
-        e = Evidence(s.key, s.labels, new, old, ">", "s", f"new process started at {clock}")
+        e = Evidence(s.key, s.labels, new, old, ">", UNIX_TIME,
+                     f"new process started at {clock}")
     else:
         e = Evidence(s.key, s.labels, new, old, "<", s.unit,
                      f"counter went backwards at {clock}: the server restarted")

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
 from ..model import Layer
+from ..units import fmt_value
 from .base import JUDGED_RAISE_AFTER, QUEUED_SHARE, Candidate, Context, Rule, ev, server_subject, sub
 from ..derive import THROUGHPUT_LOOKBACK
 
@@ -224,8 +225,8 @@ def host_cpu(ctx: Context) -> Iterator[Candidate]:
 
 
 def _names(rs) -> str:
-    return ", ".join(f"{r.label('name')} (pid {r.label('pid')}, {r.value:.2f} cores)"
-                     for r in rs)
+    return ", ".join(f"{r.label('name')} (pid {r.label('pid')}, "
+                     f"{fmt_value(r.value, 'cores')} CPU)" for r in rs)
 
 
 RULES = (

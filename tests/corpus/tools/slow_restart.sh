@@ -27,6 +27,11 @@ kill -TERM "$API"
 sleep 20
 echo "restart $(date +%s.%N)" | tee -a "$NAME.times"
 NEWPID=$(bash /work/shared/realserver/recipe-vllm.sh "$PORT" "$ROOT" 2>"logs/$NAME.recipe.log" | tail -1)
+# on a loaded box the recipe may give up waiting (5 min) while the server still starts
+for _ in $(seq 1 900); do
+  curl -sf -m 2 "http://127.0.0.1:$PORT/health" >/dev/null && break
+  sleep 1
+done
 echo "healthy $(date +%s.%N) pid $NEWPID" | tee -a "$NAME.times"
 python3 "$HERE/scripts/loadgen.py" --url "http://127.0.0.1:$PORT" --concurrency 2 \
   --seconds 40 --max-requests 100000 --max-tokens 32
