@@ -213,8 +213,9 @@ def _note_restart(restarts: dict, inst: str, when: float, s, old: float | None) 
     new = s.points[-1][1] if s.kind is not Kind.HISTOGRAM else None
     clock = time.strftime("%H:%M:%S", time.localtime(when))
     if s.key == START_KEY:
+        # the value says when the new process started; the note when it was first seen
         e = Evidence(s.key, s.labels, new, old, ">", UNIX_TIME,
-                     f"new process started at {clock}")
+                     f"a new process, seen first at {clock}")
     else:
         e = Evidence(s.key, s.labels, new, old, "<", s.unit,
                      f"counter went backwards at {clock}: the server restarted")
