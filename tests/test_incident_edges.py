@@ -110,3 +110,50 @@ def test_doctor_qualifies_a_guessed_cuda_graphs_default_as_the_screen_does():
     assert shown and all(r.text == "n/a (no GPU seen)" for r in shown)
     text = render_report([], shown_layers(frame), "text", {})
     assert "on (default)" not in text and "n/a (no GPU seen)" in text
+
+
+def test_replay_doctor_prints_the_recordings_duration_not_the_one_asked_for():
+    r = run("doctor", "--source", "replay:tests/corpus/vllm-slow-restart.jsonl.gz",
+            "--duration", "900")
+    line = next(x for x in r.stdout.splitlines() if x.strip().startswith("duration:"))
+    assert "10.8 min" in line and "ended before the 15.0 min asked for" in line
+    # the restart is reported, with the whole outage
+    assert "DEC-005 server restarted (down 9.1 min)" in r.stdout
+
+
+def _f(code: str, layer: str, sev: str, title: str, since: float = 0.0):
+    from infertop.findings import Finding, Severity
+    from infertop.model import Layer
+    return Finding(code, Layer(layer), Severity(sev), title, (), "", since)
+
+
+def test_a_symptom_names_its_causes_own_title_not_the_catalogues():
+    """DEC-001 said 'caused by SCH-002 queue grows while GPUs idle' on a box with no GPU."""
+    from infertop.rules.engine import Diagnoser
+    cap = _f("SCH-002", "scheduling", "warn",
+             "queue grows while the batch is at its cap (max_num_seqs=2 reached)")
+    dec = _f("DEC-001", "decoding", "crit", "TTFT p99 3.00 s over the 200 ms SLO")
+    chain = Diagnoser()._chain([dec, cap])
+    assert [f.code for f in chain] == ["SCH-002", "DEC-001"]
+    assert chain[1].title.endswith("caused by SCH-002 queue grows while the batch is at its "
+                                   "cap (max_num_seqs=2 reached)")
+    assert "GPUs idle" not in chain[1].title
+
+
+def test_timeline_and_compare_put_the_cause_first_and_say_the_worst_severity():
+    from infertop.compare import compare
+    from infertop.findings import FindingEvent, Severity
+    from infertop.report import episodes
+    from infertop.runsummary import RunSummary
+    ev = [FindingEvent(10.0, "DEC-001", (), "raised", Severity.CRIT, "ttft", 8.0),
+          FindingEvent(12.0, "MEM-001", (), "raised", Severity.WARN, "kv", 9.0),
+          FindingEvent(20.0, "MEM-001", (), "escalated", Severity.CRIT, "kv crit", 9.0)]
+    eps = episodes(ev)
+    assert [e["code"] for e in eps] == ["MEM-001", "DEC-001"]
+    assert eps[0]["severity"] == "crit" and eps[0]["since"] == 9.0
+    text = render_report([], {}, "text", {"episodes": eps})
+    assert text.index("MEM-001  [CRIT] since") < text.index("DEC-001  [CRIT] since")
+    before, after = RunSummary(start=0.0), RunSummary(start=0.0)
+    after.events = ev
+    c = compare(before, after)
+    assert [f["code"] for f in c.appeared] == ["MEM-001", "DEC-001"]
