@@ -159,8 +159,9 @@ def _verdict(findings: Sequence[Finding], meta: Mapping[str, Any]) -> tuple[str,
         line = (f"no server or GPU source answered on the last tick; {read} of "
                 f"{meta.get('ticks', '?')} ticks were read before")
         counts = {s: sum(f.severity is s for f in findings) for s in Severity}
-        if findings:
-            word = worst(findings).value   # type: ignore[union-attr]
+        w = worst(findings)
+        if w is not None:
+            word = w.value
             line = f"{word}: {len(findings)} finding{'s' if len(findings) != 1 else ''} (" + \
                 ", ".join(f"{counts[s]} {s.value}" for s in sorted(Severity, reverse=True)
                           if counts[s]) + "); " + line

@@ -157,3 +157,19 @@ def test_timeline_and_compare_put_the_cause_first_and_say_the_worst_severity():
     after.events = ev
     c = compare(before, after)
     assert [f["code"] for f in c.appeared] == ["MEM-001", "DEC-001"]
+
+
+def test_the_findings_screen_and_its_log_say_the_same_two_times():
+    from rich.console import Console
+    from tui.screens.findings import events_renderable, findings_renderable
+    from infertop.findings import FindingEvent, Severity
+    f = _f("MEM-001", "memory", "warn", "KV-cache pressure", since=26.0)
+    f = type(f)(**{**{k: getattr(f, k) for k in f.__slots__}, "raised": 29.0})
+    ev = [FindingEvent(29.0, "MEM-001", (), "raised", Severity.WARN, "kv", 26.0)]
+    clock = lambda t: f"00:00:{t:02.0f}"   # noqa: E731
+    con = Console(width=200, record=True)
+    con.print(findings_renderable([f], {}, clock))
+    con.print(events_renderable(ev, clock))
+    out = con.export_text()
+    assert "since 00:00:26, raised 00:00:29" in out
+    assert "raised (since 00:00:26)" in out and "00:00:29" in out
