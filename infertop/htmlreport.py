@@ -298,7 +298,7 @@ def render_html(run: RunSummary, *, title: str, version: str,
     out.append('<section id="evidence"><h2>Evidence and remedies</h2>')
     if not run.findings:
         out.append("<p>No finding.</p>")
-    worst_sev = {}
+    worst_sev: dict[tuple[str, Labels], str] = {}
     for r in rows:   # the timeline's severity (the worst reached), so the two agree
         k = (r["code"], r["subject"])
         worst_sev[k] = max(worst_sev.get(k, r["severity"]), r["severity"],

@@ -11,7 +11,7 @@ finding's evidence (``Evidence.bound``), a remedy's choice, compare and the repo
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 BELOW, ABOVE = "<", ">"
 _NOTE = {BELOW: "below the first bucket bound ", ABOVE: "above the last bucket bound "}

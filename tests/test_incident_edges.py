@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache
 
 from helpers.rulekit import SERVER, Feed
+
 from infertop.model import Reading, Sample, Snapshot, Status
 from infertop.pipeline import Pipeline
 from infertop.report import render_report
@@ -18,10 +19,10 @@ from infertop.units import fmt_seconds
 
 def run(*args, timeout=600):
     return subprocess.run([sys.executable, "-m", "infertop", *args], capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, check=False)
 
 
-@lru_cache(maxsize=None)
+@cache
 def oom_creep(fmt: str):
     return run("doctor", "--source", "demo:mem-oom-creep", "--duration", "300", "--format", fmt)
 
@@ -32,7 +33,7 @@ def test_a_card_at_99_5_percent_is_not_healthy_in_doctor_json():
     assert doc["verdict"] != "healthy" and r.returncode in (1, 2)
     mem = [f for f in doc["findings"] if f["code"] == "MEM-003"]
     assert mem, doc["summary"]               # still raised at the end: growth stopped, level not
-    used = [e for e in mem[0]["evidence"] if e["key"] == "gpu.mem_used_bytes"][0]
+    used = next(e for e in mem[0]["evidence"] if e["key"] == "gpu.mem_used_bytes")
     assert used["value"] >= 0.98 and "reserves 76%" in used["note"]
     # the timeline says the episode's worst severity, as the finding does
     ep = [e for e in doc["meta"]["episodes"] if e["code"] == "MEM-003"][-1]
@@ -87,7 +88,7 @@ def test_a_restarting_servers_old_values_are_not_shown_beside_the_new_process():
 def test_doctor_verdict_after_an_outage_says_what_was_read():
     f = Feed()
     f.run(lambda: {"kv.usage_ratio": {"instance=local": 0.3}}, 10)
-    f.run(lambda: {}, 3, status={SERVER: Status.ERROR})
+    f.run(dict, 3, status={SERVER: Status.ERROR})
     frame = f.pipe.feed(__import__("helpers.rulekit", fromlist=["tick"]).tick(
         f.t, {}, {SERVER: Status.ERROR}))
     meta = {"any_source_ok": frame.sources_ok(), "ticks": f.pipe.history.ticks,
@@ -99,8 +100,8 @@ def test_doctor_verdict_after_an_outage_says_what_was_read():
 
 
 def test_doctor_qualifies_a_guessed_cuda_graphs_default_as_the_screen_does():
-    from infertop.settings_shown import shown_layers
     from infertop.model import make_labels
+    from infertop.settings_shown import shown_layers
     setting = Reading("server.setting", 1.0, "", make_labels({"name": "cuda_graphs"}),
                       text="on (default)")
     p = Pipeline()
@@ -161,12 +162,16 @@ def test_timeline_and_compare_put_the_cause_first_and_say_the_worst_severity():
 
 def test_the_findings_screen_and_its_log_say_the_same_two_times():
     from rich.console import Console
-    from tui.screens.findings import events_renderable, findings_renderable
+
     from infertop.findings import FindingEvent, Severity
+    from tui.screens.findings import events_renderable, findings_renderable
     f = _f("MEM-001", "memory", "warn", "KV-cache pressure", since=26.0)
     f = type(f)(**{**{k: getattr(f, k) for k in f.__slots__}, "raised": 29.0})
     ev = [FindingEvent(29.0, "MEM-001", (), "raised", Severity.WARN, "kv", 26.0)]
-    clock = lambda t: f"00:00:{t:02.0f}"   # noqa: E731
+
+    def clock(t: float) -> str:
+        return f"00:00:{t:02.0f}"
+
     con = Console(width=200, record=True)
     con.print(findings_renderable([f], {}, clock))
     con.print(events_renderable(ev, clock))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable
+from collections.abc import Callable
 
 SCAN_AT = 0.8        # host CPU busy share at which the scan starts (SCH-004 raises at 0.9)
 SCAN_EVERY = 5.0     # seconds between scans while it lasts
