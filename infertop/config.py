@@ -152,6 +152,9 @@ class Thresholds:
                               "MEM-002: KV usage at or above this with no request running")
     mem_headroom_ratio: float = _f(0.2, "ratio",
                                    "MEM-003: free GPU memory below this share is a notice")
+    mem_full_ratio: float = _f(0.98, "ratio",
+                               "MEM-003: used memory at or above this share of the card is "
+                               "critical when no reservation explains it (or beyond one)")
     mem_growth_window: float = _f(120.0, "positive",
                                   "MEM-003: seconds over which steady growth is judged")
     mem_growth_ratio: float = _f(0.03, "ratio",

@@ -148,11 +148,14 @@ class FleetFrame(Frame):
         return {}
 
     def node_findings(self, node: str) -> list[Finding]:
-        """A node's own findings and the cross-node ones about it, worst first."""
+        """A node's own findings and the cross-node ones about it, worst first, each
+        cause before the symptoms it explains."""
+        from .rules.engine import cause_first
         cross = [f for f in self.fleet_findings if dict(f.subject).get("node") == node]
         own = node_findings_shown(node, self.nodes[node].findings, cross) \
             if node in self.nodes else []
-        return sorted(own + cross, key=lambda f: -f.severity.rank)
+        return cause_first(sorted(own + cross, key=lambda f: -f.severity.rank),
+                           lambda f: (f.code, f.subject))
 
 
 def relabel(snap: Snapshot, keys: frozenset[str] | None = None) -> Snapshot:

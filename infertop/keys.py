@@ -84,6 +84,9 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("host.cpu_ratio", "ratio", G, SCH, "whole-host CPU busy share (all cores)"),
     _k("host.cpu_count", "count", G, SCH, "logical CPUs"),
     _k("host.load1", "", G, SCH, "1-minute load average"),
+    _k("host.top_cpu_cores", "cores", G, SCH,
+       "the host's top CPU consumers, any program (labels pid, name, server=yes when in the "
+       "server's tree); read only while the host is near saturation"),
     _k("host.mem_used_bytes", "bytes", G, (SCH, MEM), "host memory in use"),
     _k("host.mem_total_bytes", "bytes", G, (SCH, MEM), "host memory size"),
     _k("process.info", "", I, SCH,

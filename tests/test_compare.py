@@ -154,7 +154,13 @@ def test_compare_real_vllm_max_num_seqs(capsys):
     wait = moved[("server.requests_waiting", None)]
     assert wait["before"] == 0 and wait["after"] >= 3
     q = moved[("latency.queue_seconds", "0.5")]
-    assert q["after"] > 5 * q["before"] and q["interval"][0] > 0
+    # before: every request in vLLM's first queue bucket (0-0.3 s): a bound, no size of
+    # change from it (issue 21: it printed "150 ms -> 3.75 s (+2400 %)")
+    assert q["before_bound"] == "<" and q["before"] == pytest.approx(0.3)
+    assert q["after_bound"] == "" and q["after"] > 1.0
+    assert q["relative"] is None and q["delta"] is None and q["interval"] is None
+    ttft = moved[("latency.ttft_seconds", "0.5")]     # measured on both sides
+    assert ttft["relative"] > 5 and ttft["interval"][0] > 0
     rps = moved[("server.requests_per_second", None)]
     assert rps["after"] < rps["before"] and rps["interval"][1] < 0
     assert not any(m["key"] == "server.uptime_seconds" for m in doc["moved"])
@@ -167,6 +173,10 @@ def test_compare_text_output(capsys):
     out = capsys.readouterr().out
     assert "SETTINGS THAT DIFFER\n  max_num_seqs: (not set) -> 2" in out
     assert "READINGS THAT MOVED" in out and "latency.queue_seconds" in out
+    line = next(x for x in out.splitlines()
+                if "latency.queue_seconds" in x and "quantile=0.5" in x)
+    assert "<300 ms ->" in line and "up from <300 ms (a bucket bound" in line
+    assert "%" not in line and "150 ms" not in line
 
 
 @pytest.mark.parametrize("make,why", [

@@ -81,6 +81,17 @@ def test_quantile_in_lowest_bucket_is_shown_as_an_upper_bound():
     ticks = [(t, [hist("latency.queue_seconds", {0.3: 20 * t, 0.5: 20 * t}, 0.5 * t,
                        instance="a")]) for t in range(3)]
     r = find(run(ticks), "latency.queue_seconds", quantile=0.99)[0]
-    assert r.value == pytest.approx(0.297)          # Prometheus' interpolation, for JSON
+    # the bound itself, not Prometheus' interpolation (297 ms): a value that no rule,
+    # compare or report may read as a measurement (issue 21)
+    assert r.value == pytest.approx(0.3)
     assert "below the first bucket bound 0.3" in r.reason
     assert fmt_reading(r) == "<300 ms"               # the screen does not invent precision
+
+
+def test_quantile_past_the_last_finite_bound_is_a_lower_bound():
+    from infertop.units import fmt_reading
+    ticks = [(t, [hist("latency.queue_seconds", {0.3: 0, 60.0: 0, float("inf"): 20 * t},
+                       100.0 * t, instance="a")]) for t in range(3)]
+    r = find(run(ticks), "latency.queue_seconds", quantile=0.5)[0]
+    assert r.value == pytest.approx(60.0)
+    assert fmt_reading(r) == ">1.0 min"

@@ -137,11 +137,11 @@ def finding(code: str, title: str, sev=Severity.WARN) -> Finding:
 
 
 def test_findings_strip_cuts_whole_findings_and_counts_the_rest():
-    fs = [finding("PAR-001", "GPU 2 out of step with its TP group (0,1,2,3)"),
-          finding("DEC-001", "TTFT p99 249 ms over the 200 ms SLO", Severity.CRIT),
+    fs = [finding("DEC-001", "TTFT p99 249 ms over the 200 ms SLO", Severity.CRIT),
+          finding("PAR-001", "GPU 2 out of step with its TP group (0,1,2,3)"),
           finding("HW-004", "GPU 0: PCIe saturated")]
     one = strip_text(fs, {}, 70, 1).plain
-    assert len(one) <= 70 and one.startswith("DEC-001 TTFT")      # worst first
+    assert len(one) <= 70 and one.startswith("DEC-001 TTFT")      # the Diagnoser's first
     for f in fs:   # every finding is there, at least as its code, or counted
         assert f.code in one or "more (f)" in one
     tiny = strip_text(fs, {}, 20, 1).plain
@@ -173,3 +173,17 @@ def test_the_queue_line_counts_every_engine_not_just_one_or_several():
     frame = frames_of(BigSource(gpus=2, engines=16), 3)
     text = pane_text("scheduling", frame, width=76, height=20, wide=False)
     assert "(16 engines)" in text, text
+
+
+def test_findings_strip_puts_a_cause_before_its_worse_symptom():
+    """Issue 21: the strip re-sorted by severity and showed a critical DEC-001 before its
+    warning cause MEM-001; it keeps the Diagnoser's order (cause, then its symptoms)."""
+    from infertop.rules.engine import Diagnoser
+    d = Diagnoser()
+    mem = Finding("MEM-001", Layer.MEMORY, Severity.WARN, "KV-cache pressure", (), "", 0.0)
+    dec = Finding("DEC-001", Layer.DECODING, Severity.CRIT, "TTFT p99 2 s over the SLO", (),
+                  "", 0.0)
+    active = d._chain([dec, mem])          # what evaluate() hands the screen
+    assert [f.code for f in active] == ["MEM-001", "DEC-001"]
+    text = strip_text(active, {}, 120, 1).plain
+    assert text.index("MEM-001") < text.index("DEC-001")

@@ -254,3 +254,89 @@ def test_fresh_diagnoser_finds_recent_restart_in_history():
     f.pipe.diagnoser = f.diag = d
     f.run(c.good, 3)
     assert f.active("DEC-005")
+
+
+# ---- issue 21: a restart that takes minutes (or hours) is still a restart ----------------
+def _vllm_like(start: float, gen: float) -> dict:
+    return {"server.process_start_seconds": start,
+            "server.generation_tokens_total": {E0: gen},
+            "server.requests_running": {E0: 2}}
+
+
+@pytest.mark.parametrize("down_s", [140, 2 * 3600])
+def test_restart_after_a_long_outage_is_reported(down_s):
+    """A real vLLM took 134-144 s to come back; History drops a series unseen for
+    expire_after (120 s), so the old process's start time and counters are gone by then:
+    the server's identity must outlive the outage."""
+    f = Feed()
+    gen = 10_000.0
+    for _ in range(20):
+        gen += 50
+        f.tick(_vllm_like(1_700_000_000.0, gen))
+    f.run(lambda: {}, down_s, status={SERVER: Status.ERROR})
+    assert f.history.get("server.process_start_seconds") is None   # History forgot it
+    f.tick(_vllm_like(1_700_000_000.0 + 20 + down_s, 40.0))
+    got = f.active("DEC-005")
+    assert got, f.diag.events
+    assert f"down {down_s // 60:.0f}" in got[0].title or "h" in got[0].title, got[0].title
+    down = [e for e in got[0].evidence if e.key == "server.downtime_seconds"][0]
+    assert down.value == pytest.approx(down_s)
+    assert got[0].evidence[0].key == "server.process_start_seconds"
+
+
+def test_restart_after_a_gap_with_no_ticks_at_all():
+    """Replay of a recording stopped for 2 hours (no ticks in between): the new process
+    start time still says it restarted; its counters alone (grown past the old values)
+    could not."""
+    f = Feed()
+    f.run(lambda: _vllm_like(1_700_000_000.0, 10_000.0), 10)
+    f.t += 2 * 3600
+    f.run(lambda: _vllm_like(1_700_007_000.0, 90_000.0), 2)
+    assert f.active("DEC-005")
+
+
+def test_the_same_server_back_after_an_outage_is_no_restart():
+    """A network blip of 3 minutes: same process, counters where they were."""
+    f = Feed()
+    f.run(lambda: _vllm_like(1_700_000_000.0, 10_000.0), 10)
+    f.run(lambda: {}, 180, status={SERVER: Status.ERROR})
+    f.run(lambda: _vllm_like(1_700_000_000.0, 10_050.0), 5)
+    assert not f.active("DEC-005")
+    assert not f.events("DEC-005", "raised")
+
+
+# ---- issue 21: a quantile the histogram only bounds is no measurement ---------------------
+VLLM_QUEUE_BOUNDS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0)
+
+
+def _light_load_feed(waiting: float) -> Feed:
+    """TTFT p99 ~450 ms (over the 200 ms SLO), every request's queue time in vLLM's first
+    queue bucket (0-0.3 s: really microseconds at light load)."""
+    c = TtftSlo()
+    q = Hist(VLLM_QUEUE_BOUNDS)
+    f = Feed()
+    f.run(lambda: {**c.bad(), "latency.queue_seconds": {E0: q.observe(0.00003, 20).value()},
+                   "server.requests_waiting": {E0: waiting}}, 12)
+    return f
+
+
+def test_light_load_queue_time_is_a_bound_in_evidence_and_json():
+    from infertop.report import render_report
+    f = _light_load_feed(waiting=0)
+    got = f.active("DEC-001")[0]
+    q = [e for e in got.evidence if e.key == "latency.queue_seconds"][0]
+    assert q.bound == "<" and q.value == pytest.approx(0.3)
+    assert "<300 ms" in q.describe() and "297" not in q.describe()
+    assert got.to_dict()["evidence"][1]["bound"] == "<"
+    # no request waited: the slow part is prefill, not the queue
+    assert "prefill itself is slow" in got.remedy
+    assert "requests wait in the queue" not in got.remedy
+    text = render_report([got], {}, "text", {})
+    assert "latency.queue_seconds{engine=0,model=m,quantile=0.99} <300 ms" in text
+
+
+def test_light_load_queue_bound_with_a_queue_does_not_guess():
+    f = _light_load_feed(waiting=3)
+    got = f.active("DEC-001")[0]
+    assert "too coarse to tell" in got.remedy
+    assert not got.remedy.startswith("requests wait in the queue")

@@ -205,3 +205,48 @@ def test_usage_within_the_configured_reservation_is_fine():
     d = {**Headroom().bad(), "server.setting": {"name=gpu_memory_utilization": "0.92"}}
     f.run(lambda: d, 10)
     assert not f.active("MEM-003")
+
+
+# ---- issue 21: a full card stays a finding when the growth stops -------------------------
+def _creep_then_flat(extra: dict) -> Feed:
+    """Memory climbs from the reservation (76 %) to 99.5 % of the card, then stays there."""
+    f = Feed()
+    used = [0.76 * 80 * GIB]
+    top = 0.995 * 80 * GIB
+
+    def t():
+        used[0] = min(top, used[0] + 0.15 * GIB)
+        return {"gpu.mem_used_bytes": {"gpu=0": used[0]},
+                "gpu.mem_total_bytes": {"gpu=0": 80 * GIB}, **extra}
+
+    f.run(t, 420)          # ~125 s of growth, then ~5 min flat at 99.5 %
+    return f
+
+
+def test_usage_beyond_the_reservation_stays_raised_after_growth_stops():
+    vllm = {"server.setting": {"name=gpu_memory_utilization": "0.76"},
+            "process.info": {"pid=200,ppid=1,name=VLLM::EngineCore,role=engine_core,kind=vllm":
+                             "VLLM::EngineCore"},
+            "process.gpu_mem_bytes": {"gpu=0,pid=200": 79 * GIB}}
+    f = _creep_then_flat(vllm)
+    got = f.active("MEM-003")
+    assert got, f.diag.events
+    assert got[0].severity is Severity.CRIT and "beyond the reservation" in got[0].title
+    used = [e for e in got[0].evidence if e.key == "gpu.mem_used_bytes"][0]
+    assert used.value > 0.99 and "reserves 76%" in used.note
+    assert not f.events("MEM-003", "cleared")          # one episode, never cleared
+
+
+def test_a_nearly_full_card_with_no_reservation_known_is_critical():
+    f = _creep_then_flat({})
+    got = f.active("MEM-003")
+    assert got and got[0].severity is Severity.CRIT and "nearly full" in got[0].title
+
+
+def test_a_reservation_that_explains_the_usage_is_no_level_finding():
+    f = Feed()
+    d = {"gpu.mem_used_bytes": {"gpu=0": 0.955 * 80 * GIB},
+         "gpu.mem_total_bytes": {"gpu=0": 80 * GIB},
+         "server.setting": {"name=gpu_memory_utilization": "0.95"}}
+    f.run(lambda: d, 20)
+    assert not f.active("MEM-003")

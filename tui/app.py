@@ -56,10 +56,12 @@ MIN_SIZE = (80, 24)   # below this the panes cannot show a reading per GPU: say 
 
 
 def strip_text(findings, styles: dict[str, str], width: int, lines: int) -> Text:
-    """The findings strip in ``lines`` rows of ``width``: worst first, whole words only;
-    titles give way to bare codes (the worst keep theirs longest), and what still does
-    not fit is "+N more (f)"."""
-    ordered = sorted(findings, key=lambda f: f.severity, reverse=True)
+    """The findings strip in ``lines`` rows of ``width``, in the Diagnoser's order (worst
+    chain first, each cause before the symptoms it explains: re-sorting by severity put
+    a critical DEC-001 before its warning cause MEM-001); whole words only; titles give
+    way to bare codes (the first keep theirs longest), and what still does not fit is
+    "+N more (f)"."""
+    ordered = list(findings)
     room = width * lines - 1
 
     def pieces(titles: int) -> list[str]:

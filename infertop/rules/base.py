@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from .. import qbound
 from ..config import DiagnosisConfig, Thresholds
 from ..findings import Evidence, RuleSpec, Severity
 from ..history import History, Series
@@ -30,7 +31,7 @@ SLOW_KEYS = frozenset({
     "gpu.power_limit_watts", "gpu.sm_clock_max_hz", "gpu.mem_clock_max_hz",
     "gpu.ecc_uncorrected_total", "gpu.ecc_corrected_total", "gpu.mig_enabled",
     "gpu.nvlink_links_active", "process.gpu_mem_bytes", "process.gpu_sm_ratio",
-    "thread.cpu_ratio", "host.cpu_count",
+    "thread.cpu_ratio", "host.cpu_count", "host.top_cpu_cores",
 } | {k for k, s in SPECS.items() if s.kind is Kind.INFO})
 
 # Rules that compare a window's median need a shorter raise delay than the global one:
@@ -249,6 +250,13 @@ class Context:
     def derived(self, key: str, labels: Labels) -> float | None:
         r = self._derived_of(key).get(labels)
         return r.value if r is not None and r.ok else None
+
+    def derived_bound(self, key: str, labels: Labels) -> str:
+        """"<" or ">" when the derived reading is a quantile its histogram only bounds
+        (qbound.py: its value is then the bound), "" for a measured value."""
+        r = self._derived_of(key).get(labels)
+        got = qbound.of(r.reason) if r is not None else None
+        return got[0] if got else ""
 
     def setting(self, name: str) -> str | None:
         for r in self.all("server.setting"):

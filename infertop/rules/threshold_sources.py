@@ -67,6 +67,8 @@ SOURCES: dict[str, str] = {
                                 "server reads ~0, 20 % is held blocks",
     "thresholds.mem_headroom_ratio": "infertop: another process or a larger batch needs a "
                                      "fifth of the GPU",
+    "thresholds.mem_full_ratio": "field: a card at 99.5 % has ~400 MB left, less than one "
+                                 "batch's activations; 2 % of 80 GB is 1.6 GB",
     "thresholds.mem_growth_window": "infertop: two minutes separate growth from a batch",
     "thresholds.mem_growth_ratio": "infertop: 3 % of an 80 GB GPU is 2.4 GB",
     "thresholds.mem_oom_eta_seconds": "infertop: five minutes to act",

@@ -615,7 +615,7 @@ def short_evidence(ev: Evidence) -> str:
         if name.endswith(suf):
             name = name[: -len(suf)]
             break
-    plain = Evidence(ev.key, (), ev.value, ev.threshold, ev.op, ev.unit).describe()
+    plain = Evidence(ev.key, (), ev.value, ev.threshold, ev.op, ev.unit, bound=ev.bound).describe()
     return " ".join(x for x in (who, name.replace("_", " "), plain[len(ev.key) + 1:]) if x)
 
 

@@ -29,8 +29,11 @@ def findings_renderable(findings: list[Any], styles: dict[str, str],
     for f in findings:
         sev = getattr(f.severity, "value", str(f.severity))
         ev = "\n".join(e.describe() for e in f.evidence)
-        since = clock(f.since)
-        t.add_row(Text(f.code, style=styles.get(sev, "")), sev, f"{f.title}\nsince {since}", ev,
+        since = f"since {clock(f.since)}"   # as doctor and the report say it
+        raised = getattr(f, "raised", None)
+        if raised is not None:
+            since += f", raised {clock(raised)}"
+        t.add_row(Text(f.code, style=styles.get(sev, "")), sev, f"{f.title}\n{since}", ev,
                   f.remedy)
     return t
 
@@ -42,8 +45,9 @@ def events_renderable(events: list[Any], clock=_wall_clock) -> Table | Text:
     for col in ("time", "code", "event", "summary"):
         t.add_column(col, overflow="fold")
     for e in list(events)[-30:][::-1]:
-        t.add_row(clock(e.time), e.code, e.kind,
-                  getattr(e, "summary", ""))
+        onset = getattr(e, "since", None)
+        kind = f"{e.kind} (since {clock(onset)})" if e.kind == "raised" and onset else e.kind
+        t.add_row(clock(e.time), e.code, kind, getattr(e, "summary", ""))
     return t
 
 
