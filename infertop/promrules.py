@@ -211,7 +211,9 @@ def _dur(seconds: float) -> str:
 
 
 def _num(v: float) -> str:
-    return repr(float(v)) if not float(v).is_integer() else str(int(v))
+    """A threshold as PromQL reads it (12 significant digits: 0.7 * 0.8 is 0.56)."""
+    v = float(v)
+    return str(int(v)) if v.is_integer() and abs(v) < 1e15 else f"{v:.12g}"
 
 
 @dataclass
@@ -280,8 +282,9 @@ def _recordings(cfg: DiagnosisConfig) -> list[Recording]:
                   f"infertop:spec_accepted_tokens:increase{ws} / "
                   f"infertop:spec_draft_tokens:increase{ws} > -1"),
     ]
-    # finished requests and those that ended in an error reason (thresholds.error_reasons)
-    errs = "|".join(t.error_reasons)
+    # finished requests and those that ended in an error reason (thresholds.error_reasons:
+    # free text from the config, escaped as RE2 literals)
+    errs = "|".join(_re_literal(r) for r in t.error_reasons)
     recs += [
         Recording(f"infertop:requests_finished:increase{ws}", _finished(w, "")),
         Recording(f"infertop:requests_failed:increase{ws}", _finished(w, errs)),
@@ -337,10 +340,10 @@ def _finished(w: str, reasons: str) -> str:
                         abort = next((k for k, v in rename.items() if v == "abort"), "")
                         if "error" not in reasons.split("|"):
                             continue
-                        sel = f'{name}{{{label}!="{abort}"}}'
+                        sel = f'{name}{{{label}!={_q(abort)}}}'
                     else:
-                        sel = f'{name}{{{label}=~"{reasons}"}}'
-                elif const.get("reason", "") in reasons.split("|"):
+                        sel = f'{name}{{{label}=~{_q(reasons)}}}'
+                elif _re_literal(const.get("reason", "")) in reasons.split("|"):
                     sel = name
                 else:
                     continue
@@ -508,6 +511,11 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
                     f"{th('thresholds.idle_sm_active_max', '<=')})"),
         "share of the judge window's ticks with a queue (GPUs idle, KV free)")
     return out
+
+
+def _re_literal(text: str) -> str:
+    """``text`` matched literally inside an RE2 regex."""
+    return "".join("\\" + c if c in ".+*?()[]{}|^$\\" else c for c in text)
 
 
 def _xid_in(alternation: str) -> str:
