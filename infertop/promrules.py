@@ -242,6 +242,14 @@ def _recordings(cfg: DiagnosisConfig) -> list[Recording]:
     ew = _dur(t.error_event_window)
     rw = _dur(t.restart_window)
     ws, js = w, j
+    half = _dur(cfg.diagnosis.judge_window / 2)
+
+    def judged(stat: str, series: str) -> str:
+        """``stat`` (a format with ``{}`` for the range) of ``series`` over the judge
+        window; as Context.median/share, none until the series reaches back half the
+        window (a server back from an outage is not judged on its first scrapes)."""
+        return stat.format(f"{series}[{j}]") + f" and {series} offset {half}"
+
     recs = [
         Recording("infertop:kv_usage:ratio", union("kv.usage_ratio", lambda r: r.selector())),
         Recording("infertop:requests_waiting:count",
@@ -249,13 +257,15 @@ def _recordings(cfg: DiagnosisConfig) -> list[Recording]:
         Recording("infertop:requests_running:count",
                   union("server.requests_running", lambda r: r.selector())),
         Recording(f"infertop:kv_usage:median{js}",
-                  f"quantile_over_time(0.5, infertop:kv_usage:ratio[{j}])"),
+                  judged("quantile_over_time(0.5, {})", "infertop:kv_usage:ratio")),
         Recording("infertop:kv_full:bool",
                   f"infertop:kv_usage:ratio >= bool {_num(t.kv_pressure_ratio)}"),
-        Recording(f"infertop:kv_full:share{js}", f"avg_over_time(infertop:kv_full:bool[{j}])"),
+        Recording(f"infertop:kv_full:share{js}",
+                  judged("avg_over_time({})", "infertop:kv_full:bool")),
         Recording("infertop:queued:bool",
                   f"infertop:requests_waiting:count >= bool {_num(t.queue_waiting_min)}"),
-        Recording(f"infertop:queued:share{js}", f"avg_over_time(infertop:queued:bool[{j}])"),
+        Recording(f"infertop:queued:share{js}",
+                  judged("avg_over_time({})", "infertop:queued:bool")),
         Recording(f"infertop:preemptions:rate{ws}",
                   union("server.preemptions_total", lambda r: f"rate({r.selector()}[{w}])")),
         Recording(f"infertop:running:max{js}",
@@ -305,9 +315,9 @@ def _recordings(cfg: DiagnosisConfig) -> list[Recording]:
     # GPU (DCGM)
     recs += [
         Recording(f"infertop:gpu_util:median{js}",
-                  f"quantile_over_time(0.5, {DCGM_UTIL}[{j}]) / 100"),
+                  judged("quantile_over_time(0.5, {}) / 100", DCGM_UTIL)),
         Recording(f"infertop:gpu_sm_active:median{js}",
-                  f"quantile_over_time(0.5, {DCGM_SM_ACTIVE}[{j}])"),
+                  judged("quantile_over_time(0.5, {})", DCGM_SM_ACTIVE)),
         Recording("infertop:gpu_mem_total:bytes",
                   f"({DCGM_FB_USED} + {DCGM_FB_FREE} + ({DCGM_FB_RESERVED} or {DCGM_FB_USED} * 0))"
                   " * 1048576"),
@@ -398,20 +408,27 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
     # MEM-002 KV leak: KV held while nothing runs or waits (on every tick of the hold)
     add("MEM-002", Severity.WARN,
         lambda th: (f"infertop:kv_usage:median{js} >= {th('thresholds.kv_leak_ratio', '>=')}"
-                    f"\n  and infertop:running:max{js} == 0"
-                    f"\n  unless infertop:waiting:max{js} > 0"),
+                    f"\n  and infertop:requests_running:count == 0"
+                    f"\n  unless infertop:requests_waiting:count > 0"),
         "KV-cache usage (median over the judge window) with no request running or waiting")
-    # MEM-003 GPU memory growing steadily (DCGM): rise over the window, no dip below the
-    # window's start, at the window's top now; critical when full within the ETA
+    # MEM-003 GPU memory growing steadily (DCGM): risen over the window from its lowest
+    # point, at the window's top now (no load that came and went), and rising in two
+    # thirds of the window's sixths that have data, at least three of them (half the
+    # window, as the screen needs; a model or batch loading in one jump is a step, not
+    # growth); critical when full within the ETA at the window's pace
     gw = _dur(t.mem_growth_window)
+    sixth = _dur(t.mem_growth_window / 6)
 
     def mem003(th: _T, crit: bool) -> str:
         used, total = "infertop:gpu_mem_used:bytes", "infertop:gpu_mem_total:bytes"
         tol = f"0.002 * {total}"
-        expr = (f"({used} - {used} offset {gw}) >= {th('thresholds.mem_growth_ratio', '>=')} "
-                f"* {total}"
+        rising = f"((delta({used}[{sixth}]) - 0.0005 * {total}) > bool 0)"
+        expr = (f"({used} - min_over_time({used}[{gw}])) >= "
+                f"{th('thresholds.mem_growth_ratio', '>=')} * {total}"
                 f"\n  and {used} >= max_over_time({used}[{gw}]) - {tol}"
-                f"\n  and {used} offset {gw} <= min_over_time({used}[{gw}]) + {tol}")
+                f"\n  and sum_over_time({rising}[{gw}:{sixth}]) >= "
+                f"2 / 3 * count_over_time({rising}[{gw}:{sixth}])"
+                f"\n  and count_over_time({rising}[{gw}:{sixth}]) >= 3")
         if crit:
             expr += (f"\n  and predict_linear({used}[{gw}], "
                      f"{_num(t.mem_oom_eta_seconds)}) >= {total}")

@@ -25,9 +25,10 @@ from infertop.demo.source import DemoSource
 from infertop.promrules import NOT_EXPORTED, build, export_text
 from infertop.promtool_input import convert_snapshots
 from infertop.recording import decode, iter_snapshots
-from infertop.rules.registry import codes
+from infertop.rules.registry import all_rules, codes
 
 CORPUS = Path(__file__).parent / "corpus"
+SPECS = {r.code: r.spec for r in all_rules()}
 needs_promtool = pytest.mark.skipif(promtool_binary() is None, reason=PROMTOOL_HINT)
 
 # Findings infertop raises from inputs Prometheus never has, even though their code is
@@ -173,8 +174,14 @@ def _check_episodes(tmp_path: Path, snaps, host: str, kind: str = "") -> dict:
     hold = {a.code: int(a.for_s) for a in build().alerts}
     expect = {c: e for c, e in episodes.items() if c in alerted and
               not (c in NEEDS_LOCAL_ONLY and not has_gpu)}
+    # a symptom the screen files under a cause Prometheus cannot judge (HW-001 "busy but
+    # not working" under launch-bound KRN-001, a TP straggler PAR-001): the cause is not
+    # exported, so the symptom may fire there on its own (docs/alerts.md)
+    victims = tuple(v for c in episodes if c not in alerted
+                    for v in SPECS[c].supersedes if v in alerted and v not in expect)
     end = series.steps - 1
-    tests = [expr_test(fired_expr(end), end, sorted((c, e.layer) for c, e in expect.items()))]
+    tests = [expr_test(fired_expr(end, unless=victims), end,
+                       sorted((c, e.layer) for c, e in expect.items()))]
     for code, e in expect.items():
         by = min(end, int(e.first + 0.5) + hold[code] + 1)
         tests.append(expr_test(fired_expr(by, code), by, [(code, e.layer)]))
@@ -205,8 +212,11 @@ def test_corpus_episodes_fire_as_alerts(tmp_path, name):
             assert expect[code].layer == layer
 
 
-DEMO_SCENARIOS = ["healthy", "mem-kv-pressure", "dec-spec-collapse", "hw-busy-not-working",
-                  "dec-ttft-burst"]
+# one per family of exported rule (KV, GPU memory growth over DCGM, speculative decoding,
+# errors + restart + outage, busy-not-working, a lost GPU's Xid) plus a superseded symptom
+DEMO_SCENARIOS = ["healthy", "mem-kv-pressure", "mem-oom-creep", "dec-spec-collapse",
+                  "dec-error-restart", "hw-busy-not-working", "hw-gpu-lost",
+                  "krn-below-roofline"]
 
 
 @needs_promtool

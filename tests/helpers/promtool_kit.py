@@ -46,8 +46,10 @@ def doctor_episodes(snaps: list[Snapshot]) -> dict[str, Episode]:
     return out
 
 
-def fired_expr(window_s: int, code: str = "") -> str:
+def fired_expr(window_s: int, code: str = "", unless: tuple[str, ...] = ()) -> str:
     sel = 'alertstate="firing"' + (f', alertname="{code}"' if code else "")
+    if unless:
+        sel += f', alertname!~"{"|".join(sorted(unless))}"'
     return f"group by (alertname, layer) (max_over_time(ALERTS{{{sel}}}[{window_s}s]))"
 
 
