@@ -66,7 +66,8 @@ def cmd_rules(args: argparse.Namespace) -> int:
         from infertop.promrules import build, render
         _emit(args, render(build(cfg)))
         return EXIT_OK
-    from infertop.promtool_input import convert, render as render_test
+    from infertop.promtool_input import convert
+    from infertop.promtool_input import render as render_test
     from infertop.recording import RecordingError, decode
     path = Path(args.recording)
     try:

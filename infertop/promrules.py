@@ -31,8 +31,8 @@ can break the document.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .config import DiagnosisConfig
 from .dialects import DIALECTS, FamilyMap
@@ -66,6 +66,11 @@ DCGM_FB_FREE = "DCGM_FI_DEV_FB_FREE"
 DCGM_FB_RESERVED = "DCGM_FI_DEV_FB_RESERVED"
 DCGM_XID = "DCGM_FI_DEV_XID_ERRORS"                 # gauge: the last Xid
 DCGM_ECC_DBE = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"      # uncorrectable (double-bit) ECC, volatile
+DCGM_GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"              # C
+DCGM_MEM_TEMP = "DCGM_FI_DEV_MEMORY_TEMP"           # C (HBM)
+DCGM_UNC_REMAP = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
+DCGM_CORR_REMAP = "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"
+DCGM_REMAP_FAILURE = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
 # the clocks-event (throttle) bitmask: renamed in DCGM 3.x; not in the default CSV
 DCGM_CLOCK_REASONS = ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS")
 
@@ -200,6 +205,8 @@ class Alert:
     title: str = ""
     remedy: str = ""
     layer: str = ""
+    hold_s: float | None = None     # the rule holds the condition itself: for: this
+    labels: tuple[tuple[str, str], ...] = ()   # extra labels (the Xid class's action)
 
 
 def _dur(seconds: float) -> str:
@@ -225,11 +232,13 @@ class _T:
     relaxed: bool = False
     used: list[str] = field(default_factory=list)
 
-    def __call__(self, qualified: str, op: str) -> str:
+    def __call__(self, qualified: str, op: str, relax: bool = True) -> str:
+        """The threshold's value; ``relax=False`` where the rule compares it without
+        ``Context.past`` (no hold margin there either)."""
         if qualified not in self.used:
             self.used.append(qualified)
         v = float(self.cfg.value(qualified))
-        if self.relaxed:
+        if self.relaxed and relax:
             m = self.cfg.diagnosis.hold_margin
             v = v * (1 - m) if op in (">=", ">") else v * (1 + m)
         return _num(v)
@@ -324,6 +333,8 @@ def _recordings(cfg: DiagnosisConfig) -> list[Recording]:
         Recording("infertop:gpu_mem_used:bytes", f"{DCGM_FB_USED} * 1048576"),
         Recording("infertop:gpu_clock_event_reasons:mask",
                   f"{DCGM_CLOCK_REASONS[0]} or {DCGM_CLOCK_REASONS[1]}"),
+        Recording("infertop:gpu_hw_slowdown:bool",
+                  "floor(infertop:gpu_clock_event_reasons:mask / 8) % 2"),
         Recording(f"infertop:gpu_ecc_uncorrected:increase{_dur(t.error_event_window)}",
                   f"increase({DCGM_ECC_DBE}[{ew}])"),
     ]
@@ -376,7 +387,8 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
     rs = _dur(t.restart_window)
     out: list[Alert] = []
 
-    def add(code: str, sev: Severity, build: Callable[[_T], str], value_text: str) -> None:
+    def add(code: str, sev: Severity, build: Callable[[_T], str], value_text: str,
+            remedy: str = "", labels: tuple[tuple[str, str], ...] = ()) -> None:
         strict = _T(cfg)
         relaxed = _T(cfg, relaxed=True)
         e_strict, e_relaxed = build(strict), build(relaxed)
@@ -385,7 +397,8 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
             expr = (f"({e_strict})\nor\n(({e_relaxed})\n  and ignoring (alertname, alertstate, "
                     f"severity, layer) ALERTS{{alertname=\"{code}\", severity="
                     f"\"{SEVERITY_LABEL[sev]}\", alertstate=\"firing\"}})")
-        out.append(Alert(code, sev, expr, value_text, 0.0, 0.0, tuple(strict.used)))
+        out.append(Alert(code, sev, expr, value_text, 0.0, 0.0, tuple(strict.used),
+                         remedy=remedy, labels=labels))
 
     # MEM-001 KV pressure: KV near full (median, or full on enough ticks) with
     # preemptions over the window or a queue on half the judge window's ticks
@@ -424,7 +437,7 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
         tol = f"0.002 * {total}"
         rising = f"((delta({used}[{sixth}]) - 0.0005 * {total}) > bool 0)"
         expr = (f"({used} - min_over_time({used}[{gw}])) >= "
-                f"{th('thresholds.mem_growth_ratio', '>=')} * {total}"
+                f"{th('thresholds.mem_growth_ratio', '>=', relax=False)} * {total}"
                 f"\n  and {used} >= max_over_time({used}[{gw}]) - {tol}"
                 f"\n  and sum_over_time({rising}[{gw}:{sixth}]) >= "
                 f"2 / 3 * count_over_time({rising}[{gw}:{sixth}])"
@@ -458,25 +471,76 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
         "clocks-event reason bit (hw_slowdown, hw_thermal or power brake)")
     add("HW-003", Severity.WARN, lambda th: bit(32), "clocks-event reason bit (sw_thermal)")
     # HW-005 GPU errors: uncorrectable ECC over the event window; a new critical Xid
+    # (the Xid's class sets the remedy and an ``xid_action`` label, as the screen's remedy)
     ew = _dur(t.error_event_window)
-    from .rules.hardware import CRIT_XIDS
-    crit_xids = "|".join(str(x) for x in sorted(CRIT_XIDS))
+    from .rules.hardware import CRIT_XIDS, XID_ACTIONS
     new_xid = (f"({DCGM_XID} > 0\n   and (changes({DCGM_XID}[{ew}]) > 0 or {DCGM_XID} "
                f"unless {DCGM_XID} offset {ew}))")
+    actions = {"restart-application": (31, 43, 94), "reset-gpu": (119, 145, 149),
+               "reboot": (79,)}
+    classed: list[int] = []
+    for action, xids in actions.items():
+        for sev in (Severity.CRIT, Severity.WARN):
+            mine = [x for x in xids if (x in CRIT_XIDS) == (sev is Severity.CRIT)]
+            if not mine:
+                continue
+            classed += mine
+            add("HW-005", sev, _fixed(f"{new_xid}\n  and ({_xid_in(mine)})"),
+                f"the last Xid (new within {ew})",
+                remedy=XID_ACTIONS[mine[0]].format(xid="/".join(str(x) for x in mine)),
+                labels=(("xid_action", action),))
+    other_crit = sorted(CRIT_XIDS - set(classed))
     add("HW-005", Severity.CRIT,
         lambda th: (f"infertop:gpu_ecc_uncorrected:increase{ew} > 0"
-                    f"\n  or {new_xid} and ({_xid_in(crit_xids)})"),
-        f"new uncorrected ECC errors over {ew}, or the last Xid (a critical class)")
+                    f"\n  or {new_xid}\n  and ({_xid_in(other_crit)})"),
+        f"new uncorrected ECC errors over {ew}, or the last Xid (a critical one)")
     add("HW-005", Severity.WARN,
-        lambda th: f"{new_xid}\n  unless ({_xid_in(crit_xids)})",
+        lambda th: f"{new_xid}\n  unless ({_xid_in(sorted(CRIT_XIDS | set(classed)))})",
         f"the last Xid, new within {ew}")
+    # HW-006 too hot: held for the whole hold (the screen's rule holds it, raise_after 0);
+    # "existed the hold ago" mirrors History covering it
+    def hot(metric: str, qual: str, hold_qual: str) -> Callable[[_T], str]:
+        hold = float(cfg.value(hold_qual))
+
+        def build_expr(th: _T) -> str:
+            th(hold_qual, ">", relax=False)
+            return (f"min_over_time({metric}[{_dur(hold)}]) > {th(qual, '>')}"
+                    f" and {metric} offset {_dur(max(0.0, hold - 1))}")
+        return build_expr
+
+    add("HW-006", Severity.CRIT,
+        hot(DCGM_GPU_TEMP, "thresholds.gpu_very_hot_celsius", "thresholds.gpu_very_hot_seconds"),
+        f"core temperature (C), lowest of the last {_dur(t.gpu_very_hot_seconds)}")
+    add("HW-006", Severity.WARN,
+        hot(DCGM_GPU_TEMP, "thresholds.gpu_hot_celsius", "thresholds.gpu_hot_seconds"),
+        f"core temperature (C), lowest of the last {_dur(t.gpu_hot_seconds)}")
+    add("HW-006", Severity.WARN,
+        hot(DCGM_MEM_TEMP, "thresholds.hbm_hot_celsius", "thresholds.hbm_hot_seconds"),
+        f"memory (HBM) temperature (C), lowest of the last {_dur(t.hbm_hot_seconds)}",
+        labels=(("sensor", "memory"),))
+    # HW-007 the hardware-slowdown reason held on every evaluation of the hold
+    sd = _dur(t.hw_slowdown_seconds)
+    add("HW-007", Severity.WARN,
+        lambda th: (f"min_over_time(infertop:gpu_hw_slowdown:bool[{sd}]) == 1"
+                    f" and infertop:gpu_hw_slowdown:bool offset "
+                    f"{_dur(max(0.0, t.hw_slowdown_seconds - 1))}"),
+        f"hardware-slowdown reason (0x8) set throughout the last {sd}")
+    # HW-008 rows remapped: any uncorrectable remap or a failed remap; correctable growth
+    add("HW-008", Severity.CRIT,
+        lambda th: f"{DCGM_UNC_REMAP} > 0 or {DCGM_REMAP_FAILURE} >= 1",
+        "rows remapped after uncorrectable errors, or a failed remap (1)")
+    add("HW-008", Severity.WARN,
+        lambda th: f"{DCGM_CORR_REMAP} - min_over_time({DCGM_CORR_REMAP}[{ew}]) > 0",
+        f"correctable row remaps added in the last {ew}",
+        remedy="watch the trend: correctable remaps that keep growing precede uncorrectable "
+               "ones; plan a reset or a replacement")
     # DEC-001 TTFT p99 over the SLO
     for sev in (Severity.WARN, Severity.CRIT):
         def dec001(th: _T, sev: Severity = sev) -> str:
-            slo = th("slo.ttft_p99_seconds", ">")
+            slo = th("slo.ttft_p99_seconds", ">", relax=False)
             limit = slo if sev is Severity.WARN else \
                 f"{slo} * {_num(t.ttft_crit_factor)}"
-            th("thresholds.slo_min_requests", ">=")
+            th("thresholds.slo_min_requests", ">=", relax=False)
             return (f"infertop:ttft_seconds:p99_{ws} > {limit}"
                     f"\n  and infertop:ttft_seconds:observations{ws} >= "
                     f"{_num(t.slo_min_requests)}")
@@ -530,14 +594,19 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
     return out
 
 
+def _fixed(expr: str) -> Callable[[_T], str]:
+    """A condition with no thresholds (nothing for the hold margin to relax)."""
+    return lambda th: expr
+
+
 def _re_literal(text: str) -> str:
     """``text`` matched literally inside an RE2 regex."""
     return "".join("\\" + c if c in ".+*?()[]{}|^$\\" else c for c in text)
 
 
-def _xid_in(alternation: str) -> str:
-    xs = alternation.split("|")
-    return " or ".join(f"{DCGM_XID} == {x}" for x in xs)
+def _xid_in(xids: list[int]) -> str:
+    """The last-Xid gauge when it holds one of ``xids``."""
+    return " or ".join(f"{DCGM_XID} == {x}" for x in xids)
 
 
 def _num_relax(th: _T, v: float) -> str:
@@ -566,7 +635,8 @@ def build(cfg: DiagnosisConfig | None = None) -> Export:
             continue
         a.for_s = s.raise_after if s.raise_after is not None else cfg.diagnosis.raise_after
         a.keep_s = s.clear_after if s.clear_after is not None else cfg.diagnosis.clear_after
-        a.title, a.remedy, a.layer = s.title, s.remedy, s.layer.value
+        a.title, a.layer = s.title, s.layer.value
+        a.remedy = a.remedy or s.remedy
         alerts.append(a)
     exported = {a.code for a in alerts}
     missing = {c: NOT_EXPORTED.get(c, "not exported in this version")
@@ -615,6 +685,7 @@ def render(export: Export) -> str:
                 "        labels:",
                 f"          severity: {_q(sev)}",
                 f"          layer: {_q(a.layer)}",
+                *[f"          {k}: {_q(v)}" for k, v in a.labels],
                 "        annotations:",
                 f"          title: {_q(a.code + ' ' + a.title)}",
                 "          value: " + _q(a.value_text + ": {{ $value | printf \"%.4g\" }}"),

@@ -30,7 +30,17 @@ from .dcgm import DCGM_FIELDS, MIB
 from .dialects import DIALECTS, Dialect, FamilyMap
 from .keys import SPECS
 from .model import Kind, Reading, Snapshot, Status
-from .promrules import DCGM_CLOCK_REASONS, DCGM_ECC_DBE, DCGM_FB_FREE, DCGM_XID, sample_name
+from .promrules import (
+    DCGM_CLOCK_REASONS,
+    DCGM_CORR_REMAP,
+    DCGM_ECC_DBE,
+    DCGM_FB_FREE,
+    DCGM_MEM_TEMP,
+    DCGM_REMAP_FAILURE,
+    DCGM_UNC_REMAP,
+    DCGM_XID,
+    sample_name,
+)
 from .recording import Decoded, iter_snapshots
 
 # GPU keys the exporter names, beyond DCGM_FIELDS (key -> (field, factor to its unit))
@@ -38,6 +48,10 @@ EXTRA_GPU: dict[str, tuple[str, float]] = {
     "gpu.throttle_reasons": (DCGM_CLOCK_REASONS[0], 1.0),
     "gpu.xid_last": (DCGM_XID, 1.0),
     "gpu.ecc_uncorrected_total": (DCGM_ECC_DBE, 1.0),
+    "gpu.mem_temp_celsius": (DCGM_MEM_TEMP, 1.0),
+    "gpu.remapped_rows_uncorrectable": (DCGM_UNC_REMAP, 1.0),
+    "gpu.remapped_rows_correctable": (DCGM_CORR_REMAP, 1.0),
+    "gpu.row_remap_failure": (DCGM_REMAP_FAILURE, 1.0),
 }
 GPU_FIELD: dict[str, tuple[str, float]] = {
     **{key: (name, factor) for name, (key, factor) in DCGM_FIELDS.items()}, **EXTRA_GPU}

@@ -17,9 +17,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.promtool_kit import (
+    PROMTOOL_HINT,
+    doctor_episodes,
+    expr_test,
+    fired_expr,
+    promtool_binary,
+    run_promtool_test,
+)
 
-from helpers.promtool_kit import (PROMTOOL_HINT, doctor_episodes, expr_test, fired_expr,
-                                  promtool_binary, run_promtool_test)
 from infertop.config import DiagnosisConfig, config_from_dict
 from infertop.demo.source import DemoSource
 from infertop.promrules import NOT_EXPORTED, build, export_text
@@ -80,7 +86,8 @@ def test_thresholds_and_timing_come_from_the_config():
     cfg = config_from_dict({"thresholds": {"kv_pressure_ratio": 0.7},
                             "slo": {"ttft_p99_seconds": 0.5},
                             "diagnosis": {"window": 30, "hold_margin": 0.2},
-                            "rules": {"DEC-001": {"raise_after": 20}, "MEM-002": {"enabled": False}}})
+                            "rules": {"DEC-001": {"raise_after": 20},
+                                      "MEM-002": {"enabled": False}}})
     text = export_text(cfg)
     default = export_text()
     assert "infertop:kv_usage:median10s >= 0.7" in text

@@ -11,8 +11,8 @@ import urllib.parse
 import urllib.request
 
 import pytest
-
 from helpers.prom_fleet import INSTALL_HINT, prometheus_binary, start_fleet
+
 from infertop.promrules import export_text
 
 pytestmark = pytest.mark.skipif(prometheus_binary() is None, reason=INSTALL_HINT)
