@@ -242,3 +242,38 @@ def test_demo_scenario_episodes_fire_as_alerts(tmp_path, name):
 
 def test_default_config_object_is_the_screens():
     assert build().config_path == "" and build(DiagnosisConfig()).alerts
+
+
+# ---- the exported names are the servers' own ----------------------------------------------------
+@pytest.mark.parametrize("dialect", ["vllm", "sglang", "tgi", "llamacpp"])
+def test_exported_series_names_are_on_each_dialects_page(dialect):
+    """The converter and the export share sample_name(), so promtool alone cannot catch a
+    wrong name: hold the export's names to the exposition text each dialect serves (the
+    demo renders each server's names, suffixes and labels, docs/metrics.md#exposition)."""
+    import re
+
+    from infertop.demo.exposition import render as render_page
+    from infertop.promrules import raw_series
+
+    src = DemoSource("mem-kv-pressure", loop=False, dialect=dialect)
+    frame = None
+    for _ in range(40):   # into the scenario: queues, preemptions, finished requests
+        frame = src.step_frame()
+    assert frame is not None
+    page = render_page(frame, dialect)
+    names = set(re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{| )", page, flags=re.M))
+    checked = 0
+    for key in ("kv.usage_ratio", "server.requests_waiting", "server.requests_running",
+                "server.preemptions_total", "latency.ttft_seconds", "latency.itl_seconds",
+                "spec.draft_tokens_total", "server.generation_tokens_total"):
+        for r in raw_series(key):
+            if r.dialect != dialect:
+                continue
+            family = r.name.rsplit("_bucket", 1)[0] if r.name.endswith("_bucket") else None
+            served = r.name in names or (family is not None and f"{family}_bucket" in names)
+            fam_on_page = any(n.startswith(r.name.rsplit("_total", 1)[0]) for n in names)
+            if fam_on_page:   # the demo serves this family: the exact sample name must match
+                assert served, f"{dialect}: export reads {r.name}, page has " \
+                               f"{sorted(n for n in names if n.startswith(r.name[:12]))}"
+                checked += 1
+    assert checked >= 3, f"{dialect}: only {checked} names checked"
