@@ -8,7 +8,7 @@ import math
 from infertop import __version__
 
 SUBCOMMANDS = ("snapshot", "doctor", "demo", "replay", "record", "demo-server", "compare",
-               "report", "tui")
+               "report", "rules", "tui")
 
 
 def _positive(kind: type):
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="top for LLM inference servers: hardware, kernels, memory, scheduling, "
                     "parallelism and decoding, live.",
         epilog="Subcommands: snapshot, doctor, demo, replay, record, demo-server, compare, "
-               "report "
+               "report, rules "
                "(infertop SUBCOMMAND --help).  Exit codes: 0 ok, 2 bad usage or file, "
                "3 no source could be read; doctor: 1 warning, 2 critical.")
     p.add_argument("--version", action="version", version=f"infertop {__version__}")
@@ -159,6 +159,23 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
                             "as on the screen)")
         p.add_argument("--max-ticks", type=_positive(int), default=20_000)
         p.add_argument("--config", metavar="FILE", help="thresholds/SLO TOML")
+    elif cmd == "rules":
+        p.description = ("The diagnosis rules for Prometheus: `export` writes recording and "
+                         "alerting rules (thresholds from --config, as on the screen); "
+                         "`promtool-input` turns a recording into a promtool test file.")
+        sub = p.add_subparsers(dest="action", required=True)
+        ex = sub.add_parser("export", help="write the rules as Prometheus rule_files YAML")
+        ex.add_argument("--format", choices=("prometheus",), default="prometheus")
+        pi = sub.add_parser("promtool-input",
+                            help="a recording as promtool input_series (a test file)")
+        pi.add_argument("recording")
+        pi.add_argument("--rules", default="infertop-rules.yml", metavar="FILE",
+                        help="the rules file the test loads (default infertop-rules.yml)")
+        for q in (ex, pi):
+            q.add_argument("-o", "--output", metavar="FILE",
+                           help="file to write (default: standard output)")
+            q.add_argument("--force", action="store_true", help="overwrite an existing file")
+            q.add_argument("--config", metavar="FILE", help="thresholds/SLO TOML")
     elif cmd == "demo-server":
         p.description = "Serve a scenario's metrics over HTTP like a real server."
         p.add_argument("name", nargs="?", default="healthy")
