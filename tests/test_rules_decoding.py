@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 
 from infertop.config import DiagnosisConfig, SLO
 from infertop.findings import Severity
