@@ -255,3 +255,86 @@ def test_fresh_diagnoser_finds_recent_restart_in_history():
     f.pipe.diagnoser = f.diag = d
     f.run(c.good, 3)
     assert f.active("DEC-005")
+
+
+# ---- DEC-001: the remedy follows where the first token's time goes ---------------------------
+def _ttft_with_queue(queue_seconds):
+    """TTFT of 0.45 s (p99 in the (0.2, 0.5] bucket, over the 200 ms SLO) and a queue
+    time histogram beside it; the queue values sit inside a bucket, not in the first one
+    (where a quantile is only an upper bound)."""
+    c = TtftSlo()
+    q = Hist()
+    f = Feed()
+    f.run(lambda: {**c.bad(), "latency.queue_seconds": {E0: q.observe(queue_seconds, 20).value()}},
+          10)
+    return f.active("DEC-001")[0]
+
+
+def test_ttft_with_queue_dominating_names_the_queue_time():
+    got = _ttft_with_queue(0.4)
+    assert got.remedy.startswith("requests wait in the queue")
+    p99, queue = got.evidence
+    assert p99.key == "latency.ttft_seconds" and dict(p99.labels)["quantile"] == "0.99"
+    assert p99.value == pytest.approx(0.497) and p99.threshold == 0.2 and p99.op == ">"
+    assert queue.key == "latency.queue_seconds" and dict(queue.labels)["quantile"] == "0.99"
+    assert queue.value == pytest.approx(0.497) and queue.threshold is None
+
+
+def test_ttft_with_a_short_queue_blames_prefill():
+    got = _ttft_with_queue(0.015)          # queue p99 ~25 ms of a ~500 ms TTFT p99
+    assert got.remedy.startswith("prefill itself is slow")
+    assert got.evidence[1].value == pytest.approx(0.02485)
+    assert got.severity is Severity.WARN   # 0.5 s is under 5x the 200 ms SLO
+
+
+def test_ttft_without_a_queue_histogram_has_the_catalogue_remedy():
+    c = TtftSlo()
+    f = Feed()
+    f.run(c.bad, 10)
+    got = f.active("DEC-001")[0]
+    assert [e.key for e in got.evidence] == ["latency.ttft_seconds"]
+    assert got.remedy.startswith("if the queue dominates")
+    assert "first tokens in the last 60 s" in got.evidence[0].note
+
+
+def test_ttft_just_enough_requests_to_judge():
+    """slo_min_requests (10): 12 first tokens in the window are enough, 8 are not."""
+    for per_tick, want in ((12 / 60, True), (8 / 60, False)):
+        h = Hist()
+        f = Feed()
+        f.run(lambda: {"latency.ttft_seconds": {E0: h.observe(3.0, per_tick).value()}}, 90)
+        assert bool(f.active("DEC-001")) is want, per_tick
+
+
+# ---- DEC-002: jitter needs enough tokens and a p99 above the floor ---------------------------
+def _itl(fast, stall, stalls_share, tokens_per_tick, ticks=70):
+    h = Hist()
+    f = Feed()
+    f.run(lambda: {"latency.itl_seconds": {E0: h.observe(fast, tokens_per_tick * (1 - stalls_share))
+                                           .observe(stall, tokens_per_tick * stalls_share)
+                                           .value()}}, ticks)
+    return f.active("DEC-002")
+
+
+def test_itl_jitter_evidence_ratio_p99_and_p50():
+    got = _itl(0.015, 0.4, 0.05, 500)[0]
+    ratio, p99, p50 = got.evidence
+    assert dict(p99.labels)["quantile"] == "0.99" and dict(p50.labels)["quantile"] == "0.5"
+    # p50: rank 250 of 475 in (0.01, 0.025]; p99: rank 495, 20 of 25 into (0.2, 0.5]
+    assert p50.value == pytest.approx(0.01 + 0.015 * 250 / 475, rel=0.01)
+    assert p99.value == pytest.approx(0.2 + 0.3 * 20 / 25, rel=0.01)
+    assert ratio.value == pytest.approx(round(p99.value / p50.value, 2))
+    assert ratio.threshold == 4.0 and p99.threshold == 0.1 and p50.threshold is None
+    assert f"p99 {ratio.value:.1f}x p50" in got.title
+
+
+def test_itl_jitter_needs_enough_tokens_in_the_window():
+    # ~90 tokens a minute: too few to call a p99 (itl_min_tokens 100); 180 are enough
+    assert not _itl(0.015, 0.4, 0.05, 1.5)
+    assert _itl(0.015, 0.4, 0.05, 3.0)
+
+
+def test_itl_jitter_needs_a_p99_above_the_floor():
+    # p99 / p50 ~5, but p99 is ~90 ms: under itl_jitter_min_seconds (100 ms), no stall felt
+    assert not _itl(0.015, 0.08, 0.05, 500)
+    assert not _itl(0.015, 0.05, 0.0, 500)      # no jitter at all
