@@ -145,6 +145,11 @@ EDGE_CASES = {
     "only_comments": "# HELP a x\n# TYPE a gauge\n",
     "long_label_set": ("# TYPE g gauge\n" + "g{" + ",".join(f'l{i}="v{i}"' for i in range(30))
                        + "} 1\n"),
+    # an escaped quote right before a "}" or "," must not end the value there
+    "escaped_quote_before_brace": '# TYPE m gauge\nm{a="x\\"}y",b="2"} 1\n',
+    "escaped_quote_before_comma": '# TYPE m gauge\nm{a="x\\",y",b="2"} 1\n',
+    "escaped_backslash_then_quote": '# TYPE m gauge\nm{a="x\\\\",b="2"} 1\n',
+    "bare_help": "# HELP\nm 1\n",
 }
 
 
@@ -170,6 +175,10 @@ ERRORS = {
     "unclosed_labels": 'g{a="b" 1\n',
     "unknown_type": "# TYPE g bogus\ng 1\n",
     "bad_name": "1abc 2\n",
+    "invalid_label_name": 'm{a-b="x"} 1\n',
+    "label_name_with_digit_first": 'm{1a="x"} 1\n',
+    "bare_type": "# TYPE\nm 1\n",
+    "bare_type_after_a_family": "# TYPE g gauge\n# TYPE\ng 1\n",
 }
 
 
@@ -181,6 +190,51 @@ def test_garbage_raises_like_the_oracle(name: str):
     with pytest.raises(ParseError) as e:
         parse(text)
     assert "line " in str(e.value)
+
+
+def test_slow_path_errors_say_what_is_wrong():
+    with pytest.raises(ParseError, match=r"^line 1: invalid label name 'a-b': 'm\{a-b=\"x\"\} 1'$"):
+        parse('m{a-b="x"} 1\n')
+    with pytest.raises(ParseError, match=r"^line 2: TYPE line without a type: '# TYPE'$"):
+        parse("# TYPE g gauge\n# TYPE\ng 1\n")
+    with pytest.raises(ParseError, match=r"^line 1: reserved label name '__x'"):
+        parse('g{__x="y"} 1\n')
+    with pytest.raises(ParseError, match=r"^line 1: duplicate label 'a'"):
+        parse('g{a="1",a="2"} 1\n')
+    with pytest.raises(ParseError, match=r"^line 1: label value without quotes"):
+        parse("g{a=b} 1\n")
+    with pytest.raises(ParseError, match=r"^line 1: unexpected text after a label value"):
+        parse('g{a="b"c} 1\n')
+    with pytest.raises(ParseError, match=r"^line 1: invalid value '1_000'"):
+        parse("g 1_000\n")
+    with pytest.raises(ParseError, match=r"^line 1: missing value"):
+        parse("g{a=\"b\"}\n")
+
+
+def test_escaped_quotes_in_label_values_are_read_to_the_real_closing_quote():
+    for text, want in (('m{a="x\\"}y",b="2"} 1\n', 'x"}y'),
+                       ('m{a="x\\",y",b="2"} 1\n', 'x",y'),
+                       ('m{a="x\\\\",b="2"} 1\n', "x\\")):
+        clear_caches()
+        (fam,) = parse(text)
+        (smp,) = fam.samples
+        assert dict(smp.labels) == {"a": want, "b": "2"} and smp.value == 1.0
+
+
+def test_a_long_duplicated_series_is_named_shortened():
+    name = "m" * 150
+    for text in (f"{name} 1\n{name} 2\n",                        # the fast path
+                 f'{name}{{a="x\\n"}} 1\n{name}{{a="x\\n"}} 2\n'):  # the slow path
+        clear_caches()
+        with pytest.raises(ParseError) as e:
+            parse(text)
+        msg = str(e.value)
+        assert msg.startswith(f"series {name[:119]}… appears twice in one page")
+        assert name not in msg
+    clear_caches()
+    short = "m" * 120
+    with pytest.raises(ParseError, match=f"^series {short} appears twice"):
+        parse(f"{short} 1\n{short} 2\n")
 
 
 def test_error_names_the_offending_line():
