@@ -273,7 +273,8 @@ def test_growth_is_measured_over_the_window_not_the_whole_history():
 
     def t():
         used[0] += 0.1 * GIB
-        return {"gpu.mem_used_bytes": {"gpu=0": used[0]}, "gpu.mem_total_bytes": {"gpu=0": 80 * GIB}}
+        return {"gpu.mem_used_bytes": {"gpu=0": used[0]},
+                "gpu.mem_total_bytes": {"gpu=0": 80 * GIB}}
 
     f.run(t, 300)
     got = f.active("MEM-003")[0]
@@ -292,7 +293,8 @@ def test_growth_that_stopped_longer_ago_than_the_window_is_not_growth():
     def t():
         if f.t - 1_000_000.0 < 100:
             used[0] += 0.1 * GIB
-        return {"gpu.mem_used_bytes": {"gpu=0": used[0]}, "gpu.mem_total_bytes": {"gpu=0": 80 * GIB}}
+        return {"gpu.mem_used_bytes": {"gpu=0": used[0]},
+                "gpu.mem_total_bytes": {"gpu=0": 80 * GIB}}
 
     f.run(t, 100)
     assert f.active("MEM-003")
@@ -318,8 +320,10 @@ def test_memory_that_went_down_on_the_way_is_not_growth():
 
 # ---- MEM-004: the model named on a command line ------------------------------------------
 @pytest.mark.parametrize("cmdline,want", [
-    ("python -m vllm.entrypoints.openai.api_server --model org/llama-8b --port 8000", "org/llama-8b"),
-    ("python -m vllm.entrypoints.openai.api_server --model=org/llama-8b/ --port 8000", "org/llama-8b"),
+    ("python -m vllm.entrypoints.openai.api_server --model org/llama-8b --port 8000",
+     "org/llama-8b"),
+    ("python -m vllm.entrypoints.openai.api_server --model=org/llama-8b/ --port 8000",
+     "org/llama-8b"),
     ("python3 -m sglang.launch_server --model-path=/models/qwen", "/models/qwen"),
     ("python3 -m sglang.launch_server --model-path /models/qwen/", "/models/qwen"),
     ("text-generation-launcher --model-id=bigscience/bloom", "bigscience/bloom"),

@@ -53,7 +53,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 
