@@ -85,6 +85,23 @@ TARGETS = {
 # An id names no line number, so it survives edits elsewhere in the file; one that no
 # longer matches a mutant is reported as stale.
 EQUIVALENT: dict[str, str] = {
+    # windowstat
+    "windowstat.py:recent_values:delete:if series.kind is Kind.HISTOGRAM: -> pass":
+        "Series.window_values gives (None, []) for a histogram, so the next test returns "
+        "None as well: the check only saves the call",
+    "windowstat.py:recent_values:delete:return None -> pass in "
+    "`if series.kind is Kind.HISTOGRAM:`":
+        "as above: window_values gives (None, []) for a histogram",
+    # derive
+    "derive.py:derive:delete:continue -> pass in `if s.key == 'server.iteration_tokens':`":
+        "the next test skips it anyway ('server.iteration_tokens' does not start with "
+        "'latency.')",
+    "derive.py:derive:const:0.0 -> 1.0 in `out.append(_reading(new_key, s.labels, "
+    "inc[0] if inc is not None el...`":
+        "unreachable: a series of two points or more always has an increase over any "
+        "window (its baseline is the newest point at or before the window's start)",
+    "derive.py:_throughput_steps:delete:return None -> pass in `if not series:`":
+        "with no series the loop adds nothing and the three-step guard returns None",
 }
 
 # --- finding the mutation sites ----------------------------------------------------------
@@ -111,6 +128,7 @@ class Site:
     before: str
     after: str
     apply: Callable[[], None]
+    where: str = ""  # constants and deletions: the statement around them (for the id)
     id: str = ""
 
 
@@ -123,7 +141,7 @@ def _sites(tree: ast.Module) -> list[Site]:
     """Every mutation site of the module, in a fixed walk order."""
     out: list[Site] = []
 
-    def visit(node: ast.AST, func: str, in_def: bool, in_fstring: bool) -> None:
+    def visit(node: ast.AST, func: str, in_def: bool, in_fstring: bool, head: str) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             if node.name in _SKIP_FUNCS:
                 return
@@ -131,24 +149,38 @@ def _sites(tree: ast.Module) -> list[Site]:
             in_def = not isinstance(node, ast.ClassDef)
         if isinstance(node, ast.JoinedStr):
             in_fstring = True
-        _node_sites(node, func, in_def, in_fstring, out)
+        if isinstance(node, ast.stmt):
+            head = _head(node)
+        _node_sites(node, func, in_def, in_fstring, head, out)
         for child in ast.iter_child_nodes(node):
-            visit(child, func, in_def, in_fstring)
+            visit(child, func, in_def, in_fstring, head)
 
-    visit(tree, "", False, False)
+    visit(tree, "", False, False, "")
     seen: dict[str, int] = {}
     for s in out:
         base = f"{s.func}:{s.kind}:{s.before} -> {s.after}"
+        if s.where:
+            base += f" in `{s.where}`"
         n = seen.get(base, 0)
         seen[base] = n + 1
         s.id = base if n == 0 else f"{base} #{n + 1}"
     return out
 
 
-def _node_sites(node: ast.AST, func: str, in_def: bool, in_fstring: bool,
+def _head(stmt: ast.stmt) -> str:
+    """A statement's first line, shortened: ``if x > 0:``, ``return a + b``."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return ""   # the function is in the id already
+    first = " ".join(ast.unparse(stmt).splitlines()[0].split())
+    return first if len(first) <= 70 else first[:67] + "..."
+
+
+def _node_sites(node: ast.AST, func: str, in_def: bool, in_fstring: bool, head: str,
                 out: list[Site]) -> None:
     """The sites of ``node`` itself; numbers and statements only inside a function (a
-    module's or class's constants are the configuration, not the logic)."""
+    module's or class's constants are the configuration, not the logic).  ``head`` is
+    the enclosing statement's first line: a constant's or a deleted statement's context,
+    so their ids do not depend on how many alike come before them."""
     line = getattr(node, "lineno", 0)
     if isinstance(node, ast.Compare):
         for i, op in enumerate(node.ops):
@@ -176,7 +208,7 @@ def _node_sites(node: ast.AST, func: str, in_def: bool, in_fstring: bool,
             and type(node.value) in (int, float):
         value = node.value + 1
         out.append(Site("const", func, line, repr(node.value), repr(value),
-                        _attr_value(node, value)))
+                        _attr_value(node, value), where=head))
     for field in ("body", "orelse", "finalbody"):
         body = getattr(node, field, None)
         if not in_def or not isinstance(body, list):
@@ -186,10 +218,9 @@ def _node_sites(node: ast.AST, func: str, in_def: bool, in_fstring: bool,
                 continue
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
                 continue  # a docstring
-            first = " ".join(ast.unparse(stmt).splitlines()[0].split())
-            out.append(Site("delete", func, stmt.lineno,
-                            first if len(first) <= 70 else first[:67] + "...",
-                            "pass", _replacer(body, i)))
+            out.append(Site("delete", func, stmt.lineno, _head(stmt), "pass",
+                            _replacer(body, i), where=head if field == "body" else
+                            f"{head} (else)"))
 
 
 def _setter(ops: list, i: int, new: type) -> Callable[[], None]:
@@ -417,7 +448,9 @@ def run(names: list[str], run_all: bool, only: str | None, timeout: float | None
 
 
 def _where(name: str, s: Site) -> str:
-    return f"{TARGETS[name].path}:{s.line} [{s.kind}] {s.before} -> {s.after}  ({s.func})"
+    inside = f" in `{s.where}`" if s.where else ""
+    return (f"{TARGETS[name].path}:{s.line} [{s.kind}] {s.before} -> {s.after}{inside}"
+            f"  ({s.func})")
 
 
 def summary(results: list[Result]) -> dict[str, dict[str, float]]:
@@ -457,6 +490,10 @@ def stale_equivalents() -> list[str]:
     return [i for i in EQUIVALENT if i not in ids]
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     os.chdir(ROOT)
     if str(ROOT) not in sys.path:
@@ -494,6 +531,8 @@ def main(argv: list[str] | None = None) -> int:
                     mark = "  [equivalent]" if s.id in EQUIVALENT else ""
                     print(f"{_where(name, s)}{mark}\n    id: {s.id}")
         return 0
+    # a SIGTERM ends the run like Ctrl-C: the running mutant's process group goes too
+    signal.signal(signal.SIGTERM, _interrupt)
     for ident in stale_equivalents():
         print(f"note: EQUIVALENT names no mutant any more: {ident}", file=sys.stderr)
     t0 = time.monotonic()
