@@ -131,6 +131,15 @@ def test_throughput_trend_needs_three_valid_steps():
     assert _trend([10.0 * t if t < 15 else 10.0 * (t - 15) for t in range(31)]) is None
 
 
+def test_throughput_trend_allows_a_second_of_slack_at_the_oldest_step():
+    # first reading at t=1, now t=30: the oldest step (0, 10] starts 1 s before the
+    # series (tick jitter), and still counts: three steps
+    assert _trend([None] + [10.0 * t for t in range(1, 31)]) == \
+        (pytest.approx(10.0), pytest.approx(10.0))
+    # first reading at t=2: that step starts 2 s early, two steps are left
+    assert _trend([None, None] + [10.0 * t for t in range(2, 31)]) is None
+
+
 def test_throughput_trend_sums_engines():
     ticks = [(t, [reading("server.generation_tokens_total", 10.0 * t, instance="a", engine=0),
                   reading("server.generation_tokens_total", 30.0 * t, instance="a", engine=1)])
@@ -175,9 +184,9 @@ def test_requests_per_second_with_reason_series_of_different_ages():
 
 
 def test_abort_ratio_and_an_idle_window():
-    ticks = [(t, [reading("server.requests_finished_total", 3.0 * t, instance="a",
+    ticks = [(t, [reading("server.requests_finished_total", 6.0 * t, instance="a",
                           reason="stop"),
-                  reading("server.requests_finished_total", 1.0 * t, instance="a",
+                  reading("server.requests_finished_total", 2.0 * t, instance="a",
                           reason="abort")]) for t in range(5)]
     f = run(ticks)
     assert find(f, "server.abort_ratio")[0].value == pytest.approx(0.25)
@@ -199,9 +208,9 @@ def _history(ticks):
 
 def test_aborts_counted_as_errors_are_not_also_aborts():
     from infertop.derive import derive
-    h = _history([(t, [reading("server.requests_finished_total", 3.0 * t, instance="a",
+    h = _history([(t, [reading("server.requests_finished_total", 6.0 * t, instance="a",
                                reason="stop"),
-                       reading("server.requests_finished_total", 1.0 * t, instance="a",
+                       reading("server.requests_finished_total", 2.0 * t, instance="a",
                                reason="abort")]) for t in range(5)])
     out = {r.key: r.value for r in derive(h, error_reasons=("error", "abort"))}
     assert out["server.error_ratio"] == pytest.approx(0.25)
@@ -224,6 +233,14 @@ def test_new_xid_counts_inside_the_event_window_only():
     assert [r.value for r in derive(h, event_window=400.0) if r.key == "gpu.xid_new"] == [2.0]
     h = _xid([(0.0, 0.0), (1.0, 2.0), (2.0, 3.0)])
     assert [r.value for r in derive(h) if r.key == "gpu.xid_new"] == [3.0]
+
+
+def test_an_xid_on_the_newest_tick_is_new_at_once():
+    from infertop.derive import derive
+    h = _xid([(0.0, 0.0), (1.0, 0.0), (2.0, 1.0)])
+    assert [r.value for r in derive(h) if r.key == "gpu.xid_new"] == [1.0]
+    h = _xid([(0.0, 0.0), (1.0, 1.0)])
+    assert [r.value for r in derive(h) if r.key == "gpu.xid_new"] == [1.0]
 
 
 def test_an_xid_counter_that_never_moved_has_no_new_events():
@@ -271,6 +288,30 @@ def test_latency_observations_and_iteration_tokens_mean():
     p50 = find(f, "latency.ttft_seconds", quantile=0.5)[0]
     # rank 15 of 30: 5 in the first bucket, 10 of the 25 in (0.1, 1.0]
     assert p50.value == pytest.approx(0.1 + 0.9 * 10 / 25) and p50.reason == ""
+
+
+def test_a_quantile_at_the_first_bound_is_shown_as_a_bound():
+    ticks = [(t, [hist("latency.ttft_seconds", {0.1: 10 * t, 1.0: 20 * t}, 5.0 * t,
+                       instance="a")]) for t in range(3)]
+    r = find(run(ticks), "latency.ttft_seconds", quantile=0.5)[0]
+    assert r.value == pytest.approx(0.1)    # rank 20 of 40: all of the first bucket
+    assert r.reason == "below the first bucket bound 0.1"
+
+
+def test_only_latency_histograms_get_quantiles():
+    ticks = [(t, [hist("request.prompt_tokens", {128: 2 * t, 1024: 4 * t}, 900.0 * t,
+                       instance="a")]) for t in range(3)]
+    f = run(ticks)
+    assert [r for r in f.derived if r.key == "request.prompt_tokens"] == []
+    assert find(f, "latency.observations") == []
+
+
+def test_a_ratio_with_a_single_query_in_the_window():
+    ticks = [(t, [reading("kv.prefix_cache_queries_total", q, instance="a"),
+                  reading("kv.prefix_cache_hits_total", 5.0, instance="a")])
+             for t, q in enumerate((10.0, 10.0, 11.0))]
+    r = find(run(ticks), "kv.prefix_cache_hit_ratio")[0]
+    assert r.value == 0.0 and r.status is Status.OK
 
 
 def test_quantiles_need_two_scrapes():

@@ -100,6 +100,13 @@ EQUIVALENT: dict[str, str] = {
     "inc[0] if inc is not None el...`":
         "unreachable: a series of two points or more always has an increase over any "
         "window (its baseline is the newest point at or before the window's start)",
+    "derive.py:derive:delete:if len(pts) < 2 or pts[0][1] == pts[-1][1]: -> pass in "
+    "`for s in history.find(counter):`":
+        "a shortcut: without it the increase over the event window is computed, and is "
+        "None (read 0.0) or 0.0 in exactly the cases it skips",
+    "derive.py:derive:boolop:len(pts) < 2 or pts[0][1] == pts[-1][1] -> "
+    "len(pts) < 2 and pts[0][1] == pts[-1][1]":
+        "the same shortcut, taken less often: the increase it then computes is 0.0 too",
     "derive.py:_throughput_steps:delete:return None -> pass in `if not series:`":
         "with no series the loop adds nothing and the three-step guard returns None",
 }
