@@ -150,6 +150,7 @@ EDGE_CASES = {
     "escaped_quote_before_comma": '# TYPE m gauge\nm{a="x\\",y",b="2"} 1\n',
     "escaped_backslash_then_quote": '# TYPE m gauge\nm{a="x\\\\",b="2"} 1\n',
     "bare_help": "# HELP\nm 1\n",
+    "empty_value_on_the_slow_path": 'm{a="",b="x\\\\"} 1\n',
 }
 
 
@@ -179,6 +180,8 @@ ERRORS = {
     "label_name_with_digit_first": 'm{1a="x"} 1\n',
     "bare_type": "# TYPE\nm 1\n",
     "bare_type_after_a_family": "# TYPE g gauge\n# TYPE\ng 1\n",
+    "no_metric_name": '{a="b"} 1\n',
+    "empty_label_name": 'g{="x"} 1\n',
 }
 
 
@@ -209,6 +212,20 @@ def test_slow_path_errors_say_what_is_wrong():
         parse("g 1_000\n")
     with pytest.raises(ParseError, match=r"^line 1: missing value"):
         parse("g{a=\"b\"}\n")
+    with pytest.raises(ParseError, match=r"^line 1: invalid label name ''"):
+        parse('g{="x"} 1\n')
+    with pytest.raises(ParseError, match=r"^line 2: sample without a metric name"):
+        parse('g 1\n{a="b"} 1\n')
+
+
+def test_a_series_written_once_plainly_and_once_oddly_is_a_duplicate():
+    """One copy on the fast path, the other on the slow path (odd spacing): still the
+    same series twice in one page."""
+    for text in ('g{a="b"} 1\ng {a="b"} 2\n', "# TYPE g gauge\ng 1\ng  2\n",
+                 'g {a="b"} 1\ng{a="b"} 2\n'):
+        clear_caches()
+        with pytest.raises(ParseError, match=r"^series g(\{a=\"b\"\})? appears twice"):
+            parse(text)
 
 
 def test_escaped_quotes_in_label_values_are_read_to_the_real_closing_quote():
