@@ -349,3 +349,39 @@ def test_weights_twice_by_model_given_with_equals():
     f.run(lambda: d, 10)
     got = f.active("MEM-004")[0]
     assert "model org/llama-8b loaded twice" in got.title
+
+
+def test_one_request_waiting_is_a_queue():
+    """The queue share counts ticks with at least one request waiting."""
+    f = Feed()
+    f.run(lambda: {"kv.usage_ratio": {E0: 0.97}, "server.requests_waiting": {E0: 1}}, 20)
+    got = f.active("MEM-001")[0]
+    queue = got.evidence[-1]
+    assert queue.key == "server.requests_waiting" and queue.value == 1.0
+
+
+def test_low_headroom_evidence_is_the_used_share_against_the_headroom():
+    f = Feed()
+    f.run(Headroom().bad, 10)                  # 93 % of 80 GiB used, no server to explain it
+    got = f.active("MEM-003")[0]
+    (e,) = got.evidence
+    assert e.key == "gpu.mem_used_bytes" and dict(e.labels) == {"gpu": "0"}
+    assert e.value == pytest.approx(0.93) and e.threshold == pytest.approx(0.8)
+    assert e.op == ">" and e.note.startswith("5.6 GiB free of 80.0 GiB")
+    assert "headroom low" in got.title and got.subject == (("gpu", "0"),)
+
+
+def test_growth_is_judged_once_half_the_window_is_covered():
+    """mem_growth_window is 120 s: 45 s of steep growth is not judged yet, 75 s is."""
+    f = Feed()
+    used = [20 * GIB]
+
+    def t():
+        used[0] += 0.2 * GIB
+        return {"gpu.mem_used_bytes": {"gpu=0": used[0]},
+                "gpu.mem_total_bytes": {"gpu=0": 80 * GIB}}
+
+    f.run(t, 45)
+    assert not f.active("MEM-003")
+    f.run(t, 30)
+    assert "growing" in f.active("MEM-003")[0].title

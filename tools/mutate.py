@@ -64,6 +64,7 @@ class Target:
     path: str               # relative to ROOT
     tests: tuple[str, ...]  # fast unit tests that cover it (no end-to-end runs)
     rate: float             # share of the module's mutants in the default run (1: all)
+    keyword: str = ""       # pytest -k: the rows of shared table tests that are its own
 
 
 TARGETS = {
@@ -75,10 +76,14 @@ TARGETS = {
                       ("tests/test_core_history.py", "tests/test_core_history_storage.py"), 0.065),
     "promtext": Target("infertop.promtext", "infertop/promtext.py",
                        ("tests/test_promtext.py",), 0.065),
+    # a rule's fast tests: its layer's file, and its rows of the generic rule table
+    # (raise, quiet, clear, no flap, missing inputs)
     "memory": Target("infertop.rules.memory", "infertop/rules/memory.py",
-                     ("tests/test_rules_memory.py",), 0.15),
+                     ("tests/test_rules_memory.py", "tests/test_rules_table.py"), 0.15,
+                     "MEM or memory"),
     "decoding": Target("infertop.rules.decoding", "infertop/rules/decoding.py",
-                       ("tests/test_rules_decoding.py",), 0.14),
+                       ("tests/test_rules_decoding.py", "tests/test_rules_table.py"), 0.14,
+                       "DEC or decoding"),
 }
 
 # Mutants that behave exactly like the original (no test can kill them), by id, with why.
@@ -109,6 +114,9 @@ EQUIVALENT: dict[str, str] = {
         "the same shortcut, taken less often: the increase it then computes is 0.0 too",
     "derive.py:_throughput_steps:delete:return None -> pass in `if not series:`":
         "with no series the loop adds nothing and the three-step guard returns None",
+    # rules/memory
+    "memory.py:_growth:delete:if any((v is None for v in vals)): -> pass":
+        "value_at is None only for an empty series, and covered() has just said it is not",
 }
 
 # --- finding the mutation sites ----------------------------------------------------------
@@ -336,8 +344,10 @@ def run_one(name: str, ident: str | None, tests: Sequence[str]) -> int:
         sys.meta_path.insert(0, _MutantFinder(target.module, ROOT / target.path,
                                               mutated_code(name, ident)))
     import pytest
+    keyword = TARGETS[name].keyword
     return int(pytest.main(["-x", "-q", "-p", "no:cacheprovider", "--no-header", "-o",
-                            "console_output_style=classic", *tests]))
+                            "console_output_style=classic",
+                            *(["-k", keyword] if keyword else []), *tests]))
 
 
 # --- the run -----------------------------------------------------------------------------
