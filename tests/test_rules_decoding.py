@@ -338,3 +338,84 @@ def test_itl_jitter_needs_a_p99_above_the_floor():
     # p99 / p50 ~5, but p99 is ~90 ms: under itl_jitter_min_seconds (100 ms), no stall felt
     assert not _itl(0.015, 0.08, 0.05, 500)
     assert not _itl(0.015, 0.05, 0.0, 500)      # no jitter at all
+
+
+def test_itl_jitter_at_exactly_the_ratio_and_the_floor_is_raised():
+    """p50 0.025 s and p99 0.1 s, both exactly on bucket bounds: p99/p50 is exactly
+    itl_jitter_ratio (4) and p99 exactly itl_jitter_min_seconds (0.1 s): both 'at or
+    above', so jitter."""
+    h = Hist()
+    f = Feed()
+    f.run(lambda: {"latency.itl_seconds": {E0: h.observe(0.02, 50).observe(0.08, 49)
+                                           .observe(0.4, 1).value()}}, 30)
+    ratio, p99, p50 = f.active("DEC-002")[0].evidence
+    assert (ratio.value, p99.value, p50.value) == (4.0, pytest.approx(0.1), pytest.approx(0.025))
+
+
+def test_jitter_with_exactly_the_minimum_tokens_is_judged():
+    """One burst of exactly itl_min_tokens (100) tokens, then nothing: the window holds
+    100 tokens for a minute, enough to judge."""
+    h = Hist()
+    f = Feed()
+    f.run(lambda: {"latency.itl_seconds": {E0: h.value()}}, 5)
+    h.observe(0.015, 90).observe(0.4, 10)
+    f.run(lambda: {"latency.itl_seconds": {E0: h.value()}}, 30)
+    assert f.active("DEC-002")
+
+
+# ---- DEC-003 -----------------------------------------------------------------------------
+def test_spec_acceptance_exactly_at_the_minimum_is_fine():
+    c = SpecAcceptance()
+    f = Feed()
+    f.run(lambda: c._t(40), 40)                # 40 of 100 drafts: exactly the 0.4 minimum
+    assert not f.active("DEC-003")
+    f.run(lambda: c._t(20), 40)
+    got = f.active("DEC-003")[0]
+    (e,) = got.evidence
+    assert e.op == "<" and e.threshold == 0.4 and e.value < 0.4
+    assert "draft tokens accepted in the last 60 s" in e.note
+
+
+def test_spec_acceptance_with_exactly_the_minimum_drafts_is_judged():
+    f = Feed()
+    f.run(lambda: {"spec.draft_tokens_total": {E0: 0.0},
+                   "spec.accepted_tokens_total": {E0: 0.0}}, 5)
+    f.run(lambda: {"spec.draft_tokens_total": {E0: 100.0},
+                   "spec.accepted_tokens_total": {E0: 10.0}}, 30)
+    (e,) = f.active("DEC-003")[0].evidence
+    assert e.value == pytest.approx(0.1) and e.note.startswith("10 of 100 draft tokens")
+
+
+# ---- DEC-004 -----------------------------------------------------------------------------
+def _errors(stop_per_tick, errors_every, errors_each, ticks=70):
+    stop, err, n = [0.0], [0.0], [0]
+
+    def t():
+        n[0] += 1
+        stop[0] += stop_per_tick
+        if n[0] % errors_every == 0:
+            err[0] += errors_each
+        return {"server.requests_finished_total": {f"{E0},reason=stop": stop[0],
+                                                   f"{E0},reason=error": err[0]}}
+    f = Feed()
+    f.run(t, ticks)
+    return f.active("DEC-004")
+
+
+def test_errors_under_the_slo_are_not_a_finding():
+    assert not _errors(100, 20, 1)      # 1 error in 2000 requests: under the 0.1 % SLO
+    assert _errors(100, 5, 1)           # 1 in 500: over it
+
+
+def test_too_few_requests_to_judge_an_error_rate():
+    # half of the requests fail, but only ~12 finished in the window (minimum 20)
+    assert not _errors(0.1, 10, 1)
+
+
+def test_error_rate_exactly_at_the_critical_ratio_is_critical():
+    got = _errors(95, 1, 5)[0]           # 5 of every 100: exactly error_crit_ratio (5 %)
+    assert got.severity is Severity.CRIT
+    (e,) = got.evidence
+    assert e.value == 0.05 and e.threshold == 0.001 and e.op == ">"
+    assert got.title == "error rate 5.0%"
+    assert e.note.startswith("300 of 6000 requests in the last 60 s ended error")
