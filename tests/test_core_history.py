@@ -217,3 +217,49 @@ def test_oldest_tick_is_known_only_while_times_are_shared():
     from infertop.history import Series
     from infertop.model import Kind
     assert Series("gpu.util_ratio", (), Kind.GAUGE, "ratio").oldest_tick() is None
+
+
+def test_points_read_backwards_and_index_at():
+    h = History()
+    for t in range(4):
+        feed(h, t, reading("gpu.util_ratio", t / 10, gpu=0))
+    s = h.find("gpu.util_ratio")[0]
+    assert list(reversed(s.points)) == list(s.points)[::-1] == \
+        [(3.0, 0.3), (2.0, 0.2), (1.0, 0.1), (0.0, 0.0)]
+    assert s.index_at(-5.0) == 0          # before the first point: the oldest
+    assert s.index_at(0.0) == 0 and s.index_at(2.5) == 2 and s.index_at(99.0) == 3
+
+
+def test_replacing_the_newest_point_of_a_series_that_never_changed():
+    """A series whose values were all equal keeps one value, not an array: a different
+    value at the same time must still replace the newest."""
+    h = History()
+    feed(h, 0, reading("gpu.util_ratio", 0.5, gpu=0))
+    feed(h, 1, reading("gpu.util_ratio", 0.5, gpu=0))
+    s = h.find("gpu.util_ratio")[0]
+    s.append(1.0, 0.9)
+    assert list(s.points) == [(0.0, 0.5), (1.0, 0.9)]
+    s.append(1.0, 0.9)
+    assert list(s.points) == [(0.0, 0.5), (1.0, 0.9)]
+
+
+def test_bucket_quantile_rank_exactly_at_a_bucket_count():
+    # rank 10 of 20 is met by the first bucket: 0.1, not the empty bucket after it
+    assert bucket_quantile(0.5, [(0.1, 10), (0.5, 10), (math.inf, 20)]) == pytest.approx(0.1)
+
+
+def test_a_readings_text_is_kept_until_a_new_text_comes():
+    h = History()
+    feed(h, 0, reading("server.info", 1.0, text="vllm 0.6.3", instance="a"))
+    feed(h, 1, reading("server.info", 1.0, instance="a"))
+    assert h.find("server.info")[0].text == "vllm 0.6.3"
+    feed(h, 2, reading("server.info", 1.0, text="vllm 0.7.0", instance="a"))
+    assert h.find("server.info")[0].text == "vllm 0.7.0"
+
+
+def test_histograms_lists_only_those_seen_this_tick():
+    h = History()
+    feed(h, 0, hist("latency.ttft_seconds", {0.1: 4}, 0.2, instance="a"),
+         hist("latency.ttft_seconds", {0.1: 4}, 0.2, instance="b"))
+    feed(h, 1, hist("latency.ttft_seconds", {0.1: 5}, 0.3, instance="a"))
+    assert [s.label("instance") for s in h.histograms()] == ["a"]
