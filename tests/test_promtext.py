@@ -481,3 +481,40 @@ def test_random_line_mixes_agree_with_oracle():
         for (_, _, _, ws), (_, _, _, gs) in zip(want, got):
             assert [(g[0], g[1], g[3]) for g in gs] == [(w[0], w[1], w[3]) for w in ws], text
             assert all(_same_value(g[2], w[2]) for g, w in zip(gs, ws)), text
+
+
+def test_a_new_page_shape_reuses_what_earlier_pages_taught(monkeypatch):
+    """The speed of a first scrape of a new shape comes from the caches: comment lines and
+    series keys seen on any earlier page are not parsed again, and plain HELP/TYPE lines
+    skip the quote-aware scanner."""
+    clear_caches()
+    calls = {"line": 0, "head": 0, "split": 0}
+    real_line, real_head, real_split = (promtext._line_event, promtext._HEAD_RE,
+                                        promtext._split_quoted)
+
+    def line_event(line):
+        calls["line"] += 1
+        return real_line(line)
+
+    def split_quoted(*args):
+        calls["split"] += 1
+        return real_split(*args)
+
+    class Head:
+        def fullmatch(self, text):
+            calls["head"] += 1
+            return real_head.fullmatch(text)
+
+    monkeypatch.setattr(promtext, "_line_event", line_event)
+    monkeypatch.setattr(promtext, "_HEAD_RE", Head())
+    monkeypatch.setattr(promtext, "_split_quoted", split_quoted)
+    page = '# HELP g the doc\n# TYPE g gauge\ng{a="1"} 1\ng{a="2"} 2\n'
+    parse(page)
+    # each line's head is looked up once (comments are cached as "not a series"); the
+    # comment lines go to the line parser (the blank one is known from the start)
+    assert calls == {"line": 2, "head": 5, "split": 0}
+    parse(page + 'g{a="3"} 3\n')          # a new shape: one new series, the same comments
+    assert calls == {"line": 2, "head": 6, "split": 0}
+    parse(page + 'g{a="3"} 3\ng{a="4"} 4\n')   # and again: only the newest series is new
+    assert calls == {"line": 2, "head": 7, "split": 0}
+    assert [s.value for s in parse(page + 'g{a="3"} 5\n')[0].samples] == [1.0, 2.0, 5.0]

@@ -114,6 +114,13 @@ EQUIVALENT: dict[str, str] = {
         "the same shortcut, taken less often: the increase it then computes is 0.0 too",
     "derive.py:_throughput_steps:delete:return None -> pass in `if not series:`":
         "with no series the loop adds nothing and the three-step guard returns None",
+    # promtext
+    "promtext.py:clear_caches:delete:_COMMENTS[''] = _SKIP_EVENT -> pass in `with _LOCK:`":
+        "a pre-seeded cache entry only: the first page with a blank line caches the same "
+        "skip event for it",
+    "promtext.py:_duplicate:boundary:len(set(fast_heads)) < len(fast_heads) -> "
+    "len(set(fast_heads)) <= len(fast_heads)":
+        "it only gates a loop that finds no duplicate when the set is as long as the list",
     # rules/memory
     "memory.py:_growth:delete:if any((v is None for v in vals)): -> pass":
         "value_at is None only for an empty series, and covered() has just said it is not",
