@@ -419,3 +419,62 @@ def test_error_rate_exactly_at_the_critical_ratio_is_critical():
     assert e.value == 0.05 and e.threshold == 0.001 and e.op == ">"
     assert got.title == "error rate 5.0%"
     assert e.note.startswith("300 of 6000 requests in the last 60 s ended error")
+
+
+# ---- DEC-005: the restart's evidence --------------------------------------------------------
+def test_restart_on_the_second_scrape_names_the_old_and_new_values():
+    f = Feed()
+    f.tick({"server.generation_tokens_total": {E0: 50_000.0}})
+    f.tick({"server.generation_tokens_total": {E0: 120.0}})
+    (e,) = f.active("DEC-005")[0].evidence
+    assert (e.key, e.value, e.threshold, e.op) == ("server.generation_tokens_total", 120.0,
+                                                   50_000.0, "<")
+    assert "counter went backwards" in e.note
+
+
+def test_restart_evidence_is_the_value_just_before_the_drop():
+    c = Restart()
+    f = Feed()
+    f.run(c.good, 10)                   # 50 300 ... 53 000
+    before = c.gen
+    f.tick(c.bad())
+    (e,) = f.active("DEC-005")[0].evidence
+    assert e.threshold == before and e.value == 300.0
+
+
+def test_counters_that_drop_together_are_one_restart():
+    """Generation and prompt counters both reset at the restart: one finding, its evidence
+    the first counter's (no overwrite by the second)."""
+    f = Feed()
+    f.run(lambda: {"server.generation_tokens_total": {E0: 9000.0},
+                   "server.prompt_tokens_total": {E0: 7000.0}}, 5)
+    f.tick({"server.generation_tokens_total": {E0: 10.0},
+            "server.prompt_tokens_total": {E0: 20.0}})
+    (got,) = f.active("DEC-005")
+    assert [e.key for e in got.evidence] == ["server.generation_tokens_total"]
+
+
+@pytest.mark.parametrize("moved,want", [(1.5, True), (0.9, False), (900.0, True)])
+def test_process_start_time_moving_more_than_a_second_is_a_restart(moved, want):
+    f = Feed()
+    f.tick({"server.process_start_seconds": 1_700_000_000.0})
+    f.tick({"server.process_start_seconds": 1_700_000_000.0 + moved})
+    got = f.active("DEC-005")
+    assert bool(got) is want
+    if want:
+        (e,) = got[0].evidence
+        assert e.op == ">" and e.threshold == 1_700_000_000.0 and "new process" in e.note
+
+
+def test_another_sources_outage_is_not_the_servers_downtime():
+    c = Restart()
+    f = Feed()
+    gpu = {"gpu.util_ratio": {"gpu=0": 0.5}}
+    f.run(lambda: {**c.good(), **gpu}, 10)
+    f.run(lambda: {"server.generation_tokens_total": {E0: c.gen},
+                   "server.requests_running": {E0: 4}}, 5, status={"nvml": Status.ERROR})
+    f.tick({**c.bad(), **gpu})         # the GPU probe is back as the server restarts
+    assert f.diag._state["outages"]["nvml"]["last"] is not None
+    got = f.active("DEC-005")[0]
+    assert "between two scrapes" in got.title
+    assert [e.key for e in got.evidence] == ["server.generation_tokens_total"]

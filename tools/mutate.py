@@ -121,6 +121,9 @@ EQUIVALENT: dict[str, str] = {
     "promtext.py:_duplicate:boundary:len(set(fast_heads)) < len(fast_heads) -> "
     "len(set(fast_heads)) <= len(fast_heads)":
         "it only gates a loop that finds no duplicate when the set is as long as the list",
+    # rules/decoding
+    "decoding.py:_note_restart:boundary:prev[0] > when -> prev[0] >= when":
+        "equal times never get here: the test before returns for times within 1e-6",
     # rules/memory
     "memory.py:_growth:delete:if any((v is None for v in vals)): -> pass":
         "value_at is None only for an empty series, and covered() has just said it is not",
