@@ -263,3 +263,25 @@ def test_histograms_lists_only_those_seen_this_tick():
          hist("latency.ttft_seconds", {0.1: 4}, 0.2, instance="b"))
     feed(h, 1, hist("latency.ttft_seconds", {0.1: 5}, 0.3, instance="a"))
     assert [s.label("instance") for s in h.histograms()] == ["a"]
+
+
+def test_histogram_restarting_twice_in_the_window():
+    """A crash loop: every scrape after the first is a fresh process, so each one's counts
+    are all new (5 + 2 observations), never negative deltas."""
+    h = History()
+    feed(h, 0, hist("latency.e2e_seconds", {1.0: 8, 2.0: 10}, 12.0))
+    feed(h, 1, hist("latency.e2e_seconds", {1.0: 4, 2.0: 5}, 6.0))
+    feed(h, 2, hist("latency.e2e_seconds", {1.0: 1, 2.0: 2}, 2.5))
+    d = h.find("latency.e2e_seconds")[0].hist_delta(None)
+    assert d.total == 7 and d.sum == pytest.approx(8.5)
+    assert dict(d.buckets) == {1.0: 5, 2.0: 7, math.inf: 7}
+
+
+def test_a_histogram_delta_is_computed_once_per_tick():
+    """derive asks for the window's delta once per quantile: the answer is memoised."""
+    h = History()
+    for t in range(3):
+        feed(h, t, hist("latency.e2e_seconds", {1.0: 4 * t}, 2.0 * t))
+    s = h.find("latency.e2e_seconds")[0]
+    assert s.hist_delta(60) is s.hist_delta(60)
+    assert s.hist_delta(60).total == 8
