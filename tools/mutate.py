@@ -15,18 +15,19 @@ Mutations (the classic, cheap ones):
 * ``const``     a number constant + 1 (``0`` -> ``1``, ``0.5`` -> ``1.5``)
 * ``delete``    a statement inside a function replaced by ``pass``
 
-The source tree is never written: each mutant runs in a child process whose import hook
-compiles the mutated AST (keeping the real file name and line numbers) when the module is
-imported.  An interrupted run (Ctrl-C, a timeout) leaves nothing behind.  Tests that spawn
-a new Python process would import the unmutated module; the mapped tests do not.
+The source tree is never written: each mutant runs in a child process (forked, POSIX)
+whose import hook compiles the mutated AST (keeping the real file name and line numbers)
+when the module is imported.  An interrupted run (Ctrl-C, SIGTERM, a timeout) leaves
+nothing behind.  Tests that spawn a new Python process would import the unmutated module;
+the mapped tests (TARGETS: each module's fast unit tests, no end-to-end run) do not.
 
-Each module has a sampling rate (RATE): a mutant is part of the run when the hash of its
-stable id (module, function, mutation, code text; not the line number) falls under it, so
-editing one function does not reshuffle the sample of the others.  ``--all`` runs every
-mutant.  Mutants that cannot change behaviour are listed in EQUIVALENT with the reason and
-are not counted.
+Each module has a sampling rate (``Target.rate``): a mutant is part of the run when the
+hash of its stable id (file, function, mutation, code text and the statement around it;
+not the line number) falls under it, so editing one function does not reshuffle the
+sample of the others.  ``--all`` runs every mutant.  Mutants that cannot change behaviour
+are listed in EQUIVALENT with the reason and are not counted.
 
-    python tools/mutate.py                      # every module (~225 mutants)
+    python tools/mutate.py                      # every module (~235 mutants, ~20 min)
     python tools/mutate.py -m derive -m history # some modules
     python tools/mutate.py --list -m promtext   # the sample, without running it
     python tools/mutate.py --only derive.py:_throughput_steps  # ids containing a text
@@ -43,6 +44,7 @@ import argparse
 import ast
 import hashlib
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -52,7 +54,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from types import CodeType, ModuleType
 from typing import Callable, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -310,7 +312,7 @@ def _fraction(ident: str) -> float:
     return int(hashlib.sha1(ident.encode()).hexdigest()[:8], 16) / 0x100000000
 
 
-def mutated_code(name: str, ident: str):
+def mutated_code(name: str, ident: str) -> CodeType:
     """The compiled module with mutant ``ident`` applied."""
     target = TARGETS[name]
     path = ROOT / target.path
@@ -330,15 +332,16 @@ def mutated_code(name: str, ident: str):
 class _MutantFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Serves the mutated code for one module; every other import goes the usual way."""
 
-    def __init__(self, module: str, path: Path, code) -> None:
+    def __init__(self, module: str, path: Path, code: CodeType) -> None:
         self.module, self.path, self.code = module, path, code
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None = None, target=None):
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         if fullname != self.module:
             return None
         return importlib.util.spec_from_file_location(fullname, self.path, loader=self)
 
-    def create_module(self, spec) -> None:
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
         return None
 
     def exec_module(self, module: ModuleType) -> None:
@@ -526,6 +529,7 @@ def main(argv: list[str] | None = None) -> int:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                epilog=__doc__.split("\n\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-m", "--module", action="append", choices=sorted(TARGETS),
                    help="a module to mutate (repeatable; default: all)")
