@@ -242,26 +242,28 @@ def test_full_cache_alone_is_not_pressure():
     assert not f.active("MEM-001")
 
 
-def test_cache_hitting_full_on_many_ticks_is_pressure_though_its_median_is_lower():
-    """A small cache moves in whole blocks: full on 4 ticks of 10 (median ~0.7) with a
-    queue is pressure, judged by the share of full ticks."""
+def _full_on(ticks_of_ten: int) -> Feed:
+    """40 s of a small cache full on ``ticks_of_ten`` ticks of every 10 (0.67 on the
+    others: its median stays low) with requests waiting."""
     c = KvPressure()
     f = Feed()
     n = [0]
 
     def t():
         n[0] += 1
-        return c._t(1.0 if n[0] % 10 < 4 else 0.67, 3)
+        return c._t(1.0 if n[0] % 10 < ticks_of_ten else 0.67, 3)
 
     f.run(t, 40)
-    got = f.active("MEM-001")[0]
-    kv = got.evidence[0]
+    return f
+
+
+def test_cache_hitting_full_on_many_ticks_is_pressure_though_its_median_is_lower():
+    """A small cache moves in whole blocks: full on 4 ticks of 10 (median ~0.7) with a
+    queue is pressure, judged by the share of full ticks (PREEMPT_FULL_SHARE, 30 %)."""
+    kv = _full_on(4).active("MEM-001")[0].evidence[0]
     assert kv.key == "kv.usage_ratio" and kv.threshold == 0.3 and 0.3 <= kv.value <= 0.5
     assert "share of the ticks" in kv.note
-    f2 = Feed()
-    n[0] = 0
-    f2.run(lambda: c._t(1.0 if (n.__setitem__(0, n[0] + 1) or n[0] % 10 < 2) else 0.67, 3), 40)
-    assert not f2.active("MEM-001")            # full on 2 ticks of 10: under the share
+    assert not _full_on(2).active("MEM-001")       # full on 2 ticks of 10: under the share
 
 
 # ---- MEM-003: growth over a window shorter than the history ------------------------------
