@@ -129,6 +129,9 @@ EQUIVALENT: dict[str, str] = {
     # rules/memory
     "memory.py:_growth:delete:if any((v is None for v in vals)): -> pass":
         "value_at is None only for an empty series, and covered() has just said it is not",
+    "memory.py:weights_twice:delete:if pid not in ctx.procs: -> pass in `for r in rs:`":
+        "a pid with no process info groups alone (no model, root_of gives the pid "
+        "itself, and a GPU lists a pid once), so it can never make a pair",
 }
 
 # --- finding the mutation sites ----------------------------------------------------------
