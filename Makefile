@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck demo e2e bench snapshots clean
+.PHONY: run test lint typecheck demo e2e bench snapshots mutate clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -37,6 +37,12 @@ e2e: $(STAMP)
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# Mutation run of the core (tools/mutate.py): do the fast unit tests notice a planted bug?
+# Slow (about 20 min on two cores), so a tool to run by hand, not part of `make test`;
+# ARGS="-m derive" for one module, ARGS=--help for the rest.
+mutate: $(STAMP)
+	$(BIN)/python tools/mutate.py $(ARGS)
 
 snapshots: $(STAMP)
 	$(BIN)/python -m pytest -q tests/test_tui_snapshots.py --snapshot-update
