@@ -221,7 +221,7 @@ class RecordingFile:
             try:
                 json.loads(buf)
                 self._add_line(buf, pos, last=True)
-            except ValueError:
+            except (ValueError, RecursionError):
                 self.truncated = True
                 self.notes.append("last line cut short (the recorder was stopped mid-write)")
         if over:
