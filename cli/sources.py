@@ -159,8 +159,9 @@ def no_snapshot(source) -> UsageError:
     """The error for a source that ended before its first tick."""
     skipped = getattr(source, "skipped", 0)
     if skipped:
-        return UsageError(f"every snapshot line of the recording is corrupt ({skipped} "
-                          "skipped): not an infertop recording, or damaged")
+        from infertop.probes.sources.replay import unreadable_message
+        return UsageError(unreadable_message(source.label, skipped,
+                                             getattr(source, "lines_total", skipped)))
     return UsageError("the source produced no snapshot (empty recording?)")
 
 

@@ -70,7 +70,10 @@ def md(text: object, limit: int = 300) -> str:
 def utc(t: float | None) -> str:
     if t is None or not math.isfinite(t):
         return "–"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t)) + " UTC"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t)) + " UTC"
+    except (OverflowError, OSError, ValueError):   # 1e308: past any calendar time_t holds
+        return "–"
 
 
 def rel(t: float | None, start: float) -> str:
