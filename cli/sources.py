@@ -139,10 +139,15 @@ async def sample_window(source, pipeline, window: float, interval: float,
     ``speed`` paces demo/replay ticks in real time (see ``pace_of``)."""
     ticks = max(2, int(math.ceil(window / interval)) + 1)
     pace = pace_of(source, interval, speed)
+    # live: the window is wall time; a source that hangs (every tick a timeout) ends it
+    # one interval past the window, not after ticks x timeout (29 s for doctor --duration 6)
+    deadline = time.monotonic() + window + interval if source.realtime else math.inf
     await source.start()
     frame = None
     try:
         for i in range(ticks):
+            if frame is not None and time.monotonic() > deadline:
+                break
             started = time.monotonic()
             snap = await source.next()
             if snap is None:
