@@ -17,8 +17,8 @@ from infertop.cli.main import main
 from infertop.htmlreport import utc
 from infertop.model import Status
 from infertop.pipeline import Pipeline
-from infertop.probes.prometheus.client import (MAX_LABEL_VALUE, MAX_SERIES, PrometheusClient,
-                                               PrometheusError)
+from infertop.probes.prometheus import client as prom_client
+from infertop.probes.prometheus.client import PrometheusClient, PrometheusError
 from infertop.probes.prometheus.source import PrometheusSource
 from infertop.probes.server.metrics import ServerMetricsProbe
 from infertop.probes.sources import recording_file
@@ -277,12 +277,13 @@ def test_a_20000_character_label_is_capped():
         await c.close()
         return got
     ((labels, value),) = asyncio.run(go())
-    assert len(labels["model_name"]) == MAX_LABEL_VALUE and value == 3.0
+    assert len(labels["model_name"]) == prom_client.MAX_LABEL_VALUE and value == 3.0
 
 
 def test_too_many_series_are_refused_before_parsing_and_say_the_cap():
+    cap = prom_client.MAX_SERIES
     body = b'{"status":"success","data":{"resultType":"vector","result":[' + b",".join(
-        b'{"metric":{"i":"%d"},"value":[1,"1"]}' % i for i in range(MAX_SERIES + 1)) + b"]}}"
+        b'{"metric":{"i":"%d"},"value":[1,"1"]}' % i for i in range(cap + 1)) + b"]}}"
     parsed = []
 
     def handle(req):
@@ -294,14 +295,13 @@ def test_too_many_series_are_refused_before_parsing_and_say_the_cap():
             await c.query("x")
         finally:
             await c.close()
-    import infertop.probes.prometheus.client as client
-    real = client.json.loads
-    client.json.loads = lambda b, *a, **k: (parsed.append(1), real(b, *a, **k))[1]
+    real = prom_client.json.loads
+    prom_client.json.loads = lambda b, *a, **k: (parsed.append(1), real(b, *a, **k))[1]
     try:
-        with pytest.raises(PrometheusError, match=f"more than infertop's cap of {MAX_SERIES}"):
+        with pytest.raises(PrometheusError, match=f"more than infertop's cap of {cap}"):
             asyncio.run(go())
     finally:
-        client.json.loads = real
+        prom_client.json.loads = real
     assert parsed == []   # refused on the raw body: 390k series cost 808 MB parsed
 
 
