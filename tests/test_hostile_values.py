@@ -46,7 +46,7 @@ def page_frame(page: str, ticks: int = 3):
     return feed(source, pipeline), pipeline, source
 
 
-def test_two_engines_at_float_max_are_an_error_reading_not_a_crash():
+def test_two_engines_at_float_max_go_through_every_writer():
     """The sum 1.7e308 + 1.7e308 is inf: rules/engine.py -> findings._fmt -> round(inf)
     raised OverflowError and the screen and doctor exited 1 with a traceback."""
     page = ("# TYPE vllm:num_requests_waiting gauge\n"
@@ -87,6 +87,15 @@ def test_values_at_the_limits_are_shown_as_such():
     assert fmt_value(float("nan"), "W") == "NaN"
     assert fmt_value(123.0, "count") == "123"                   # ordinary values unchanged
     assert fmt_value(0.5, "ratio") == "50 %"
+
+
+def test_evidence_of_an_overflowed_sum_is_inf_not_overflow_error():
+    """rules/engine.py summed two engines' 1.7e308 to inf; findings._fmt -> units
+    round(inf) raised OverflowError: a 2,737-line traceback from the screen and doctor."""
+    from infertop.findings import Evidence
+    ev = Evidence("server.requests_waiting", (("engine", "0x"),), float("inf"), 16.0, ">=",
+                  "count")
+    assert ev.describe() == "server.requests_waiting{engine=0x} inf >= 16"
 
 
 def test_utc_of_an_absurd_time_is_a_dash():
