@@ -338,3 +338,10 @@ def test_a_hung_prometheus_is_asked_once_per_timeout_not_once_per_tick():
     # 12 ticks in the window: before, 12 requests of 0.6 s each
     assert len(asked) <= 3, asked
     assert took < 6, took
+
+
+# ---- settings --------------------------------------------------------------------------------
+def test_a_config_path_too_long_for_the_file_system_is_one_line():
+    """Found by the property suite: Path.is_file raised OSError (ENAMETOOLONG)."""
+    rc, out, err = run("snapshot", "--json", "--config", "m" * 4000)
+    assert rc == 2 and err.count("\n") == 1 and "cannot read" in err, err
