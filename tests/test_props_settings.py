@@ -20,7 +20,9 @@ from infertop.rules.engine import Diagnoser
 from helpers.props import LIMITS, check_output, props, text, tried
 
 KEYS = {name: [f.name for f in dataclasses.fields(cls)] for name, cls in SECTIONS.items()}
-value = st.one_of(st.sampled_from(LIMITS), st.integers(-10**30, 10**30), text, st.booleans(),
+# numbers most of the time (a config of words is refused at its first key)
+value = st.one_of(st.sampled_from(LIMITS), st.floats(0, 2), st.integers(0, 1000),
+                  st.integers(-10**30, 10**30), text, st.booleans(),
                   st.lists(st.sampled_from(["DEC-001", "x", "MEM-003", ""]), max_size=3),
                   st.dictionaries(text, st.integers(), max_size=2))
 
@@ -28,13 +30,13 @@ value = st.one_of(st.sampled_from(LIMITS), st.integers(-10**30, 10**30), text, s
 @st.composite
 def config_doc(draw) -> dict:
     doc: dict = {}
-    for section in draw(st.lists(st.sampled_from([*KEYS, "rules", "ui", "bogus"]),
+    for section in draw(st.lists(st.sampled_from([*KEYS, *KEYS, "rules", "ui", "bogus"]),
                                  max_size=3, unique=True)):
         if section == "rules":
             doc["rules"] = {draw(st.sampled_from(["DEC-001", "MEM-003", "XYZ-9", ""])):
                             {draw(st.sampled_from(["enabled", "severity", "x"])): draw(value)}}
         elif section in KEYS:
-            doc[section] = {draw(st.sampled_from(KEYS[section] + ["bogus"])): draw(value)
+            doc[section] = {draw(st.sampled_from(KEYS[section] * 8 + ["bogus"])): draw(value)
                             for _ in range(draw(st.integers(1, 3)))}
         else:
             doc[section] = draw(value)
