@@ -99,7 +99,8 @@ def mutate_line(out: list[bytes], i: int, kind: str, seed: int, data,
         snap["time"] = data.draw(hostile_time)
     else:
         labels = r.setdefault("labels", {})
-        labels[data.draw(st.sampled_from(["engine", "model", "gpu", "x"]))] = data.draw(hostile_label)
+        name = data.draw(st.sampled_from(["engine", "model", "gpu", "x"]))
+        labels[name] = data.draw(hostile_label)
     # NaN/Infinity literals and huge ints as the json module writes them
     out[i] = json.dumps(snap, separators=(",", ":")).encode()
     return out

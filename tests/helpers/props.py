@@ -92,7 +92,9 @@ def check_output(out: str, where: str) -> None:
     bad = raw_controls(out)
     assert not bad, f"{where}: raw control characters {bad}"
     m = _LONG_NUMBER.search(out)
-    assert m is None, f"{where}: a {len(m.group())}-digit number ...{out[max(0, m.start() - 40):m.start() + 40]!r}"
+    if m is not None:
+        around = out[max(0, m.start() - 40):m.start() + 40]
+        raise AssertionError(f"{where}: a {len(m.group())}-digit number ...{around!r}")
 
 
 def check_json(out: str, where: str) -> Any:
