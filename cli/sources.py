@@ -138,10 +138,15 @@ async def sample_window(source, pipeline, window: float, interval: float,
     ``speed`` paces demo/replay ticks in real time (see ``pace_of``)."""
     ticks = max(2, int(math.ceil(window / interval)) + 1)
     pace = pace_of(source, interval, speed)
+    # live: the window is wall time; a source that hangs (every tick a timeout) ends it
+    # one interval past the window, not after ticks x timeout (29 s for doctor --duration 6)
+    deadline = time.monotonic() + window + interval if source.realtime else math.inf
     await source.start()
     frame = None
     try:
         for i in range(ticks):
+            if frame is not None and time.monotonic() > deadline:
+                break
             started = time.monotonic()
             snap = await source.next()
             if snap is None:
@@ -158,8 +163,9 @@ def no_snapshot(source) -> UsageError:
     """The error for a source that ended before its first tick."""
     skipped = getattr(source, "skipped", 0)
     if skipped:
-        return UsageError(f"every snapshot line of the recording is corrupt ({skipped} "
-                          "skipped): not an infertop recording, or damaged")
+        from infertop.probes.sources.replay import unreadable_message
+        return UsageError(unreadable_message(source.label, skipped,
+                                             getattr(source, "lines_total", skipped)))
     return UsageError("the source produced no snapshot (empty recording?)")
 
 

@@ -108,11 +108,11 @@ def block_length(xs: list[float]) -> int:
         return 1
     m = sum(xs) / n
     var = sum((x - m) ** 2 for x in xs)
-    if var <= 0:
+    if not 0 < var < math.inf:   # constant, or values near 1e308 whose squares overflow
         return 1
     r = sum((xs[i] - m) * (xs[i + 1] - m) for i in range(n - 1)) / var
     cap = max(1, n // 3)
-    if r <= 0:
+    if not r > 0:                # NaN too (inf - inf): no autocorrelation to go on
         return 1
     if r >= 0.999:
         return cap

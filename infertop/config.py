@@ -310,7 +310,11 @@ def load_config(path: str | None = None) -> DiagnosisConfig:
             return DiagnosisConfig()
     else:
         p = Path(path).expanduser()
-        if not p.is_file():
+        try:
+            found = p.is_file()
+        except OSError as e:   # a name too long for the file system (found by the props suite)
+            raise ConfigError(f"config file {p}: cannot read: {e.strerror or e}") from None
+        if not found:
             raise ConfigError(f"config file {p}: not found")
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))

@@ -9,6 +9,7 @@ History and rules), refreshed on every tick while it is open.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -23,7 +24,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from infertop.findings import Finding, Severity
 from infertop.fleet import FleetFrame, node_summary
 from infertop.model import LAYERS, Status
-from infertop.units import natural_key
+from infertop.units import HUGE, fmt_value, natural_key
 
 from ..panes.base import LayerPane, PaneContext
 from ..widgets.history_plot import HistoryPlot
@@ -146,18 +147,26 @@ def _only_instance(frame, instance: str):
 
 
 # ---- formatting -------------------------------------------------------------------------------
+def _absurd(v: float) -> str | None:
+    """NaN, inf or past 1e15 (a node sending 1.7e308): units.fmt_value's short spelling,
+    never the 309 digits a fixed-point format prints."""
+    return fmt_value(v, "") if not math.isfinite(v) or abs(v) >= HUGE else None
+
+
 def _pct(v: float | None) -> str:
-    return "–" if v is None else f"{v * 100:.0f}%"
+    if v is None:
+        return "–"
+    return _absurd(v * 100 if abs(v) < HUGE else v) or f"{v * 100:.0f}%"
 
 
 def _secs(v: float | None) -> str:
     if v is None:
         return "–"
-    return f"{v * 1000:.0f}ms" if v < 1 else f"{v:.2f}s"
+    return _absurd(v) or (f"{v * 1000:.0f}ms" if v < 1 else f"{v:.2f}s")
 
 
 def _num(v: float | None, fmt: str = "{:.0f}") -> str:
-    return "–" if v is None else fmt.format(v)
+    return "–" if v is None else _absurd(v) or fmt.format(v)
 
 
 def _worst_cell(w: Worst, styles: dict[str, str]) -> Text:
