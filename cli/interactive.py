@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from .errors import UsageError
 from .sources import make_pipeline
@@ -24,8 +26,26 @@ def run_tui(source, args: argparse.Namespace) -> int:
     except UnknownTheme as e:
         raise UsageError(str(e)) from None
     app.run()
-    # Textual's status: 1 after a crash in the app, 128+N after signal N (app.py)
-    return app.return_code or 0
+    # Textual's status: 1 after a crash in the app, 128+N after signal N (app.py) or 129
+    # when the terminal went away (tui/driver.py)
+    code = app.return_code or 0
+    if code > 128:
+        leave_now(code)
+    return code
+
+
+def leave_now(code: int) -> None:
+    """End the process at once after a signal or a lost terminal: the app has shut down
+    (recording closed, terminal restored), and the interpreter's teardown that is left
+    took 1.3 s of a loaded 2-core machine, past the 2 s a dropped session may take
+    (issue 22); it also joins worker threads, which a stuck read could hold."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass   # the terminal is gone
+    os._exit(code)
 
 
 def nothing_live(source) -> bool:

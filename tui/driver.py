@@ -11,12 +11,28 @@ must time out, and its exit flag writes to a pipe the thread also waits on, so l
 (``q``, suspend) still wakes it at once.  The loop is Textual 8.2's ``run_input_thread``
 otherwise line for line (pinned in pyproject.toml; tests/test_quiet_driver.py runs it on
 a pipe: keys, a lone ESC after its timeout, prompt exit).
+
+It also survives its terminal going away (issue 22: an SSH session dropped under a shell
+left infertop deadlocked for good, deaf to SIGTERM).  The hang was: the hangup's SIGCONT
+made Textual's handler start application mode a second time (a second writer thread, not
+suspended before); that writer died on EIO, and the next 30 writes filled its queue, so
+the main thread blocked for ever in ``Queue.put`` inside ``App._shutdown``.  Here a write
+never blocks for more than WRITE_WAIT and is dropped once the terminal is gone; SIGCONT
+resumes only what SIGTSTP suspended; an input that ends on a terminal (a hangup) or a
+writer that dies asks the app to exit (status 129, as after SIGHUP); and ``close`` waits
+for the writer at most WRITE_WAIT.  ``exit_deadline`` is the last guard: whatever still
+blocks, the process is gone a bounded time after it was asked to leave.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import queue
 import selectors
+import signal
+import sys
+import termios
 import threading
 from codecs import getincrementaldecoder
 
@@ -27,6 +43,37 @@ from textual.drivers.linux_driver import LinuxDriver
 
 # Upper bound on one wait even with nothing pending: a lost wake-up costs at most this.
 LONGEST_WAIT = 30.0
+# Longest a write (or the writer's stop) may wait on a terminal that reads nothing: past
+# it the terminal counts as gone.  A live terminal drains 30 queued frames far sooner.
+WRITE_WAIT = 0.5
+# After the app was asked to exit (signal, lost terminal), the process ends within this
+# however shutdown goes: recordings are flushed line by line, so a forced end keeps every
+# tick written (a gzip file then lacks only its trailer, which readers tolerate).
+EXIT_GRACE = 1.5
+TERMINAL_LOST = 128 + signal.SIGHUP    # the status a shell shows after a hangup
+
+
+def exit_deadline(code: int, seconds: float = EXIT_GRACE,
+                  restore: "termios._Attr | None" = None, fd: int = -1) -> threading.Timer:
+    """Arm a daemon timer that ends the process with ``code`` after ``seconds`` unless it
+    has exited by then; ``restore`` (termios attributes) is put back on ``fd`` first, so a
+    live terminal is not left in raw mode."""
+    def force() -> None:
+        if restore is not None and fd >= 0:
+            try:
+                termios.tcsetattr(fd, termios.TCSANOW, restore)
+            except (termios.error, OSError):
+                pass
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        os._exit(code)
+
+    timer = threading.Timer(seconds, force)
+    timer.daemon = True
+    timer.start()
+    return timer
 POLL_AS_TEXTUAL = object()   # the parser has no _timeout_time (another Textual)
 
 
@@ -74,16 +121,111 @@ def select_timeout(parser, now: float) -> float:
     return max(0.0, min(LONGEST_WAIT, due - now))
 
 
+class TerminalOutput:
+    """The terminal file the writer thread writes to, made to outlive the terminal: a
+    write or flush that fails (EIO once the terminal is hung up) calls ``lost`` and is
+    dropped, so Textual's writer thread keeps draining its queue instead of dying with a
+    traceback and leaving the queue to fill."""
+
+    def __init__(self, file, lost) -> None:
+        self._file = file
+        self._lost = lost
+        self.dead = False
+
+    def write(self, text: str) -> int:
+        if not self.dead:
+            try:
+                return self._file.write(text)
+            except (OSError, ValueError):     # EIO, EPIPE; ValueError: closed file
+                self._die()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.dead:
+            try:
+                self._file.flush()
+            except (OSError, ValueError):
+                self._die()
+
+    def _die(self) -> None:
+        self.dead = True
+        self._lost()
+
+    def __getattr__(self, name: str):
+        return getattr(self._file, name)
+
+
 class QuietLinuxDriver(LinuxDriver):
     """LinuxDriver whose input thread blocks until a key, a resize report or exit."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.exit_event = WakingEvent()
+        self.terminal_lost = False
+        self._suspended_by_tstp = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._file = TerminalOutput(self._file, self.lose_terminal)
+
+    def start_application_mode(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        super().start_application_mode()
+
+    # ---- a terminal that goes away -----------------------------------------------------
+    def lose_terminal(self) -> None:
+        """The terminal is gone (hangup seen on input, writer dead or stuck): drop every
+        later write and ask the app to exit as after SIGHUP, with a deadline.  Any thread."""
+        if self.terminal_lost:
+            return
+        self.terminal_lost = True
+        exit_deadline(TERMINAL_LOST, restore=getattr(self, "attrs_before", None),
+                      fd=self.fileno)
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._app.exit, None, TERMINAL_LOST)
+            except RuntimeError:
+                pass   # the loop closed meanwhile: the app is leaving anyway
+
+    def write(self, data: str) -> None:
+        """Queue ``data`` for the writer thread; never block longer than WRITE_WAIT, and
+        drop it once the terminal is gone (Textual's write blocks for ever on a full
+        queue whose writer died)."""
+        writer = self._writer_thread
+        if self.terminal_lost or writer is None:
+            return
+        if not writer.is_alive():
+            self.lose_terminal()
+            return
+        try:
+            writer._queue.put(data, timeout=WRITE_WAIT)   # Textual 8.2's WriterThread
+        except queue.Full:
+            self.lose_terminal()
 
     def close(self) -> None:
-        super().close()
+        """Stop the writer thread without waiting on a terminal that does not read."""
+        writer = self._writer_thread
+        if writer is not None and writer.is_alive():
+            try:
+                writer._queue.put(None, timeout=0 if self.terminal_lost else WRITE_WAIT)
+            except queue.Full:
+                self.terminal_lost = True
+            else:
+                writer.join(WRITE_WAIT)
         self.exit_event.close()
+
+    # ---- suspend and resume ------------------------------------------------------------
+    def _sigtstp_application(self, *args) -> None:
+        self._suspended_by_tstp = self._auto_restart
+        super()._sigtstp_application(*args)
+
+    def _sigcont_application(self, *args) -> None:
+        """Resume only what SIGTSTP suspended.  A terminal hangup sends SIGCONT too, and
+        Textual's handler then started application mode again over the running one: a
+        second writer thread on the dead terminal, the first step of the hang."""
+        if not self._suspended_by_tstp:
+            return
+        self._suspended_by_tstp = False
+        super()._sigcont_application(*args)
 
     def run_input_thread(self) -> None:
         """Wait for input and dispatch events (Textual's loop, with waits that end only
@@ -103,6 +245,7 @@ class QuietLinuxDriver(LinuxDriver):
         read = os.read
 
         watching = [True]    # input still open (False after its end: nothing to wait on)
+        on_tty = os.isatty(fileno)
 
         def process_selector_events(selector_events, final: bool = False) -> None:
             keys = [(key, mask) for key, mask in selector_events if key.fd == fileno]
@@ -110,13 +253,18 @@ class QuietLinuxDriver(LinuxDriver):
                 exit_event.drain()
             for last, (_key, mask) in loop_last(keys):
                 if mask & EVENT_READ:
-                    data = read(fileno, 1024 * 4)
+                    try:
+                        data = read(fileno, 1024 * 4)
+                    except OSError:      # EIO: the terminal was hung up
+                        data = b""
                     if not data:
                         # the input ended (the terminal went away without a SIGHUP, or
                         # stdin is not a terminal): stop waiting on it, or every select
                         # returns at once and this thread spins a core
                         watching[0] = False
                         selector.unregister(fileno)
+                        if on_tty:       # raw mode has no EOF key: this is a hangup
+                            self.lose_terminal()
                         break
                     unicode_data = decode(data, final=final and last)
                     if not unicode_data:
