@@ -25,6 +25,7 @@ def run_tui(source, args: argparse.Namespace) -> int:
                              theme=getattr(args, "theme", None), options=options)
     except UnknownTheme as e:
         raise UsageError(str(e)) from None
+    require_terminal()
     app.run()
     # Textual's status: 1 after a crash in the app, 128+N after signal N (app.py) or 129
     # when the terminal went away (tui/driver.py)
@@ -32,6 +33,24 @@ def run_tui(source, args: argparse.Namespace) -> int:
     if code > 128:
         leave_now(code)
     return code
+
+
+def require_terminal() -> None:
+    """The screen reads keys from stdin and draws on stdout and stderr (Textual writes
+    the screen to stderr): each must be a terminal.  Without one it said nothing useful
+    (stdin closed: an AttributeError traceback; stdout a file: the file filled with
+    full-screen escapes), so it stops here in one line (exit 2) and names the commands
+    made for files and pipes."""
+    for name in ("stdin", "stdout", "stderr"):
+        stream = getattr(sys, name)
+        try:
+            ok = stream is not None and os.isatty(stream.fileno())
+        except (OSError, ValueError, AttributeError):   # closed, or no file behind it
+            ok = False
+        if not ok:
+            raise UsageError(f"the screen needs a terminal, and {name} is not one; without "
+                             "a terminal use `infertop snapshot --json`, `infertop doctor` "
+                             "or `infertop record -o FILE`")
 
 
 def leave_now(code: int) -> None:

@@ -191,3 +191,57 @@ def test_sigterm_ends_it_while_its_terminal_reads_nothing():
         gone_after(proc, since)
     finally:
         run.close()
+
+
+# ---- not a terminal at all (issue 22, problem 8) ----------------------------------------
+def _screen_without(stream: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess, bytes]:
+    """Run the screen on a pty with ``stream`` replaced: "stdin-closed", "stdin" (from
+    /dev/null), or "stdout"/"stderr" (into a file).  Returns the run and the file."""
+    master, slave = os.openpty()
+    out_file = tmp_path / "out.txt"
+    files = {"stdin": slave, "stdout": slave, "stderr": slave}
+    with open(out_file, "wb") as sink, open(os.devnull, "rb") as null:
+        if stream == "stdin":
+            files["stdin"] = null.fileno()
+        elif stream in ("stdout", "stderr"):
+            files[stream] = sink.fileno()
+        pre = (lambda: os.close(0)) if stream == "stdin-closed" else None
+        env = {**os.environ, "TERM": "xterm-256color", "PYTHONPATH": str(ROOT)}
+        proc = subprocess.Popen([sys.executable, "-m", "infertop", "demo", "healthy"],
+                                stdin=files["stdin"], stdout=files["stdout"],
+                                stderr=files["stderr"], cwd=ROOT, env=env, preexec_fn=pre)
+        os.close(slave)
+        seen = bytearray()
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            r, _, _ = select.select([master], [], [], 0.2)
+            if r:
+                try:
+                    seen += os.read(master, 65536)
+                except OSError:
+                    break
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+    try:
+        while select.select([master], [], [], 0.1)[0]:
+            chunk = os.read(master, 65536)
+            if not chunk:
+                break
+            seen += chunk
+    except OSError:
+        pass
+    os.close(master)
+    return subprocess.CompletedProcess(proc.args, proc.returncode), \
+        bytes(seen) + out_file.read_bytes()
+
+
+@pytest.mark.parametrize("stream", ["stdin-closed", "stdin", "stdout", "stderr"])
+def test_the_screen_without_a_terminal_says_so_in_one_line(tmp_path, stream):
+    run, written = _screen_without(stream, tmp_path)
+    assert run.returncode == 2, written[-500:]
+    assert b"Traceback" not in written and b"\x1b[" not in written   # no screen drawn
+    lines = [x for x in written.decode().splitlines() if x.strip()]
+    name = "stdin" if stream.startswith("stdin") else stream
+    assert len(lines) == 1 and f"{name} is not one" in lines[0], lines
+    assert "infertop snapshot --json" in lines[0] and "infertop record" in lines[0]
