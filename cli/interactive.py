@@ -12,6 +12,12 @@ from .sources import make_pipeline
 
 def run_tui(source, args: argparse.Namespace) -> int:
     from infertop.tui.modes import app_for_source
+    if getattr(args, "record", None):
+        from infertop.safefile import OutputError, check_target
+        try:
+            check_target(args.record, force=bool(getattr(args, "force", False)))
+        except OutputError as e:
+            raise UsageError(str(e)) from None
     pipeline = make_pipeline(args, source)
     from infertop.tui.app import UnknownTheme
     from infertop.tui.options import AppOptions
@@ -19,6 +25,7 @@ def run_tui(source, args: argparse.Namespace) -> int:
                          capture_dir=getattr(args, "capture_dir", None),
                          record_path=getattr(args, "record", None),
                          record_now=bool(getattr(args, "record", None)),
+                         record_force=bool(getattr(args, "force", False)),
                          settle_gc=True)
     try:
         app = app_for_source(source, interval=args.interval, pipeline=pipeline,

@@ -588,7 +588,7 @@ class InfertopApp(App):
             first = self.frame.snapshot if self.frame is not None else None
             header = make_header(self.source.describe(), first, host=socket.gethostname(),
                                  started=time.time(), interval=self.interval)
-            rec = Recorder(path, header)
+            rec = Recorder(path, header, force=self.options.record_force)
             if first is not None:
                 await rec.write(first)   # opens the file now: errors show at once
         except Exception as e:

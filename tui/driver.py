@@ -31,15 +31,16 @@ import os
 import queue
 import selectors
 import signal
-import sys
-import termios
 import threading
 from codecs import getincrementaldecoder
+from typing import Any
 
 from textual._loop import loop_last
 from textual._time import get_time
 from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
+
+from infertop.probes.base import exit_deadline as _exit_deadline
 
 # Upper bound on one wait even with nothing pending: a lost wake-up costs at most this.
 LONGEST_WAIT = 30.0
@@ -53,28 +54,10 @@ EXIT_GRACE = 1.5
 TERMINAL_LOST = 128 + signal.SIGHUP    # the status a shell shows after a hangup
 
 
-def exit_deadline(code: int, seconds: float = EXIT_GRACE,
-                  restore: "termios._Attr | None" = None, fd: int = -1) -> threading.Timer:
-    """Arm a daemon timer that ends the process with ``code`` after ``seconds`` unless it
-    has exited by then; ``restore`` (termios attributes) is put back on ``fd`` first, so a
-    live terminal is not left in raw mode."""
-    def force() -> None:
-        if restore is not None and fd >= 0:
-            try:
-                termios.tcsetattr(fd, termios.TCSANOW, restore)
-            except (termios.error, OSError):
-                pass
-        try:
-            sys.stderr.flush()
-        except (OSError, ValueError):
-            pass
-        os._exit(code)
-
-    timer = threading.Timer(seconds, force)
-    timer.daemon = True
-    timer.start()
-    return timer
-POLL_AS_TEXTUAL = object()   # the parser has no _timeout_time (another Textual)
+def exit_deadline(code: int, seconds: float = EXIT_GRACE, restore: Any = None,
+                  fd: int = -1) -> threading.Timer:
+    """probes.base.exit_deadline with the screen's grace (EXIT_GRACE)."""
+    return _exit_deadline(code, seconds, restore, fd)
 
 
 class WakingEvent(threading.Event):

@@ -16,12 +16,14 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from pathlib import Path
 from typing import Callable
 
 from infertop.demo.exposition import render, render_dcgm
 from infertop.demo.sim import SimFrame
 
 from infertop.probes.base import stop_on_signals
+from infertop.safefile import write_files
 from infertop.demo.source import DemoSource
 
 HEAD_TIMEOUT = 10.0
@@ -382,11 +384,11 @@ def serve_fleet(nodes: int, name: str | None = None, host: str = "127.0.0.1", po
         sd = fleet.file_sd()
         if targets:
             os.makedirs(targets, exist_ok=True)
-            for job, groups in sd.items():
-                path = os.path.join(targets, f"{job}.json")
-                with open(path + ".tmp", "w") as f:   # file_sd reloads: swap in whole files
-                    json.dump(groups, f)
-                os.replace(path + ".tmp", path)
+            # file_sd reloads on change: whole files swapped in (infertop.safefile), each
+            # start replacing the last one's; 0644, as Prometheus may run as another user
+            # (demo addresses only, nothing from a server)
+            write_files({Path(targets) / f"{job}.json": json.dumps(groups)
+                         for job, groups in sd.items()}, force=True, mode=0o644)
         for i, (srv, gpu) in enumerate(zip(sd["server"], sd["dcgm"])):
             what = f" plays {bad_scenario}" if i == bad_node else ""
             say(f"{FleetDemo.node_name(i)}: server {srv['targets'][0]}, "
