@@ -19,6 +19,7 @@ import time
 from typing import Any, Iterable, Mapping, Sequence
 
 from .findings import Finding, Severity, worst
+from .mdtext import md_code, md_text
 from .model import LAYERS, Reading, Status
 from .textclean import clean
 from .units import fmt_reading, fmt_seconds
@@ -339,8 +340,9 @@ def _json(findings, readings, meta) -> str:
 
 
 # ---- Markdown ---------------------------------------------------------------------------
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+def _md(text: object) -> str:
+    """Outside text, inert in CommonMark/GFM (infertop.mdtext)."""
+    return md_text(text)
 
 
 def _markdown(findings, readings, meta) -> str:
@@ -367,7 +369,7 @@ def _markdown(findings, readings, meta) -> str:
         rs = readings.get(layer, [])
         if rs:
             out += ["| reading | value |", "|---|---|"]
-            out += [f"| `{_md(k)}` | {_md(v)} |" for k, v in _reading_lines(rs)]
+            out += [f"| {md_code(k)} | {_md(v)} |" for k, v in _reading_lines(rs)]
             out.append("")
     chains = _chains(findings)
     if chains:
@@ -386,7 +388,8 @@ def _markdown(findings, readings, meta) -> str:
             for ep in eps:
                 cleared = _clock(ep["cleared"]) if ep["cleared"] is not None else \
                     ("still active" if ep["active"] else "not cleared")
-                out.append(f"| {ep['code']} | {ep['severity']} | {_clock(ep['raised'])} | "
+                out.append(f"| {_md(ep['code'])} | {_md(ep['severity'])} | "
+                           f"{_clock(ep['raised'])} | "
                            f"{cleared} | {_md(ep['summary'])} |")
             out.append("")
     unchecked = meta.get("unchecked") or {}
