@@ -106,10 +106,10 @@ def exit_deadline(code: int, seconds: float, restore: Any = None, fd: int = -1
     not cancelled by anything but the process ending."""
     def force() -> None:
         if restore is not None and fd >= 0:
+            import termios
             try:
-                import termios
                 termios.tcsetattr(fd, termios.TCSANOW, restore)
-            except Exception:
+            except (termios.error, OSError):
                 pass   # the terminal is gone
         for stream in (sys.stdout, sys.stderr):
             try:

@@ -78,7 +78,7 @@ class ShellOnPty:
             try:
                 self.out += os.read(self.master, 65536)
             except OSError:
-                raise AssertionError(f"terminal closed early: {bytes(self.out)!r}")
+                raise AssertionError(f"terminal closed early: {bytes(self.out)!r}") from None
 
     def destroy(self) -> float:
         """Close the master, as sshd does when the connection drops; returns when."""

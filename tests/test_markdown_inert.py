@@ -15,16 +15,16 @@ import re
 
 import html5lib
 import pytest
+from helpers.hostile_server import FIXTURES, Route, hostile_server
+from infertop.cli.main import main
 from markdown_it import MarkdownIt
 
-from infertop.cli.main import main
 from infertop.findings import Evidence, Finding, FindingEvent, Severity
 from infertop.htmlreport import render_html, render_markdown
 from infertop.mdtext import md_code, md_text
 from infertop.model import Layer, Reading, Status, make_labels
 from infertop.report import render_report
 from infertop.runsummary import RunSummary
-from helpers.hostile_server import FIXTURES, Route, hostile_server
 
 # Each one broke out of something before, or would have: code spans, raw HTML, entities,
 # links, images, autolinks, emphasis, table cells, line-start blocks.

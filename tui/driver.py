@@ -26,7 +26,6 @@ blocks, the process is gone a bounded time after it was asked to leave.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import queue
 import selectors
@@ -35,12 +34,11 @@ import threading
 from codecs import getincrementaldecoder
 from typing import Any
 
+from infertop.probes.base import exit_deadline as _exit_deadline
 from textual._loop import loop_last
 from textual._time import get_time
 from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
-
-from infertop.probes.base import exit_deadline as _exit_deadline
 
 # Upper bound on one wait even with nothing pending: a lost wake-up costs at most this.
 LONGEST_WAIT = 30.0
@@ -52,6 +50,7 @@ WRITE_WAIT = 0.5
 # tick written (a gzip file then lacks only its trailer, which readers tolerate).
 EXIT_GRACE = 1.5
 TERMINAL_LOST = 128 + signal.SIGHUP    # the status a shell shows after a hangup
+POLL_AS_TEXTUAL = object()   # the parser has no _timeout_time (another Textual)
 
 
 def exit_deadline(code: int, seconds: float = EXIT_GRACE, restore: Any = None,
@@ -146,12 +145,8 @@ class QuietLinuxDriver(LinuxDriver):
         self.exit_event = WakingEvent()
         self.terminal_lost = False
         self._suspended_by_tstp = False
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._file = TerminalOutput(self._file, self.lose_terminal)
-
-    def start_application_mode(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        super().start_application_mode()
+        # the writer thread writes here (Textual's Driver keeps it as a TextIO)
+        self._file = TerminalOutput(self._file, self.lose_terminal)  # type: ignore[assignment]
 
     # ---- a terminal that goes away -----------------------------------------------------
     def lose_terminal(self) -> None:
@@ -162,8 +157,8 @@ class QuietLinuxDriver(LinuxDriver):
         self.terminal_lost = True
         exit_deadline(TERMINAL_LOST, restore=getattr(self, "attrs_before", None),
                       fd=self.fileno)
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
+        loop = self._loop    # Textual's Driver: the app's event loop
+        if not loop.is_closed():
             try:
                 loop.call_soon_threadsafe(self._app.exit, None, TERMINAL_LOST)
             except RuntimeError:
