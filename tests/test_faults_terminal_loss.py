@@ -19,6 +19,7 @@ import gzip
 import os
 import select
 import shlex
+import shutil
 import signal
 import struct
 import subprocess
@@ -143,6 +144,37 @@ def test_shell_in_a_destroyed_terminal_after_the_first_frame(tmp_path, attempt):
         assert lines and b'"format"' in lines[0]
     finally:
         run.close()
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+@pytest.mark.parametrize("attempt", range(3))
+def test_tmux_kill_server_after_the_first_frame(tmp_path, attempt):
+    """The issue's own reproduction: the shell in a tmux pane, ``tmux kill-server``."""
+    sock = f"infertop-test-{os.getpid()}-{attempt}"
+    env = {**os.environ, "TERM": "xterm-256color", "PYTHONPATH": str(ROOT)}
+    env.pop("TMUX", None)
+    infertop = shlex.join([sys.executable, "-m", "infertop", "demo", "healthy"])
+    tmux = ["tmux", "-L", sock, "-f", "/dev/null"]
+    subprocess.run([*tmux, "new-session", "-d", "-x", "100", "-y", "30",
+                    f"bash -c {shlex.quote(infertop + '; sleep 5')}"], env=env, cwd=ROOT,
+                   check=True)
+    try:
+        pane = subprocess.run([*tmux, "list-panes", "-F", "#{pane_pid}"], env=env,
+                              capture_output=True, text=True, check=True).stdout.split()[0]
+        deadline = time.monotonic() + 90
+        while b"hardware" not in subprocess.run([*tmux, "capture-pane", "-p"], env=env,
+                                                capture_output=True).stdout:
+            assert time.monotonic() < deadline, "the screen never came up in tmux"
+            time.sleep(0.2)
+        kids = [p for p in psutil.Process(int(pane)).children(recursive=True)
+                if "infertop" in " ".join(p.cmdline())]
+        assert kids
+        since = time.monotonic()
+        subprocess.run([*tmux, "kill-server"], env=env, check=False)
+        took = gone_after(kids[0], since)
+        print(f"gone {took:.2f} s after tmux kill-server")
+    finally:
+        subprocess.run([*tmux, "kill-server"], env=env, capture_output=True, check=False)
 
 
 def test_destroyed_at_start_up():
