@@ -16,12 +16,14 @@ It also survives its terminal going away (issue 22: an SSH session dropped under
 left infertop deadlocked for good, deaf to SIGTERM).  The hang was: the hangup's SIGCONT
 made Textual's handler start application mode a second time (a second writer thread, not
 suspended before); that writer died on EIO, and the next 30 writes filled its queue, so
-the main thread blocked for ever in ``Queue.put`` inside ``App._shutdown``.  Here a write
-never blocks for more than WRITE_WAIT and is dropped once the terminal is gone; SIGCONT
-resumes only what SIGTSTP suspended; an input that ends on a terminal (a hangup) or a
-writer that dies asks the app to exit (status 129, as after SIGHUP); and ``close`` waits
-for the writer at most WRITE_WAIT.  ``exit_deadline`` is the last guard: whatever still
-blocks, the process is gone a bounded time after it was asked to leave.
+the main thread blocked for ever in ``Queue.put`` inside ``App._shutdown``.  Here SIGCONT
+resumes only what SIGTSTP suspended; a write error (EIO), the end of input on a terminal
+or a writer that died is a lost terminal: later writes are dropped and the app is asked
+to exit (status 129, as after SIGHUP).  A terminal that is there but reads nothing (a
+frozen session) is waited on as Textual does while the screen runs, since it may come
+back; once the app is leaving (``leaving``: shutdown began, or a signal came), a write
+waits at most WRITE_WAIT and is dropped, and ``close`` never waits on the writer longer.
+``exit_deadline`` is the last guard: the process is gone EXIT_GRACE after it was asked.
 """
 
 from __future__ import annotations
@@ -42,8 +44,9 @@ from textual.drivers.linux_driver import LinuxDriver
 
 # Upper bound on one wait even with nothing pending: a lost wake-up costs at most this.
 LONGEST_WAIT = 30.0
-# Longest a write (or the writer's stop) may wait on a terminal that reads nothing: past
-# it the terminal counts as gone.  A live terminal drains 30 queued frames far sooner.
+# While leaving, the longest a write (or the writer's stop) waits on a terminal that
+# reads nothing before it is dropped; also the slice in which a running screen's blocked
+# write looks at ``leaving`` again.
 WRITE_WAIT = 0.5
 # After the app was asked to exit (signal, lost terminal), the process ends within this
 # however shutdown goes: recordings are flushed line by line, so a forced end keeps every
@@ -144,6 +147,7 @@ class QuietLinuxDriver(LinuxDriver):
         super().__init__(*args, **kwargs)
         self.exit_event = WakingEvent()
         self.terminal_lost = False
+        self.leaving = False          # shutting down, or a signal asked to: do not wait
         self._suspended_by_tstp = False
         # the writer thread writes here (Textual's Driver keeps it as a TextIO)
         self._file = TerminalOutput(self._file, self.lose_terminal)  # type: ignore[assignment]
@@ -155,6 +159,7 @@ class QuietLinuxDriver(LinuxDriver):
         if self.terminal_lost:
             return
         self.terminal_lost = True
+        self.leaving = True
         exit_deadline(TERMINAL_LOST, restore=getattr(self, "attrs_before", None),
                       fd=self.fileno)
         loop = self._loop    # Textual's Driver: the app's event loop
@@ -165,28 +170,40 @@ class QuietLinuxDriver(LinuxDriver):
                 pass   # the loop closed meanwhile: the app is leaving anyway
 
     def write(self, data: str) -> None:
-        """Queue ``data`` for the writer thread; never block longer than WRITE_WAIT, and
-        drop it once the terminal is gone (Textual's write blocks for ever on a full
-        queue whose writer died)."""
+        """Queue ``data`` for the writer thread (Textual's write blocks for ever on a full
+        queue, also one whose writer died).  Dropped once the terminal is gone; while the
+        screen runs a full queue is waited on in WRITE_WAIT slices (a slow or frozen link
+        may recover), and dropped once the app is leaving."""
         writer = self._writer_thread
         if self.terminal_lost or writer is None:
             return
-        if not writer.is_alive():
-            self.lose_terminal()
-            return
-        try:
-            writer._queue.put(data, timeout=WRITE_WAIT)   # Textual 8.2's WriterThread
-        except queue.Full:
-            self.lose_terminal()
+        while writer.is_alive():
+            try:
+                writer._queue.put(data, timeout=WRITE_WAIT)   # Textual 8.2's WriterThread
+                return
+            except queue.Full:
+                if self.leaving or self.terminal_lost:
+                    return
+        self.lose_terminal()
+
+    def start_application_mode(self) -> None:
+        # also on resume after Ctrl+Z, whose suspend went through disable_input
+        self.leaving = bool(getattr(self._app, "_exit_signalled", False))
+        super().start_application_mode()
+
+    def disable_input(self) -> None:
+        """Textual's first step of shutdown: from here no write waits on the terminal."""
+        self.leaving = True
+        super().disable_input()
 
     def close(self) -> None:
         """Stop the writer thread without waiting on a terminal that does not read."""
         writer = self._writer_thread
         if writer is not None and writer.is_alive():
             try:
-                writer._queue.put(None, timeout=0 if self.terminal_lost else WRITE_WAIT)
+                writer._queue.put(None, timeout=WRITE_WAIT)
             except queue.Full:
-                self.terminal_lost = True
+                pass   # stuck on a terminal that reads nothing: the daemon is left behind
             else:
                 writer.join(WRITE_WAIT)
         self.exit_event.close()
