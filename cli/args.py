@@ -79,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--theme", help="Textual theme name (default: infertop)")
     p.add_argument("--capture-dir", help="where captures go (default: XDG data dir)")
     p.add_argument("--record", metavar="FILE", help="start recording to FILE at once")
+    p.add_argument("--force", action="store_true",
+                   help="--record may replace FILE if it exists (never a link, device or FIFO)")
     p.add_argument("--or-demo", action="store_true",
                    help="when no GPU and no server is found, run the demo tour instead")
     return p
@@ -107,6 +109,7 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
         p.add_argument("--theme")
         p.add_argument("--config")
         p.add_argument("--record", metavar="FILE")
+        p.add_argument("--force", action="store_true", help="--record may replace FILE")
     elif cmd == "replay":
         p.description = "Replay a recording in the same panes."
         p.add_argument("file")
@@ -121,6 +124,8 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
         p.add_argument("--duration", type=_positive(float), metavar="S",
                        help="stop after S seconds (default: until Ctrl-C)")
         p.add_argument("--max-bytes", type=_positive(int), help="rotate at this size")
+        p.add_argument("--force", action="store_true",
+                       help="replace FILE if it exists (never a link, device or FIFO)")
         add_source_flags(p)
     elif cmd == "compare":
         p.description = ("Compare two recordings (before/after a deploy or a config change): "
@@ -152,6 +157,8 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
         p.add_argument("-o", "--output", metavar="FILE",
                        help="file to write (default: standard output)")
         p.add_argument("--format", choices=("html", "markdown"), default="html")
+        p.add_argument("--force", action="store_true",
+                       help="replace FILE if it exists (never a link, device or FIFO)")
         p.add_argument("--baseline", metavar="BEFORE",
                        help="a recording to compare with (adds a before/after section)")
         p.add_argument("--window", type=_positive(float), default=None, metavar="S",

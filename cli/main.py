@@ -85,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except Exception as e:  # the known one-line errors of scenarios, recordings, servers
         if type(e).__name__ in ("RecordingError", "ScenarioError", "DemoServerError",
-                                "ConfigError", "CaptureError"):
+                                "ConfigError", "CaptureError", "OutputError"):
             print(clean(f"infertop: {e}"), file=sys.stderr)
             return EXIT_USAGE
         raise

@@ -22,6 +22,7 @@ from typing import Iterable, Sequence
 from .compare import Comparison, median, printable
 from .findings import Finding, Severity
 from .keys import SPECS
+from .mdtext import md_text
 from .model import LAYERS, Labels
 from .report import KEY_READINGS
 from .rules.engine import cause_first
@@ -58,13 +59,9 @@ def esc(text: object, limit: int = 300) -> str:
     return html.escape(printable(str(text), limit), quote=True)
 
 
-_MD_SPECIAL = "\\`*_[]<>|#!~"
-
-
 def md(text: object, limit: int = 300) -> str:
-    """Text from a recording, inert in Markdown: markup characters escaped, one line."""
-    t = printable(str(text).replace("\n", " "), limit)
-    return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in t)
+    """Text from a recording, inert in Markdown (infertop.mdtext), one line."""
+    return md_text(printable(str(text).replace("\n", " "), limit))
 
 
 # ---- shared facts -------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import time
 from typing import Any, Iterable, Mapping, Sequence
 
 from .findings import Finding, Severity, worst
+from .mdtext import md_code, md_text
 from .model import LAYERS, Reading, Status
 from .textclean import clean
 from .units import fmt_reading, fmt_seconds
@@ -348,7 +349,7 @@ def _episode_lines(meta: Mapping[str, Any]) -> list[str]:
         else:
             state = "still active" if ep["active"] else "not cleared"
         lines.append(f"  {ep['code']:<8} [{ep['severity'].upper()}] since "
-                     f"{_clock(ep['since'])}, raised {_clock(ep['raised'])}, "
+                     f"{_clock(ep.get('since', ep['raised']))}, raised {_clock(ep['raised'])}, "
                      f"{state}: {ep['summary']}")
     return lines + [""]
 
@@ -374,8 +375,9 @@ def _json(findings, readings, meta) -> str:
 
 
 # ---- Markdown ---------------------------------------------------------------------------
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+def _md(text: object) -> str:
+    """Outside text, inert in CommonMark/GFM (infertop.mdtext)."""
+    return md_text(text)
 
 
 def _markdown(findings, readings, meta) -> str:
@@ -402,7 +404,7 @@ def _markdown(findings, readings, meta) -> str:
         rs = readings.get(layer, [])
         if rs:
             out += ["| reading | value |", "|---|---|"]
-            out += [f"| `{_md(k)}` | {_md(v)} |" for k, v in _reading_lines(rs)]
+            out += [f"| {md_code(k)} | {_md(v)} |" for k, v in _reading_lines(rs)]
             out.append("")
     chains = _chains(findings)
     if chains:
@@ -422,7 +424,7 @@ def _markdown(findings, readings, meta) -> str:
             for ep in eps:
                 cleared = _clock(ep["cleared"]) if ep["cleared"] is not None else \
                     ("still active" if ep["active"] else "not cleared")
-                out.append(f"| {ep['code']} | {ep['severity']} | {_clock(ep['since'])} | "
+                out.append(f"| {_md(ep['code'])} | {_md(ep['severity'])} | {_clock(ep.get('since', ep['raised']))} | "
                            f"{_clock(ep['raised'])} | {cleared} | {_md(ep['summary'])} |")
             out.append("")
     unchecked = meta.get("unchecked") or {}

@@ -94,6 +94,8 @@ def test_a_crashed_tui_exits_non_zero(monkeypatch):
             return super().run(headless=True)
 
     monkeypatch.setattr(modes, "app_for_source", lambda *a, **k: Crashing())
+    import cli.interactive
+    monkeypatch.setattr(cli.interactive, "require_terminal", lambda: None)  # headless here
     args = build_sub_parser("demo").parse_args(["healthy"])
     assert run_tui(None, args) == 1
 

@@ -11,7 +11,6 @@ import io
 import json
 
 import html5lib
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
@@ -68,7 +67,6 @@ def page_with(model: str, engine: str) -> str:
             f"# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{{{lab}}} 0.99\n")
 
 
-@pytest.mark.xfail(strict=True, reason="fixed on branch w22b (report.py _md() escaping)")
 @props(25)
 @given(model=hostile, engine=hostile)
 def test_doctor_markdown_is_inert(model, engine):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import queue
 import signal
 import socket
@@ -282,15 +283,34 @@ class InfertopApp(App):
         went through asyncio's own handler (which cancels the main task) until a CI run
         where the screen never exited after it; the likely cause is a cancel lost
         mid-await, so it takes this deterministic path too.  Exit status 128 + signal, as
-        a shell reports a killed program."""
+        a shell reports a killed program.
+
+        The loop runs that exit only when it gets control back, and a write to a terminal
+        that reads nothing holds it (tui/driver.py), so the signal also runs
+        ``_signal_now`` at once in the main thread (a Python-level handler; asyncio still
+        gets the signal through its wakeup fd): the driver stops waiting on the terminal
+        and a deadline is armed, so the process ends within EXIT_GRACE however shutdown
+        goes; a second signal ends it at once."""
         loop = asyncio.get_running_loop()
         self._signals: list[int] = []
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             try:
                 loop.add_signal_handler(sig, self.exit, None, 128 + sig)
+                signal.signal(sig, self._signal_now)
                 self._signals.append(sig)
             except (NotImplementedError, RuntimeError, ValueError):
                 pass   # not the main thread (tests' run_test), or no signals here
+
+    def _signal_now(self, sig: int, _frame: object) -> None:
+        from .driver import QuietLinuxDriver, exit_deadline
+        if getattr(self, "_exit_signalled", False):
+            os._exit(128 + sig)   # asked twice: the user means it
+        self._exit_signalled = True
+        driver = self._driver
+        if isinstance(driver, QuietLinuxDriver):
+            driver.leaving = True     # writes stop waiting on the terminal
+        exit_deadline(128 + sig, restore=getattr(driver, "attrs_before", None),
+                      fd=getattr(driver, "fileno", -1))
 
     def on_resize(self, event) -> None:
         # small terminals (80x24): banner and findings strip give their rows to the panes
@@ -580,7 +600,7 @@ class InfertopApp(App):
             first = self.frame.snapshot if self.frame is not None else None
             header = make_header(self.source.describe(), first, host=socket.gethostname(),
                                  started=time.time(), interval=self.interval)
-            rec = Recorder(path, header)
+            rec = Recorder(path, header, force=self.options.record_force)
             if first is not None:
                 await rec.write(first)   # opens the file now: errors show at once
         except Exception as e:

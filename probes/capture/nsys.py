@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from infertop.probes.capture.files import CaptureError
+from infertop.safefile import narrow_mode
 from infertop.probes.capture.window import hold_window
 
 __all__ = [
@@ -377,10 +378,8 @@ async def nsys_capture(session: str | Session, seconds: float, out_base: Path | 
 
 
 def _private(p: Path) -> None:
-    try:
-        os.chmod(p, 0o600)
-    except OSError:
-        pass
+    """nsys wrote it: narrow it to 0600 (no link followed, never a file not ours)."""
+    narrow_mode(p)
 
 
 def _stat_key(path: Path) -> tuple[int, int, int] | None:
