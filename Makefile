@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck demo e2e bench snapshots mutate clean
+.PHONY: run test test-fast lint typecheck demo e2e bench snapshots mutate clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -20,8 +20,14 @@ run: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/infertop demo $(ARGS)
 
+# the whole suite, with the 15 slowest tests and every skip's reason
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -rs --durations=15
+
+# the quick loop while working: leaves out the tests marked slow (the whole app driven, every
+# scenario played) and integration (outside programs); `make test` still runs them
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -rs -m "not slow and not integration"
 
 # Lint (ruff, lint only: no formatter) and type check (mypy): configured in pyproject.toml,
 # both run by .ci/run before the tests.

@@ -37,6 +37,7 @@ def test_doctor_json_lists_every_raise_and_clear_of_the_run():
     assert r.returncode == worst
 
 
+@pytest.mark.slow
 def test_doctor_text_has_the_run_section():
     r = run("doctor", "--source", "demo:dec-error-restart", "--duration", "119")
     text = r.stdout

@@ -22,6 +22,8 @@ import pytest
 from helpers.pty_run import (ALT_SCREEN_OFF, ALT_SCREEN_ON, CURSOR_SHOWN, MOUSE_OFF,
                              run_on_pty)
 
+pytestmark = pytest.mark.integration   # signals sent to real infertop processes
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

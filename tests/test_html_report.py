@@ -127,6 +127,7 @@ def _blend(hex_colour: str, alpha: float, under=(0xFA, 0xFA, 0xFA)) -> tuple[int
     return tuple(round(alpha * c + (1 - alpha) * u) for c, u in zip(rgb, under))
 
 
+@pytest.mark.integration   # renders the page in a real headless Chromium
 @pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium missing: "
                     "apt-get install -y chromium (Debian)")
 def test_report_renders_in_headless_chromium(report_html, tmp_path):

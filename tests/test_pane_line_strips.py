@@ -17,6 +17,8 @@ from infertop.tui.modes import DemoApp
 from infertop.tui.options import AppOptions
 from infertop.tui.panes.base import at_row
 
+pytestmark = pytest.mark.slow   # every pane line against Textual's own render, per scenario
+
 
 def oracle(pane, line, y, width, style):
     return at_row(Visual.to_strips(pane, visualize(pane, line), width, 1, style)[0], y)

@@ -47,6 +47,7 @@ def replay_all(path: Path) -> tuple[ReplaySource, list[dict]]:
     return src, out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz"])
 def test_round_trip_is_identical(tmp_path, suffix):
     path = tmp_path / f"rec{suffix}"

@@ -21,6 +21,8 @@ from infertop.tui.options import AppOptions
 from infertop.tui.screens.findings import events_renderable, findings_renderable
 from infertop.tui.speed import SpeedMeter, speed_text
 
+pytestmark = pytest.mark.slow   # replay and demo clocks through the whole app
+
 
 def pipeline():
     return make_pipeline(build_parser().parse_args([]))

@@ -24,6 +24,8 @@ from infertop.probes.sources.demo import DemoSource
 from infertop.rules.engine import Diagnoser
 from infertop.demo.scenario import list_scenarios, load_scenario
 
+pytestmark = pytest.mark.slow   # every scenario played to its findings
+
 RAISE_WITHIN = 10  # seconds (ticks) after a phase's onset
 LAYER_PREFIX = {"hardware": "HW", "kernels": "KRN", "memory": "MEM", "scheduling": "SCH",
                 "parallelism": "PAR", "decoding": "DEC"}

@@ -123,6 +123,7 @@ def test_unknown_scenario_name_suggests_the_closest():
 
 
 # ---- the engine ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_same_seed_same_snapshots_other_seed_differs():
     a = [s.to_dict() for s in play_fresh("dec-error-restart", seed=3, ticks=70).snaps]
     b = [s.to_dict() for s in play_fresh("dec-error-restart", seed=3, ticks=70).snaps]
@@ -131,6 +132,7 @@ def test_same_seed_same_snapshots_other_seed_differs():
     assert a != c
 
 
+@pytest.mark.slow
 def test_every_reading_key_is_declared_and_the_keys_are_the_live_ones():
     for name in ("healthy", "par-tp-over-pcie", "hw-gpu-lost"):
         for snap in play(name).snaps[::20]:
@@ -140,6 +142,7 @@ def test_every_reading_key_is_declared_and_the_keys_are_the_live_ones():
                 assert r.kind is SPECS[r.key].kind, r.key
 
 
+@pytest.mark.slow   # every scenario, whole
 @pytest.mark.parametrize("name", sorted(set(list_scenarios()) - {"dec-error-restart"}))
 def test_counters_and_histograms_only_grow(name):
     p = play(name)
@@ -180,6 +183,7 @@ def test_loop_restarts_the_timeline_but_counters_keep_counting():
     assert src.epoch == 0
 
 
+@pytest.mark.slow
 def test_single_pass_ends_and_tour_moves_on():
     src = DemoSource("mem-weights-twice", loop=False)
     n = 0

@@ -14,6 +14,8 @@ from infertop.tui.modes import LiveApp
 from infertop.tui.options import AppOptions
 from helpers.snapkit import reading
 
+pytestmark = pytest.mark.slow   # captures driven through the whole app
+
 WORKLOAD = Path(__file__).parent / "helpers" / "py_workload.py"
 
 

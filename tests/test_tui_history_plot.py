@@ -5,6 +5,8 @@ the app's part with Pilot, ticks driven by hand (no timers, no wall-clock assert
 
 from __future__ import annotations
 
+import pytest
+
 
 
 from infertop.history import History
@@ -15,6 +17,8 @@ from infertop.tui.options import AppOptions
 from infertop.tui.widgets.braille_plot import Canvas, Trace, y_ticks
 from infertop.tui.widgets.history_plot import HistoryPlot, plot_text
 from helpers.synthetic_source import SyntheticSource
+
+pytestmark = pytest.mark.slow   # the history plot driven through the whole app
 
 BRAILLE = range(0x2801, 0x2900)
 # dot row (0..3) of each braille bit

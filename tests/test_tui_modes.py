@@ -11,6 +11,8 @@ from infertop.cli.main import build_parser, make_pipeline
 from infertop.tui.modes import DemoApp, ReplayApp
 from infertop.tui.options import AppOptions
 
+pytestmark = pytest.mark.slow   # demo and replay apps driven key by key
+
 
 def pipeline():
     return make_pipeline(build_parser().parse_args([]))

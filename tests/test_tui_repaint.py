@@ -5,6 +5,8 @@ the same run: sizes, not times."""
 
 from __future__ import annotations
 
+import pytest
+
 import dataclasses
 
 from helpers.synthetic_source import SyntheticSource
@@ -12,6 +14,8 @@ from infertop.model import Sample
 from infertop.pipeline import Pipeline
 from infertop.tui.app import InfertopApp
 from infertop.tui.options import AppOptions
+
+pytestmark = pytest.mark.slow   # repaints measured through the whole app
 
 
 class OneValueMoves(SyntheticSource):

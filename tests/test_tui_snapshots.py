@@ -14,6 +14,8 @@ from infertop.cli.main import build_parser, make_pipeline
 from infertop.tui.modes import DemoApp
 from infertop.tui.options import AppOptions
 
+pytestmark = pytest.mark.slow   # SVG snapshots of the whole app, each a Textual run
+
 
 @pytest.fixture(autouse=True)
 def fixed_host(monkeypatch):

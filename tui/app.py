@@ -375,7 +375,7 @@ class InfertopApp(App):
             snap = await self.source.next()
             if snap is None:
                 self.paused = True
-                self.status_note = "end of recording: press [ or { to go back, q to quit"
+                self.status_note = self.end_note
                 self._update_status()
                 return
             # History, derived readings and rules in a thread: with thousands of series
@@ -397,6 +397,9 @@ class InfertopApp(App):
                 settle_garbage_collector()
         finally:
             self.polling = False
+
+    # what the status line says when a finite source (a replay) has ended
+    end_note = "end of recording: press [ or { to go back, q to quit"
 
     def _feed(self, snap, epoch) -> Frame:
         """The pipeline's tick and the indexes the panes read through, in its thread."""

@@ -268,26 +268,13 @@ class FleetApp(InfertopApp):
     def panes(self) -> list:
         return []   # the fleet screen has none; a node's screen has its own six
 
-    async def _poll(self) -> None:
-        """As the base, but the fleet pipeline (64 nodes' Histories and rules) runs in a
-        thread: hundreds of ms of CPU must not stall the event loop."""
-        self.polling = True
-        try:
-            snap = await self.source.next()
-            if snap is None:
-                self.paused = True
-                self.status_note = "end of recording: q to quit"
-                self._update_status()
-                return
-            frame = await asyncio.to_thread(self.pipeline.feed, snap,
-                                            getattr(self.source, "epoch", None))
-            self.ticks += 1
-            await self.after_snapshot(snap, frame)
-            if not self.screen_stack:
-                return
-            self._apply(frame)
-        finally:
-            self.polling = False
+    end_note = "end of recording: q to quit"
+
+    def _feed(self, snap, epoch):
+        """The fleet pipeline's tick (64 nodes' Histories and rules), in the base's poll
+        thread.  Not Frame.prepare: it would build the whole fleet's relabelled Snapshot,
+        which the fleet screen never reads (it reads each node's Frame)."""
+        return self.pipeline.feed(snap, epoch)
 
     def _apply(self, frame) -> None:
         from .screens.fleet import FleetView, fill_tables
