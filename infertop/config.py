@@ -186,6 +186,9 @@ class Thresholds:
                                         "SCH-003: host CPU busy share from which too many "
                                         "runnable threads hurt (they then fight for cores)")
     host_cpu_saturated: float = _f(0.9, "ratio", "SCH-004: whole-host CPU busy share")
+    deferred_share_min: float = _f(0.5, "ratio",
+                                   "SCH-005: share of the queue (medians) waiting on a "
+                                   "deferral, not capacity, from which it is the deferral's")
     # ---- parallelism ----------------------------------------------------------------
     tp_imbalance: float = _f(0.2, "ratio",
                              "PAR-001: spread (max - min) of SM activity/util inside a TP group")

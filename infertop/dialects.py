@@ -415,6 +415,30 @@ def _vllm_cache_config(ctx: _Ctx) -> None:
                                      kind=Kind.INFO, text=v))
 
 
+# vllm:engine_sleep_state{sleep_state}: one sample per state, 1 on the current one
+# (awake = 1 when active; weights_offloaded = sleep level 1; discard_all = level 2)
+VLLM_SLEEP_LEVELS = {"awake": 0.0, "weights_offloaded": 1.0, "discard_all": 2.0}
+
+
+def _vllm_sleep_level(ctx: _Ctx) -> None:
+    """One ``server.sleep_level`` per engine from the one-hot ``sleep_state`` samples: the
+    deepest state flagged wins; an engine with no state flagged reports nothing (a page
+    that says neither awake nor asleep is not read as awake)."""
+    fam = ctx.by_name.get("vllm:engine_sleep_state")
+    if fam is None:
+        return
+    levels: dict[tuple, float] = {}
+    for s in fam.samples:
+        level = VLLM_SLEEP_LEVELS.get(s.labels.get("sleep_state", ""))
+        if level is None or not (math.isfinite(s.value) and s.value >= 0.5):
+            continue
+        lab = make_labels(ctx.labels(s.labels))
+        levels[lab] = max(levels.get(lab, 0.0), level)
+    for lab, level in levels.items():
+        ctx.extra.append(Reading("server.sleep_level", level, SPECS["server.sleep_level"].unit,
+                                 lab))
+
+
 def _sglang_kv_config(ctx: _Ctx) -> None:
     _gauge_configs(ctx, (("sglang:max_total_num_tokens", "kv_cache_size_tokens", None),
                          ("sglang:page_size", "block_size", None),
@@ -471,7 +495,7 @@ def _number_text(v: float) -> str:
 # vLLM V1 (0.33) names, with V0/early-V1 names as fallbacks (docs/metrics.md#vllm, #vllm-legacy).
 # kv_cache_usage_perc / gpu_cache_usage_perc: "1 means 100 percent usage" -> a fraction.
 VLLM = Dialect("vllm", ("vllm:",), "engine", ("model_name",),
-               extras=(_vllm_cache_config,), rules=(
+               extras=(_vllm_cache_config, _vllm_sleep_level), rules=(
     _r("vllm:num_requests_running", "server.requests_running"),
     _r("vllm:num_requests_waiting", "server.requests_waiting"),
     _r("vllm:num_requests_swapped", "server.requests_swapped"),
@@ -489,6 +513,20 @@ VLLM = Dialect("vllm", ("vllm:",), "engine", ("model_name",),
        unless="vllm:prefix_cache_hits"),
     _r("vllm:request_success", "server.requests_finished_total",
        keep={"finished_reason": "reason"}),
+    # what the queue waits on: reason=capacity (KV blocks, --max-num-seqs) or deferred
+    # (LoRA budget, KV transfer from a remote prefill, blocked); waiting = their sum
+    _r("vllm:num_requests_waiting_by_reason", "server.requests_deferred",
+       select={"reason": "deferred"}),
+    # no engine label on the page: refused before any engine saw the request
+    _r("vllm:admission_rejections", "server.admission_rejections_total",
+       keep={"reason": "reason"}),
+    _r("vllm:prompt_tokens_by_source", "kv.prompt_tokens_by_source_total",
+       keep={"source": "source"}),
+    _r("vllm:prompt_tokens_cached_by_source", "kv.cached_tokens_by_source_total",
+       keep={"source": "source"}),
+    _r("vllm:external_prefix_cache_queries", "kv.external_prefix_cache_queries_total"),
+    _r("vllm:external_prefix_cache_hits", "kv.external_prefix_cache_hits_total"),
+    _r("vllm:request_prefill_kv_computed_tokens", "request.prefill_computed_tokens"),
     _r("vllm:spec_decode_num_drafts", "spec.drafts_total"),
     _r("vllm:spec_decode_num_draft_tokens", "spec.draft_tokens_total"),
     _r("vllm:spec_decode_num_accepted_tokens", "spec.accepted_tokens_total"),

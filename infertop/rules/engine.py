@@ -53,6 +53,8 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "SCH-002": ("DEC-001",),
     "SCH-003": ("DEC-001", "DEC-002"),
     "SCH-004": ("DEC-001", "DEC-002"),
+    "SCH-005": ("DEC-001",),             # a deferred queue (KV transfer, LoRA) delays TTFT
+    "SCH-006": ("DEC-001", "DEC-002"),   # an asleep engine is not a slow one
     "HW-003": ("DEC-001", "DEC-002"),
     "HW-005": ("DEC-001", "DEC-004"),
     "KRN-001": ("DEC-002",),

@@ -79,6 +79,8 @@ SOURCES: dict[str, str] = {
     "thresholds.gil_busy_threads": "two threads are the least that can contend",
     "thresholds.gil_throughput_drop": "infertop: a 20 % fall is beyond normal load swings",
     "thresholds.queue_waiting_min": "vLLM/SGLang: one waiting request is a queue",
+    "thresholds.deferred_share_min": "infertop: most of the queue (vLLM "
+                                     "num_requests_waiting_by_reason{reason=deferred})",
     "thresholds.idle_sm_active_max": DCGM,
     "thresholds.idle_util_max": "NVML util over-states work; 60 % without GPM is idle-ish",
     "thresholds.kv_free_max": "infertop: under 70 % the cache can admit more sequences",

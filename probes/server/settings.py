@@ -77,6 +77,10 @@ _VLLM_VALUE = {
     "block_size": ("--block-size",),
     "model": ("--model",),
     "served_model_name": ("--served-model-name",),
+    # what deferred requests wait on (SCH-005) and where KV events are published
+    "kv_transfer_config": ("--kv-transfer-config",),
+    "kv_events_config": ("--kv-events-config",),
+    "max_loras": ("--max-loras",),
 }
 _SGLANG_VALUE = {
     "model": ("--model-path", "--model"),
@@ -156,8 +160,13 @@ def server_settings(kind: str, cmdline: Iterable[str] | None) -> dict[str, str]:
                 rest.append(a)
         out, found = _settings_from(rest, _VLLM_VALUE, (
             "--enforce-eager", "--enable-prefix-caching", "--no-enable-prefix-caching",
-            "--enable-chunked-prefill", "--no-enable-chunked-prefill"))
+            "--enable-chunked-prefill", "--no-enable-chunked-prefill", "--enable-lora",
+            "--enable-sleep-mode"))
         out.update(extra)
+        for flag, name in (("--enable-lora", "enable_lora"),
+                           ("--enable-sleep-mode", "sleep_mode")):
+            if flag in found:
+                out[name] = "on"
         positional = args[1] if args[:1] == ["serve"] and len(args) > 1 else "-"
         if "model" not in out and not positional.startswith("-"):
             out["model"] = positional

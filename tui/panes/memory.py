@@ -34,6 +34,7 @@ class MemoryPane(LayerPane):
             for r in rs:   # one row per engine, labelled with it when there are several
                 rows.append((label + ctx.engine_tag(r), ctx.value_text(r),
                              ctx.spark(key, 16, **dict(r.labels))))
+        rows += prompt_kv_rows(ctx)
         cfg = {r.label("name"): r.text for r in ctx.readings("kv.config")}
         if cfg.get("num_gpu_blocks"):
             rows.append(("KV blocks", Text(f"{cfg['num_gpu_blocks']} × {cfg.get('block_size', '?')}"
@@ -88,3 +89,35 @@ class MemoryPane(LayerPane):
             parts.append(Text(f"host RAM {fmt_value(host_used.value, 'bytes')} / "
                               f"{fmt_value(host_total.value, 'bytes')}", style=ctx.styles["muted"]))
         return fit(ctx, *parts) if parts else ctx.note("no memory readings yet")
+
+
+# where a prompt's KV came from (vLLM prompt_tokens_by_source), in this order
+SOURCES = (("local_compute", "computed"), ("local_cache_hit", "cached"),
+           ("external_kv_transfer", "transferred"))
+
+
+def prompt_kv_rows(ctx: PaneContext) -> list[tuple]:
+    """'prompt KV' (the window's prompt tokens computed / cached / transferred), the
+    external KV cache's hit rate and the mean tokens a prefill computed: rows only for
+    what the server reports (vLLM 0.32+)."""
+    rows: list[tuple] = []
+    shares = [r for r in ctx.readings("kv.prompt_source_ratio") if r.ok]
+    engines = sorted({(r.label("instance"), r.label("engine")) for r in shares})
+    for inst, eng in engines[: max(1, ctx.row_cap)]:
+        mine = {r.label("source"): r for r in shares
+                if r.label("instance") == inst and r.label("engine") == eng}
+        cell = Text()
+        for src, name in SOURCES:
+            r = mine.get(src)
+            if r is not None:
+                if cell:
+                    cell.append(" · ")
+                cell.append(f"{name} ").append_text(ctx.value_text(r))
+        tag = ctx.engine_tag(next(iter(mine.values())))
+        rows.append(("prompt KV" + tag, cell, ""))
+    for key, label in (("kv.external_prefix_cache_hit_ratio", "ext. cache hits"),
+                       ("request.prefill_computed_tokens_mean", "prefill computed")):
+        for r in ctx.readings(key)[: max(1, ctx.row_cap)]:
+            if r.ok:
+                rows.append((label + ctx.engine_tag(r), ctx.value_text(r), ""))
+    return rows

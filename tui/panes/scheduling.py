@@ -92,8 +92,29 @@ def queue_line(ctx: PaneContext) -> Text:
                     out.append(r.key.rsplit(".", 1)[-1].replace("requests_", "") +
                                ctx.engine_tag(r) + " ").append_text(ctx.value_text(r))
                     out.append("  ")
+    extra = deferral_and_sleep(ctx)
+    if extra:
+        out.append_text(extra)
     if out:
         out.append_text(ctx.spark("server.requests_waiting", 12, 0))
+    return out
+
+
+def deferral_and_sleep(ctx: PaneContext) -> Text:
+    """'deferred N' (of the waiting, the ones held for a KV transfer or a LoRA slot, not
+    for room) and 'asleep' per engine: shown only when they are not zero, or a finding
+    points at them, so the usual line stays as it was."""
+    out = Text(no_wrap=True)
+    deferred = [r for r in ctx.readings("server.requests_deferred") if r.ok and r.value]
+    if deferred:
+        out.append("deferred ").append_text(
+            ctx.value_text(deferred[0]) if len(deferred) == 1
+            else Text(f"{sum(r.value for r in deferred):.0f}"))
+        out.append("  ")
+    for r in ctx.readings("server.sleep_level"):
+        if r.ok and r.value:
+            out.append(f"asleep{ctx.engine_tag(r)} (level {r.value:.0f})  ",
+                       style=ctx.styles["warn"])
     return out
 
 
