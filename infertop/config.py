@@ -161,6 +161,11 @@ class Thresholds:
                                     "critical")
     weights_min_bytes: float = _f(float(1 << 30), "bytes",
                                   "MEM-004: GPU memory a process needs to count as holding weights")
+    thrash_ratio: float = _f(0.3, "ratio",
+                             "MEM-005: share of evicted KV blocks stored again within the "
+                             "restore window (60 s) that is prefix-cache thrash")
+    thrash_min_evictions: float = _f(100.0, "count",
+                                     "MEM-005: evicted KV blocks in the window needed to judge")
     # ---- scheduling -----------------------------------------------------------------
     gil_cpu_min: float = _f(0.85, "positive",
                             "SCH-001: process CPU (cores) from which it is 'pinned at one core'")

@@ -24,6 +24,9 @@ RATES = {
     "server.preemptions_total": "server.preemptions_per_second",
     "server.engine_steps_total": "server.engine_steps_per_second",
     "process.ctx_switches_total": "process.ctx_switches_per_second",
+    "kv.event_blocks_stored_total": "kv.blocks_stored_per_second",
+    "kv.event_blocks_evicted_total": "kv.blocks_evicted_per_second",
+    "kv.event_batches_dropped_total": "kv.event_batches_dropped_per_second",
 }
 
 # finish reasons that count as errors unless the config says otherwise (DEC-004 reads the
@@ -102,6 +105,8 @@ def derive(history: History, window: float = 60.0,
                   "kv.prefix_cache_queries_total", window)
     out += _ratio(history, "spec.acceptance_ratio", "spec.accepted_tokens_total",
                   "spec.draft_tokens_total", window)
+    out += _ratio(history, "kv.prefix_thrash_ratio", "kv.event_blocks_restored_total",
+                  "kv.event_blocks_evicted_total", window)
     out += _ratio(history, "kv.external_prefix_cache_hit_ratio",
                   "kv.external_prefix_cache_hits_total",
                   "kv.external_prefix_cache_queries_total", window)

@@ -176,6 +176,22 @@ _SPECS: tuple[KeySpec, ...] = (
        "bytes per GPU the engine estimates it read from memory"),
     _k("server.estimated_write_bytes_per_gpu_total", "bytes", C, KRN,
        "bytes per GPU the engine estimates it wrote to memory"),
+    # ---- KV-cache events (vLLM --kv-events-config, ZMQ): labels instance, engine (the
+    # data-parallel rank), medium (GPU, or an offload tier); stream = one publisher ------
+    _k("kv.event_blocks_stored_total", "blocks", C, MEM, "KV blocks stored (BlockStored events)"),
+    _k("kv.event_blocks_evicted_total", "blocks", C, MEM,
+       "KV blocks evicted from the prefix cache (BlockRemoved events)"),
+    _k("kv.event_blocks_restored_total", "blocks", C, MEM,
+       "evicted KV blocks stored again within the restore window (60 s): the same prefix "
+       "recomputed because it was evicted too soon"),
+    _k("kv.event_resident_blocks", "blocks", G, MEM,
+       "KV blocks stored and not removed since infertop subscribed (blocks stored before "
+       "it are unknown until removed)"),
+    _k("kv.event_batches_total", "count", C, MEM, "KV-event batches received (label stream)"),
+    _k("kv.event_batches_dropped_total", "count", C, MEM,
+       "KV-event batches lost: gaps in the publisher's sequence numbers (label stream)"),
+    _k("kv.event_batches_undecodable_total", "count", C, MEM,
+       "KV-event messages that were not vLLM's batch format (label stream)"),
     # ---- the served model, from its config.json (label model) ---------------------------
     _k("model.info", "", I, KRN, "architecture and compute dtype (text); label dtype, path"),
     _k("model.params", "count", G, KRN, "parameters (from config.json shapes)"),
@@ -218,6 +234,13 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("kv.prefix_cache_hit_ratio", "ratio", G, MEM, "prefix-cache token hit rate (window)", True),
     _k("kv.prompt_source_ratio", "ratio", G, MEM,
        "share of the window's prompt tokens by where their KV came from (label source)", True),
+    _k("kv.blocks_stored_per_second", "blocks/s", G, MEM, "KV blocks stored per second", True),
+    _k("kv.blocks_evicted_per_second", "blocks/s", G, MEM, "KV blocks evicted per second", True),
+    _k("kv.event_batches_dropped_per_second", "1/s", G, MEM,
+       "KV-event batches lost per second (sequence gaps)", True),
+    _k("kv.prefix_thrash_ratio", "ratio", G, MEM,
+       "share of the window's evicted KV blocks stored again soon after (restored / "
+       "evicted): the prefix cache evicts what it needs again", True),
     _k("kv.external_prefix_cache_hit_ratio", "ratio", G, MEM,
        "external KV-cache token hit rate (window)", True),
     _k("request.prefill_computed_tokens_mean", "tokens", G, MEM,

@@ -49,6 +49,7 @@ TICK_SLACK = 0.1
 # straggling GPUs slow every step; launch-bound decode slows every token.
 EXPLAINS: dict[str, tuple[str, ...]] = {
     "MEM-001": ("DEC-001", "DEC-002"),
+    "MEM-005": ("DEC-001",),             # evicted prefixes are prefilled again
     "SCH-001": ("DEC-001", "DEC-002"),
     "SCH-002": ("DEC-001",),
     "SCH-003": ("DEC-001", "DEC-002"),

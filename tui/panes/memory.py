@@ -35,6 +35,7 @@ class MemoryPane(LayerPane):
                 rows.append((label + ctx.engine_tag(r), ctx.value_text(r),
                              ctx.spark(key, 16, **dict(r.labels))))
         rows += prompt_kv_rows(ctx)
+        rows += kv_event_rows(ctx)
         cfg = {r.label("name"): r.text for r in ctx.readings("kv.config")}
         if cfg.get("num_gpu_blocks"):
             rows.append(("KV blocks", Text(f"{cfg['num_gpu_blocks']} × {cfg.get('block_size', '?')}"
@@ -120,4 +121,31 @@ def prompt_kv_rows(ctx: PaneContext) -> list[tuple]:
         for r in ctx.readings(key)[: max(1, ctx.row_cap)]:
             if r.ok:
                 rows.append((label + ctx.engine_tag(r), ctx.value_text(r), ""))
+    return rows
+
+
+def kv_event_rows(ctx: PaneContext) -> list[tuple]:
+    """The KV-cache event stream's summary per engine (only when infertop subscribes):
+    blocks stored and evicted per second, the share of evictions stored again soon after
+    (thrash), blocks resident since it subscribed, and batches lost (sequence gaps)."""
+    rows: list[tuple] = []
+    stored = [r for r in ctx.readings("kv.blocks_stored_per_second")]
+    for r in stored[: max(1, ctx.row_cap)]:
+        lab = {k: v for k, v in r.labels if k in ("instance", "engine", "medium")}
+        cell = Text("stored ").append_text(ctx.value_text(r))
+        for key, name in (("kv.blocks_evicted_per_second", "evicted"),
+                          ("kv.prefix_thrash_ratio", "thrash")):
+            other = ctx.one(key, **lab)
+            if other is not None and (other.ok or ctx.flag(other.key, other.labels)):
+                cell.append(f" · {name} ").append_text(ctx.value_text(other))
+        resident = ctx.one("kv.event_resident_blocks", **lab)
+        if resident is not None and resident.ok:
+            cell.append(" · resident ").append_text(ctx.value_text(resident))
+        medium = "" if lab.get("medium", "GPU") == "GPU" else f" {lab['medium']}"
+        rows.append(("KV events" + medium + ctx.engine_tag(r), cell,
+                     ctx.spark("kv.blocks_evicted_per_second", 16, 0, **lab)))
+    lost = sum(r.value or 0 for r in ctx.readings("kv.event_batches_dropped_total") if r.ok)
+    if stored and lost:
+        rows.append(("events lost", Text(f"{lost:.0f} batches (sequence gaps)",
+                                         style=ctx.styles["warn"]), ""))
     return rows
