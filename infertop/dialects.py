@@ -618,9 +618,10 @@ LLAMACPP = Dialect("llamacpp", ("llamacpp:",), "", (), rules=(
     _r("llamacpp:spec_decode_num_accepted_tokens", "spec.accepted_tokens_total"),
 ))
 
-# Triton core + TensorRT-LLM backend (labels model, version) and trtllm-serve (docs/metrics.md#triton).
-# Running/queued/KV from nv_trt_llm_* as the Gateway API inference extension reads them.
-TRITON = Dialect("triton", ("nv_inference_", "nv_trt_llm_", "trtllm_"), "",
+# Triton core + TensorRT-LLM backend (labels model, version) (docs/metrics.md#triton).
+# Running/queued/KV from nv_trt_llm_* as llm-d's model-server protocol names them
+# (llm-d docs/architecture/core/model-servers.md @a628e04d).
+TRITON = Dialect("triton", ("nv_inference_", "nv_trt_llm_"), "",
                  ("model", "model_name"), extras=(_triton_kv,), rules=(
     _r("nv_trt_llm_request_metrics", "server.requests_running",
        select={"request_type": "scheduled"}),
@@ -635,12 +636,35 @@ TRITON = Dialect("triton", ("nv_inference_", "nv_trt_llm_", "trtllm_"), "",
     _r("nv_inference_request_failure", "server.requests_finished_total",
        const={"reason": "error"}),
     _r("nv_inference_exec_count", "server.engine_steps_total"),
+))
+
+
+
+def _trtllm_kv_config(ctx: _Ctx) -> None:
+    _gauge_configs(ctx, (("trtllm_kv_cache_max_blocks", "num_gpu_blocks", None),
+                         ("trtllm_kv_cache_tokens_per_block", "block_size", None)))
+
+
+# trtllm-serve's Prometheus page (PyTorch backend; docs/metrics.md#trtllm): names from
+# TensorRT-LLM tensorrt_llm/metrics/collector.py @050f80de (MetricsCollector's docstring and
+# log_iteration_stats); running/waiting/KV/block size/blocks as llm-d maps them.  Labels are
+# the server's own (model_name, engine_type); no engine index.
+TRTLLM = Dialect("trtllm", ("trtllm_",), "", ("model_name",), extras=(_trtllm_kv_config,),
+                 rules=(
     _r("trtllm_num_requests_running", "server.requests_running"),
     _r("trtllm_num_requests_waiting", "server.requests_waiting"),
+    _r("trtllm_num_paused_requests", "server.requests_paused"),
+    # usedNumBlocks / maxNumBlocks, set per iteration (a fraction)
+    _r("trtllm_kv_cache_utilization", "kv.usage_ratio", fraction=True),
     _r("trtllm_prompt_tokens", "server.prompt_tokens_total"),
     _r("trtllm_generation_tokens", "server.generation_tokens_total"),
+    # prompt tokens include the ones served from the KV cache: they are the lookups
+    _r("trtllm_prompt_tokens", "kv.prefix_cache_queries_total"),
+    _r("trtllm_prompt_cached_tokens", "kv.prefix_cache_hits_total"),
     _r("trtllm_request_success", "server.requests_finished_total",
        keep={"finished_reason": "reason"}),
+    _r("trtllm_spec_decode_num_draft_tokens", "spec.draft_tokens_total"),
+    _r("trtllm_spec_decode_num_accepted_tokens", "spec.accepted_tokens_total"),
     _r("trtllm_time_to_first_token_seconds", "latency.ttft_seconds"),
     _r("trtllm_time_per_output_token_seconds", "latency.tpot_seconds"),
     _r("trtllm_e2e_request_latency_seconds", "latency.e2e_seconds"),
@@ -654,4 +678,5 @@ UNKNOWN = Dialect("unknown", (), "", (), rules=())
 # prometheus_client's process collector (vLLM API server, others on Python)
 GENERIC = (_r("process_start_time_seconds", "server.process_start_seconds", agg="max"),)
 
-DIALECTS: dict[str, Dialect] = {d.name: d for d in (VLLM, SGLANG, TGI, LLAMACPP, TRITON)}
+DIALECTS: dict[str, Dialect] = {d.name: d for d in (VLLM, SGLANG, TGI, LLAMACPP, TRITON,
+                                                     TRTLLM)}

@@ -128,6 +128,9 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("server.requests_deferred", "count", G, (SCH, DEC),
        "queued requests waiting on something other than capacity (vLLM reason=deferred: "
        "LoRA budget, KV transfer from a remote prefill, blocked); part of requests_waiting"),
+    _k("server.requests_paused", "count", G, (SCH, DEC),
+       "requests paused mid-generation to make room (TensorRT-LLM numPausedRequests, "
+       "SGLang num_paused_reqs); they resume without losing their KV"),
     _k("server.admission_rejections_total", "count", C, DEC,
        "requests refused at admission (label reason, e.g. max_num_queued_reqs): the client "
        "got an error at once, the request never queued"),
