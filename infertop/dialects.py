@@ -439,6 +439,22 @@ def _vllm_sleep_level(ctx: _Ctx) -> None:
                                  lab))
 
 
+def _sglang_utilization(ctx: _Ctx) -> None:
+    """sglang:utilization, except the -1 a prefill instance reports (not a load)."""
+    fam = ctx.by_name.get("sglang:utilization")
+    if fam is None:
+        return
+    seen: dict[tuple, float] = {}
+    for s in fam.samples:
+        if not math.isfinite(s.value) or s.value < 0:
+            continue
+        lab = make_labels(ctx.labels(s.labels))
+        seen[lab] = max(seen.get(lab, 0.0), s.value)   # TP ranks repeat it
+    for lab, v in seen.items():
+        ctx.extra.append(Reading("server.utilization_ratio", v,
+                                 SPECS["server.utilization_ratio"].unit, lab))
+
+
 def _sglang_kv_config(ctx: _Ctx) -> None:
     _gauge_configs(ctx, (("sglang:max_total_num_tokens", "kv_cache_size_tokens", None),
                          ("sglang:page_size", "block_size", None),
@@ -558,7 +574,7 @@ VLLM = Dialect("vllm", ("vllm:",), "engine", ("model_name",),
 # num_requests_total counts finished requests.
 _SCHED = {"agg": "max"}
 SGLANG = Dialect("sglang", ("sglang:",), "dp_rank", ("model_name",),
-                 extras=(_sglang_kv_config,), rules=(
+                 extras=(_sglang_kv_config, _sglang_utilization), rules=(
     _r("sglang:num_running_reqs", "server.requests_running"),
     _r("sglang:num_queue_reqs", "server.requests_waiting"),
     _r("sglang:token_usage", "kv.usage_ratio", fraction=True),
@@ -576,6 +592,29 @@ SGLANG = Dialect("sglang", ("sglang:",), "dp_rank", ("model_name",),
     _r("sglang:queue_time_seconds", "latency.queue_seconds"),
     _r("sglang:prompt_tokens_histogram", "request.prompt_tokens"),
     _r("sglang:generation_tokens_histogram", "request.generation_tokens"),
+    # KV pool in tokens: used by requests, free, held only by the radix cache (SGLang's
+    # answer to token_usage misreporting hybrid models)
+    _r("sglang:kv_used_tokens", "kv.used_tokens"),
+    _r("sglang:kv_available_tokens", "kv.available_tokens"),
+    _r("sglang:kv_evictable_tokens", "kv.evictable_tokens"),
+    _r("sglang:cache_hit_rate", "kv.batch_prefix_hit_ratio", fraction=True),
+    _r("sglang:spec_accept_rate", "spec.batch_acceptance_ratio", fraction=True),
+    _r("sglang:num_retracted_reqs", "server.requests_retracted"),
+    _r("sglang:num_paused_reqs", "server.requests_paused"),
+    _r("sglang:scheduler_idle_seconds", "server.scheduler_idle_seconds_total", **_SCHED),
+    _r("sglang:scheduler_process_cpu_seconds", "server.scheduler_cpu_seconds_total",
+       **_SCHED),
+    # disaggregated prefill/decode queues (0 on a unified engine)
+    _r("sglang:num_prefill_bootstrap_queue_reqs", "disagg.queue_requests",
+       const={"queue": "prefill_bootstrap"}),
+    _r("sglang:num_prefill_inflight_queue_reqs", "disagg.queue_requests",
+       const={"queue": "prefill_inflight"}),
+    _r("sglang:num_decode_prealloc_queue_reqs", "disagg.queue_requests",
+       const={"queue": "decode_prealloc"}),
+    _r("sglang:num_decode_transfer_queue_reqs", "disagg.queue_requests",
+       const={"queue": "decode_transfer"}),
+    _r("sglang:per_stage_req_latency_seconds", "latency.stage_seconds",
+       keep={"stage": "stage"}),
     _r("sglang:estimated_flops_per_gpu", "server.estimated_flops_per_gpu_total", **_SCHED),
     _r("sglang:estimated_read_bytes_per_gpu", "server.estimated_read_bytes_per_gpu_total",
        **_SCHED),

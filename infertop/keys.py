@@ -129,8 +129,21 @@ _SPECS: tuple[KeySpec, ...] = (
        "queued requests waiting on something other than capacity (vLLM reason=deferred: "
        "LoRA budget, KV transfer from a remote prefill, blocked); part of requests_waiting"),
     _k("server.requests_paused", "count", G, (SCH, DEC),
-       "requests paused mid-generation to make room (TensorRT-LLM numPausedRequests, "
-       "SGLang num_paused_reqs); they resume without losing their KV"),
+       "requests paused, to resume later (TensorRT-LLM in-flight batching "
+       "numPausedRequests; SGLang num_paused_reqs: paused by an async weight sync)"),
+    _k("server.requests_retracted", "count", G, MEM,
+       "requests the scheduler retracted (sent back to the queue, KV freed) in its last "
+       "step: SGLang num_retracted_reqs (its preemption)"),
+    _k("server.utilization_ratio", "ratio", G, SCH,
+       "the server's own load estimate: SGLang utilization = max(running / max running "
+       "under SLO, KV usage / 0.9); absent on a prefill instance (-1 there)"),
+    _k("server.scheduler_idle_seconds_total", "s", C, SCH,
+       "wall time the scheduler had no runnable or queued work (SGLang)"),
+    _k("server.scheduler_cpu_seconds_total", "s", C, SCH,
+       "CPU time of the scheduler process, all threads (SGLang)"),
+    _k("disagg.queue_requests", "count", G, (SCH, PAR),
+       "requests in a disaggregated-serving queue (label queue: prefill_bootstrap, "
+       "prefill_inflight, decode_prealloc, decode_transfer; SGLang PD)"),
     _k("server.admission_rejections_total", "count", C, DEC,
        "requests refused at admission (label reason, e.g. max_num_queued_reqs): the client "
        "got an error at once, the request never queued"),
@@ -152,6 +165,13 @@ _SPECS: tuple[KeySpec, ...] = (
        "tokens looked up in an external KV cache (a KV connector: LMCache, NIXL, offload)"),
     _k("kv.external_prefix_cache_hits_total", "tokens", C, MEM,
        "tokens found in an external KV cache"),
+    _k("kv.used_tokens", "tokens", G, MEM,
+       "KV token slots held by running requests (SGLang kv_used_tokens)"),
+    _k("kv.available_tokens", "tokens", G, MEM, "free KV token slots (SGLang)"),
+    _k("kv.evictable_tokens", "tokens", G, MEM,
+       "KV token slots held only by the prefix (radix) cache: reclaimable (SGLang)"),
+    _k("kv.batch_prefix_hit_ratio", "ratio", G, MEM,
+       "the server's prefix-cache hit rate of its last prefill batch (SGLang cache_hit_rate)"),
     _k("request.prefill_computed_tokens", "tokens", H, (MEM, KRN),
        "prompt tokens each request's prefill computed itself (neither cached nor transferred)"),
     _k("server.prompt_tokens_total", "tokens", C, DEC, "prefill tokens processed"),
@@ -160,8 +180,13 @@ _SPECS: tuple[KeySpec, ...] = (
        "finished requests (label reason: stop/length/abort/error...)"),
     _k("server.engine_steps_total", "count", C, KRN, "engine forward steps (decode calls)"),
     _k("spec.drafts_total", "count", C, DEC, "speculative verification steps"),
+    _k("spec.batch_acceptance_ratio", "ratio", G, DEC,
+       "the server's speculative acceptance rate in its last batch (SGLang spec_accept_rate)"),
     _k("spec.draft_tokens_total", "tokens", C, DEC, "speculative tokens proposed"),
     _k("spec.accepted_tokens_total", "tokens", C, DEC, "speculative tokens accepted"),
+    _k("latency.stage_seconds", "s", H, (DEC, SCH),
+       "time a request spent in one stage of the server's pipeline (label stage; SGLang "
+       "per_stage_req_latency_seconds: request_process, prefill_forward, ...)"),
     _k("latency.ttft_seconds", "s", H, DEC, "time to first token"),
     _k("latency.itl_seconds", "s", H, DEC, "inter-token latency"),
     _k("latency.tpot_seconds", "s", H, DEC, "mean time per output token of finished requests"),
@@ -237,6 +262,10 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("kv.prefix_cache_hit_ratio", "ratio", G, MEM, "prefix-cache token hit rate (window)", True),
     _k("kv.prompt_source_ratio", "ratio", G, MEM,
        "share of the window's prompt tokens by where their KV came from (label source)", True),
+    _k("server.scheduler_idle_ratio", "ratio", G, SCH,
+       "share of wall time the scheduler was idle (window)", True),
+    _k("server.scheduler_cpu_cores", "cores", G, SCH,
+       "scheduler process CPU in cores (window)", True),
     _k("kv.blocks_stored_per_second", "blocks/s", G, MEM, "KV blocks stored per second", True),
     _k("kv.blocks_evicted_per_second", "blocks/s", G, MEM, "KV blocks evicted per second", True),
     _k("kv.event_batches_dropped_per_second", "1/s", G, MEM,

@@ -98,15 +98,19 @@ SOURCES = (("local_compute", "computed"), ("local_cache_hit", "cached"),
 
 
 def prompt_kv_rows(ctx: PaneContext) -> list[tuple]:
-    """'prompt KV' (the window's prompt tokens computed / cached / transferred), the
-    external KV cache's hit rate and the mean tokens a prefill computed: rows only for
-    what the server reports (vLLM 0.32+)."""
+    """'prompt KV' (the window's prompt tokens computed / cached / transferred; only when
+    some KV arrives by transfer: disaggregated serving or a KV connector), SGLang's KV
+    token pool, the external KV cache's hit rate and the mean tokens a prefill computed:
+    rows only for what the server reports."""
     rows: list[tuple] = []
     shares = [r for r in ctx.readings("kv.prompt_source_ratio") if r.ok]
     engines = sorted({(r.label("instance"), r.label("engine")) for r in shares})
     for inst, eng in engines[: max(1, ctx.row_cap)]:
         mine = {r.label("source"): r for r in shares
                 if r.label("instance") == inst and r.label("engine") == eng}
+        moved = mine.get("external_kv_transfer")
+        if moved is None or not (moved.value or ctx.flag(moved.key, moved.labels)):
+            continue   # computed vs cached alone is the 'prefix hits' row already
         cell = Text()
         for src, name in SOURCES:
             r = mine.get(src)
@@ -116,6 +120,14 @@ def prompt_kv_rows(ctx: PaneContext) -> list[tuple]:
                 cell.append(f"{name} ").append_text(ctx.value_text(r))
         tag = ctx.engine_tag(next(iter(mine.values())))
         rows.append(("prompt KV" + tag, cell, ""))
+    for r in ctx.readings("kv.used_tokens")[: max(1, ctx.row_cap)]:
+        lab = {k: v for k, v in r.labels if k in ("instance", "engine", "model")}
+        cell = Text("used ").append_text(ctx.value_text(r))
+        for key, name in (("kv.evictable_tokens", "cached"), ("kv.available_tokens", "free")):
+            other = ctx.one(key, **lab)
+            if other is not None and other.ok:
+                cell.append(f" · {name} ").append_text(ctx.value_text(other))
+        rows.append(("KV tokens" + ctx.engine_tag(r), cell, ""))
     for key, label in (("kv.external_prefix_cache_hit_ratio", "ext. cache hits"),
                        ("request.prefill_computed_tokens_mean", "prefill computed")):
         for r in ctx.readings(key)[: max(1, ctx.row_cap)]:

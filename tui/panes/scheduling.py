@@ -115,6 +115,22 @@ def deferral_and_sleep(ctx: PaneContext) -> Text:
         if r.ok and r.value:
             out.append(f"asleep{ctx.engine_tag(r)} (level {r.value:.0f})  ",
                        style=ctx.styles["warn"])
+    # paused / retracted requests and the disaggregation queues (SGLang, TensorRT-LLM)
+    for key, name in (("server.requests_paused", "paused"),
+                      ("server.requests_retracted", "retracted")):
+        n = sum(r.value for r in ctx.readings(key) if r.ok and r.value)
+        if n:
+            out.append(f"{name} {n:.0f}  ")
+    for r in ctx.readings("disagg.queue_requests"):
+        if r.ok and r.value:
+            out.append(f"{r.label('queue').replace('_', ' ')} {r.value:.0f}  ")
+    idle = ctx.one("server.scheduler_idle_ratio")
+    cpu = ctx.one("server.scheduler_cpu_cores")
+    if idle is not None and idle.ok:
+        out.append("scheduler idle ").append_text(ctx.value_text(idle))
+        if cpu is not None and cpu.ok:
+            out.append(" cpu ").append_text(ctx.value_text(cpu))
+        out.append("  ")
     return out
 
 
