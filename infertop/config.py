@@ -210,6 +210,9 @@ class Thresholds:
     dp_load_min_gap: float = _f(4.0, "positive",
                                 "PAR-003: smallest load difference (requests) that counts")
     dp_kv_gap: float = _f(0.3, "ratio", "PAR-003: KV-usage spread between engines that counts")
+    kv_transfer_ttft_share: float = _f(0.5, "ratio",
+                                       "PAR-004: KV-transfer p99 as a share of TTFT p99 "
+                                       "from which the transfer dominates")
     # ---- fleet (cross-node) ---------------------------------------------------------
     fleet_slow_factor: float = _f(2.0, "factor",
                                   "FLT-001: a node's TTFT/ITL p99 over the median of its peers "

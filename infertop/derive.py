@@ -26,6 +26,7 @@ RATES = {
     "process.ctx_switches_total": "process.ctx_switches_per_second",
     "server.scheduler_idle_seconds_total": "server.scheduler_idle_ratio",
     "server.scheduler_cpu_seconds_total": "server.scheduler_cpu_cores",
+    "kv.transfer_bytes_total": "kv.transfer_bytes_per_second",
     "kv.event_blocks_stored_total": "kv.blocks_stored_per_second",
     "kv.event_blocks_evicted_total": "kv.blocks_evicted_per_second",
     "kv.event_batches_dropped_total": "kv.event_batches_dropped_per_second",

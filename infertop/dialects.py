@@ -48,6 +48,7 @@ class FamilyMap:
     unless: str = ""     # legacy name: skipped when this (newer) family is present
     agg: str = ""        # "max" or "sum"; default: sum for counters/histograms, max gauges
     fraction: bool = False  # documented 0..1; a value above 1 is taken as a percent
+    scale: float = 1.0   # unit conversion: values, sums and bucket bounds times this (ms -> s)
 
 
 def _r(families: str | tuple[str, ...], key: str, **kw) -> FamilyMap:
@@ -285,7 +286,7 @@ def _apply(ctx: _Ctx, rule: FamilyMap, fam: Family) -> None:
             if s.name.endswith(suffix):
                 ok, labels, _, _ = _mapped(ctx, rule, s.labels)
                 if ok:
-                    _add(_acc(ctx, rule, labels, kind), s.value)
+                    _add(_acc(ctx, rule, labels, kind), s.value * rule.scale)
         return
     if kind is Kind.HISTOGRAM:
         if fam.type == "histogram":
@@ -298,7 +299,7 @@ def _apply(ctx: _Ctx, rule: FamilyMap, fam: Family) -> None:
             continue
         ok, labels, _, _ = _mapped(ctx, rule, s.labels)
         if ok:
-            _add(_acc(ctx, rule, labels, kind), s.value)
+            _add(_acc(ctx, rule, labels, kind), s.value * rule.scale)
 
 
 def _add(a: _Acc, v: float) -> None:
@@ -321,13 +322,14 @@ def _apply_histogram(ctx: _Ctx, rule: FamilyMap, fam: Family) -> None:
             if not ok or le is None:
                 continue
             a = _acc(ctx, rule, labels, Kind.HISTOGRAM)
+            le *= rule.scale   # counts stay counts; the bounds change unit (inf stays inf)
             a.buckets[le] = a.buckets.get(le, 0.0) + s.value
             if not math.isfinite(s.value) and not a.invalid:
                 a.invalid = f"bucket le={le_text} is {_spell(s.value)}"
         elif name.endswith("_sum"):
             ok, labels, _, _ = _mapped(ctx, rule, s.labels)
             if ok:
-                _acc(ctx, rule, labels, Kind.HISTOGRAM).hist_sum += s.value
+                _acc(ctx, rule, labels, Kind.HISTOGRAM).hist_sum += s.value * rule.scale
         elif name.endswith("_count"):
             ok, labels, _, _ = _mapped(ctx, rule, s.labels)
             if not ok:
@@ -455,6 +457,22 @@ def _sglang_utilization(ctx: _Ctx) -> None:
                                  SPECS["server.utilization_ratio"].unit, lab))
 
 
+def _sglang_role(ctx: _Ctx) -> None:
+    """The engine's part in disaggregated serving from SGLang's own engine_type label
+    (prefill, decode, unified: DisaggregationMode.to_engine_type)."""
+    fam = ctx.by_name.get("sglang:num_running_reqs")
+    seen: set[tuple] = set()
+    for s in fam.samples if fam is not None else ():
+        role = s.labels.get("engine_type")
+        if role not in ("prefill", "decode", "unified"):
+            continue
+        lab = make_labels(ctx.labels(s.labels))
+        if lab not in seen:
+            seen.add(lab)
+            ctx.extra.append(Reading("server.disagg_role", 1.0, "", lab, kind=Kind.INFO,
+                                     text=role))
+
+
 def _sglang_kv_config(ctx: _Ctx) -> None:
     _gauge_configs(ctx, (("sglang:max_total_num_tokens", "kv_cache_size_tokens", None),
                          ("sglang:page_size", "block_size", None),
@@ -543,6 +561,10 @@ VLLM = Dialect("vllm", ("vllm:",), "engine", ("model_name",),
     _r("vllm:external_prefix_cache_queries", "kv.external_prefix_cache_queries_total"),
     _r("vllm:external_prefix_cache_hits", "kv.external_prefix_cache_hits_total"),
     _r("vllm:request_prefill_kv_computed_tokens", "request.prefill_computed_tokens"),
+    # disaggregated prefill/decode over NIXL (only with --kv-transfer-config NixlConnector)
+    _r("vllm:nixl_xfer_time_seconds", "latency.kv_transfer_seconds"),
+    _r("vllm:nixl_bytes_transferred", "kv.transfer_bytes_total", part="sum"),
+    _r("vllm:nixl_num_failed_transfers", "kv.transfer_failures_total"),
     _r("vllm:spec_decode_num_drafts", "spec.drafts_total"),
     _r("vllm:spec_decode_num_draft_tokens", "spec.draft_tokens_total"),
     _r("vllm:spec_decode_num_accepted_tokens", "spec.accepted_tokens_total"),
@@ -574,7 +596,7 @@ VLLM = Dialect("vllm", ("vllm:",), "engine", ("model_name",),
 # num_requests_total counts finished requests.
 _SCHED = {"agg": "max"}
 SGLANG = Dialect("sglang", ("sglang:",), "dp_rank", ("model_name",),
-                 extras=(_sglang_kv_config, _sglang_utilization), rules=(
+                 extras=(_sglang_kv_config, _sglang_utilization, _sglang_role), rules=(
     _r("sglang:num_running_reqs", "server.requests_running"),
     _r("sglang:num_queue_reqs", "server.requests_waiting"),
     _r("sglang:token_usage", "kv.usage_ratio", fraction=True),
@@ -615,6 +637,12 @@ SGLANG = Dialect("sglang", ("sglang:",), "dp_rank", ("model_name",),
        const={"queue": "decode_transfer"}),
     _r("sglang:per_stage_req_latency_seconds", "latency.stage_seconds",
        keep={"stage": "stage"}),
+    # PD disaggregation's KV transfer (ms and MB on the wire)
+    _r("sglang:kv_transfer_latency_ms", "latency.kv_transfer_seconds", scale=0.001),
+    _r("sglang:kv_transfer_total_mb", "kv.transfer_bytes_total", part="sum",
+       scale=float(1 << 20)),
+    _r(("sglang:num_transfer_failed_reqs", "sglang:num_bootstrap_failed_reqs"),
+       "kv.transfer_failures_total"),
     _r("sglang:estimated_flops_per_gpu", "server.estimated_flops_per_gpu_total", **_SCHED),
     _r("sglang:estimated_read_bytes_per_gpu", "server.estimated_read_bytes_per_gpu_total",
        **_SCHED),

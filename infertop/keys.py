@@ -141,6 +141,13 @@ _SPECS: tuple[KeySpec, ...] = (
        "wall time the scheduler had no runnable or queued work (SGLang)"),
     _k("server.scheduler_cpu_seconds_total", "s", C, SCH,
        "CPU time of the scheduler process, all threads (SGLang)"),
+    _k("server.disagg_role", "", I, PAR,
+       "the engine's part in disaggregated prefill/decode (text: prefill, decode, unified, "
+       "both): SGLang's engine_type label, vLLM's --kv-transfer-config kv_role"),
+    _k("kv.transfer_bytes_total", "bytes", C, PAR,
+       "KV-cache bytes moved between prefill and decode instances (vLLM NIXL, SGLang PD)"),
+    _k("kv.transfer_failures_total", "count", C, PAR,
+       "failed KV transfers (vLLM NIXL; SGLang transfer and bootstrap failures)"),
     _k("disagg.queue_requests", "count", G, (SCH, PAR),
        "requests in a disaggregated-serving queue (label queue: prefill_bootstrap, "
        "prefill_inflight, decode_prealloc, decode_transfer; SGLang PD)"),
@@ -187,6 +194,8 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("latency.stage_seconds", "s", H, (DEC, SCH),
        "time a request spent in one stage of the server's pipeline (label stage; SGLang "
        "per_stage_req_latency_seconds: request_process, prefill_forward, ...)"),
+    _k("latency.kv_transfer_seconds", "s", H, (PAR, DEC),
+       "time of one KV transfer from a prefill to a decode instance (vLLM NIXL, SGLang)"),
     _k("latency.ttft_seconds", "s", H, DEC, "time to first token"),
     _k("latency.itl_seconds", "s", H, DEC, "inter-token latency"),
     _k("latency.tpot_seconds", "s", H, DEC, "mean time per output token of finished requests"),
@@ -266,6 +275,8 @@ _SPECS: tuple[KeySpec, ...] = (
        "share of wall time the scheduler was idle (window)", True),
     _k("server.scheduler_cpu_cores", "cores", G, SCH,
        "scheduler process CPU in cores (window)", True),
+    _k("kv.transfer_bytes_per_second", "bytes/s", G, PAR,
+       "KV-cache transfer rate between prefill and decode instances", True),
     _k("kv.blocks_stored_per_second", "blocks/s", G, MEM, "KV blocks stored per second", True),
     _k("kv.blocks_evicted_per_second", "blocks/s", G, MEM, "KV blocks evicted per second", True),
     _k("kv.event_batches_dropped_per_second", "1/s", G, MEM,

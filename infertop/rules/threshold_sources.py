@@ -71,6 +71,9 @@ SOURCES: dict[str, str] = {
     "thresholds.mem_growth_ratio": "infertop: 3 % of an 80 GB GPU is 2.4 GB",
     "thresholds.mem_oom_eta_seconds": "infertop: five minutes to act",
     "thresholds.weights_min_bytes": "a CUDA context alone is ~0.5 GB; weights are over 1 GB",
+    "thresholds.kv_transfer_ttft_share": "infertop: half of the first token's wait on the "
+                                         "wire (vLLM #22454, #29474: TTFT high while each "
+                                         "side looks fine)",
     "thresholds.thrash_ratio": "infertop: a third of the evicted prefix blocks needed again "
                                "within a minute (vLLM's vmon shows the same re-store churn)",
     "thresholds.thrash_min_evictions": "infertop: 100 blocks (1,600 tokens at block 16) per "
