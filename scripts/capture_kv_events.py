@@ -37,7 +37,8 @@ def main() -> int:
             if len(frames) != 3:
                 continue
             topic, seq, payload = frames
-            fh.write(json.dumps({"t": round(time.time(), 3), "topic": topic.decode("utf-8", "replace"),
+            fh.write(json.dumps({"t": round(time.time(), 3),
+                                 "topic": topic.decode("utf-8", "replace"),
                                  "seq": int.from_bytes(seq, "big", signed=True),
                                  "payload": base64.b64encode(payload).decode()}) + "\n")
             n += 1
