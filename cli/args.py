@@ -54,6 +54,10 @@ def add_source_flags(p: argparse.ArgumentParser) -> None:
                    help="read a fleet through Prometheus (dcgm-exporter and servers' /metrics "
                         "it scrapes) instead of this machine")
     g.add_argument("--no-gpu", action="store_true", help="do not load NVML")
+    g.add_argument("--kv-events", action="append", default=[], metavar="ENDPOINT",
+                   help="subscribe to the server's KV-cache events at this ZMQ endpoint "
+                        "(tcp://HOST:PORT; repeat per data-parallel rank); default: from "
+                        "the server's --kv-events-config (needs infertop[kv-events])")
     g.add_argument("--source", default="live", metavar="live|demo:NAME|replay:FILE",
                    help="where snapshots come from (default: live)")
     g.add_argument("--speed", type=_positive(float), default=None,

@@ -90,10 +90,37 @@ def make_live_source(args: argparse.Namespace):
             continue
         seen.add(probe.name)
         probes.append(probe)
+    probes += kv_event_probes(args, urls)
     disabled = {"nvml": "GPU readings off (--no-gpu)"} if args.no_gpu else {}
     from infertop.redact import redact_url   # a --url may carry user:pass@ or ?token=
     label = ", ".join(redact_url(u) for u in urls) or "local"
     return Hub(probes, deadline=deadline_for(args.interval), label=label, disabled=disabled)
+
+
+def kv_event_probes(args: argparse.Namespace, urls: list[str]) -> list:
+    """A KV-event subscriber for the watched server: at --kv-events's endpoints, else at
+    those its own --kv-events-config names (none when it publishes no events)."""
+    from infertop.probes.server.kvevents import KvEventsProbe, kv_events_endpoints
+    from infertop.probes.server.metrics import normalize_url
+    instance = normalize_url(urls[0])[1] if urls else "local"
+    given = list(getattr(args, "kv_events", None) or [])
+    if given:
+        for ep in given:
+            if not ep.startswith(("tcp://", "ipc://")):
+                raise UsageError(f"--kv-events: expected tcp://HOST:PORT or ipc://PATH, "
+                                 f"got {ep[:80]!r}")
+        return [KvEventsProbe(given, instance)]
+    try:
+        from infertop.probes.server.discovery import find_server, server_settings
+        server = find_server(pid=args.pid, url=urls[0] if urls else None)
+    except Exception:   # discovery is a convenience here: no events, nothing else lost
+        return []
+    if server is None:
+        return []
+    settings = server_settings(server.kind, server.cmdline)
+    endpoints = kv_events_endpoints(settings.get("kv_events_config"),
+                                    settings.get("data_parallel_size"))
+    return [KvEventsProbe(endpoints, instance)] if endpoints else []
 
 
 def discovered_urls(pid: int | None) -> list[str]:

@@ -180,6 +180,11 @@ class Thresholds:
                                     "critical")
     weights_min_bytes: float = _f(float(1 << 30), "bytes",
                                   "MEM-004: GPU memory a process needs to count as holding weights")
+    thrash_ratio: float = _f(0.3, "ratio",
+                             "MEM-005: share of evicted KV blocks stored again within the "
+                             "restore window (60 s) that is prefix-cache thrash")
+    thrash_min_evictions: float = _f(100.0, "count",
+                                     "MEM-005: evicted KV blocks in the window needed to judge")
     # ---- scheduling -----------------------------------------------------------------
     gil_cpu_min: float = _f(0.85, "positive",
                             "SCH-001: process CPU (cores) from which it is 'pinned at one core'")
@@ -205,6 +210,9 @@ class Thresholds:
                                         "SCH-003: host CPU busy share from which too many "
                                         "runnable threads hurt (they then fight for cores)")
     host_cpu_saturated: float = _f(0.9, "ratio", "SCH-004: whole-host CPU busy share")
+    deferred_share_min: float = _f(0.5, "ratio",
+                                   "SCH-005: share of the queue (medians) waiting on a "
+                                   "deferral, not capacity, from which it is the deferral's")
     # ---- parallelism ----------------------------------------------------------------
     tp_imbalance: float = _f(0.2, "ratio",
                              "PAR-001: spread (max - min) of SM activity/util inside a TP group")
@@ -221,6 +229,9 @@ class Thresholds:
     dp_load_min_gap: float = _f(4.0, "positive",
                                 "PAR-003: smallest load difference (requests) that counts")
     dp_kv_gap: float = _f(0.3, "ratio", "PAR-003: KV-usage spread between engines that counts")
+    kv_transfer_ttft_share: float = _f(0.5, "ratio",
+                                       "PAR-004: KV-transfer p99 as a share of TTFT p99 "
+                                       "from which the transfer dominates")
     # ---- fleet (cross-node) ---------------------------------------------------------
     fleet_slow_factor: float = _f(2.0, "factor",
                                   "FLT-001: a node's TTFT/ITL p99 over the median of its peers "

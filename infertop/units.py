@@ -87,9 +87,9 @@ def fmt_value(value: float | None, unit: str) -> str:
         return f"{value * 100:.0f} %"  # top's convention: 100 % = one core
     if unit == "FLOP/s":
         return fmt_si(value, unit)
-    if unit in ("tokens/s", "1/s"):
+    if unit in ("tokens/s", "1/s", "blocks/s"):
         return fmt_si(value, unit.replace("1/s", "/s"))
-    if unit in ("count", "tokens", "lanes", ""):
+    if unit in ("count", "tokens", "lanes", "blocks", ""):
         return f"{value:.0f}" if abs(value - round(value)) < 1e-9 else f"{value:.1f}"
     return f"{value:g} {unit}"
 

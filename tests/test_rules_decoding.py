@@ -153,7 +153,38 @@ class Restart(Case):
         return self._t()
 
 
-CASES = [TtftSlo(), ItlJitter(), SpecAcceptance(), ErrorRate(), Restart()]
+class AdmissionRejected(Case):
+    """DEC-007: vLLM's admission_rejections (no engine label) judged as errors."""
+    code = "DEC-007"
+    windowed = True
+    lag = 62.0
+    missing = ("server.admission_rejections_total",)
+
+    def __init__(self):
+        self.stop = self.refused = 0.0
+
+    def _t(self, refused):
+        self.stop += 100
+        self.refused += refused
+        return {"server.requests_finished_total": {f"{E0},reason=stop": self.stop},
+                "server.admission_rejections_total": {
+                    "model=m,reason=max_num_queued_reqs": self.refused,
+                    "model=m,reason=max_num_queued_tokens": 0.0}}
+
+    def good(self):
+        return self._t(0)
+
+    def bad(self):
+        return self._t(10)
+
+    def hi(self):
+        return self._t(1)
+
+    def lo(self):
+        return self._t(0)
+
+
+CASES = [TtftSlo(), ItlJitter(), SpecAcceptance(), ErrorRate(), Restart(), AdmissionRejected()]
 
 
 # ---- closer looks ---------------------------------------------------------------------
@@ -563,3 +594,24 @@ def test_another_sources_outage_is_not_the_servers_downtime():
     got = f.active("DEC-005")[0]
     assert "between two scrapes" in got.title
     assert [e.key for e in got.evidence] == ["server.generation_tokens_total"]
+
+def test_admission_rejections_count_against_every_engine_of_the_model():
+    """Refusals carry no engine label: the denominator is the finished requests of all
+    the model's engines (two engines finishing 100/s each, 10 refused/s: 10 / 210)."""
+    f = Feed()
+    state = {"stop0": 0.0, "stop1": 0.0, "refused": 0.0}
+
+    def tick():
+        state["stop0"] += 100
+        state["stop1"] += 100
+        state["refused"] += 10
+        return {"server.requests_finished_total": {
+                    "engine=0,model=m,reason=stop": state["stop0"],
+                    "engine=1,model=m,reason=stop": state["stop1"]},
+                "server.admission_rejections_total": {
+                    "model=m,reason=max_num_queued_reqs": state["refused"]}}
+    f.run(tick, 20)
+    [fin] = f.active("DEC-007")
+    assert fin.severity.value == "warn"   # 4.8 % < the 5 % critical share
+    assert fin.evidence[0].value == pytest.approx(10 / 210)
+    assert "refused at admission" in fin.title

@@ -119,7 +119,49 @@ class WeightsTwice(Case):
         return d
 
 
-CASES = [KvPressure(), KvLeak(), Headroom(), WeightsTwice()]
+# ---- MEM-005 prefix-cache thrash -------------------------------------------------------
+EV0 = "engine=0,medium=GPU"
+
+
+class Thrash(Case):
+    code = "MEM-005"
+    windowed = True
+    lag = 62.0
+    missing = ("kv.event_blocks_evicted_total",)
+
+    def __init__(self):
+        self.evicted = self.restored = 0.0
+
+    def _t(self, evicted, restored):
+        self.evicted += evicted
+        self.restored += restored
+        return {"kv.event_blocks_evicted_total": {EV0: self.evicted},
+                "kv.event_blocks_restored_total": {EV0: self.restored}}
+
+    def good(self):
+        return self._t(20, 1)
+
+    def bad(self):
+        return self._t(20, 12)
+
+    def hi(self):
+        return self._t(20, 7)    # 35 %
+
+    def lo(self):
+        return self._t(20, 5)    # 25 %
+
+
+def test_few_evictions_are_not_judged():
+    f = Feed()
+    th = Thrash()
+    f.run(lambda: th._t(1, 1), 30)    # 100 % of 1 block a second: under 100 a minute
+    assert not f.active("MEM-005")
+    f.run(lambda: th._t(20, 15), 30)
+    [fin] = f.active("MEM-005")
+    assert "thrash" in fin.title and "route by prefix" in fin.remedy
+
+
+CASES = [KvPressure(), KvLeak(), Headroom(), WeightsTwice(), Thrash()]
 
 
 # ---- closer looks ---------------------------------------------------------------------

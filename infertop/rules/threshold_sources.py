@@ -88,6 +88,13 @@ SOURCES: dict[str, str] = {
     "thresholds.mem_growth_ratio": "infertop: 3 % of an 80 GB GPU is 2.4 GB",
     "thresholds.mem_oom_eta_seconds": "infertop: five minutes to act",
     "thresholds.weights_min_bytes": "a CUDA context alone is ~0.5 GB; weights are over 1 GB",
+    "thresholds.kv_transfer_ttft_share": "infertop: half of the first token's wait on the "
+                                         "wire (vLLM #22454, #29474: TTFT high while each "
+                                         "side looks fine)",
+    "thresholds.thrash_ratio": "infertop: a third of the evicted prefix blocks needed again "
+                               "within a minute (vLLM's vmon shows the same re-store churn)",
+    "thresholds.thrash_min_evictions": "infertop: 100 blocks (1,600 tokens at block 16) per "
+                                       "minute before a ratio means anything",
     # ---- scheduling -----------------------------------------------------------------
     "thresholds.gil_cpu_min": "CPython GIL: one thread runs Python at a time, so a contended "
                               "process sits at ~1 core",
@@ -96,6 +103,8 @@ SOURCES: dict[str, str] = {
     "thresholds.gil_busy_threads": "two threads are the least that can contend",
     "thresholds.gil_throughput_drop": "infertop: a 20 % fall is beyond normal load swings",
     "thresholds.queue_waiting_min": "vLLM/SGLang: one waiting request is a queue",
+    "thresholds.deferred_share_min": "infertop: most of the queue (vLLM "
+                                     "num_requests_waiting_by_reason{reason=deferred})",
     "thresholds.idle_sm_active_max": DCGM,
     "thresholds.idle_util_max": "NVML util over-states work; 60 % without GPM is idle-ish",
     "thresholds.kv_free_max": "infertop: under 70 % the cache can admit more sequences",

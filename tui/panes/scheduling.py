@@ -93,8 +93,45 @@ def queue_line(ctx: PaneContext) -> Text:
                     out.append(r.key.rsplit(".", 1)[-1].replace("requests_", "") +
                                ctx.engine_tag(r) + " ").append_text(ctx.value_text(r))
                     out.append("  ")
+    extra = deferral_and_sleep(ctx)
+    if extra:
+        out.append_text(extra)
     if out:
         out.append_text(ctx.spark("server.requests_waiting", 12, 0))
+    return out
+
+
+def deferral_and_sleep(ctx: PaneContext) -> Text:
+    """'deferred N' (of the waiting, the ones held for a KV transfer or a LoRA slot, not
+    for room) and 'asleep' per engine: shown only when they are not zero, or a finding
+    points at them, so the usual line stays as it was."""
+    out = Text(no_wrap=True)
+    deferred = [r for r in ctx.readings("server.requests_deferred") if r.ok and r.value]
+    if deferred:
+        out.append("deferred ").append_text(
+            ctx.value_text(deferred[0]) if len(deferred) == 1
+            else Text(f"{sum(r.value for r in deferred):.0f}"))
+        out.append("  ")
+    for r in ctx.readings("server.sleep_level"):
+        if r.ok and r.value:
+            out.append(f"asleep{ctx.engine_tag(r)} (level {r.value:.0f})  ",
+                       style=ctx.styles["warn"])
+    # paused / retracted requests and the disaggregation queues (SGLang, TensorRT-LLM)
+    for key, name in (("server.requests_paused", "paused"),
+                      ("server.requests_retracted", "retracted")):
+        n = sum(r.value for r in ctx.readings(key) if r.ok and r.value)
+        if n:
+            out.append(f"{name} {n:.0f}  ")
+    for r in ctx.readings("disagg.queue_requests"):
+        if r.ok and r.value:
+            out.append(f"{r.label('queue').replace('_', ' ')} {r.value:.0f}  ")
+    idle = ctx.one("server.scheduler_idle_ratio")
+    cpu = ctx.one("server.scheduler_cpu_cores")
+    if idle is not None and idle.ok:
+        out.append("scheduler idle ").append_text(ctx.value_text(idle))
+        if cpu is not None and cpu.ok:
+            out.append(" cpu ").append_text(ctx.value_text(cpu))
+        out.append("  ")
     return out
 
 
