@@ -249,14 +249,16 @@ class FleetApp(InfertopApp):
         self.filter_text = ""
 
     def compose(self):
-        from textual.widgets import Footer, Static
+        from textual.widgets import Static
         from .screens.fleet import FleetView
+        from .widgets.keybar import KeyBar
+        from .app import GENERAL_ACTIONS
         yield Static(self._header_text(), id="header")
         yield Static("", id="findings-strip", classes="-none")
         yield Static("", id="banner")
         yield FleetView(id="fleet")
         yield Static("", id="status")
-        yield Footer()
+        yield KeyBar(general=GENERAL_ACTIONS)
 
     @property
     def panes(self) -> list:

@@ -70,7 +70,9 @@ def queue_line(ctx: PaneContext) -> Text:
     qp99 = ctx.readings("latency.queue_seconds", quantile="0.99")
     engines = max(ctx.distinct("server.requests_running"), ctx.distinct("server.requests_waiting"))
     if engines <= 1:
-        for label, rs in (("running", running), ("waiting", waiting), ("queue p99", qp99)):
+        names = ("run", "wait", "queue p99") if ctx.width and ctx.width < 50 else \
+            ("running", "waiting", "queue p99")    # 80x24: labels shrink, values stay whole
+        for label, rs in zip(names, (running, waiting, qp99)):
             for r in rs:
                 out.append(f"{label} ").append_text(ctx.value_text(r)).append("  ")
     else:

@@ -17,7 +17,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from infertop.findings import Finding, Severity
 from infertop.fleet import FleetFrame, node_summary
@@ -26,6 +26,7 @@ from infertop.units import natural_key
 
 from ..panes.base import LayerPane, PaneContext
 from ..widgets.history_plot import HistoryPlot
+from ..widgets.keybar import KeyBar
 from ..zoom_table import ZOOM_BINDINGS
 
 MAX_GPU_COLUMNS = 8
@@ -289,7 +290,7 @@ class NodeScreen(Screen):
             for cls in self.pane_classes:
                 yield cls(id=f"pane-{cls.pane_layer.value}")
         yield HistoryPlot(id="history-plot")     # `h` on a zoomed pane: this node's History
-        yield Footer()
+        yield KeyBar()
 
     @property
     def panes(self) -> list[LayerPane]:
@@ -334,6 +335,7 @@ class NodeScreen(Screen):
         for i, pane in enumerate(self.panes):
             pane.display = self.zoomed is None or i == self.zoomed
         self.query_one("#panes").set_class(self.zoomed is not None, "-zoomed")
+        self.refresh_bindings()     # the key line: the zoomed table's keys, or not
         self._sync_plot()
         if self.zoomed is not None:     # its table keys (s, /, arrows) go to the pane
             self.panes[index].focus()
