@@ -9,6 +9,8 @@ from typing import Any
 from rich.text import Text
 from textual.binding import Binding
 
+from infertop.textclean import clean
+
 from .app import InfertopApp
 from .speed import SpeedMeter, speed_text
 
@@ -260,6 +262,11 @@ class FleetApp(InfertopApp):
         yield Static("", id="status")
         yield KeyBar(general=GENERAL_ACTIONS)
 
+    async def on_mount(self) -> None:
+        await super().on_mount()
+        # the keys act on the engines (sorted worst first: the cursor starts on the worst)
+        self._main_widget("#fleet-engines").focus()
+
     @property
     def panes(self) -> list:
         return []   # the fleet screen has none; a node's screen has its own six
@@ -295,6 +302,11 @@ class FleetApp(InfertopApp):
                 fill_tables(self._main_widget("#fleet", FleetView), frame, self.role_styles,
                             sort=self.sort_by, reverse=self.sort_reverse,
                             query=self.filter_text)
+            error = self._fleet_error(frame)
+            box = self._main_widget("#fleet-error")
+            box.set_class(error is not None, "-visible")
+            if error is not None:
+                self._set_text("#fleet-error", error)
             self.refresh_node_screen()
             self._update_status()
 
@@ -308,6 +320,8 @@ class FleetApp(InfertopApp):
     def _header_text(self, frame=None) -> Text:
         t = Text()
         t.append("infertop fleet", style="bold")
+        if getattr(self.source, "last_error", ""):   # said whole in the body (#fleet-error)
+            t.append(" ✗", style=self.role_styles.get("crit", ""))
         t.append(f"  {self.source.label}")
         if frame is None or not hasattr(frame, "nodes"):
             return t
@@ -316,10 +330,21 @@ class FleetApp(InfertopApp):
         t.append(f"  {len(frame.nodes)} nodes  {gpus} GPUs")
         refresh = getattr(self.source, "refresh_interval", 0.0)
         t.append(f"  tick {self.interval:g}s" + (f", refresh {refresh:g}s" if refresh else ""))
-        err = getattr(self.source, "last_error", "")
-        if err:
-            t.append(f"  {err}", style=self.role_styles.get("crit", ""))
         return t
+
+    def _fleet_error(self, frame) -> Text | None:
+        """What the body says when the fleet cannot be read (a dead --prometheus): the
+        tables alone would only be empty."""
+        err = getattr(self.source, "last_error", "")
+        nodes = len(getattr(frame, "nodes", {}) or {})
+        if not err and nodes:
+            return None
+        crit = self.role_styles.get("crit", "bold")
+        if err:
+            return Text(f"cannot read the fleet from {self.source.label}: {clean(str(err))}"
+                        + ("" if nodes else "\nno node to show until it answers"), style=crit)
+        return Text(f"{self.source.label} answered with no node: no GPU or server metrics "
+                    "(check the scrape jobs' labels)", style=self.role_styles.get("warn", ""))
 
     def _update_strip(self, frame) -> None:
         """The fleet's findings, each with the node it is about."""
@@ -330,14 +355,21 @@ class FleetApp(InfertopApp):
             return
         strip.set_class(False, "-none")
         t = Text()
-        for f in frame.findings:   # worst first (FleetPipeline sorts them)
+        room = max(20, self.size.width - 2) * (1 if self.screen_stack[0].has_class("-small")
+                                               else 3) - 14      # "  +N more (f)"
+        for n, f in enumerate(frame.findings):   # worst first (FleetPipeline sorts them)
+            node = dict(f.subject).get("node")
+            piece = f"{node} " if node else ""
+            title = f" {f.title}" if n == 0 else ""     # the first whole, the rest by code
+            if n and t.cell_len + 2 + len(piece) + len(f.code) > room:
+                t.append(f"  +{len(frame.findings) - n} more (f)")
+                break
             if t:
                 t.append("  ")
-            node = dict(f.subject).get("node")
             if node:
-                t.append(f"{node} ", style="bold")
+                t.append(piece, style="bold")
             t.append(f.code, style=self.role_styles.get(f.severity.value, ""))
-            t.append(f" {f.title}")
+            t.append(title)
         self._set_text("#findings-strip", t)
 
     def on_data_table_row_selected(self, event) -> None:

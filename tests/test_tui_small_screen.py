@@ -1,0 +1,123 @@
+"""The 3 a.m. screen (issue 23): at 80x24 over SSH every fact on screen is readable.
+
+A value is never shown cut ("58.5…", "249…": a digit right before the cut mark), over
+every demo scenario at both sizes; all eight GPUs of an eight-GPU box have their line at
+80x24; the key line always has q, ? and f; the header says the sources' state.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from pathlib import Path
+
+import pytest
+
+from infertop.cli.main import build_parser, make_pipeline
+from infertop.demo.scenario import list_scenarios
+from infertop.demo.source import DemoSource
+from infertop.tui.modes import DemoApp
+from infertop.tui.options import AppOptions
+
+EIGHT = str(Path(__file__).parent / "fixtures" / "scenarios" / "eight-gpus-straggler.toml")
+CUT_NUMBER = re.compile(r"\d…")
+
+
+@pytest.fixture(autouse=True)
+def fixed_host(monkeypatch):
+    monkeypatch.setattr(socket, "gethostname", lambda: "gpu-box")
+
+
+def demo_app(name: str) -> DemoApp:
+    return DemoApp(DemoSource(name), interval=1.0, options=AppOptions(manual_ticks=True),
+                   pipeline=make_pipeline(build_parser().parse_args([])))
+
+
+def screen_lines(app) -> list[str]:
+    return ["".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips()]
+
+
+async def run_to(app, size: tuple[int, int], ticks: list[int]) -> list[list[str]]:
+    """The screen's lines at each of ``ticks``."""
+    shots = []
+    async with app.run_test(size=size) as pilot:
+        while app.ticks < 1:
+            await pilot.pause(0.01)
+        for n in ticks:
+            while app.ticks < n:
+                await app._poll()
+            await pilot.pause()
+            shots.append(screen_lines(app))
+    return shots
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+@pytest.mark.parametrize("name", list_scenarios() + [EIGHT])
+async def test_no_value_is_shown_cut(name, size):
+    for lines in await run_to(demo_app(name), size, [12, 45]):
+        cut = [ln for ln in lines if CUT_NUMBER.search(ln)]
+        assert not cut, "\n".join(cut)
+
+
+async def test_eight_gpus_each_have_their_line_at_80x24():
+    lines = (await run_to(demo_app(EIGHT), (80, 24), [40]))[0]
+    text = "\n".join(lines)
+    for g in range(8):
+        assert any(re.match(rf"\s*{g} H100\s.*\d+ %.*GiB", ln) for ln in lines), text
+    assert "press 1 to zoom" not in text, text       # nothing of the hardware is hidden
+
+
+async def test_key_line_header_and_strip_at_80x24():
+    lines = (await run_to(demo_app("mem-kv-pressure"), (80, 24), [90]))[0]
+    keys, header, strip = lines[-1], lines[0], lines[1]
+    for k in ("q quit", "? help", "f findings"):
+        assert k in keys, keys
+    assert "n next scenario" in keys, keys           # the mode's keys come next
+    assert "✓nvml" in header and "✓server" in header, header
+    assert strip.lstrip().startswith("MEM-001 ") and "%" in strip, strip
+
+
+def rendered(renderable, width: int) -> str:
+    from rich.console import Console
+    con = Console(width=width, record=True, color_system=None)
+    con.print(renderable)
+    return con.export_text()
+
+
+def test_help_lists_every_key_of_every_binding():
+    """issue 23: `?` did not list G, P, Z or F1 (a binding's other keys were hidden)."""
+    from infertop.tui.modes import LiveApp
+    from infertop.tui.screens.help import bindings_table
+    text = rendered(bindings_table(LiveApp(DemoSource("healthy"))), 120)
+    for key in ("space / Z", "? / F1", "+ / =", "G ", "P ", "p ", "n ", "R ", "f ", "q "):
+        assert key in text, (key, text)
+
+
+def test_findings_window_never_breaks_a_word_at_80_columns():
+    from infertop.findings import Evidence, Finding, Severity
+    from infertop.model import Layer
+    from infertop.tui.screens.findings import findings_renderable
+    remedy = ("Raise gpu_memory_utilization or lower max_num_seqs; enable prefix caching "
+              "where prompts share a prefix; add replicas when the pool is full anyway")
+    f = Finding("MEM-001", Layer.MEMORY, Severity.CRIT, "KV-cache pressure (engine=0)",
+                (Evidence("kv.usage_ratio", (("engine", "0"),), 0.98, 0.85, ">=", "ratio"),),
+                remedy, 0.0)
+    words = set(rendered(findings_renderable([f], {}), 72).split())
+    for w in (remedy + " KV-cache pressure evidence remedy kv.usage_ratio{engine=0}").split():
+        assert w in words, (w, sorted(words))
+
+
+async def test_key_line_follows_zoom_in_and_out():
+    """issue 23: the zoom table keys stayed on the key line after un-zooming."""
+    app = demo_app("healthy")
+    async with app.run_test(size=(80, 24)) as pilot:
+        while app.ticks < 1:
+            await pilot.pause(0.01)
+        await pilot.press("3")
+        await pilot.pause()
+        zoomed = screen_lines(app)[-1]
+        await pilot.press("3")
+        await pilot.pause()
+        back = screen_lines(app)[-1]
+    assert "s sort" in zoomed and "/ filter" in zoomed and "f findings" in zoomed, zoomed
+    assert "s sort" not in back and "f findings" in back, back
