@@ -43,6 +43,7 @@ from .panes.memory import MemoryPane
 from .panes.parallelism import ParallelismPane
 from .panes.scheduling import SchedulingPane
 from .widgets.history_plot import HistoryPlot, sync_history_plot, toggle_history_plot
+from .widgets.filter_line import FilterLine
 from .widgets.keybar import KeyBar
 from .zoom_table import ZOOM_BINDINGS
 
@@ -286,6 +287,7 @@ class InfertopApp(App):
                 yield cls(id=f"pane-{cls.pane_layer.value}")
         yield HistoryPlot(id="history-plot")
         yield Static("", id="too-small")
+        yield FilterLine(id="table-filter")
         yield Static("", id="status")
         yield KeyBar(general=GENERAL_ACTIONS)
 

@@ -420,7 +420,8 @@ class Columns:
         below = sum(1 for i in order[first + room:] if self.codes[i])
         self.hidden = 0          # the position line says what is not on screen
         out = self._draw(shown, arrowed(view.headers, view) if self.headers else None,
-                         width)
+                         width, skip=view.col_offset)
+        view.columns = len(view.headers)
         hidden_flags = sum(1 for c in self.codes if c) - sum(1 for i in order if self.codes[i])
         line = position_line(view, first, len(shown), len(order), above, below, self.more,
                              hidden_flags)
@@ -430,13 +431,16 @@ class Columns:
         return out
 
     def _draw(self, order: list[int], headers: list[str] | None = None,
-              width: int = 0) -> Text:
-        """The header and the rows ``order`` names, padded into columns."""
+              width: int = 0, skip: int = 0) -> Text:
+        """The header and the rows ``order`` names, padded into columns (``skip``: that
+        many columns after the first are scrolled out of view, ←/→ on a zoomed pane)."""
         headers = self.headers if headers is None else headers
         head = 1 if headers else 0
         rows = [self.rows[i] for i in order]
         if headers:
             rows.insert(0, [Text(h, style=self.header_style) for h in headers])
+        if skip:
+            rows = [r[:1] + r[1 + skip:] for r in rows]
         ncol = max((len(r) for r in rows), default=0)
         if self.widths:
             widths = list(self.widths) + [self.max_width] * (ncol - len(self.widths))
@@ -760,6 +764,9 @@ def fit(ctx: PaneContext, *parts: "Text | Columns | Optional | None") -> Text:
                 give = 0
             limits[i] += give
             room -= give
+    if ctx.view is not None and ctx.width:    # zoomed: columns widen to the terminal
+        for i in tables:                        # (fit_columns narrows what cannot fit)
+            items[i].max_width = max(items[i].max_width, ctx.width - 10)
     lines: list[Text] = []
     hidden = 0
     for n, p in enumerate(items):

@@ -103,6 +103,7 @@ def process_table(ctx: PaneContext, procs):
     narrow = ctx.width < 70   # 80x24: names give way to the numbers
     t = grid(["PID", "process", "S", "CPU", "RSS", "thr", "csw/s"], styles=ctx.styles,
              max_width=16 if narrow else 30)
+    t.cut = (1,)      # the command gives way, never a PID or a reading
     depth = _depths(procs)
     by_pid = {p.label("pid"): p for p in procs}
     ordered = sorted(by_pid, key=lambda pid: (depth.get(pid, 0), int(pid) if pid.isdigit() else 0))

@@ -26,6 +26,7 @@ from infertop.units import natural_key
 
 from ..panes.base import LayerPane, PaneContext
 from ..widgets.history_plot import HistoryPlot
+from ..widgets.filter_line import FilterLine
 from ..widgets.keybar import KeyBar
 from ..zoom_table import ZOOM_BINDINGS
 
@@ -330,6 +331,7 @@ class NodeScreen(Screen):
             for cls in self.pane_classes:
                 yield cls(id=f"pane-{cls.pane_layer.value}")
         yield HistoryPlot(id="history-plot")     # `h` on a zoomed pane: this node's History
+        yield FilterLine(id="table-filter")
         yield KeyBar()
 
     @property
