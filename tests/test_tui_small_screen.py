@@ -126,3 +126,15 @@ async def test_key_line_follows_zoom_in_and_out():
         back = screen_lines(app)[-1]
     assert "s sort" in zoomed and "/ filter" in zoomed and "f findings" in zoomed, zoomed
     assert "s sort" not in back and "f findings" in back, back
+
+
+async def test_projector_theme_is_light_and_has_no_dim_text():
+    app = DemoApp(DemoSource("mem-kv-pressure"), interval=1.0, theme="projector",
+                  options=AppOptions(manual_ticks=True),
+                  pipeline=make_pipeline(build_parser().parse_args([])))
+    async with app.run_test(size=(80, 24)) as pilot:
+        while app.ticks < 1:
+            await pilot.pause(0.01)
+        assert app.theme == "projector"
+        assert not any("dim" in style for style in app.role_styles.values())
+        assert app.get_css_variables()["background"].upper().startswith("#FFFFFF")

@@ -32,7 +32,7 @@ from infertop.pipeline import Frame, Pipeline
 from infertop.textclean import clean
 from infertop.probes.sources.hub import deadline_for
 from infertop.probes.sources.source import SnapshotSource
-from infertop.themes import DEFAULT_THEME, INFERTOP_THEME, roles, stylesheet_path
+from infertop.themes import DEFAULT_THEME, THEMES, roles, stylesheet_path
 
 from .options import AppOptions, CaptureSummaries
 from .panes.base import LayerPane, PaneContext
@@ -270,7 +270,8 @@ class InfertopApp(App):
         self._grid_rows = ""    # the panes grid's row sizes set by _fit_grid ("": CSS's)
         self._trends: dict = {}     # sparklines of this trend slot, across ticks (PaneContext)
         self.host = socket.gethostname()   # once: the header is drawn every tick
-        self.register_theme(INFERTOP_THEME)
+        for extra in THEMES:
+            self.register_theme(extra)
         name = theme or DEFAULT_THEME
         if name not in self.available_themes:
             raise UnknownTheme(f"unknown theme {name!r}; choose from "

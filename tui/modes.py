@@ -4,6 +4,7 @@ and replay (position bar, stepping and seeking).  Each adds only its keys and ba
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from rich.text import Text
@@ -11,7 +12,7 @@ from textual.binding import Binding
 
 from infertop.textclean import clean
 
-from .app import InfertopApp
+from .app import InfertopApp, in_daemon_thread
 from .speed import SpeedMeter, speed_text
 
 
@@ -84,11 +85,59 @@ class PacedApp(InfertopApp):
 
 
 class DemoApp(PacedApp):
+    """A scenario, or the tour of them all.  A presenter's keys: `>`/`<` scenario, `]`
+    the next phase (space pauses there), `r` restart; the capture keys as on a live
+    server, `p` showing a real py-spy dump bundled with infertop (labelled as such)."""
+
     BINDINGS = InfertopApp.BINDINGS + [
-        Binding("n", "next_scenario", "next scenario"),
-        Binding("p", "prev_scenario", "prev scenario"),
+        Binding("greater_than_sign", "next_scenario", "next scenario", key_display=">"),
+        Binding("less_than_sign", "prev_scenario", "prev scenario", key_display="<"),
+        Binding("right_square_bracket", "next_phase", "next phase", key_display="]"),
         Binding("r", "restart", "restart"),
+        Binding("p", "pyspy_dump", "py-spy dump (bundled)"),
+        Binding("P", "live_only('py-spy record')", "py-spy record", show=False),
+        Binding("n", "live_only('GPU capture (nsys)')", "nsys", show=False),
+        Binding("G", "live_only('GIL sampler')", "GIL sampler", show=False),
     ]
+    MAX_SKIP = 900    # ticks `]` plays at most to reach the next phase
+
+    def action_pyspy_dump(self) -> None:
+        """What `p` shows on a live vLLM: a real dump, bundled, labelled as such."""
+        from infertop.demo.captures import PYSPY_DUMP, bundled_dump
+        from .screens.capture import CaptureScreen
+        self.push_screen(CaptureScreen(
+            bundled_dump(self.frame.snapshot.time if self.frame else time.time()),
+            title=f"DEMO: bundled py-spy dump of a real vLLM 0.32 server ({PYSPY_DUMP}), "
+                  "not of this simulated one"))
+
+    def action_live_only(self, what: str) -> None:
+        self.notify(f"demo: a {what} needs a live server (infertop --url ...); `p` shows a "
+                    "bundled real py-spy dump", timeout=5)
+
+    async def action_next_phase(self) -> None:
+        """Play on to the next phase's first tick (the pipeline sees every tick, so its
+        findings raise as they would; only the drawing is skipped), then draw."""
+        if self.polling:
+            return
+        src = self.source
+        start = (src.scenario.name, src.phase.index, src.epoch)
+        self.polling = True
+        try:
+            frame = None
+            for _ in range(self.MAX_SKIP):
+                snap = await src.next()
+                if snap is None:
+                    break
+                frame = await in_daemon_thread(self._feed, snap, getattr(src, "epoch", None))
+                self.ticks += 1
+                if (src.scenario.name, src.phase.index, src.epoch) != start:
+                    break
+        finally:
+            self.polling = False
+        if frame is not None and self.screen_stack:
+            self._apply(frame)
+            self.notify(f"phase {src.phase.index + 1}/{src.phase.count}: {src.phase.name}",
+                        timeout=3)
 
     async def on_mount(self) -> None:
         await super().on_mount()
@@ -114,10 +163,12 @@ class DemoApp(PacedApp):
         sc = self.source.scenario
         ph = self.source.phase
         t = Text()
-        t.append(" DEMO ", style="bold reverse")
+        names = self.source.names
+        where = f" {names.index(sc.name) + 1}/{len(names)}" if sc.name in names else ""
+        t.append(f" DEMO{where} ", style="bold reverse")
         t.append(f" {sc.title}", style="bold")
         t.append(f"  [{ph.layer}]  phase {ph.index + 1}/{ph.count}: {ph.name}")
-        t.append(f"  {self.speed_text()}   n/p scenario · r restart\n")
+        t.append(f"  {self.speed_text()}   > < scenario · ] phase · r restart\n")
         t.append(" ".join(ph.narration.split()))
         if ph.remedy and ph.index == ph.count - 1:
             t.append("\nremedy: " + " ".join(ph.remedy.split()),
