@@ -687,8 +687,11 @@ def subject_lines(ctx: PaneContext, missing: list[tuple[Evidence, Finding]]) -> 
         if n:
             out.append("\n")
         sev = f.severity.value
+        text = short_evidence(ev)
+        if ctx.width and len(f.code) + 1 + len(text) > ctx.width:   # 80x24: the value
+            text = short_evidence(ev, compare=False)     # stays, its threshold goes
         out.append(f.code, style=ctx.styles.get(sev, ""))
-        out.append(" " + short_evidence(ev), style=ctx.styles.get(sev, ""))
+        out.append(" " + text, style=ctx.styles.get(sev, ""))
     return out
 
 
@@ -698,7 +701,7 @@ _NAMESPACE_SHOWN = {"kv": "KV"}
 _WHO = {"gpu": "GPU {}", "engine": "e{}", "pid": "pid {}", "gpus": "GPUs {}"}
 
 
-def short_evidence(ev: Evidence) -> str:
+def short_evidence(ev: Evidence, compare: bool = True) -> str:
     """'GPU 0 pcie rx 52.3 GiB/s >= 46.9 GiB/s': who, what, how much, against what; short
     enough for a 36-column pane (the full form is on the findings screen, `f`)."""
     who = " ".join(_WHO[k].format(v) for k, v in ev.labels if k in _WHO)
@@ -709,7 +712,8 @@ def short_evidence(ev: Evidence) -> str:
         if name.endswith(suf):
             name = name[: -len(suf)]
             break
-    plain = Evidence(ev.key, (), ev.value, ev.threshold, ev.op, ev.unit).describe()
+    plain = Evidence(ev.key, (), ev.value, ev.threshold if compare else None, ev.op,
+                     ev.unit).describe()
     return " ".join(x for x in (who, name.replace("_", " "), plain[len(ev.key) + 1:]) if x)
 
 
