@@ -38,8 +38,8 @@ def findings_renderable(findings: list[Any], styles: dict[str, str],
         head.append(f.title, style="bold")
         head.append(f"  since {clock(f.since)}", style=styles.get("muted", "dim"))
         t.add_row(Text(f.code, style=styles.get(sev, "bold")), head)
-        for i, e in enumerate(f.evidence):
-            t.add_row("evidence" if i == 0 else "", e.describe())
+        for i, e in enumerate(f.evidence):   # a label set wraps between its labels
+            t.add_row("evidence" if i == 0 else "", e.describe().replace(",", ", "))
         if getattr(f, "caused_by", ()):
             t.add_row("cause", "explained by " + ", ".join(f.caused_by))
         if f.remedy:
