@@ -138,3 +138,31 @@ async def test_projector_theme_is_light_and_has_no_dim_text():
         assert app.theme == "projector"
         assert not any("dim" in style for style in app.role_styles.values())
         assert app.get_css_variables()["background"].upper().startswith("#FFFFFF")
+
+
+async def test_process_view_lists_the_servers_tree_and_every_gpu_process():
+    """issue 23: a top-level process view as nvitop's, sortable and filterable."""
+    app = demo_app("par-tp-straggler")
+    async with app.run_test(size=(120, 36)) as pilot:
+        while app.ticks < 1:
+            await pilot.pause(0.01)
+        for _ in range(40):
+            await app._poll()
+        await pilot.press("o")
+        await pilot.pause()
+        pane = app.screen.query_one("#pane-processes")
+        text = pane.last_renderable.plain
+        rows = {ln.split()[0]: ln for ln in text.splitlines() if ln[:1].isdigit()}
+        assert "engine_core" in rows["4180"] and "%" in rows["4180"]       # CPU of the tree
+        assert "worker" in rows["4202"] and "GiB" in rows["4202"]          # a GPU process
+        assert "(not the server)" in rows["7320"] and "alice" in rows["7320"]
+        await app._poll()                                # it follows the ticks while open
+        await pilot.pause()
+        await pilot.press("slash", *"alice", "enter")
+        await pilot.pause()
+        shown = [ln for ln in pane.last_renderable.plain.splitlines() if ln[:1].isdigit()]
+        assert len(shown) == 1 and shown[0].startswith("7320"), shown
+        await pilot.press("escape")                      # clears the filter
+        await pilot.press("escape")                      # back to the panes
+        await pilot.pause()
+        assert app.screen is app.screen_stack[0]

@@ -243,6 +243,7 @@ class InfertopApp(App):
         Binding("minus", "slower", "slower", key_display="-"),
         *ZOOM_BINDINGS,
         Binding("f", "findings", "findings"),
+        Binding("o", "processes", "processes"),
         Binding("R", "record", "record"),
     ]
 
@@ -450,6 +451,9 @@ class InfertopApp(App):
                     pane.show(ctx)
             sync_history_plot(self, frame)
             self._update_status()
+            top = self.screen
+            if getattr(top, "is_process_screen", False):
+                top.show(self)
 
     def _fit_grid(self, frame: Frame | None) -> None:
         """80x24 with many GPUs: the hardware row of the grid grows to one line per GPU
@@ -642,6 +646,13 @@ class InfertopApp(App):
     def action_help(self) -> None:
         from .screens.help import HelpScreen
         self.push_screen(HelpScreen(self))
+
+    def action_processes(self) -> None:
+        from .screens.processes import ProcessScreen
+        if isinstance(self.screen, ProcessScreen):
+            self.pop_screen()
+            return
+        self.push_screen(ProcessScreen())
 
     def action_findings(self) -> None:
         from .screens.findings import FindingsScreen

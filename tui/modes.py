@@ -436,6 +436,10 @@ class FleetApp(InfertopApp):
     def action_zoom(self, index: int) -> None:
         return None   # zoom is a node screen's key
 
+    def action_processes(self) -> None:
+        self.notify("the process view is one box's: open a node (Enter), then zoom its "
+                    "memory pane (3) for its GPU processes", timeout=4)
+
     def action_sort(self) -> None:
         i = self.SORTS.index(self.sort_by) if self.sort_by in self.SORTS else -1
         self.sort_by = self.SORTS[(i + 1) % len(self.SORTS)]
