@@ -343,6 +343,7 @@ class Columns:
         # never cut.  Labels (``cut``: the first column, commands) shrink first; then whole
         # columns go, in the order ``drop`` names (default: from the right)
         self.cut = cut
+        self.cut_min = CUT_MIN       # a cut column keeps at least this many columns
         self.drop = drop
         self.header_style = header_style
         self.widths = widths            # fixed widths (None: fit to content)
@@ -456,7 +457,8 @@ class Columns:
                         if i < len(widths) - 1:
                             widths[i] = max(widths[i], cell.cell_len)
         if width and _table_width(widths, self.gap) > width:
-            keep = fit_columns(widths, width, self.gap, self.cut, self.drop, coded)
+            keep = fit_columns(widths, width, self.gap, self.cut, self.drop, coded,
+                               self.cut_min)
             if len(keep) < ncol:
                 rows = [[r[i] for i in keep if i < len(r)] for r in rows]
                 widths = [widths[i] for i in keep]
@@ -562,7 +564,8 @@ CUT_MIN = 6     # a label shrinks to this many columns ("0 H10…") before a col
 
 
 def fit_columns(widths: list[int], width: int, gap: int, cut: tuple[int, ...],
-                drop: tuple[int, ...] | None, coded: set[int]) -> list[int]:
+                drop: tuple[int, ...] | None, coded: set[int],
+                cut_min: int = 6) -> list[int]:
     """Make a table ``width`` columns wide without cutting a value: shrink the cuttable
     columns (``cut``: labels, commands; ``widths`` is changed in place) to CUT_MIN, then
     leave out whole columns in ``drop``'s order (default right to left), a column holding
@@ -572,7 +575,7 @@ def fit_columns(widths: list[int], width: int, gap: int, cut: tuple[int, ...],
     natural = list(widths)
     for i in cut:
         if i < n:
-            widths[i] = min(widths[i], CUT_MIN)
+            widths[i] = min(widths[i], cut_min)
     keep = list(range(n))
     order = [i for i in (drop if drop is not None else range(n - 1, 0, -1)) if 0 < i < n]
     order += [i for i in range(n - 1, 0, -1) if i not in order]   # then any other

@@ -103,7 +103,9 @@ def process_table(ctx: PaneContext, procs):
     narrow = ctx.width < 70   # 80x24: names give way to the numbers
     t = grid(["PID", "process", "S", "CPU", "RSS", "thr", "csw/s"], styles=ctx.styles,
              max_width=16 if narrow else 30)
-    t.cut = (1,)      # the command gives way, never a PID or a reading
+    # the command gives way (never a PID or a reading), but keeps "VLLM::EngineC": the
+    # switch counts, threads and RSS go first
+    t.cut, t.cut_min, t.drop = (1,), 15, (6, 5, 4, 2)
     depth = _depths(procs)
     by_pid = {p.label("pid"): p for p in procs}
     ordered = sorted(by_pid, key=lambda pid: (depth.get(pid, 0), int(pid) if pid.isdigit() else 0))
@@ -165,7 +167,11 @@ def gil_lines(ctx: PaneContext) -> Text | None:
         if cost is not None and cost.ok and cost.value is not None:
             spent.append(f"{cost.value * 1000:.0f} ms/dump")
         if spent:
-            out.append("  sampler cost " + ", ".join(spent), style=ctx.styles["muted"])
+            cost_text = "sampler cost " + ", ".join(spent)
+            line = out.plain.rsplit("\n", 1)[-1]
+            # a narrow pane: the cost on a line of its own (never cut off at the edge)
+            sep = "\n  " if ctx.width and len(line) + 2 + len(cost_text) > ctx.width else "  "
+            out.append(sep + cost_text, style=ctx.styles["muted"])
         elif not r.ok:
             out.append(f"  {r.reason}", style=ctx.styles["muted"])
     return out
