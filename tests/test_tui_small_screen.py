@@ -77,7 +77,7 @@ async def test_key_line_header_and_strip_at_80x24():
     keys, header, strip = lines[-1], lines[0], lines[1]
     for k in ("q quit", "? help", "f findings"):
         assert k in keys, keys
-    assert "n next scenario" in keys, keys           # the mode's keys come next
+    assert "> next scenario" in keys and "] next phase" in keys, keys   # the mode's keys
     assert "✓nvml" in header and "✓server" in header, header
     assert strip.lstrip().startswith("MEM-001 ") and "%" in strip, strip
 
@@ -166,3 +166,19 @@ async def test_process_view_lists_the_servers_tree_and_every_gpu_process():
         await pilot.press("escape")                      # back to the panes
         await pilot.pause()
         assert app.screen is app.screen_stack[0]
+
+
+async def test_a_prompt_leaves_the_screen_behind_in_view():
+    """issue 23: `P`'s seconds prompt (and `/` before it was inline) blanked the screen."""
+    from infertop.tui.screens.prompt import NumberPrompt
+    app = demo_app("healthy")
+    async with app.run_test(size=(80, 24)) as pilot:
+        while app.ticks < 1:
+            await pilot.pause(0.01)
+        await app._poll()
+        await pilot.pause()
+        app.push_screen(NumberPrompt("py-spy record for how many seconds?", 10, 1, 600))
+        await pilot.pause()
+        shot = app.export_screenshot()
+    assert "py-spy&#160;record&#160;for" in shot
+    assert "hardware" in shot and "decoding" in shot      # the panes behind are drawn
