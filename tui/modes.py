@@ -103,7 +103,7 @@ class DemoApp(PacedApp):
 
     def action_pyspy_dump(self) -> None:
         """What `p` shows on a live vLLM: a real dump, bundled, labelled as such."""
-        from infertop.demo.captures import PYSPY_DUMP, bundled_dump
+        from .demo_captures import PYSPY_DUMP, bundled_dump
         from .screens.capture import CaptureScreen
         self.push_screen(CaptureScreen(
             bundled_dump(self.frame.snapshot.time if self.frame else time.time()),

@@ -1,14 +1,15 @@
 """Captures bundled for the demo: what `p` shows on a scenario, from a real capture.
 
 A demo has no process to attach py-spy to, so a presenter's `p` shows a py-spy dump
-taken from a real vLLM 0.32 server (vllm-0.32-pyspy-dump.txt, py-spy 0.4.3's own text),
-labelled as that bundled capture, never as a capture of the simulated server.
+taken from a real vLLM 0.32 server (bundled/vllm-0.32-pyspy-dump.txt, py-spy 0.4.3's own
+text), labelled as that bundled capture, never as a capture of the simulated server.  (In
+the TUI, not infertop/demo: the core does not import the probes' capture types.)
 """
 
 from __future__ import annotations
 
 import re
-from importlib import resources
+from pathlib import Path
 
 from infertop.probes.capture.pyspy_dump import DumpResult, ProcessDump, StackFrame, ThreadDump
 
@@ -61,5 +62,5 @@ def parse_dump_text(text: str) -> list[ProcessDump]:
 
 
 def bundled_dump(now: float) -> DumpResult:
-    text = (resources.files(__package__) / PYSPY_DUMP).read_text(encoding="utf-8")
+    text = (Path(__file__).parent / "bundled" / PYSPY_DUMP).read_text(encoding="utf-8")
     return DumpResult(parse_dump_text(text), time=now, duration=0.0)
