@@ -11,17 +11,40 @@ from typing import Any
 from infertop import __version__
 from infertop.textclean import clean
 
-from .errors import EXIT_NO_SOURCE, EXIT_OK, UsageError
+from .errors import EXIT_NO_SOURCE, EXIT_OK
 from .sources import make_pipeline, make_source, no_snapshot, sample_window, sources_status
 
 
-def snapshot_json(frame) -> dict[str, Any]:
+def snapshot_json(frame, diagnosis: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``diagnosis``: whether the window was long enough for the rules to judge
+    (``judgement``); when it was not, ``findings`` is null, never an empty list that
+    reads as "nothing wrong"."""
     layers = {name: {"readings": [r.to_dict() for r in readings]}
               for name, readings in frame.layers().items()}
-    return {"time": frame.snapshot.time, "version": __version__,
-            "sources": sources_status(frame),
-            "unreachable": frame.unreachable_servers(), "layers": layers,
-            "findings": [f.to_dict() for f in frame.findings]}
+    judged = diagnosis is None or diagnosis.get("judged", True)
+    out = {"time": frame.snapshot.time, "version": __version__,
+           "sources": sources_status(frame),
+           "unreachable": frame.unreachable_servers(), "layers": layers,
+           "findings": [f.to_dict() for f in frame.findings] if judged or frame.findings
+           else None}
+    if diagnosis is not None:
+        out["diagnosis"] = diagnosis
+    return out
+
+
+def judgement(pipeline, window: float, interval: float) -> dict[str, Any]:
+    """{"judged", "window_s", "needs_s", "why"}: rules raise only after a condition held a
+    few seconds (and a median needs half its window), so a 2 s window judges nothing."""
+    diag = getattr(pipeline, "diagnoser", None)
+    judge_after = getattr(diag, "judge_after", None)
+    if judge_after is None:
+        return {"judged": True, "window_s": window, "needs_s": 0.0, "why": ""}
+    needs = judge_after() + interval
+    judged = window + 1e-9 >= needs
+    why = "" if judged else (
+        f"a {window:g} s window is too short to judge: rules raise after a condition held "
+        f"{judge_after():g} s; use --window {needs:g} or more (or infertop doctor)")
+    return {"judged": judged, "window_s": window, "needs_s": needs, "why": why}
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
@@ -32,8 +55,11 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
                                       getattr(args, "speed", None)))
     if frame is None:
         raise no_snapshot(source)
-    print(json.dumps(snapshot_json(frame), indent=1, allow_nan=False, default=str),
+    diagnosis = judgement(pipeline, args.window, interval)
+    print(json.dumps(snapshot_json(frame, diagnosis), indent=1, allow_nan=False, default=str),
           flush=True)   # inside main's try: `| head` is a handled BrokenPipeError
+    if not diagnosis["judged"]:
+        print(clean(f"infertop: findings not judged: {diagnosis['why']}"), file=sys.stderr)
     for name, st in sources_status(frame).items():
         if st["status"] in ("error", "stale"):   # say it on stderr too: scripts see it
             print(clean(f"infertop: {name}: {st['reason']}"), file=sys.stderr)

@@ -18,6 +18,7 @@ import json
 import math
 import random
 from dataclasses import dataclass, field
+from statistics import median   # the tree's one median (windowstat.median says why)
 from typing import Any
 
 from .keys import SPECS
@@ -45,6 +46,14 @@ class Moved:
     after: float
     low: float               # interval of (after - before)
     high: float
+    # "<"/">" when that side's median is only a bound (a quantile below a histogram's first
+    # bucket bound: qbound.py); the change from or to a bound has no size
+    before_bound: str = ""
+    after_bound: str = ""
+
+    @property
+    def bounded(self) -> bool:
+        return bool(self.before_bound or self.after_bound)
 
     @property
     def delta(self) -> float:
@@ -52,12 +61,16 @@ class Moved:
 
     @property
     def rel(self) -> float | None:
+        if self.bounded:
+            return None
         return self.delta / abs(self.before) if self.before else None
 
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "labels": dict(self.labels), "unit": self.unit,
                 "layer": self.layer, "before": self.before, "after": self.after,
-                "delta": self.delta, "relative": self.rel, "interval": [self.low, self.high],
+                "before_bound": self.before_bound, "after_bound": self.after_bound,
+                "delta": None if self.bounded else self.delta, "relative": self.rel,
+                "interval": None if self.bounded else [self.low, self.high],
                 "n_before": self.n_before, "n_after": self.n_after}
 
 
@@ -87,13 +100,6 @@ class Comparison:
                 "settings": [{"name": n, "before": b, "after": a} for n, b, a in self.settings]}
 
 
-def median(xs: list[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    m = n // 2
-    return s[m] if n % 2 else (s[m - 1] + s[m]) / 2
-
-
 def block_length(xs: list[float]) -> int:
     """Ticks per bootstrap block: about twice the series' decorrelation time, from its
     lag-1 autocorrelation r (an AR(1) forgets in -1/ln r ticks), at most a third of it."""
@@ -102,11 +108,11 @@ def block_length(xs: list[float]) -> int:
         return 1
     m = sum(xs) / n
     var = sum((x - m) ** 2 for x in xs)
-    if var <= 0:
+    if not 0 < var < math.inf:   # constant, or values near 1e308 whose squares overflow
         return 1
     r = sum((xs[i] - m) * (xs[i + 1] - m) for i in range(n - 1)) / var
     cap = max(1, n // 3)
-    if r <= 0:
+    if not r > 0:                # NaN too (inf - inf): no autocorrelation to go on
         return 1
     if r >= 0.999:
         return cap
@@ -196,20 +202,25 @@ def compare(before: RunSummary, after: RunSummary, *, min_rel: float = 0.05,
             c.steady += 1
             continue
         c.moved.append(Moved(sid[0], sid[1], unit, _layer(sid[0]), len(xb), len(xa), mb, ma,
-                             lo, hi))
+                             lo, hi, before.bound_side(sid, loaded_only),
+                             after.bound_side(sid, loaded_only)))
     order = {layer.value: i for i, layer in enumerate(LAYERS)}
     c.moved.sort(key=lambda m: (order.get(m.layer, 99), -abs(m.rel if m.rel is not None
                                                             else math.inf), m.key))
     rb, ra = before.raised(), after.raised()
     titles = {**{k: f.title for k, f in before.findings.items()},
               **{k: f.title for k, f in after.findings.items()}}
-    for k in sorted(set(ra) - set(rb)):
+    def ordered(keys: set) -> list:   # cause before symptom, as every list says it
+        from .rules.engine import cause_first
+        return cause_first(sorted(keys), lambda k: k)
+
+    for k in ordered(set(ra) - set(rb)):
         c.appeared.append(_finding_dict(k[0], k[1], titles.get(k, ra[k].summary), ra[k].time,
                                         after.start))
-    for k in sorted(set(rb) - set(ra)):
+    for k in ordered(set(rb) - set(ra)):
         c.vanished.append(_finding_dict(k[0], k[1], titles.get(k, rb[k].summary), rb[k].time,
                                         before.start))
-    for k in sorted(set(rb) & set(ra)):
+    for k in ordered(set(rb) & set(ra)):
         c.persisted.append(_finding_dict(k[0], k[1], titles.get(k, ra[k].summary), ra[k].time,
                                          after.start))
     for name in sorted(set(before.settings) | set(after.settings)):
@@ -225,6 +236,11 @@ def _fmt(v: float, unit: str) -> str:
 
 
 def _signed(m: Moved) -> str:
+    if m.bounded:   # "<300 ms -> 3.75 s" has a direction, not a size
+        word = "up" if m.delta >= 0 else "down"
+        side, v = (m.before_bound, m.before) if m.before_bound else (m.after_bound, m.after)
+        return f"{word} {'from' if m.before_bound else 'to'} {side}{_fmt(v, m.unit)} " \
+               "(a bucket bound, not measured)"
     sign = "+" if m.delta >= 0 else "-"
     text = f"{sign}{_fmt(abs(m.delta), m.unit)}"
     if m.rel is not None:
@@ -272,8 +288,8 @@ def render_text(c: Comparison, clean=printable) -> str:
             layer = m.layer
             lines.append(f"  {layer.upper()}")
         name = clean(_sid_text((m.key, m.labels)))
-        lines.append(f"    {name:<58} {_fmt(m.before, m.unit):>13} -> "
-                     f"{_fmt(m.after, m.unit):<13} {_signed(m)}")
+        lines.append(f"    {name:<58} {m.before_bound + _fmt(m.before, m.unit):>13} -> "
+                     f"{m.after_bound + _fmt(m.after, m.unit):<13} {_signed(m)}")
     if not c.moved:
         lines.append("  none")
     lines.append(f"  ({c.steady} readings steady, {c.too_few} with too few points, "

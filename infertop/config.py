@@ -113,7 +113,23 @@ class Thresholds:
                                      "HW-004: PCIe rate (either direction) at or above this share "
                                      "of the link's capacity")
     error_event_window: float = _f(300.0, "positive",
-                                   "HW-005: a new Xid/ECC error stays a finding this many seconds")
+                                   "HW-005: a new Xid/ECC error stays a finding this many seconds; "
+                                   "HW-008: correctable row remaps growing over this window")
+    gpu_hot_celsius: float = _f(85.0, "positive",
+                                "HW-006: core temperature above this for gpu_hot_seconds warns")
+    gpu_hot_seconds: float = _f(300.0, "seconds", "HW-006: how long the core stays hot to warn")
+    gpu_very_hot_celsius: float = _f(92.0, "positive",
+                                     "HW-006: core temperature above this for "
+                                     "gpu_very_hot_seconds is critical")
+    gpu_very_hot_seconds: float = _f(120.0, "seconds",
+                                     "HW-006: how long the core stays very hot to be critical")
+    hbm_hot_celsius: float = _f(95.0, "positive",
+                                "HW-006: memory (HBM) temperature above this for "
+                                "hbm_hot_seconds warns")
+    hbm_hot_seconds: float = _f(300.0, "seconds", "HW-006: how long the HBM stays hot to warn")
+    hw_slowdown_seconds: float = _f(600.0, "seconds",
+                                    "HW-007: the hardware-slowdown clock event held this long "
+                                    "is a degraded board, not a transient")
     # ---- kernels --------------------------------------------------------------------
     launch_thread_cpu_min: float = _f(0.9, "positive",
                                       "KRN-001: an engine thread using at least this many cores "
@@ -152,6 +168,9 @@ class Thresholds:
                               "MEM-002: KV usage at or above this with no request running")
     mem_headroom_ratio: float = _f(0.2, "ratio",
                                    "MEM-003: free GPU memory below this share is a notice")
+    mem_full_ratio: float = _f(0.98, "ratio",
+                               "MEM-003: used memory at or above this share of the card is "
+                               "critical when no reservation explains it (or beyond one)")
     mem_growth_window: float = _f(120.0, "positive",
                                   "MEM-003: seconds over which steady growth is judged")
     mem_growth_ratio: float = _f(0.03, "ratio",
@@ -291,7 +310,11 @@ def load_config(path: str | None = None) -> DiagnosisConfig:
             return DiagnosisConfig()
     else:
         p = Path(path).expanduser()
-        if not p.is_file():
+        try:
+            found = p.is_file()
+        except OSError as e:   # a name too long for the file system (found by the props suite)
+            raise ConfigError(f"config file {p}: cannot read: {e.strerror or e}") from None
+        if not found:
             raise ConfigError(f"config file {p}: not found")
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from . import qbound
 from .history import History, Series
 from .keys import SPECS
 from .model import Labels, Reading, Status, make_labels
@@ -131,11 +132,13 @@ def derive(history: History, window: float = 60.0,
                                     "no request in the window"))
             else:
                 v = s.quantile(q, window)
-                first = next((le for le, _ in d.buckets if le > 0), None)
-                # the rank fell in the lowest bucket: interpolation only says "below it"
-                note = f"below the first bucket bound {first:g}" \
-                    if first is not None and v is not None and v <= first else ""
-                out.append(_reading(s.key, labels, v, reason=note))
+                # the rank fell in the lowest bucket (or past the last): the buckets only
+                # say "below" ("above") that bound: carry the bound, not a made-up value
+                bound = qbound.side_of(v, d.buckets)
+                if bound is not None:
+                    v = bound[1]
+                out.append(_reading(s.key, labels, v,
+                                    reason=qbound.note(*bound) if bound else ""))
     # ---- newest 10 s generation rate against the best of the last 2 minutes ------------
     trend = _throughput_steps(history)
     if trend is not None:

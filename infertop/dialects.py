@@ -369,7 +369,10 @@ def _finish(ctx: _Ctx) -> list[Reading]:
             count = a.value if a.n else (buckets[-1][1] if buckets else 0.0)
             if not buckets or not math.isinf(buckets[-1][0]):
                 buckets.append((math.inf, count))
-            problem = a.invalid or _histogram_problem(buckets) or \
+            problem = a.invalid or \
+                ("" if math.isfinite(count) and all(math.isfinite(c) for _, c in buckets)
+                 else "counts summed over series overflow") or \
+                _histogram_problem(buckets) or \
                 ("" if math.isfinite(a.hist_sum) else f"_sum is {_spell(a.hist_sum)}")
             if problem:
                 out.append(Reading(key, None, spec.unit, labels, Status.ERROR,
@@ -384,6 +387,19 @@ def _finish(ctx: _Ctx) -> list[Reading]:
                                f"invalid value: {a.invalid}", kind=spec.kind))
             continue
         value = a.value
+        if not math.isfinite(value):
+            # each series finite, their sum not (two engines at 1.7e308): no number to show
+            out.append(Reading(key, None, spec.unit, labels, Status.ERROR,
+                               f"invalid value: the sum of {a.n} series overflows",
+                               kind=spec.kind))
+            continue
+        if a.fraction and not 0.0 <= value <= 100.0:
+            # a share of something cannot be negative or above 100 %: a broken server,
+            # never a healthy one
+            out.append(Reading(key, None, spec.unit, labels, Status.ERROR,
+                               f"invalid value: a ratio of {value:.3g} (outside 0..1)",
+                               kind=spec.kind))
+            continue
         if a.fraction and value > 1.0 and value <= 100.0:
             # documented as 0..1 but reported as percent (some builds): normalise
             value /= 100.0

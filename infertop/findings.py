@@ -77,10 +77,13 @@ class Evidence:
     op: str
     unit: str
     note: str = ""
+    # "<" or ">" when value is only a bound (a quantile below a histogram's first bucket
+    # bound or past its last finite one: qbound.py), "" for a measurement
+    bound: str = ""
 
     def describe(self) -> str:
         """``gpu.util_ratio{gpu=0} 97 % >= 90 %`` (context readings without the comparison)."""
-        text = f"{self.key}{_fmt_labels(self.labels)} {_fmt(self.value, self.unit)}"
+        text = f"{self.key}{_fmt_labels(self.labels)} {self.bound}{_fmt(self.value, self.unit)}"
         if self.threshold is not None and self.op:
             text += f" {self.op} {_fmt(self.threshold, self.unit)}"
         if self.note:
@@ -90,7 +93,7 @@ class Evidence:
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "labels": dict(self.labels), "value": _json_num(self.value),
                 "threshold": _json_num(self.threshold), "op": self.op, "unit": self.unit,
-                "note": self.note}
+                "note": self.note, "bound": self.bound}
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +113,9 @@ class Finding:
     since: float
     subject: Labels = ()
     caused_by: tuple[str, ...] = ()   # codes of active findings in other layers that explain it
+    # when it was raised (``since`` plus the raise delay): every view shows both, labelled
+    # alike ("since 00:00:26, raised 00:00:29"), so no two views seem to disagree
+    raised: float | None = None
 
     def summary(self) -> str:
         first = self.evidence[0].describe() if self.evidence else ""
@@ -118,19 +124,21 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "layer": self.layer.value, "severity": self.severity.value,
                 "title": self.title, "evidence": [e.to_dict() for e in self.evidence],
-                "remedy": self.remedy, "since": self.since, "subject": dict(self.subject),
-                "caused_by": list(self.caused_by)}
+                "remedy": self.remedy, "since": self.since, "raised": self.raised,
+                "subject": dict(self.subject), "caused_by": list(self.caused_by)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Finding":
         from .model import make_labels
         ev = tuple(Evidence(str(e["key"]), make_labels(e.get("labels") or {}), e.get("value"),
                             e.get("threshold"), str(e.get("op", "")), str(e.get("unit", "")),
-                            str(e.get("note", ""))) for e in d.get("evidence", ()))
+                            str(e.get("note", "")), _bound_side(e.get("bound")))
+                   for e in d.get("evidence", ()))
         return cls(str(d["code"]), Layer(d["layer"]), Severity(d["severity"]), str(d["title"]),
                    ev, str(d.get("remedy", "")), float(d["since"]),
                    make_labels(d.get("subject") or {}),
-                   tuple(str(c) for c in d.get("caused_by") or ()))
+                   tuple(str(c) for c in d.get("caused_by") or ()),
+                   float(d["raised"]) if isinstance(d.get("raised"), (int, float)) else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,13 +148,15 @@ class FindingEvent:
     time: float
     code: str
     subject: Labels
-    kind: str            # "raised" | "cleared"
+    kind: str            # "raised" | "escalated" (severity rose while raised) | "cleared"
     severity: Severity
     summary: str
+    since: float | None = None   # a raise: when its condition began (the finding's since)
 
     def to_dict(self) -> dict[str, Any]:
         return {"time": self.time, "code": self.code, "subject": dict(self.subject),
-                "kind": self.kind, "severity": self.severity.value, "summary": self.summary}
+                "kind": self.kind, "severity": self.severity.value, "summary": self.summary,
+                "since": self.since}
 
 
 @dataclass
@@ -197,6 +207,10 @@ def _fmt(v: float | str | None, unit: str) -> str:
     if isinstance(v, str):
         return v
     return fmt_value(v, unit)
+
+
+def _bound_side(v: Any) -> str:
+    return v if v in ("<", ">") else ""
 
 
 def _json_num(v: Any) -> Any:

@@ -20,11 +20,13 @@ import time
 from typing import Iterable, Sequence
 
 from .compare import Comparison, median, printable
-from .findings import Finding
+from .findings import Finding, Severity
 from .keys import SPECS
+from .mdtext import md_text
 from .model import LAYERS, Labels
 from .report import KEY_READINGS
-from .runsummary import RunSummary, SeriesId
+from .rules.engine import cause_first
+from .runsummary import RunSummary, SeriesId, stable_labels
 from .units import fmt_value, natural_key
 
 SEVERITY_COLOUR = {"crit": "#c62828", "warn": "#ef6c00", "notice": "#1565c0"}
@@ -57,20 +59,19 @@ def esc(text: object, limit: int = 300) -> str:
     return html.escape(printable(str(text), limit), quote=True)
 
 
-_MD_SPECIAL = "\\`*_[]<>|#!~"
-
-
 def md(text: object, limit: int = 300) -> str:
-    """Text from a recording, inert in Markdown: markup characters escaped, one line."""
-    t = printable(str(text).replace("\n", " "), limit)
-    return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in t)
+    """Text from a recording, inert in Markdown (infertop.mdtext), one line."""
+    return md_text(printable(str(text).replace("\n", " "), limit))
 
 
 # ---- shared facts -------------------------------------------------------------------------------
 def utc(t: float | None) -> str:
     if t is None or not math.isfinite(t):
         return "–"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t)) + " UTC"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t)) + " UTC"
+    except (OverflowError, OSError, ValueError):   # 1e308: past any calendar time_t holds
+        return "–"
 
 
 def rel(t: float | None, start: float) -> str:
@@ -95,15 +96,34 @@ def layer_of(code: str) -> str:
             "PAR": "parallelism", "DEC": "decoding"}.get(prefix, "other")
 
 
+def _since_raised(r: dict, start: float) -> str:
+    """"since 00:00:26, raised 00:00:29 (+29 s)": the onset and the raise, as doctor and
+    the findings screen say them."""
+    raised = time.strftime("%H:%M:%S", time.gmtime(r["raised"]))
+    return f"since {utc(r['since'])}, raised {raised} ({rel(r['raised'], start)})"
+
+
 def timeline(run: RunSummary) -> list[dict]:
     """One row per raise: code, subject, severity, title, raised, cleared, still active."""
     rows = []
     for code, subject, t_raise, t_clear, ev in run.intervals():
         f = run.findings.get((code, subject))
-        rows.append({"code": code, "subject": subject, "severity": ev.severity.value,
+        end = t_clear if t_clear is not None else math.inf
+        # one severity in every view: the worst this episode reached (its escalations),
+        # as the finding's own evidence says it, not the severity it was raised at
+        sev = max([ev.severity] + [e.severity for e in run.events
+                                   if e.kind == "escalated" and e.code == code
+                                   and stable_labels(e.subject) == subject
+                                   and t_raise <= e.time <= end])
+        if f is not None and t_clear is None:
+            sev = max(sev, f.severity)
+        rows.append({"code": code, "subject": subject, "severity": sev.value,
                      "title": f.title if f is not None else ev.summary, "raised": t_raise,
+                     "since": ev.since if ev.since is not None else t_raise,
                      "cleared": t_clear, "layer": layer_of(code)})
-    return rows
+    return cause_first(rows, lambda r: (r["code"], r["subject"]),
+                       lambda r: (r["since"], r["cleared"] if r["cleared"] is not None
+                                  else math.inf))
 
 
 def chart_groups(run: RunSummary, layer: str) -> list[tuple[str, list[SeriesId]]]:
@@ -145,13 +165,18 @@ def svg_chart(run: RunSummary, key: str, sids: Sequence[SeriesId],
         hi = hi * 1.05 if hi > 0 else hi + 1.0
     if hi <= lo:
         hi = lo + 1.0
+    if not 0 < hi - lo < math.inf:
+        # values near the float limits: the span overflows (1e308 - -1e308) or rounds to
+        # nothing (-1e308 + 1): no scale to draw them on, only a clamped line
+        lo, hi = 0.0, 1.0
     pw, ph = W - PAD_L - PAD_R, H - PAD_T - PAD_B
 
     def x(t: float) -> float:
         return PAD_L + (t - t0) / (t1 - t0) * pw
 
     def y(v: float) -> float:
-        return PAD_T + (1 - (v - lo) / (hi - lo)) * ph
+        f = (v - lo) / (hi - lo)
+        return PAD_T + (1 - (min(1.0, max(0.0, f)) if math.isfinite(f) else 0.5)) * ph
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" '
              f'height="{H}" role="img" aria-label="{esc(key)} over the recording">',
@@ -243,14 +268,14 @@ def render_html(run: RunSummary, *, title: str, version: str,
                    "<figcaption>each bar: from raise to clear (to the end when still active)"
                    "</figcaption></figure>")
         out.append("<table><tr><th>code</th><th>severity</th><th>finding</th><th>subject</th>"
-                   "<th>raised</th><th>cleared</th></tr>")
+                   "<th>since, raised</th><th>cleared</th></tr>")
         for r in rows:
             cleared = (f"{utc(r['cleared'])} ({rel(r['cleared'], run.start)})"
                        if r["cleared"] is not None else "still active at the end")
             out.append(f"<tr><td>{esc(r['code'])}</td><td class=\"sev {esc(r['severity'])}\">"
                        f"{esc(r['severity'])}</td><td>{esc(r['title'])}</td>"
                        f"<td>{esc(labels_text(r['subject'])) or '–'}</td>"
-                       f"<td>{esc(utc(r['raised']))} ({esc(rel(r['raised'], run.start))})</td>"
+                       f"<td>{esc(_since_raised(r, run.start))}</td>"
                        f"<td>{esc(cleared)}</td></tr>")
         out.append("</table>")
     else:
@@ -278,12 +303,20 @@ def render_html(run: RunSummary, *, title: str, version: str,
     out.append('<section id="evidence"><h2>Evidence and remedies</h2>')
     if not run.findings:
         out.append("<p>No finding.</p>")
-    for (code, subject), f in sorted(run.findings.items(), key=lambda kv: kv[0]):
+    worst_sev: dict[tuple[str, Labels], str] = {}
+    for r in rows:   # the timeline's severity (the worst reached), so the two agree
+        k = (r["code"], r["subject"])
+        worst_sev[k] = max(worst_sev.get(k, r["severity"]), r["severity"],
+                           key=lambda v: Severity(v).rank)
+    for (code, subject), f in cause_first(sorted(run.findings.items(), key=lambda kv: kv[0]),
+                                          lambda kv: kv[0]):
         subj = labels_text(subject)
+        sev = worst_sev.get((code, subject), f.severity.value)
         out.append(f"<h3>{esc(code)} {esc(f.title)}"
                    + (f" <span class=\"muted\">[{esc(subj)}]</span>" if subj else "") + "</h3>")
-        out.append(f"<p>severity <span class=\"sev {esc(f.severity.value)}\">"
-                   f"{esc(f.severity.value)}</span>, condition since {esc(utc(f.since))}; "
+        raised = f", raised {utc(f.raised)}" if f.raised is not None else ""
+        out.append(f"<p>severity <span class=\"sev {esc(sev)}\">"
+                   f"{esc(sev)}</span>, since {esc(utc(f.since))}{esc(raised)}; "
                    "the evidence as last seen:</p>")
         out.append(_evidence_html(f))
         out.append(f'<p class="remedy">{esc(f.remedy, 600)}</p>')
@@ -341,10 +374,12 @@ def compare_html(c: Comparison) -> str:
         out.append("<table><tr><th>layer</th><th>reading</th><th>baseline</th><th>this</th>"
                    "<th>change</th><th>95 % interval</th></tr>")
         for m in c.moved:
-            ch = f"{m.rel * 100:+.0f} %" if m.rel is not None else "new"
+            ch = f"{m.rel * 100:+.0f} %" if m.rel is not None else \
+                ("a bound" if m.bounded else "new")
             out.append(f"<tr><td>{esc(m.layer)}</td><td><code>{esc(sid_text((m.key, m.labels)))}"
-                       f"</code></td><td>{esc(fmt_value(m.before, m.unit))}</td>"
-                       f"<td>{esc(fmt_value(m.after, m.unit))}</td><td>{esc(ch)}</td>"
+                       f"</code></td><td>{esc(m.before_bound + fmt_value(m.before, m.unit))}</td>"
+                       f"<td>{esc(m.after_bound + fmt_value(m.after, m.unit))}</td>"
+                       f"<td>{esc(ch)}</td>"
                        f"<td>{esc(fmt_value(m.low, m.unit))} … {esc(fmt_value(m.high, m.unit))}"
                        "</td></tr>")
         out.append("</table>")
@@ -364,18 +399,18 @@ def render_markdown(run: RunSummary, *, title: str, version: str,
            f"ticks, host {md(run.meta.get('host') or '–')} (infertop {md(version)})", "",
            "## Findings timeline", ""]
     if rows:
-        out += ["| code | severity | finding | subject | raised | cleared |",
+        out += ["| code | severity | finding | subject | since, raised | cleared |",
                 "|---|---|---|---|---|---|"]
         for r in rows:
             cleared = rel(r["cleared"], run.start) if r["cleared"] is not None else "active"
             out.append(f"| {md(r['code'])} | {md(r['severity'])} | {md(r['title'])} | "
                        f"{md(labels_text(r['subject'])) or '–'} | "
-                       f"{md(utc(r['raised']))} ({md(rel(r['raised'], run.start))}) | "
+                       f"{md(_since_raised(r, run.start))} | "
                        f"{md(cleared)} |")
     else:
         out.append("No finding was raised.")
     out += ["", "## Evidence and remedies", ""]
-    for (code, subject), f in sorted(run.findings.items(), key=lambda kv: kv[0]):
+    for (code, _subject), f in sorted(run.findings.items(), key=lambda kv: kv[0]):
         out.append(f"**{md(code)} {md(f.title)}** ({md(f.severity.value)})")
         out += [f"- {md(e.describe(), 500)}" for e in f.evidence]
         out += [f"- remedy: {md(f.remedy, 600)}", ""]
@@ -408,7 +443,8 @@ def render_markdown(run: RunSummary, *, title: str, version: str,
         for word, items in (("appeared", c.appeared), ("vanished", c.vanished)):
             out += [f"- {word}: {md(f['code'])} {md(f['title'])}" for f in items]
         out += [f"- moved: {md(sid_text((m.key, m.labels)))} "
-                f"{md(fmt_value(m.before, m.unit))} -> {md(fmt_value(m.after, m.unit))}"
+                f"{md(m.before_bound + fmt_value(m.before, m.unit))} -> "
+                f"{md(m.after_bound + fmt_value(m.after, m.unit))}"
                 for m in c.moved]
     return "\n".join(out).rstrip() + "\n"
 

@@ -51,6 +51,9 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("gpu.power_watts", "W", G, HW, "board power draw"),
     _k("gpu.power_limit_watts", "W", G, HW, "enforced power limit"),
     _k("gpu.temp_celsius", "celsius", G, HW, "GPU core temperature"),
+    _k("gpu.mem_temp_celsius", "celsius", G, HW,
+       "memory (HBM) temperature: NVML field NVML_FI_DEV_MEMORY_TEMP (82), DCGM "
+       "DCGM_FI_DEV_MEMORY_TEMP"),
     _k("gpu.sm_clock_hz", "Hz", G, HW, "current SM clock"),
     _k("gpu.sm_clock_max_hz", "Hz", G, HW, "maximum SM clock"),
     _k("gpu.mem_clock_hz", "Hz", G, HW, "current memory clock"),
@@ -69,6 +72,14 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("gpu.xid_last", "", G, HW, "code of the most recent Xid critical error seen"),
     _k("gpu.xid_total", "count", C, HW, "Xid critical errors seen since infertop started"),
     _k("gpu.mig_enabled", "", G, HW, "1 when MIG mode is on"),
+    # row remapping (nvmlDeviceGetRemappedRows; DCGM_FI_DEV_{UN,}CORRECTABLE_REMAPPED_ROWS,
+    # DCGM_FI_DEV_ROW_REMAP_PENDING, DCGM_FI_DEV_ROW_REMAP_FAILURE)
+    _k("gpu.remapped_rows_uncorrectable", "count", G, HW,
+       "memory rows remapped after uncorrectable errors"),
+    _k("gpu.remapped_rows_correctable", "count", G, HW,
+       "memory rows remapped after correctable errors"),
+    _k("gpu.row_remap_pending", "", G, HW, "1 when a remap waits for a GPU reset"),
+    _k("gpu.row_remap_failure", "", G, HW, "1 when a row remap failed (no spare rows left)"),
     # static facts for the speed-of-light peaks (infertop/peaks.py)
     _k("gpu.mem_bus_width_bits", "bits", G, HW, "memory bus width (NVML)"),
     _k("gpu.cuda_cores", "count", G, HW, "CUDA cores (NVML); SM count = cores / cores per SM"),
@@ -84,6 +95,9 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("host.cpu_ratio", "ratio", G, SCH, "whole-host CPU busy share (all cores)"),
     _k("host.cpu_count", "count", G, SCH, "logical CPUs"),
     _k("host.load1", "", G, SCH, "1-minute load average"),
+    _k("host.top_cpu_cores", "cores", G, SCH,
+       "the host's top CPU consumers, any program (labels pid, name, server=yes when in the "
+       "server's tree); read only while the host is near saturation"),
     _k("host.mem_used_bytes", "bytes", G, (SCH, MEM), "host memory in use"),
     _k("host.mem_total_bytes", "bytes", G, (SCH, MEM), "host memory size"),
     _k("process.info", "", I, SCH,

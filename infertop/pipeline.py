@@ -19,6 +19,9 @@ class Evaluator(Protocol):
     def evaluate(self, history: History, snapshot: Snapshot, derived: list[Reading]) -> list[Finding]:
         ...
 
+    def missing_inputs(self, history: History) -> dict[str, list[str]]:
+        ...
+
 
 @dataclass
 class Frame:
@@ -111,6 +114,13 @@ HOST_SOURCES = frozenset({"process"})
 SERVER_PREFIX = "server:"
 
 
+def server_pid(snap: Snapshot) -> Any:
+    """The server process the process source follows this tick (None when unknown)."""
+    s = snap.samples.get("process")
+    server = s.meta.get("server") if s is not None else None
+    return server.get("pid") if isinstance(server, dict) else None
+
+
 def unreachable_servers(snap: Snapshot) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, cap in snap.capabilities.items():
@@ -143,6 +153,11 @@ class Pipeline:
         # derived readings of that tick (shown STALE while the source is down)
         self._last_good: dict[str, tuple[float, tuple[Reading, ...]]] = {}
         self._last_derived: dict[str, list[Reading]] = {}
+        self._last_good_pid: dict[str, Any] = {}   # server source -> its process then
+        # what a report of the run says: when it began, and on how many ticks a server
+        # or GPU source answered (the last tick alone may be an outage)
+        self.first_time: float | None = None
+        self.ticks_read = 0
 
     # -- what a report of the run says (doctor): the same shape for a fleet (fleet.py) --
     def missing_inputs(self) -> dict[str, list[str]]:
@@ -162,7 +177,8 @@ class Pipeline:
     def reset(self) -> None:
         """Forget everything (a replay seek backwards rebuilds from the start)."""
         self.history = History(max_points=self.history.max_points)
-        self._last_good, self._last_derived = {}, {}
+        self._last_good, self._last_derived, self._last_good_pid = {}, {}, {}
+        self.first_time, self.ticks_read = None, 0
         if self.diagnoser is not None and hasattr(self.diagnoser, "reset"):
             self.diagnoser.reset()
 
@@ -177,18 +193,25 @@ class Pipeline:
         self.history.add_readings(snap.time, derived)
         findings = (self.diagnoser.evaluate(self.history, snap, derived)
                     if self.diagnoser is not None else [])
-        return Frame(snap, derived, self.history, findings, self.window,
-                     stale=self._stale_last_good(snap, derived))
+        frame = Frame(snap, derived, self.history, findings, self.window,
+                      stale=self._stale_last_good(snap, derived))
+        if self.first_time is None:
+            self.first_time = snap.time
+        if frame.sources_ok():
+            self.ticks_read += 1
+        return frame
 
     def _stale_last_good(self, snap: Snapshot, derived: list[Reading]) -> list[Reading]:
         """Remember each source's last good tick; for a source in ERROR now, its last
         good readings (and, for a server, the rates and quantiles of that tick) marked
         STALE with their age, for as long as History keeps series (expire_after)."""
         out: list[Reading] = []
+        pid = server_pid(snap)
         for name, s in snap.samples.items():
             instance = name[len(SERVER_PREFIX):] if name.startswith(SERVER_PREFIX) else None
             if s.status is Status.OK:
                 self._last_good[name] = (snap.time, s.readings)
+                self._last_good_pid[name] = pid
                 if instance is not None:
                     self._last_derived[instance] = [r for r in derived if r.ok and
                                                     r.label("instance") == instance]
@@ -199,6 +222,10 @@ class Pipeline:
             age = snap.time - when
             if age > self.history.expire_after:
                 continue
+            then = self._last_good_pid.get(name)
+            if instance is not None and then is not None and pid is not None and pid != then:
+                continue   # a new server process (restarting): the old one's values died
+                #            with it; shown beside the new one's settings they would mix two
             why = f"{s.reason or 'source not answering'}; last good value {age:.0f} s old"
             out += [r.with_status(Status.STALE, why) for r in readings if r.ok]
             if instance is not None:

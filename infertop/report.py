@@ -19,6 +19,7 @@ import time
 from typing import Any, Iterable, Mapping, Sequence
 
 from .findings import Finding, Severity, worst
+from .mdtext import md_code, md_text
 from .model import LAYERS, Reading, Status
 from .textclean import clean
 from .units import fmt_reading, fmt_seconds
@@ -60,24 +61,38 @@ QUANTILES_SHOWN = ("0.5", "0.99")
 
 
 def episodes(events: Iterable[Any], active: Sequence[Finding] = ()) -> list[dict[str, Any]]:
-    """Pair the Diagnoser's raise/clear events into episodes, oldest first:
-    ``{"code", "subject", "severity", "summary", "raised", "cleared", "active"}``
-    (``cleared`` None while still raised; ``active`` from the last tick's findings)."""
+    """Pair the Diagnoser's raise/clear events into episodes, causes before the symptoms
+    they explain (the Diagnoser's cause_first), else oldest first:
+    ``{"code", "subject", "severity", "since", "summary", "raised", "cleared", "active"}``
+    (``severity`` the worst the episode reached: its escalations count, so the timeline
+    never says warn for a finding that is crit; ``since`` its onset; ``cleared`` None while
+    still raised; ``active`` from the last tick's findings)."""
+    from .rules.engine import cause_first
     out: list[dict[str, Any]] = []
     open_: dict[tuple, dict[str, Any]] = {}
     for e in events:
         key = (e.code, tuple(e.subject))
         if e.kind == "raised":
             ep = {"code": e.code, "subject": dict(e.subject), "severity": e.severity.value,
+                  "since": getattr(e, "since", None) or e.time,
                   "summary": e.summary, "raised": e.time, "cleared": None, "active": False}
             out.append(ep)
             open_[key] = ep
+        elif e.kind == "escalated" and key in open_:
+            ep = open_[key]
+            if e.severity > Severity(ep["severity"]):
+                ep["severity"], ep["summary"] = e.severity.value, e.summary
         elif e.kind == "cleared" and key in open_:
             open_.pop(key)["cleared"] = e.time
-    now_active = {(f.code, tuple(f.subject)) for f in active}
-    for (code, subject), ep in open_.items():
-        ep["active"] = (code, subject) in now_active
-    return out
+    now_active = {(f.code, tuple(f.subject)): f for f in active}
+    for key, ep in open_.items():
+        f = now_active.get(key)
+        ep["active"] = f is not None
+        if f is not None and f.severity > Severity(ep["severity"]):
+            ep["severity"] = f.severity.value   # events trimmed away: the finding knows
+    return cause_first(out, lambda ep: (ep["code"], tuple(ep["subject"].items())),
+                       lambda ep: (ep["since"], ep["cleared"] if ep["cleared"] is not None
+                                   else float("inf")))
 
 
 def exit_code(findings: Iterable[Finding], any_source_ok: bool,
@@ -138,7 +153,20 @@ def _verdict(findings: Sequence[Finding], meta: Mapping[str, Any]) -> tuple[str,
     """(one word, one line).  A dead server comes first; a verdict says how much of the
     catalogue it rests on, so "healthy" on a third of the rules never reads as all."""
     unreachable = meta.get("unreachable") or {}
-    if meta.get("any_source_ok") is False:
+    read = meta.get("ticks_read")
+    if meta.get("any_source_ok") is False and read:
+        # read earlier, not on the last tick: an outage at the end is not "nothing read"
+        word = "no-data"
+        line = (f"no server or GPU source answered on the last tick; {read} of "
+                f"{meta.get('ticks', '?')} ticks were read before")
+        counts = {s: sum(f.severity is s for f in findings) for s in Severity}
+        w = worst(findings)
+        if w is not None:
+            word = w.value
+            line = f"{word}: {len(findings)} finding{'s' if len(findings) != 1 else ''} (" + \
+                ", ".join(f"{counts[s]} {s.value}" for s in sorted(Severity, reverse=True)
+                          if counts[s]) + "); " + line
+    elif meta.get("any_source_ok") is False:
         word, line = "no-data", "no source could be read"
     else:
         counts = {s: sum(f.severity is s for f in findings) for s in Severity}
@@ -216,9 +244,12 @@ def _dur(seconds: float) -> str:
 
 
 def _since(f: Finding, meta: Mapping[str, Any]) -> str:
-    clock = time.strftime("%H:%M:%S", time.localtime(f.since))
+    """"00:00:26 (4.2 min ago), raised 00:00:29": the onset and the raise, as the
+    timeline, the findings screen and the event log say them."""
+    clock = _clock(f.since)
     now = meta.get("now")
-    return f"{clock} ({_dur(max(0.0, now - f.since))} ago)" if now else clock
+    text = f"{clock} ({_dur(max(0.0, now - f.since))} ago)" if now else clock
+    return text + (f", raised {_clock(f.raised)}" if f.raised is not None else "")
 
 
 def _meta_pairs(meta: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -226,8 +257,12 @@ def _meta_pairs(meta: Mapping[str, Any]) -> list[tuple[str, str]]:
     for k in ("source", "duration", "ticks"):
         if k in meta:
             v = meta[k]
-            out.append((k, _dur(v) if k == "duration" and isinstance(v, (int, float))
-                        else str(v)))
+            text = _dur(v) if k == "duration" and isinstance(v, (int, float)) else str(v)
+            asked = meta.get("duration_asked")
+            if k == "duration" and isinstance(v, (int, float)) and \
+                    isinstance(asked, (int, float)) and v < asked - 2.0:
+                text += f" (the source ended before the {_dur(asked)} asked for)"
+            out.append((k, text))
     for name, state in (meta.get("sources") or {}).items():
         out.append((f"source {name}", str(state)))
     return out
@@ -313,7 +348,8 @@ def _episode_lines(meta: Mapping[str, Any]) -> list[str]:
             state = f"cleared {_clock(ep['cleared'])} (after {_dur(ep['cleared'] - ep['raised'])})"
         else:
             state = "still active" if ep["active"] else "not cleared"
-        lines.append(f"  {ep['code']:<8} [{ep['severity'].upper()}] raised {_clock(ep['raised'])}, "
+        lines.append(f"  {ep['code']:<8} [{ep['severity'].upper()}] since "
+                     f"{_clock(ep.get('since', ep['raised']))}, raised {_clock(ep['raised'])}, "
                      f"{state}: {ep['summary']}")
     return lines + [""]
 
@@ -328,7 +364,7 @@ def _json(findings, readings, meta) -> str:
         "unreachable": dict(meta.get("unreachable") or {}),
         "findings": [f.to_dict() for f in findings],
         "layers": {layer: {"findings": [f.code for f in by_layer[layer]],
-                           "worst": (worst(by_layer[layer]).value if by_layer[layer] else None),
+                           "worst": (w.value if (w := worst(by_layer[layer])) else None),
                            "readings": [r.to_dict() for r in readings.get(layer, [])]}
                    for layer in by_layer},
         "chains": [{"cause": c.code, "symptoms": [x.code for x in syms]}
@@ -339,8 +375,9 @@ def _json(findings, readings, meta) -> str:
 
 
 # ---- Markdown ---------------------------------------------------------------------------
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+def _md(text: object) -> str:
+    """Outside text, inert in CommonMark/GFM (infertop.mdtext)."""
+    return md_text(text)
 
 
 def _markdown(findings, readings, meta) -> str:
@@ -367,7 +404,7 @@ def _markdown(findings, readings, meta) -> str:
         rs = readings.get(layer, [])
         if rs:
             out += ["| reading | value |", "|---|---|"]
-            out += [f"| `{_md(k)}` | {_md(v)} |" for k, v in _reading_lines(rs)]
+            out += [f"| {md_code(k)} | {_md(v)} |" for k, v in _reading_lines(rs)]
             out.append("")
     chains = _chains(findings)
     if chains:
@@ -382,12 +419,13 @@ def _markdown(findings, readings, meta) -> str:
         if not eps:
             out += ["No finding raised.", ""]
         else:
-            out += ["| code | severity | raised | cleared | summary |", "|---|---|---|---|---|"]
+            out += ["| code | severity | since | raised | cleared | summary |",
+                    "|---|---|---|---|---|---|"]
             for ep in eps:
                 cleared = _clock(ep["cleared"]) if ep["cleared"] is not None else \
                     ("still active" if ep["active"] else "not cleared")
-                out.append(f"| {ep['code']} | {ep['severity']} | {_clock(ep['raised'])} | "
-                           f"{cleared} | {_md(ep['summary'])} |")
+                out.append(f"| {_md(ep['code'])} | {_md(ep['severity'])} | {_clock(ep.get('since', ep['raised']))} | "
+                           f"{_clock(ep['raised'])} | {cleared} | {_md(ep['summary'])} |")
             out.append("")
     unchecked = meta.get("unchecked") or {}
     if unchecked:

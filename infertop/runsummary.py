@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from . import qbound
 from .findings import Finding, FindingEvent
 from .keys import SPECS
 from .model import Kind, Labels, Status
@@ -62,6 +63,8 @@ class RunSummary:
     settings: dict[str, str] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)   # name -> last status/reason
     loaded: set[float] = field(default_factory=set)  # tick times with requests in flight
+    # series -> tick time -> "<"/">": ticks whose value is only a bound (qbound.py)
+    bounds: dict[SeriesId, dict[float, str]] = field(default_factory=dict)
     unchecked: dict[str, list[str]] = field(default_factory=dict)  # rule code -> why not
     dropped_ticks: int = 0
     dropped_series: int = 0
@@ -76,6 +79,19 @@ class RunSummary:
         if loaded_only and self.loaded:
             return [v for t, v in pts if t in self.loaded]
         return [v for _, v in pts]
+
+    def bound_side(self, sid: SeriesId, loaded_only: bool = False) -> str:
+        """"<" or ">" when at least half of the series' (loaded) ticks are only bounds: its
+        median is then a bound too, and no change from or to it is a measured one."""
+        marks = self.bounds.get(sid)
+        if not marks:
+            return ""
+        times = [t for t, _ in self.series.get(sid, ())
+                 if not (loaded_only and self.loaded) or t in self.loaded]
+        sides = [marks[t] for t in times if t in marks]
+        if not times or 2 * len(sides) < len(times):
+            return ""
+        return max(set(sides), key=sides.count)
 
     def intervals(self) -> list[tuple[str, Labels, float, float | None, FindingEvent]]:
         """(code, subject, raised at, cleared at or None, the raise event), in raise order:
@@ -92,7 +108,7 @@ class RunSummary:
             elif e.kind == "cleared" and k in open_:
                 out[index.pop(k)][3] = e.time
                 del open_[k]
-        return [tuple(x) for x in out]  # type: ignore[misc]
+        return [tuple(x) for x in out]
 
     def raised(self) -> dict[tuple[str, Labels], FindingEvent]:
         """(code, subject) -> its first raise."""
@@ -119,6 +135,7 @@ def summarize(snapshots: Iterable, diagnoser: Evaluator | None, *, window: float
         out.end = t
         out.ticks += 1
         acc: dict[SeriesId, list[float]] = {}
+        bounded: dict[SeriesId, str] = {}
         in_flight = sum(r.value for key in ("server.requests_running", "server.requests_waiting")
                         for r in snap.readings(key) if r.ok and math.isfinite(r.value))
         if in_flight > 0:
@@ -131,7 +148,11 @@ def summarize(snapshots: Iterable, diagnoser: Evaluator | None, *, window: float
             if r.kind is Kind.INFO or r.value is None or r.status is not Status.OK or \
                     not math.isfinite(r.value):
                 continue
-            acc.setdefault((r.key, stable_labels(r.labels)), []).append(r.value)
+            sid = (r.key, stable_labels(r.labels))
+            acc.setdefault(sid, []).append(r.value)
+            b = qbound.of(r.reason) if r.reason else None
+            if b is not None:
+                bounded[sid] = b[0]
             if r.key not in out.units:
                 out.units[r.key] = r.unit or (SPECS[r.key].unit if r.key in SPECS else "")
         for sid, vals in acc.items():
@@ -143,6 +164,8 @@ def summarize(snapshots: Iterable, diagnoser: Evaluator | None, *, window: float
                 pts = out.series[sid] = []
             v = sum(vals) if out.units.get(sid[0]) in ADDITIVE_UNITS else sum(vals) / len(vals)
             pts.append((t, v))
+            if sid in bounded:
+                out.bounds.setdefault(sid, {})[t] = bounded[sid]
         for f in frame.findings:
             out.findings[(f.code, stable_labels(f.subject))] = f
         evs = getattr(diagnoser, "events", None) or []

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import time
 from typing import Sequence
 
+from . import qbound
 from .model import Reading, Status
 
 
@@ -24,6 +26,8 @@ def fmt_bytes(v: float) -> str:
 
 
 def fmt_seconds(v: float) -> str:
+    if v >= 2 * 86400:   # an uptime of 8043.3 h says less than "335.1 d"
+        return f"{v / 86400:.1f} d"
     if v >= 3600:
         return f"{v / 3600:.1f} h"
     if v >= 60:
@@ -42,12 +46,25 @@ def fmt_si(v: float, unit: str) -> str:
     return f"{v:.0f} {unit}" if abs(v) >= 10 or v == 0 else f"{v:.2f} {unit}"
 
 
+# the unit of evidence that is a moment (unix seconds) rather than a duration
+UNIX_TIME = "unix_s"
+
+# Beyond this magnitude a fixed-point format prints hundreds of digits (a counter at
+# 1.7e308 is 309 of them) and ``round`` of an overflowed product raises: such values are
+# shown in scientific notation with their unit, as the server sent them.
+HUGE = 1e15
+
+
 def fmt_value(value: float | None, unit: str) -> str:
-    """One reading's value as a person reads it: 73 %, 1.2 GiB, 41 ms, 1.4 GHz."""
+    """One reading's value as a person reads it: 73 %, 1.2 GiB, 41 ms, 1.4 GHz.
+    Never raises and never prints more than a few digits: NaN, ``inf``/``-inf`` and
+    magnitudes past ``HUGE`` (``1.7e+308``) are shown as such."""
     if value is None:
         return "–"
-    if isinstance(value, float) and math.isnan(value):
-        return "NaN"
+    if not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if abs(value) >= HUGE:
+        return f"{value:.3g} {unit}".rstrip()
     if unit == "ratio":
         return f"{value * 100:.0f} %"
     if unit == "bytes":
@@ -56,6 +73,10 @@ def fmt_value(value: float | None, unit: str) -> str:
         return fmt_bytes(value) + "/s"
     if unit == "s":
         return fmt_seconds(value)
+    if unit == UNIX_TIME:   # a moment, not a length: a process start time
+        if not math.isfinite(value) or not 0 <= value < 1e11:
+            return f"{value:g}"
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
     if unit == "Hz":
         return fmt_si(value, "Hz")
     if unit == "W":
@@ -83,9 +104,10 @@ def fmt_reading(r: Reading | None) -> str:
         return "err"
     if r.status is Status.NODATA or r.value is None:
         return "–"
-    if r.reason.startswith("below the first bucket bound "):
-        # a quantile that only a bucket bound limits: say "< 300 ms", not a made-up 297 ms
-        text = "<" + fmt_value(float(r.reason.rsplit(" ", 1)[1]), r.unit)
+    bound = qbound.of(r.reason)
+    if bound is not None:
+        # a quantile that only a bucket bound limits: say "<300 ms", not a made-up 297 ms
+        text = bound[0] + fmt_value(bound[1], r.unit)
     elif r.text is not None and r.unit == "":
         text = r.text
     else:

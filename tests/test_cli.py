@@ -58,6 +58,21 @@ def test_snapshot_json_contract_from_a_demo():
     assert any(f["code"] == "MEM-001" for f in d["findings"])
 
 
+def test_snapshot_with_a_window_too_short_to_judge_says_so():
+    """Issue 21: the default 2 s window printed "findings": [] while a node's TTFT p99 was
+    ~20 s: rules need seconds to raise.  It says it did not judge (null, and why)."""
+    r = run("snapshot", "--json", "--source", "demo:mem-kv-pressure", "--speed", "50")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["findings"] is None
+    assert d["diagnosis"]["judged"] is False and d["diagnosis"]["needs_s"] >= 5
+    assert "too short to judge" in d["diagnosis"]["why"]
+    assert "findings not judged" in r.stderr
+    long = json.loads(run("snapshot", "--json", "--source", "demo:mem-kv-pressure",
+                          "--window", "100").stdout)
+    assert long["diagnosis"]["judged"] is True and isinstance(long["findings"], list)
+
+
 def test_nothing_to_read_is_exit_3_with_the_reasons():
     port = free_port()  # nothing listens there
     r = run("snapshot", "--json", "--no-gpu", "--pid", "999999999",

@@ -107,3 +107,24 @@ def test_a_killed_server_is_not_answering_within_10_s_and_clears_once_it_answers
 def test_client_aborts_are_not_errors():
     run = played("vllm-client-aborts")
     assert "DEC-004" not in run.ever()
+
+
+def test_a_restart_that_took_minutes_is_reported_when_it_answers_again():
+    """Issue 21: a real vLLM restart under load took 134-144 s here (kill, 20 s down, the
+    recipe again); History forgets a series unseen for 120 s, and DEC-005 compared points
+    of one series, so the restart was never reported.  The server's identity (process
+    start time, counters) outlives the outage: DEC-005 is raised on the first scrapes after
+    it answers again, with the whole outage as its downtime."""
+    meta = META["vllm-slow-restart"]
+    run = played("vllm-slow-restart")
+    kill, back = meta["kill"], meta["onset"]
+    assert back - kill > 120, "the recording must hold an outage longer than expire_after"
+    t = run.first("DEC-005", kill)
+    assert t is not None and back - 5 <= t <= back + RAISE_WITHIN, (t, back)
+    assert "DEC-005" not in run.ever_before(kill)
+    ep = [e for e in run.events if e.code == "DEC-005" and e.kind == "raised"][0]
+    assert "server restarted (down" in ep.summary
+    down = [f for f in run.last_findings if f.code == "DEC-005"]
+    if down:   # still active at the end of the recording (restart_window 300 s)
+        secs = [e.value for e in down[0].evidence if e.key == "server.downtime_seconds"]
+        assert secs and secs[0] > 120

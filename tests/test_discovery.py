@@ -310,7 +310,7 @@ def test_url_port_nobody_listens_on_never_falls_back_to_names():
 
 def test_url_port_owner_unreadable_falls_back_to_names_and_says_so(monkeypatch):
     from infertop.probes.server import discovery
-    with spawn() as t:
+    with spawn():
         # port 1 listed as held by someone whose fds we may not read (another user's)
         monkeypatch.setattr(discovery, "listening_ports", lambda: {1: []})
         server, why = locate(url="http://127.0.0.1:1")

@@ -103,7 +103,7 @@ def test_hostile_text_is_escaped_in_html_and_markdown():
     text = render_markdown(hostile_run(), title="<b>x</b>", version="t")
     assert not re.search(r"(?<!\\)<script", text) and "\x1b" not in text
     assert "\\<script\\>" in text                  # CommonMark shows it as text
-    assert "\\[click\\](http://evil.example/)" in text   # no live link in a chat
+    assert "\\[click\\]\\(http\\://evil.example/\\)" in text   # no live link in a chat
     assert md("a|b\nc") == "a\\|b c"
 
 
@@ -127,6 +127,7 @@ def _blend(hex_colour: str, alpha: float, under=(0xFA, 0xFA, 0xFA)) -> tuple[int
     return tuple(round(alpha * c + (1 - alpha) * u) for c, u in zip(rgb, under))
 
 
+@pytest.mark.integration   # renders the page in a real headless Chromium
 @pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium missing: "
                     "apt-get install -y chromium (Debian)")
 def test_report_renders_in_headless_chromium(report_html, tmp_path):
@@ -145,3 +146,30 @@ def test_report_renders_in_headless_chromium(report_html, tmp_path):
     crit = SEVERITY_COLOUR["crit"]
     assert count_colour(png, tuple(int(crit[i:i + 2], 16) for i in (1, 3, 5)), 10) > 1000
     assert count_colour(png, _blend(SEVERITY_COLOUR["warn"], 0.13), 4) > 10_000
+
+
+def test_report_timeline_says_the_worst_severity_and_puts_the_cause_first():
+    """Issue 21: the timeline said MEM-001 warn while its evidence said crit, and listed
+    DEC-001 before its cause MEM-001."""
+    run = RunSummary(ticks=30, start=1000.0, end=1030.0)
+    kv = make_labels(engine="0")
+    run.events = [
+        FindingEvent(1004.0, "DEC-001", kv, "raised", Severity.CRIT, "ttft", 1000.0),
+        FindingEvent(1009.0, "MEM-001", kv, "raised", Severity.WARN, "kv", 1006.0),
+        FindingEvent(1015.0, "MEM-001", kv, "escalated", Severity.CRIT, "kv crit", 1006.0)]
+    run.findings[("MEM-001", kv)] = Finding(
+        "MEM-001", Layer.MEMORY, Severity.CRIT, "KV-cache pressure",
+        (Evidence("kv.usage_ratio", kv, 0.97, 0.85, ">=", "ratio"),), "r", 1006.0, kv,
+        raised=1009.0)
+    run.findings[("DEC-001", kv)] = Finding(
+        "DEC-001", Layer.DECODING, Severity.CRIT, "TTFT p99 2 s over the SLO", (), "r",
+        1000.0, kv, caused_by=("MEM-001",), raised=1004.0)
+    text = render_markdown(run, title="t", version="t")
+    rows = [x for x in text.splitlines() if x.startswith("| MEM-001") or
+            x.startswith("| DEC-001")]
+    assert rows[0].startswith("| MEM-001 | crit |") and rows[1].startswith("| DEC-001 | crit |")
+    assert "since 1970-01-01 00:16:46 UTC, raised 00:16:49" in rows[0]
+    page = render_html(run, title="t", version="t")
+    ev = page[page.index('id="evidence"'):]
+    assert ev.index("MEM-001") < ev.index("DEC-001")
+    assert 'severity <span class="sev crit">crit</span>, since' in ev

@@ -12,6 +12,8 @@ import pytest
 from infertop.probes.capture import nsys as N
 from infertop.probes.capture.files import CaptureError
 
+pytestmark = pytest.mark.integration   # a stand-in nsys run as a subprocess, with capture timeouts
+
 FAKE = str(Path(__file__).resolve().parent / "fakes" / "bin" / "nsys")
 
 

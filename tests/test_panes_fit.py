@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import functools
 
-from rich.text import Text
 
 from helpers.panes import frames_of, pane_text
 from helpers.snapkit import reading, sample, snap
-from helpers.synthetic_source import SyntheticSource
 from infertop.cli.main import build_parser, make_pipeline
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.findings import Evidence, Finding, Severity
 from infertop.model import Layer
 from infertop.pipeline import Frame, Pipeline
@@ -192,3 +190,17 @@ def test_the_queue_line_counts_every_engine_not_just_one_or_several():
     frame = frames_of(BigSource(gpus=2, engines=16), 3)
     text = pane_text("scheduling", frame, width=76, height=20, wide=False)
     assert "(16 engines)" in text, text
+
+
+def test_findings_strip_puts_a_cause_before_its_worse_symptom():
+    """Issue 21: the strip re-sorted by severity and showed a critical DEC-001 before its
+    warning cause MEM-001; it keeps the Diagnoser's order (cause, then its symptoms)."""
+    from infertop.rules.engine import Diagnoser
+    d = Diagnoser()
+    mem = Finding("MEM-001", Layer.MEMORY, Severity.WARN, "KV-cache pressure", (), "", 0.0)
+    dec = Finding("DEC-001", Layer.DECODING, Severity.CRIT, "TTFT p99 2 s over the SLO", (),
+                  "", 0.0)
+    active = d._chain([dec, mem])          # what evaluate() hands the screen
+    assert [f.code for f in active] == ["MEM-001", "DEC-001"]
+    text = strip_text(active, {}, 120, 1).plain
+    assert text.index("MEM-001") < text.index("DEC-001")

@@ -50,6 +50,7 @@ def caps(tmp_path) -> Path:
 
 # ---------------------------------------------------------------------------- real dumps
 
+@pytest.mark.integration   # real py-spy on real processes
 class TestRealPySpy:
     """Real py-spy against tests/helpers/py_workload.py (one tree per class, then it ends)."""
 

@@ -70,7 +70,8 @@ def test_json_report_shape():
     f = doc["findings"][0]
     assert set(f) >= {"code", "layer", "severity", "title", "evidence", "remedy", "since"}
     assert f["evidence"][0] == {"key": "kv.usage_ratio", "labels": {"engine": "0"}, "value": 0.97,
-                                "threshold": 0.9, "op": ">=", "unit": "ratio", "note": ""}
+                                "threshold": 0.9, "op": ">=", "unit": "ratio", "note": "",
+                                "bound": ""}
     assert f["since"] == T - 42
     assert list(doc["layers"]) == ["hardware", "kernels", "memory", "scheduling", "parallelism",
                                    "decoding"]

@@ -21,7 +21,8 @@ from infertop.rules.registry import all_rules
 from helpers.rulekit import Feed, tick
 
 ROOT = Path(__file__).resolve().parent.parent
-REQUIRED = ["HW-001", "HW-002", "HW-003", "HW-004", "HW-005", "KRN-001", "KRN-002", "KRN-003",
+REQUIRED = ["HW-001", "HW-002", "HW-003", "HW-004", "HW-005", "HW-006", "HW-007", "HW-008",
+            "KRN-001", "KRN-002", "KRN-003",
             "MEM-001",
             "MEM-002", "MEM-003", "MEM-004", "SCH-001", "SCH-002", "SCH-003", "SCH-004",
             "PAR-001", "PAR-002", "PAR-003", "DEC-001", "DEC-002", "DEC-003", "DEC-004",

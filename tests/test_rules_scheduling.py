@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 
 from helpers.rulekit import (Case, Feed)
 
@@ -173,9 +172,36 @@ def test_too_many_threads_explains_host_saturation():
     assert f.active("SCH-003") and not f.active("SCH-004")
 
 
-def test_host_saturation_lists_top_consumers():
+def test_host_saturation_without_a_host_scan_lists_the_servers_processes_as_such():
     f = Feed()
     f.run(HostCpu().bad, 10)
     got = f.active("SCH-004")[0]
     assert [e.labels for e in got.evidence[1:]] == [(("name", "backup"), ("pid", "7")),
                                                     (("name", "python"), ("pid", "100"))]
+    assert all("top consumer" not in e.note and "the server's process" in e.note
+               for e in got.evidence[1:])
+
+
+def _hogged(top: dict) -> dict:
+    return {**HostCpu().bad(), "host.top_cpu_cores": top}
+
+
+def test_host_saturation_names_the_hosts_top_consumers_not_the_server():
+    """Issue 21: with the CPUs filled by other programs, SCH-004 listed the server's own
+    process (or infertop) at 0-1 % as 'top consumer'; the host's real consumers, read by
+    the process probe, are named, and the remedy says the server is not among them."""
+    f = Feed()
+    f.run(lambda: _hogged({"pid=900,name=hog.py,server=no": 0.99,
+                           "pid=901,name=hog.py,server=no": 0.98,
+                           "pid=100,name=python,server=yes": 0.02}), 10)
+    got = f.active("SCH-004")[0]
+    tops = [e for e in got.evidence if e.key == "host.top_cpu_cores"]
+    assert [dict(e.labels)["pid"] for e in tops] == ["900", "901", "100"]
+    assert "hog.py (not the server)" in tops[0].describe()
+    assert "python (the server)" in tops[2].describe()
+    assert got.remedy.startswith("the server (python (pid 100, 2 % CPU)) shares the CPUs")
+    f2 = Feed()
+    f2.run(lambda: _hogged({"pid=900,name=hog.py,server=no": 0.99,
+                            "pid=901,name=stress,server=no": 0.98}), 10)
+    assert "not among the host's top CPU consumers: hog.py (pid 900" in \
+        f2.active("SCH-004")[0].remedy

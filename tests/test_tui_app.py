@@ -4,9 +4,9 @@ import asyncio
 
 import pytest
 
-from infertop.model import Capability, Reading, Sample, Snapshot, Status
+from infertop.model import Reading, Sample, Snapshot, Status
 from infertop.pipeline import Pipeline
-from infertop.probes.sources.source import SnapshotSource
+from infertop.source import SnapshotSource
 from infertop.tui.app import InfertopApp, UnknownTheme
 from helpers.synthetic_source import SyntheticSource
 

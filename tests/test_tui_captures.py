@@ -6,13 +6,15 @@ from pathlib import Path
 import pytest
 from conftest import python_workload_tree
 
-from infertop.model import Capability, Sample, Snapshot
+from infertop.model import Sample
 from infertop.pipeline import Pipeline
 from infertop.probes.sources.hub import Hub
 from infertop.probes.base import Probe
 from infertop.tui.modes import LiveApp
 from infertop.tui.options import AppOptions
 from helpers.snapkit import reading
+
+pytestmark = pytest.mark.slow   # captures driven through the whole app
 
 WORKLOAD = Path(__file__).parent / "helpers" / "py_workload.py"
 

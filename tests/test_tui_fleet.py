@@ -4,11 +4,15 @@ as pure functions of a FleetFrame."""
 
 from __future__ import annotations
 
+import pytest
+
 from infertop.fleet import FleetPipeline, diagnoser_factory
 from infertop.tui.modes import FleetApp, app_for_source
 from infertop.tui.options import AppOptions
 from infertop.tui.screens.fleet import NodeScreen, engine_rows, gpu_rows
 from helpers.fleet_source import DemoFleetSource
+
+pytestmark = pytest.mark.slow   # the fleet screen driven through the whole app
 
 BAD = {2: ("dec-ttft-burst", 35)}   # node-03 plays a TTFT burst
 

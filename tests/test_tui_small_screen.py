@@ -15,7 +15,7 @@ import pytest
 
 from infertop.cli.main import build_parser, make_pipeline
 from infertop.demo.scenario import list_scenarios
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.tui.modes import DemoApp
 from infertop.tui.options import AppOptions
 

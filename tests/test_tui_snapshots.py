@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.cli.main import build_parser, make_pipeline
 from infertop.tui.modes import DemoApp
 from infertop.tui.options import AppOptions
+
+pytestmark = pytest.mark.slow   # SVG snapshots of the whole app, each a Textual run
 
 
 @pytest.fixture(autouse=True)

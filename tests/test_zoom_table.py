@@ -4,6 +4,8 @@ screen are drawn.  Content through the panes' own render_frame, keys through Pil
 
 from __future__ import annotations
 
+import pytest
+
 import functools
 
 from rich.text import Text
@@ -11,12 +13,14 @@ from rich.text import Text
 from helpers.big_source import BigSource
 from helpers.panes import frames_of, pane_text
 from infertop.cli.main import build_parser, make_pipeline
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.pipeline import Frame, Pipeline
 from infertop.tui.app import InfertopApp
 from infertop.tui.options import AppOptions
 from infertop.tui.panes.base import Columns
 from infertop.tui.zoom_table import TableView, cell_value, sort_key, view_order
+
+pytestmark = pytest.mark.slow   # zoomed tables driven through the whole app
 
 
 @functools.lru_cache(maxsize=None)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import queue
 import signal
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from rich.text import Text
@@ -24,6 +26,7 @@ from textual.binding import Binding
 from textual.app import ScreenStackError
 from textual.containers import Container
 from textual.css.query import NoMatches
+from textual.timer import Timer
 from textual.widgets import Static
 
 from infertop import __version__
@@ -31,7 +34,7 @@ from infertop.model import Status
 from infertop.pipeline import Frame, Pipeline
 from infertop.textclean import clean
 from infertop.probes.sources.hub import deadline_for
-from infertop.probes.sources.source import SnapshotSource
+from infertop.source import SnapshotSource, pace
 from infertop.themes import DEFAULT_THEME, THEMES, roles, stylesheet_path
 
 from .options import AppOptions, CaptureSummaries
@@ -56,11 +59,12 @@ MIN_SIZE = (80, 24)   # below this the panes cannot show a reading per GPU: say 
 
 
 def strip_text(findings, styles: dict[str, str], width: int, lines: int) -> Text:
-    """The findings strip in ``lines`` rows of ``width``, in the engine's order (a cause
-    before what it explains, worst first; never re-sorted here).  The first finding shows
-    its code, title and value ("MEM-001 KV cache full · e0 KV usage 98 % >= 95 %"): its
-    title gives way word by word, never its code or value.  The others follow as code
-    and title, then bare codes, and what still does not fit is "+N (f)"."""
+    """The findings strip in ``lines`` rows of ``width``, in the Diagnoser's order (worst
+    chain first, each cause before the symptoms it explains; never re-sorted here).  The
+    first finding shows its code, title and value ("MEM-001 KV cache full · e0 KV usage
+    98 % >= 95 %"): its title gives way word by word, never its code or value.  The others
+    follow as code and title, then bare codes, and what still does not fit is "+N more
+    (f)"."""
     ordered = list(findings)
     if not ordered:
         return Text()
@@ -264,7 +268,7 @@ class InfertopApp(App):
         self.summaries = CaptureSummaries()     # capture results shown in panes
         self.recorder: Any = None               # the Recorder while `R` records
         self.status_note = ""
-        self._timer = None
+        self._timer: Timer | None = None
         self._wake = asyncio.Event()     # the timer's tick, for _serve_ticks
         self.role_styles: dict[str, str] = {}
         self._shown: dict[str, Text] = {}
@@ -327,15 +331,34 @@ class InfertopApp(App):
         went through asyncio's own handler (which cancels the main task) until a CI run
         where the screen never exited after it; the likely cause is a cancel lost
         mid-await, so it takes this deterministic path too.  Exit status 128 + signal, as
-        a shell reports a killed program."""
+        a shell reports a killed program.
+
+        The loop runs that exit only when it gets control back, and a write to a terminal
+        that reads nothing holds it (tui/driver.py), so the signal also runs
+        ``_signal_now`` at once in the main thread (a Python-level handler; asyncio still
+        gets the signal through its wakeup fd): the driver stops waiting on the terminal
+        and a deadline is armed, so the process ends within EXIT_GRACE however shutdown
+        goes; a second signal ends it at once."""
         loop = asyncio.get_running_loop()
         self._signals: list[int] = []
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             try:
                 loop.add_signal_handler(sig, self.exit, None, 128 + sig)
+                signal.signal(sig, self._signal_now)
                 self._signals.append(sig)
             except (NotImplementedError, RuntimeError, ValueError):
                 pass   # not the main thread (tests' run_test), or no signals here
+
+    def _signal_now(self, sig: int, _frame: object) -> None:
+        from .driver import QuietLinuxDriver, exit_deadline
+        if getattr(self, "_exit_signalled", False):
+            os._exit(128 + sig)   # asked twice: the user means it
+        self._exit_signalled = True
+        driver = self._driver
+        if isinstance(driver, QuietLinuxDriver):
+            driver.leaving = True     # writes stop waiting on the terminal
+        exit_deadline(128 + sig, restore=getattr(driver, "attrs_before", None),
+                      fd=getattr(driver, "fileno", -1))
 
     def on_resize(self, event) -> None:
         # small terminals (80x24): banner and findings strip give their rows to the panes
@@ -382,8 +405,8 @@ class InfertopApp(App):
 
     @property
     def wall_interval(self) -> float:
-        speed = float(self.options.speed or 1.0)
-        return max(0.02, self.interval / speed) if not self.source.realtime else self.interval
+        return pace(self.source.realtime, self.interval, float(self.options.speed or 1.0),
+                    floor=0.02)
 
     # -- the tick -------------------------------------------------------------------------
     def _tick(self) -> None:
@@ -400,7 +423,7 @@ class InfertopApp(App):
             snap = await self.source.next()
             if snap is None:
                 self.paused = True
-                self.status_note = "end of recording: press [ or { to go back, q to quit"
+                self.status_note = self.end_note
                 self._update_status()
                 return
             # History, derived readings and rules in a thread: with thousands of series
@@ -422,6 +445,9 @@ class InfertopApp(App):
                 settle_garbage_collector()
         finally:
             self.polling = False
+
+    # what the status line says when a finite source (a replay) has ended
+    end_note = "end of recording: press [ or { to go back, q to quit"
 
     def _feed(self, snap, epoch) -> Frame:
         """The pipeline's tick and the indexes the panes read through, in its thread."""
@@ -636,7 +662,7 @@ class InfertopApp(App):
         """Draw the current frame again (zoom, theme), unless a poll is feeding the
         pipeline in its thread right now: History is not read while it is written; that
         poll draws when it is done."""
-        if self.polling:
+        if self.polling or self.frame is None:
             return
         self._apply(self.frame)
 
@@ -668,12 +694,13 @@ class InfertopApp(App):
             self._update_status()
             return
         try:
-            path = self.options.record_path or \
-                await asyncio.to_thread(default_recording_path)   # mkdir: off the loop
+            path: str | Path | None = self.options.record_path
+            if not path:
+                path = await asyncio.to_thread(default_recording_path)   # mkdir: off the loop
             first = self.frame.snapshot if self.frame is not None else None
             header = make_header(self.source.describe(), first, host=socket.gethostname(),
                                  started=time.time(), interval=self.interval)
-            rec = Recorder(path, header)
+            rec = Recorder(path, header, force=self.options.record_force)
             if first is not None:
                 await rec.write(first)   # opens the file now: errors show at once
         except Exception as e:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.binding import Binding
@@ -14,6 +14,10 @@ from infertop.textclean import clean
 
 from .app import InfertopApp, in_daemon_thread
 from .speed import SpeedMeter, speed_text
+
+if TYPE_CHECKING:
+    from infertop.probes.sources.demo import DemoSource
+    from infertop.probes.sources.replay import ReplaySource
 
 
 class LiveApp(InfertopApp):
@@ -100,6 +104,7 @@ class DemoApp(PacedApp):
         Binding("G", "live_only('GIL sampler')", "GIL sampler", show=False),
     ]
     MAX_SKIP = 900    # ticks `]` plays at most to reach the next phase
+    source: DemoSource   # what main() gives it: the scenario player
 
     def action_pyspy_dump(self) -> None:
         """What `p` shows on a live vLLM: a real dump, bundled, labelled as such."""
@@ -187,6 +192,7 @@ class ReplayApp(PacedApp):
         Binding("left_curly_bracket", "jump(-0.1)", "-10%", key_display="{"),
         Binding("g", "goto", "go to time"),
     ]
+    source: ReplaySource   # what main() gives it: the recording player
 
     def shown_at(self) -> tuple[int, float]:
         """(index, seconds from the recording's start) of the frame on screen.  The
@@ -322,26 +328,13 @@ class FleetApp(InfertopApp):
     def panes(self) -> list:
         return []   # the fleet screen has none; a node's screen has its own six
 
-    async def _poll(self) -> None:
-        """As the base, but the fleet pipeline (64 nodes' Histories and rules) runs in a
-        thread: hundreds of ms of CPU must not stall the event loop."""
-        self.polling = True
-        try:
-            snap = await self.source.next()
-            if snap is None:
-                self.paused = True
-                self.status_note = "end of recording: q to quit"
-                self._update_status()
-                return
-            frame = await asyncio.to_thread(self.pipeline.feed, snap,
-                                            getattr(self.source, "epoch", None))
-            self.ticks += 1
-            await self.after_snapshot(snap, frame)
-            if not self.screen_stack:
-                return
-            self._apply(frame)
-        finally:
-            self.polling = False
+    end_note = "end of recording: q to quit"
+
+    def _feed(self, snap, epoch):
+        """The fleet pipeline's tick (64 nodes' Histories and rules), in the base's poll
+        thread.  Not Frame.prepare: it would build the whole fleet's relabelled Snapshot,
+        which the fleet screen never reads (it reads each node's Frame)."""
+        return self.pipeline.feed(snap, epoch)
 
     def _apply(self, frame) -> None:
         from .screens.fleet import FleetView, fill_tables

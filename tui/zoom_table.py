@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
+
+if TYPE_CHECKING:
+    from textual.app import App
 
 from infertop.model import LAYERS
 from infertop.textclean import clean
@@ -36,7 +39,7 @@ ZOOM_BINDINGS = [
 
 # keys of a zoomed pane (bound on the pane widget: active when it has the focus and is
 # zoomed; keys 1-6 zoom and focus it).  `h` is the long-history plot's (another module).
-TABLE_BINDINGS = [
+TABLE_BINDINGS: list[BindingType] = [
     Binding("s", "table_sort", "sort"),
     Binding("S", "table_reverse", "reverse"),
     Binding("slash", "table_filter", "filter", key_display="/"),
@@ -175,7 +178,8 @@ def view_order(rows: list[list[Any]], default: list[int], view: TableView) -> li
     col = view.sort
     if col is None:
         return order
-    have, missing = [], []
+    have: list[tuple[Any, int]] = []
+    missing: list[tuple[Any, int]] = []
     for i in order:
         v = cell_value(rows[i][col].plain) if col < len(rows[i]) else None
         (missing if v is None else have).append((v, i))
@@ -225,6 +229,8 @@ class ZoomTableKeys:
     ``is_zoomed`` and ``redraw_table``)."""
 
     table_view: TableView
+    if TYPE_CHECKING:   # the widget's (Textual's Widget.app), for the checker only
+        app: App[Any]
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action.startswith("table_"):

@@ -276,7 +276,10 @@ class ScenarioRun:
             holder = self._gpu_holder(i, e)
             if e is not None and not down:
                 reserve = float(s["gpu_memory_utilization"]) * total - 0.5 * GIB
-                held = reserve + self.gpu_extra_mem[i] * GIB
+                # the card holds what it holds: growth stops at its size (a real card
+                # would fail the next allocation), never past it
+                room = total * 0.995 - used - sum(n["mem_gib"] for n in neighbours) * GIB
+                held = max(0.0, min(reserve + self.gpu_extra_mem[i] * GIB, room))
                 used += held
                 procs.append((holder, held, sm - nb_sm * 0.8 if nb_sm else sm))
             owners: dict[int, str] = {}
@@ -513,7 +516,7 @@ class _Knobs:
         return float(p + (c - p) * self.f)
 
     def values(self) -> dict[str, Any]:
-        out = {}
+        out: dict[str, Any] = {}
         for name, k in KNOBS.items():
             v = self.cur_v.get(name)
             if k.kind in ("float", "int") and v is not None:

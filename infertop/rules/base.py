@@ -13,11 +13,13 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from .. import qbound
 from ..config import DiagnosisConfig, Thresholds
 from ..findings import Evidence, RuleSpec, Severity
 from ..history import History, Series
 from ..keys import SPECS
 from ..model import Kind, Labels, Reading, Snapshot, Status, make_labels
+from ..pidmap import map_gpu_pids
 from ..units import natural_key
 from ..windowstat import median, recent_values, share
 
@@ -29,7 +31,7 @@ SLOW_KEYS = frozenset({
     "gpu.power_limit_watts", "gpu.sm_clock_max_hz", "gpu.mem_clock_max_hz",
     "gpu.ecc_uncorrected_total", "gpu.ecc_corrected_total", "gpu.mig_enabled",
     "gpu.nvlink_links_active", "process.gpu_mem_bytes", "process.gpu_sm_ratio",
-    "thread.cpu_ratio", "host.cpu_count",
+    "thread.cpu_ratio", "host.cpu_count", "host.top_cpu_cores",
 } | {k for k, s in SPECS.items() if s.kind is Kind.INFO})
 
 # Rules that compare a window's median need a shorter raise delay than the global one:
@@ -249,6 +251,13 @@ class Context:
         r = self._derived_of(key).get(labels)
         return r.value if r is not None and r.ok else None
 
+    def derived_bound(self, key: str, labels: Labels) -> str:
+        """"<" or ">" when the derived reading is a quantile its histogram only bounds
+        (qbound.py: its value is then the bound), "" for a measured value."""
+        r = self._derived_of(key).get(labels)
+        got = qbound.of(r.reason) if r is not None else None
+        return got[0] if got else ""
+
     def setting(self, name: str) -> str | None:
         for r in self.all("server.setting"):
             if r.label("name") == name and r.text is not None:
@@ -337,14 +346,22 @@ class Context:
         """Server root pid -> GPUs its processes hold memory on (NVML per-process list;
         256 MiB or more: a CUDA context alone is ~500 MiB, a monitoring tool less)."""
         if self._gpus_by_root is None:
-            out: dict[str, set[str]] = {}
+            held = [(r.label("gpu"), int(r.label("pid")), r.value)
+                    for r in self.ok("process.gpu_mem_bytes")
+                    if r.label("pid").isdigit() and r.label("gpu") and r.value >= 256 * 2**20]
             known = self.procs
-            for r in self.ok("process.gpu_mem_bytes"):
-                pid, gpu = r.label("pid"), r.label("gpu")
-                if known and pid not in known:
-                    continue  # another program's process: not part of a server's groups
-                if pid and gpu and r.value >= 256 * 2**20:
-                    out.setdefault(self.root_of(pid), set()).add(gpu)
+            if known:   # NVML's host pids matched to the tree as the screen does (pidmap):
+                # directly or through the PID-namespace aliases; another program's are not
+                tree = {int(p) for p in known if p.isdigit()}
+                aliases = [(int(a), int(p)) for a, p in self.snapshot.meta("pid_aliases") or ()]
+                matched, _ = map_gpu_pids(tree, held, aliases)
+            else:       # no process tree read: each GPU process stands for itself
+                matched = {}
+                for gpu, pid, _ in held:
+                    matched.setdefault(pid, []).append(gpu)
+            out: dict[str, set[str]] = {}
+            for pid, gpus in matched.items():
+                out.setdefault(self.root_of(str(pid)), set()).update(gpus)
             self._gpus_by_root = {k: sorted(v, key=natural_key) for k, v in out.items()}
         return self._gpus_by_root
 
@@ -443,7 +460,9 @@ def split_slope(points: list[tuple[float, float, float]]):
     halves do not differ in x."""
     pts = sorted(p for p in points if p[0] > 0 and p[1] > 0 and p[2] > 0)
     total = sum(p[2] for p in pts)
-    lo, hi, acc = [], [], 0.0
+    lo: list[tuple[float, float, float]] = []
+    hi: list[tuple[float, float, float]] = []
+    acc = 0.0
     for p in pts:
         (lo if acc < total / 2 else hi).append(p)
         acc += p[2]

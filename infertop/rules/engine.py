@@ -30,12 +30,13 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field, replace
+from typing import Any, Callable
 
 from ..config import DiagnosisConfig
 from ..findings import Finding, FindingEvent, RuleSpec, Severity
 from ..history import History, Series
 from ..model import Labels, Reading, Snapshot, Status
-from .base import FACT_MAX_AGE, Candidate, Context, Rule, describe_subject
+from .base import FACT_MAX_AGE, JUDGED_RAISE_AFTER, Candidate, Context, Rule, describe_subject
 from .registry import all_rules
 
 
@@ -66,6 +67,7 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
 class _Track:
     pending_since: float
     finding: Finding | None = None
+    raised_at: float | None = None
     healthy_since: float | None = None
     sev_seen: dict[Severity, float] = field(default_factory=dict)
 
@@ -77,6 +79,54 @@ def covers(cause: Labels, symptom: Labels) -> bool:
     if "gpus" in a and "gpu" in b:
         return b["gpu"] in a["gpus"].split(",")
     return all(a[k] == b[k] for k in a.keys() & b.keys())
+
+
+def _own_title(f: Finding) -> str:
+    """A cause's title as it names itself, without its own subject or cause suffixes."""
+    return f.title.split(": caused by ", 1)[0]
+
+
+def explains(cause_code: str, symptom_code: str) -> bool:
+    return symptom_code in EXPLAINS.get(cause_code, ())
+
+
+def cause_first(items: list, code_subject: Callable[[Any], tuple[str, Labels]],
+                span: Callable[[Any], tuple[float, float]] | None = None) -> list:
+    """``items`` (findings, episodes, compare rows) with each symptom moved right after
+    the first item that explains it (EXPLAINS, a covering subject, and, with ``span``,
+    overlapping in time); otherwise in their given order.  Every list infertop shows goes
+    through this or through the Diagnoser's chain: cause before symptom everywhere."""
+    cause_of: dict[int, int] = {}
+    for i, a in enumerate(items):
+        code, subject = code_subject(a)
+        for j, b in enumerate(items):
+            c2, s2 = code_subject(b)
+            if j == i or not explains(c2, code) or not covers(s2, subject):
+                continue
+            if span is not None:
+                (a0, a1), (b0, b1) = span(a), span(b)
+                if a0 > b1 or b0 > a1:
+                    continue
+            cause_of[i] = j
+            break
+    out: list = []
+    done: set[int] = set()
+
+    def emit(k: int) -> None:
+        if k in done:
+            return
+        done.add(k)
+        out.append(items[k])
+        for i, j in cause_of.items():
+            if j == k:
+                emit(i)
+
+    for k in range(len(items)):
+        if k not in cause_of:
+            emit(k)
+    for k in range(len(items)):   # a cycle (none in EXPLAINS today) must not lose items
+        emit(k)
+    return out
 
 
 # cross-node rules (infertop/rules/fleet.py): judged on a fleet's Frame only
@@ -169,10 +219,15 @@ class Diagnoser:
             sev = max(s for s, t in tr.sev_seen.items()
                       if s is c.severity or now - t < clear_after)
             was = tr.finding
-            tr.finding = self._finding(code, c, sev, tr.pending_since)
+            if was is None:
+                tr.raised_at = now
+            tr.finding = self._finding(code, c, sev, tr.pending_since, tr.raised_at)
             if was is None:
                 self._events.append(FindingEvent(now, code, c.subject, "raised", sev,
-                                                 tr.finding.summary()))
+                                                 tr.finding.summary(), tr.pending_since))
+            elif sev > was.severity:   # one severity in every view: the timeline learns it
+                self._events.append(FindingEvent(now, code, c.subject, "escalated", sev,
+                                                 tr.finding.summary(), tr.pending_since))
         for key in [k for k in self._tracks if k not in cands]:
             tr = self._tracks[key]
             if tr.finding is None:
@@ -206,8 +261,9 @@ class Diagnoser:
         for i, f in enumerate(active):
             if i in causes_of:
                 first = causes_of[i][0]
-                names = ", ".join(f"{c.code} {self._by_code[c.code].spec.title}"
-                                  for c in causes_of[i])
+                # the cause's own title ("queue grows while the batch is at its cap"),
+                # not its catalogue title ("... while GPUs idle" on a box with no GPU)
+                names = ", ".join(f"{c.code} {_own_title(c)}" for c in causes_of[i])
                 symptoms.setdefault((first.code, first.subject), []).append(replace(
                     f, title=f"{f.title}: caused by {names}",
                     caused_by=tuple(c.code for c in causes_of[i])))
@@ -229,13 +285,14 @@ class Diagnoser:
                                     ch[0].code, ch[0].subject))
         return [f for ch in chains for f in ch]
 
-    def _finding(self, code: str, c: Candidate, sev: Severity, since: float) -> Finding:
+    def _finding(self, code: str, c: Candidate, sev: Severity, since: float,
+                 raised: float | None) -> Finding:
         spec = self._by_code[code].spec
         title = c.title
         if title is None:
             title = spec.title + (f" ({describe_subject(c.subject)})" if c.subject else "")
         return Finding(code, spec.layer, sev, title, c.evidence, c.remedy or spec.remedy, since,
-                       c.subject)
+                       c.subject, raised=raised)
 
     def _track_sources(self, snapshot: Snapshot) -> None:
         """Outages per source (ERROR ticks), for the restart finding's downtime."""
@@ -262,6 +319,14 @@ class Diagnoser:
                 idx.setdefault(s.key, []).append(s)
             self._index, self._index_key = idx, key
         return self._index
+
+    def judge_after(self) -> float:
+        """Seconds of samples before most rules can raise: the global raise delay, or half
+        the judge window (a median needs it) plus the judged rules' delay.  A run shorter
+        than this (``snapshot``'s default 2 s) has judged nothing yet: its empty findings
+        list must not read as healthy."""
+        d = self.config.diagnosis
+        return max(d.raise_after, d.judge_window / 2 + JUDGED_RAISE_AFTER)
 
     # -- what the help screen and docs show -----------------------------------------------
     def catalogue(self) -> list[RuleSpec]:

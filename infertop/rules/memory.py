@@ -87,7 +87,15 @@ def kv_leak(ctx: Context) -> Iterator[Candidate]:
 
 
 # ---- MEM-003 GPU memory headroom low or growing -----------------------------------------
+# usage this far above a server's own reservation (gpu_memory_utilization) is not it: the
+# reservation is a share of the card, the CUDA context and activations add a little
+RESERVE_SLACK = 0.05
+
+
 def mem_headroom(ctx: Context) -> Iterator[Candidate]:
+    """Growth and level are judged apart: growth that stopped at a full card is still a
+    full card, so usage beyond what the server reserves (or near the card's total with no
+    reservation to explain it) holds the finding for as long as it lasts."""
     t = ctx.t
     totals = ctx.per_gpu("gpu.mem_total_bytes")
     for gpu, used in ctx.per_gpu("gpu.mem_used_bytes").items():
@@ -95,7 +103,8 @@ def mem_headroom(ctx: Context) -> Iterator[Candidate]:
         if tot is None or not tot.value:
             continue
         total = tot.value
-        free_share = max(0.0, 1.0 - used.value / total)
+        used_share = min(1.0, max(0.0, used.value / total))
+        free_note = f"{fmt_bytes(max(0.0, total - used.value))} free of {fmt_bytes(total)}"
         evidence, sev = [], None
         growth = _growth(ctx, used, total)
         if growth is not None:
@@ -104,19 +113,43 @@ def mem_headroom(ctx: Context) -> Iterator[Candidate]:
             evidence.append(ev(used, used.key, used.labels, rise, t.mem_growth_ratio * total, ">=",
                                f"+{fmt_bytes(rise)} in {span:.0f} s, steadily; full in "
                                f"~{eta:.0f} s at this pace"))
-        if free_share < t.mem_headroom_ratio and not _preallocated(ctx, gpu, 1.0 - free_share):
-            evidence.append(Evidence("gpu.mem_used_bytes", used.labels, 1.0 - free_share,
+        reserved = _reservation(ctx)
+        level = None
+        if reserved is not None and used_share > reserved[0] + RESERVE_SLACK:
+            share, name = reserved
+            level = "beyond the reservation"
+            evidence.append(Evidence("gpu.mem_used_bytes", used.labels, used_share,
+                                     share + RESERVE_SLACK, ">", "ratio",
+                                     f"{free_note}; the server reserves {share:.0%} "
+                                     f"({name}): something else holds the rest"))
+            sev = max(sev or WARN, CRIT if used_share >= t.mem_full_ratio else WARN)
+        elif reserved is None and used_share >= t.mem_full_ratio:
+            level = "nearly full"
+            evidence.append(Evidence("gpu.mem_used_bytes", used.labels, used_share,
+                                     t.mem_full_ratio, ">=", "ratio",
+                                     f"{free_note}; no reservation setting explains it"))
+            sev = CRIT
+        elif 1.0 - used_share < t.mem_headroom_ratio and not _preallocated(ctx, gpu,
+                                                                          used_share):
+            evidence.append(Evidence("gpu.mem_used_bytes", used.labels, used_share,
                                      1.0 - t.mem_headroom_ratio, ">", "ratio",
-                                     f"{fmt_bytes(total - used.value)} free of "
-                                     f"{fmt_bytes(total)} (servers that pre-allocate a KV "
+                                     f"{free_note} (servers that pre-allocate a KV "
                                      "cache run here by design)"))
             sev = sev or NOTICE
         if sev is None:
             continue
-        title = f"GPU {gpu}: memory " + ("growing steadily" if growth else "headroom low")
+        if growth:
+            title = f"GPU {gpu}: memory growing steadily"
+        elif level:
+            title = f"GPU {gpu}: memory {used_share:.1%} used, {level}"
+        else:
+            title = f"GPU {gpu}: memory headroom low"
         remedy = ("memory grows with no plateau: a leak or fragmentation (e.g. a second "
                   "process, growing CUDA graphs); find the process (per-process GPU memory) "
                   "before it hits OOM" if growth else
+                  "memory beyond what the server reserved: a leak outside its pool, "
+                  "fragmentation or another process; find it (per-process GPU memory) "
+                  "before the next allocation fails with out-of-memory" if level else
                   "little free memory: a new process or a larger batch may OOM; lower "
                   "--gpu-memory-utilization if other work must share this GPU")
         yield Candidate(sub(gpu=gpu), sev, tuple(evidence), title=title, remedy=remedy)
@@ -127,14 +160,8 @@ PREALLOCATING = ("vllm", "sglang", "trtllm", "tgi")
 PREALLOC_SETTINGS = ("gpu_memory_utilization", "mem_fraction_static")
 
 
-def _preallocated(ctx: Context, gpu: str, used_share: float) -> bool:
-    """True when low headroom is a server's own reservation: a vLLM/SGLang/TGI/TRT-LLM
-    process holds memory on this GPU, or usage matches the reservation it was given."""
-    for r in ctx.ok("process.gpu_mem_bytes"):
-        if r.label("gpu") == gpu:
-            p = ctx.procs.get(r.label("pid"))
-            if p is not None and p.kind in PREALLOCATING:
-                return True
+def _reservation(ctx: Context) -> tuple[float, str] | None:
+    """(share of the card, setting name) the server was told to reserve, when known."""
     for name in PREALLOC_SETTINGS:
         text = ctx.setting(name)
         if text is None:
@@ -144,8 +171,22 @@ def _preallocated(ctx: Context, gpu: str, used_share: float) -> bool:
             share = float(text) if text is not None else None
         except ValueError:
             share = None
-        if share is not None and used_share <= share + 0.05:
-            return True
+        if share is not None and 0.0 < share <= 1.0:
+            return share, name
+    return None
+
+
+def _preallocated(ctx: Context, gpu: str, used_share: float) -> bool:
+    """True when low headroom is a server's own reservation: a vLLM/SGLang/TGI/TRT-LLM
+    process holds memory on this GPU, or usage matches the reservation it was given."""
+    reserved = _reservation(ctx)
+    if reserved is not None:
+        return used_share <= reserved[0] + RESERVE_SLACK
+    for r in ctx.ok("process.gpu_mem_bytes"):
+        if r.label("gpu") == gpu:
+            p = ctx.procs.get(r.label("pid"))
+            if p is not None and p.kind in PREALLOCATING:
+                return True
     return False
 
 
@@ -172,6 +213,9 @@ def _growth(ctx: Context, used, total: float) -> tuple[float, float, float] | No
     vals = [value_at(s, start_t + span * k / n) for k in range(n + 1)]
     if any(v is None for v in vals):
         return None
+    # the rise shown is over exactly ``span``: the memo's first value can be up to 5 s
+    # older than the window's start (it overstated a steady rise by up to 4 %)
+    rise = used.value - vals[0]
     tol = 0.002 * total
     steps = [b - a for a, b in zip(vals, vals[1:])]
     if any(d < -tol for d in steps):
@@ -280,15 +324,19 @@ RULES = (
         "MEM-003", MEM, "GPU memory headroom low or growing",
         "Free GPU memory under the headroom share (notice; not when a vLLM/SGLang/TGI/TRT-LLM "
         "process holds it or usage matches its gpu_memory_utilization/mem_fraction_static: "
-        "that reservation is by design), or used memory rising steadily over the window "
-        "(warning; critical when full soon at that pace).",
+        "that reservation is by design); usage beyond that reservation (warning; critical "
+        "near the card's total), or near the total with no reservation known (critical), "
+        "for as long as it lasts; used memory rising steadily over the window (warning; "
+        "critical when full soon at that pace).",
         ("gpu.mem_used_bytes", "gpu.mem_total_bytes"),
         {"thresholds.mem_headroom_ratio": None, "thresholds.mem_growth_window": None,
-         "thresholds.mem_growth_ratio": None, "thresholds.mem_oom_eta_seconds": None},
+         "thresholds.mem_growth_ratio": None, "thresholds.mem_oom_eta_seconds": None,
+         "thresholds.mem_full_ratio": None},
         "find the process that grows (per-process GPU memory) before it hits OOM; lower "
         "--gpu-memory-utilization if other work shares the GPU",
         optional=("process.gpu_mem_bytes", "process.info", "kv.config"),
-        judged="each tick's free memory (it does not jitter); growth over "
+        judged="each tick's used memory against the reservation and the card (it does "
+               "not jitter); growth over "
                "thresholds.mem_growth_window"), mem_headroom),
     Rule(RuleSpec(
         "MEM-004", MEM, "weights held twice on one GPU",

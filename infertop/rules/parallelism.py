@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
@@ -31,7 +32,7 @@ def tp_straggler(ctx: Context) -> Iterator[Candidate]:
         spread = max(vals.values()) - min(vals.values())
         if mean < t.tp_busy_min or not ctx.past(spread, ">=", t.tp_imbalance, sub(gpus=gl)):
             continue
-        median = sorted(vals.values())[len(vals) // 2]
+        median = statistics.median(vals.values())
         odd = max(group, key=lambda g: (abs(vals[g] - median), g))
         key = src[odd].key
         note = f"GPU {odd} {vals[odd]:.0%} against a median of {median:.0%}"

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
 from ..model import Layer
+from ..units import fmt_value
 from .base import JUDGED_RAISE_AFTER, QUEUED_SHARE, Candidate, Context, Rule, ev, server_subject, sub
 from ..derive import THROUGHPUT_LOOKBACK
 
@@ -183,17 +184,49 @@ def too_many_threads(ctx: Context) -> Iterator[Candidate]:
 
 # ---- SCH-004 host CPU saturated ---------------------------------------------------------
 def host_cpu(ctx: Context) -> Iterator[Candidate]:
+    """Names who fills the CPUs: the host's top consumers (any program, read by the process
+    probe while the host is near saturation), and whether the server's own tree is among
+    them; without that scan, the server's own processes, said to be only those."""
     t = ctx.t
     for r in ctx.ok("host.cpu_ratio"):
         busy = ctx.median(r)
         if not ctx.past(busy, ">=", t.host_cpu_saturated, ()):
             continue
         evidence = [ev(r, r.key, r.labels, busy, t.host_cpu_saturated, ">=", ctx.median_note)]
-        top = sorted(ctx.ok("process.cpu_ratio"), key=lambda p: -p.value)[:3]
-        for p in top:
-            evidence.append(ev(p, p.key, p.labels, p.value, None, "", "top consumer"))
-        yield Candidate((), WARN, tuple(evidence))
+        top = sorted(ctx.ok("host.top_cpu_cores"), key=lambda p: -p.value)[:3]
+        remedy = None
+        if top:
+            for p in top:
+                mine = p.label("server") == "yes"
+                evidence.append(ev(p, p.key, p.labels, p.value, None, "",
+                                   f"top consumer on the host: {p.label('name')} "
+                                   f"({'the server' if mine else 'not the server'})"))
+            ours = [p for p in top if p.label("server") == "yes"]
+            others = [p for p in top if p.label("server") != "yes"]
+            if not ours:
+                remedy = ("the server's own processes are not among the host's top CPU "
+                          "consumers: " + _names(others) + " fill the CPUs; move them off "
+                          "this host, or pin the server to cores of its own")
+            elif not others:
+                remedy = ("the server's own processes are the top CPU consumers: give it "
+                          "more cores (or fewer CPU-side workers: tokenizers, API servers)")
+            else:
+                remedy = ("the server (" + _names(ours) + ") shares the CPUs with " +
+                          _names(others) + ": move the others off this host, or give the "
+                          "server more cores")
+        else:
+            for p in sorted(ctx.ok("process.cpu_ratio"), key=lambda p: -p.value)[:3]:
+                if p.value > 0:
+                    evidence.append(ev(p, p.key, p.labels, p.value, None, "",
+                                       "the server's process (the host's other processes "
+                                       "were not read)"))
+        yield Candidate((), WARN, tuple(evidence), remedy=remedy)
         return
+
+
+def _names(rs) -> str:
+    return ", ".join(f"{r.label('name')} (pid {r.label('pid')}, "
+                     f"{fmt_value(r.value, 'cores')} CPU)" for r in rs)
 
 
 RULES = (
@@ -251,8 +284,9 @@ RULES = (
         "launches wait for a core.",
         ("host.cpu_ratio",),
         {"thresholds.host_cpu_saturated": None},
-        "find the top consumers (listed); move other work off this host, or give the server "
-        "more cores",
-        optional=("process.cpu_ratio",), raise_after=JUDGED_RAISE_AFTER,
+        "find the top consumers (listed: any program on the host, and whether the server's "
+        "own tree is among them); move other work off this host, or give the server more "
+        "cores",
+        optional=("host.top_cpu_cores", "process.cpu_ratio"), raise_after=JUDGED_RAISE_AFTER,
         judged="median over diagnosis.judge_window of the host's CPU busy share"), host_cpu),
 )

@@ -12,6 +12,12 @@ from __future__ import annotations
 DCGM = ("NVIDIA DCGM user guide, profiling metrics (SM Activity: 0.8 or more is needed for "
         "effective use, under 0.5 likely ineffective)")
 
+# The GPU health thresholds (HW-005 Xid classes, HW-006..HW-008): a third-party GPU health
+# design citing Lablup's 55 days of Prometheus data on a GPU fleet (arXiv 2605.09370),
+# summarised in ../shared/reference/field-2026-12-update.md
+GPU_HEALTH = ("GPU health design citing Lablup (arXiv 2605.09370; "
+              "reference/field-2026-12-update.md)")
+
 SOURCES: dict[str, str] = {
     # ---- diagnosis ------------------------------------------------------------------
     "diagnosis.raise_after": "infertop: a few scrapes (1 s each) so one bad scrape is no "
@@ -43,6 +49,15 @@ SOURCES: dict[str, str] = {
     "thresholds.pcie_saturated_ratio": "PCIe spec line rates (after encoding); sustained "
                                        "transfers rarely pass ~80-85 % of them",
     "thresholds.error_event_window": "infertop: an Xid/ECC event stays visible for 5 minutes",
+    "thresholds.gpu_hot_celsius": GPU_HEALTH + ": core > 85 C for 5 min warns",
+    "thresholds.gpu_hot_seconds": GPU_HEALTH + ": core > 85 C for 5 min warns",
+    "thresholds.gpu_very_hot_celsius": GPU_HEALTH + ": core > 92 C for 2 min is critical",
+    "thresholds.gpu_very_hot_seconds": GPU_HEALTH + ": core > 92 C for 2 min is critical",
+    "thresholds.hbm_hot_celsius": GPU_HEALTH + ": HBM > 95 C",
+    "thresholds.hbm_hot_seconds": "infertop: the core's 5-minute hold (the source gives no "
+                                  "hold for HBM)",
+    "thresholds.hw_slowdown_seconds": GPU_HEALTH + ": clock event reason 0x8 (hardware "
+                                      "slowdown) held 10 min warns",
     # ---- kernels --------------------------------------------------------------------
     "thresholds.launch_thread_cpu_min": "a Python launch thread is single-threaded: 0.9 "
                                         "cores is 'always running'",
@@ -67,6 +82,8 @@ SOURCES: dict[str, str] = {
                                 "server reads ~0, 20 % is held blocks",
     "thresholds.mem_headroom_ratio": "infertop: another process or a larger batch needs a "
                                      "fifth of the GPU",
+    "thresholds.mem_full_ratio": "field: a card at 99.5 % has ~400 MB left, less than one "
+                                 "batch's activations; 2 % of 80 GB is 1.6 GB",
     "thresholds.mem_growth_window": "infertop: two minutes separate growth from a batch",
     "thresholds.mem_growth_ratio": "infertop: 3 % of an 80 GB GPU is 2.4 GB",
     "thresholds.mem_oom_eta_seconds": "infertop: five minutes to act",

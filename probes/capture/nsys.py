@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from infertop.probes.capture.files import CaptureError
+from infertop.safefile import narrow_mode
 from infertop.probes.capture.window import hold_window
 
 __all__ = [
@@ -187,7 +188,7 @@ def parse_stats_csv(text: str) -> list[dict[str, Any]]:
                   if "Total Time" in ln and ("Name" in ln or "Operation" in ln)), None)
     if start is None:
         return []
-    rows = []
+    rows: list[dict[str, Any]] = []
     reader = csv.reader(io.StringIO("\n".join(lines[start:])))
     header = [_ALIASES.get(_norm(h), _norm(h)) for h in next(reader)]
     for cols in reader:
@@ -377,10 +378,8 @@ async def nsys_capture(session: str | Session, seconds: float, out_base: Path | 
 
 
 def _private(p: Path) -> None:
-    try:
-        os.chmod(p, 0o600)
-    except OSError:
-        pass
+    """nsys wrote it: narrow it to 0600 (no link followed, never a file not ours)."""
+    narrow_mode(p)
 
 
 def _stat_key(path: Path) -> tuple[int, int, int] | None:

@@ -36,6 +36,7 @@ from infertop.probes.base import BlockingProbe, sample
 from infertop.probes.server.discovery import (LOOKED_FOR, ROOT_ROLES, SERVER_KINDS, ServerProcess, classify,
                         clean_cmdline, server_settings)
 
+from infertop.probes.server.host_top import NAME_MAX, HostTopCpu
 from infertop.probes.server.model_config import ModelConfigReader
 
 CMDLINE_MAX = 300
@@ -189,6 +190,7 @@ class ProcessProbe(BlockingProbe):
         self._static: dict[tuple[int, float], tuple] = {}
         self._settings: tuple[tuple, dict[str, str]] = ((), {})
         self._model_config = ModelConfigReader()
+        self._top = HostTopCpu(clock=clock)
 
     # -- lifecycle
     def open_blocking(self) -> Capability:
@@ -208,14 +210,13 @@ class ProcessProbe(BlockingProbe):
         if self._container is None:
             self._container = detect_container()
         readings = self._host(psutil)
+        readings += self._top_consumers(readings)
         server = self._ensure_server(psutil)
         meta: dict[str, Any] = {"in_container": self._container[0]}
         if self._container[0]:
             meta["in_container_why"] = self._container[1]
         tree = self._tree(psutil, server) if server else None
-        if tree is None:
-            server = None
-        if server is None:
+        if server is None or tree is None:
             self.tree = []
             self._prev_cpu.clear()
             self._prev_thr.clear()
@@ -433,7 +434,7 @@ class ProcessProbe(BlockingProbe):
             return []
         rates = [(max(0.0, v - prev.get(tid, 0.0)) / dt, tid) for tid, v in now_times.items()]
         rates.sort(key=lambda r: (-r[0], r[1]))
-        out = []
+        out: list[Reading] = []
         for rate, tid in rates:
             if len(out) >= self.max_threads:
                 break
@@ -447,6 +448,16 @@ class ProcessProbe(BlockingProbe):
         return out
 
     # -- host
+    def _top_consumers(self, host: list[Reading]) -> list[Reading]:
+        """The host's top CPU consumers while it is near saturation (host_top.py), each
+        marked whether it belongs to the server's tree (as of the last tick)."""
+        ratio = next((r.value for r in host if r.key == "host.cpu_ratio" and r.ok), None)
+        top = self._top.scan(ratio, set(self.tree))
+        return [_reading("host.top_cpu_cores", cores,
+                         {"pid": pid, "name": clean(name)[:NAME_MAX] or "?",
+                          "server": "yes" if mine else "no"})
+                for pid, name, cores, mine in top or ()]
+
     def _host(self, psutil) -> list[Reading]:
         out = []
         ct = psutil.cpu_times()

@@ -15,6 +15,8 @@ class Played:
     times: tuple[float, ...]
     active: tuple[dict[str, str], ...]       # code -> layer, per tick
     causes: tuple[dict[str, tuple[str, ...]], ...] = ()   # code -> caused_by, per tick
+    events: tuple = ()              # the Diagnoser's raises and clears
+    last_findings: tuple = ()       # the findings active on the last tick
 
     def first(self, code: str, after: float = float("-inf")) -> float | None:
         """Time the code was first active at or after ``after``."""
@@ -33,11 +35,14 @@ class Played:
 
 def play(path: Path) -> Played:
     dec = decode(path.read_bytes(), path.name)
-    pipeline = Pipeline(Diagnoser())
+    diag = Diagnoser()
+    pipeline = Pipeline(diag)
     times, active, causes = [], [], []
+    frame = None
     for snap in iter_snapshots(dec):
         frame = pipeline.feed(snap)
         times.append(snap.time)
         active.append({f.code: f.layer.value for f in frame.findings})
         causes.append({f.code: f.caused_by for f in frame.findings})
-    return Played(tuple(times), tuple(active), tuple(causes))
+    return Played(tuple(times), tuple(active), tuple(causes),
+                  tuple(diag.events), tuple(frame.findings) if frame is not None else ())

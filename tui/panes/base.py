@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import heapq
 import re
+import statistics
 import textwrap
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from rich.console import RenderableType
+from rich.containers import Lines
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from rich.text import Span, Text
+from textual.app import RenderResult
 from textual.content import Content
 from textual.geometry import Region
 from textual.reactive import Reactive
@@ -50,7 +53,7 @@ class PaneContext:
     height: int = 0                 # content rows of the pane being drawn
     width: int = 0                  # content columns of the pane being drawn
     summaries: CaptureSummaries = field(default_factory=CaptureSummaries)  # capture results
-    extras_cache: dict[str, Any] = field(default_factory=dict)  # per-frame derived lookups
+    extras_cache: dict[Any, Any] = field(default_factory=dict)  # per-frame derived lookups
     zoom_key: str = ""              # the key that zooms the pane being drawn ("" = zoomed)
     layer: Layer | None = None      # the layer of the pane being drawn
     tagged: set = field(default_factory=set)   # subject evidence tagged in this pane's draw
@@ -231,7 +234,7 @@ class PaneContext:
         return t
 
     def spark(self, key: str, width: int = 16, lo: float | None = None, hi: float | None = None,
-              **labels: str) -> Text:
+              /, **labels: str) -> Text:
         history = self.frame.history
         # a new History (scenario switch, replay seek) is a new slot too
         slot = (id(history), int(history.now // TREND_SECONDS))
@@ -320,8 +323,7 @@ def subject_evidence(f: Finding) -> list[Evidence]:
         if len(members) < 2:
             out.append(e)
             continue
-        vals = sorted(float(c.value) for c in members)
-        median = vals[len(vals) // 2]
+        median = statistics.median(float(c.value) for c in members)
         out.append(max(members, key=lambda c: abs(float(c.value) - median)))
     return out
 
@@ -639,7 +641,7 @@ def more_line(n: int, hint: str = "") -> Text:
     return Text(f"+{n} more" + (f" ({hint})" if hint else ""), style="italic")
 
 
-def kv_table(rows: list[tuple[str, RenderableType, RenderableType | str]], *,
+def kv_table(rows: Sequence[tuple[str, RenderableType, RenderableType | str]], *,
              label_width: int = 14, narrow: bool = False) -> Columns:
     """Label / value / sparkline rows, the common pane body (narrow: 80x24 panes)."""
     longest = max((len(r[0]) for r in rows), default=0)   # engine-labelled rows: " e1"
@@ -716,7 +718,7 @@ def short_evidence(ev: Evidence, compare: bool = True) -> str:
             name = name[: -len(suf)]
             break
     plain = Evidence(ev.key, (), ev.value, ev.threshold if compare else None, ev.op,
-                     ev.unit).describe()
+                     ev.unit, bound=ev.bound).describe()
     return " ".join(x for x in (who, name.replace("_", " "), plain[len(ev.key) + 1:]) if x)
 
 
@@ -726,7 +728,8 @@ def fit(ctx: PaneContext, *parts: "Text | Columns | Optional | None") -> Text:
     with no row left is not drawn at all (a header alone says nothing), and one last line
     says how many rows the whole pane hides ("+N more (press K to zoom)").  A finding's
     row is never the one cut while others remain."""
-    items = [p for p in parts if p is not None and not (isinstance(p, Columns) and not p)
+    # Text, Columns or Optional(part) until the optional parts are settled below
+    items: list[Any] = [p for p in parts if p is not None and not (isinstance(p, Columns) and not p)
              and not (isinstance(p, Optional) and (p.part is None or
                                                    (isinstance(p.part, Columns) and not p.part)))]
     height = ctx.height or 10**9
@@ -835,7 +838,7 @@ class LayerPane(ZoomTableKeys, Static):
         self._last_ctx: PaneContext | None = None
         self._subtitle = ""
         self._painted: RenderableType | None = None   # what render() hands Textual
-        self._painted_lines: list[Text] | None = None   # ... line by line, when it is Text
+        self._painted_lines: Lines | None = None   # ... line by line, when it is Text
         self._strips: dict[int, Strip] = {}     # row -> its rendered line (paint drops changed)
         self._strips_key: tuple = ()             # (width, base style) the strips were made at
 
@@ -886,8 +889,8 @@ class LayerPane(ZoomTableKeys, Static):
 
     def show(self, ctx: PaneContext) -> None:
         findings = ctx.frame.findings_for(self.pane_layer)
-        worst = max((f.severity for f in findings), default=None)
-        worst = worst.value if worst is not None else None
+        sev = max((f.severity for f in findings), default=None)
+        worst = sev.value if sev is not None else None
         if worst != self.worst:
             for s in Severity:
                 self.set_class(s.value == worst, f"sev-{s.value}")
@@ -916,7 +919,7 @@ class LayerPane(ZoomTableKeys, Static):
             self.last_renderable = content
             self.paint(content)
 
-    def render(self) -> RenderableType:
+    def render(self) -> RenderResult:
         return self._painted if self._painted is not None else super().render()
 
     def paint(self, content: RenderableType) -> None:
@@ -932,7 +935,7 @@ class LayerPane(ZoomTableKeys, Static):
         self._painted = content
         width = self.size.width
         new = content.split("\n", allow_blank=True) if isinstance(content, Text) else None
-        if new is None or len(new) > self.size.height or \
+        if new is None or not isinstance(content, Text) or len(new) > self.size.height or \
                 (not content.no_wrap and any(line.cell_len > width for line in new)):
             self._painted_lines = None   # wraps, or not Text: Textual renders it whole
             self._strips.clear()

@@ -6,7 +6,7 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from infertop.model import Layer
-from infertop.units import bar, fmt_value
+from infertop.units import bar
 
 from infertop.units import natural_key
 

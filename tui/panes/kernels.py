@@ -6,6 +6,7 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from infertop.model import Layer, Status
+from infertop.settings_shown import cuda_graphs_text
 from infertop.units import bar
 
 from .base import Columns, LayerPane, Optional, PaneContext, fit, grid, kv_table
@@ -35,7 +36,7 @@ class KernelsPane(LayerPane):
             parts.append(t)
         else:
             parts.append(ctx.note("No GPU activity counters (no NVML/GPM here)."))
-        rows = []
+        rows: list[tuple[str, Text, Text | str]] = []
         it = ctx.one("server.iteration_tokens_mean")
         if it is not None:
             rows.append(("tokens/step", ctx.value_text(it), ctx.spark("server.iteration_tokens_mean")))
@@ -77,16 +78,12 @@ def _cuda_graphs(ctx: PaneContext, value: Text, gpus: bool) -> Text:
     """A default read off the command line is a guess: no GPU seen means there are no CUDA
     graphs to speak of, and a server that does not answer may not run with that line."""
     text = value.plain
-    if "default" not in text:
-        return value
     device = ctx.one("server.setting", name="device")
-    if (device is not None and (device.text or "").lower().startswith("cpu")) or not gpus:
-        return Text("n/a (no GPU seen)", style=ctx.styles["muted"])
-    down = [s for name, s in ctx.frame.snapshot.samples.items()
-            if name.startswith("server") and s.status is not Status.OK]
-    if down:
-        return Text(f"{text}? (server not answering)", style=ctx.styles["muted"])
-    return value
+    down = any(name.startswith("server") and s.status is not Status.OK
+               for name, s in ctx.frame.snapshot.samples.items())
+    shown = cuda_graphs_text(text, gpus_seen=gpus, server_down=down,
+                             device=device.text if device is not None else None)
+    return value if shown == text else Text(shown, style=ctx.styles["muted"])
 
 
 def speed_of_light_rows(ctx: PaneContext) -> list[tuple]:

@@ -18,7 +18,7 @@ class MemoryPane(LayerPane):
 
     def render_frame(self, ctx: PaneContext) -> RenderableType:
         parts: list = []
-        rows = []
+        rows: list[tuple[str, Text, Text | str]] = []
         more = 0
         kvs, left = ctx.top(ctx.readings("kv.usage_ratio"), ctx.row_cap)
         more += left
@@ -39,9 +39,9 @@ class MemoryPane(LayerPane):
             rows.append(("KV blocks", Text(f"{cfg['num_gpu_blocks']} × {cfg.get('block_size', '?')}"
                                            " tokens"), ""))
         if rows:
-            kv = kv_table(rows, narrow=ctx.width < 70)
-            kv.more = more
-            parts.append(kv)
+            table = kv_table(rows, narrow=ctx.width < 70)
+            table.more = more
+            parts.append(table)
         elif not ctx.readings("server.info"):
             parts.append(ctx.note("No server metrics: KV cache unknown "
                                   f"({ctx.source_reason('server') or 'no --url / server found'})"))

@@ -68,10 +68,10 @@ class ParallelismPane(LayerPane):
                 where = inst if many else ":" + inst.rsplit(":", 1)[-1]
                 name = f"{where} e{eng}" if eng else where
 
-                def same(key: str):   # the same engine's reading: same labels, else a search
-                    got = ctx.exact(key, r.labels)
+                def same(key: str):   # the same engine's reading (called in this iteration)
+                    got = ctx.exact(key, r.labels)  # noqa: B023
                     if got is None:
-                        lab = {"instance": inst, "engine": eng} if eng else {"instance": inst}
+                        lab = {"instance": inst, "engine": eng} if eng else {"instance": inst}  # noqa: B023
                         got = ctx.one(key, **lab)
                     return got
                 t.add_row(name[-22:], ctx.value_text(r),

@@ -7,6 +7,7 @@ from rich.text import Text
 
 from infertop.model import Layer
 from infertop.textclean import clean
+from infertop.units import fmt_value
 
 from .base import LayerPane, Optional, PaneContext, fit, grid
 
@@ -79,7 +80,7 @@ def queue_line(ctx: PaneContext) -> Text:
         for label, rs in (("running", running), ("waiting", waiting)):
             vals = [r.value for r in rs if r.ok and r.value is not None]
             if vals:
-                out.append(f"{label} {sum(vals):.0f}  ")
+                out.append(f"{label} {fmt_value(sum(vals), 'count')}  ")   # 1e308: no 309 digits
         # distinct() stops at 2 (one or several); the count is of the readings summed
         n = len({(r.label("instance"), r.label("engine")) for r in (running or waiting)})
         out.append(f"({n} engines)  ")

@@ -31,19 +31,13 @@ def findings_renderable(findings: list[Any], styles: dict[str, str],
     t.add_column("text", ratio=1, overflow="fold")
     for n, f in enumerate(findings):
         sev = getattr(f.severity, "value", str(f.severity))
-        if n:
-            t.add_row("", "")
-        head = Text()
-        head.append(f"{sev.upper()}  ", style=styles.get(sev, "bold"))
-        head.append(f.title, style="bold")
-        head.append(f"  since {clock(f.since)}", style=styles.get("muted", "dim"))
-        t.add_row(Text(f.code, style=styles.get(sev, "bold")), head)
-        for i, e in enumerate(f.evidence):   # a label set wraps between its labels
-            t.add_row("evidence" if i == 0 else "", e.describe().replace(",", ", "))
-        if getattr(f, "caused_by", ()):
-            t.add_row("cause", "explained by " + ", ".join(f.caused_by))
-        if f.remedy:
-            t.add_row("remedy", f.remedy)
+        ev = "\n".join(e.describe() for e in f.evidence)
+        since = f"since {clock(f.since)}"   # as doctor and the report say it
+        raised = getattr(f, "raised", None)
+        if raised is not None:
+            since += f", raised {clock(raised)}"
+        t.add_row(Text(f.code, style=styles.get(sev, "")), sev, f"{f.title}\n{since}", ev,
+                  f.remedy)
     return t
 
 
@@ -55,8 +49,9 @@ def events_renderable(events: list[Any], clock=_wall_clock) -> Table | Text:
         t.add_column(col, no_wrap=True)
     t.add_column("summary", ratio=1, overflow="fold")
     for e in list(events)[-30:][::-1]:
-        t.add_row(clock(e.time), e.code, e.kind,
-                  getattr(e, "summary", ""))
+        onset = getattr(e, "since", None)
+        kind = f"{e.kind} (since {clock(onset)})" if e.kind == "raised" and onset else e.kind
+        t.add_row(clock(e.time), e.code, kind, getattr(e, "summary", ""))
     return t
 
 

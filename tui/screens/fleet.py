@@ -9,26 +9,31 @@ History and rules), refreshed on every tick while it is open.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical
+from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
 from infertop.findings import Finding, Severity
 from infertop.fleet import FleetFrame, node_summary
 from infertop.model import LAYERS, Status
-from infertop.units import natural_key
+from infertop.units import HUGE, fmt_value, natural_key
 
 from ..panes.base import LayerPane, PaneContext
 from ..widgets.history_plot import HistoryPlot
 from ..widgets.filter_line import FilterLine
 from ..widgets.keybar import KeyBar
 from ..zoom_table import ZOOM_BINDINGS
+
+if TYPE_CHECKING:
+    from ..modes import FleetApp
 
 MAX_GPU_COLUMNS = 8
 
@@ -144,18 +149,26 @@ def _only_instance(frame, instance: str):
 
 
 # ---- formatting -------------------------------------------------------------------------------
+def _absurd(v: float) -> str | None:
+    """NaN, inf or past 1e15 (a node sending 1.7e308): units.fmt_value's short spelling,
+    never the 309 digits a fixed-point format prints."""
+    return fmt_value(v, "") if not math.isfinite(v) or abs(v) >= HUGE else None
+
+
 def _pct(v: float | None) -> str:
-    return "–" if v is None else f"{v * 100:.0f}%"
+    if v is None:
+        return "–"
+    return _absurd(v * 100 if abs(v) < HUGE else v) or f"{v * 100:.0f}%"
 
 
 def _secs(v: float | None) -> str:
     if v is None:
         return "–"
-    return f"{v * 1000:.0f}ms" if v < 1 else f"{v:.2f}s"
+    return _absurd(v) or (f"{v * 1000:.0f}ms" if v < 1 else f"{v:.2f}s")
 
 
 def _num(v: float | None, fmt: str = "{:.0f}") -> str:
-    return "–" if v is None else fmt.format(v)
+    return "–" if v is None else _absurd(v) or fmt.format(v)
 
 
 def _worst_cell(w: Worst, styles: dict[str, str]) -> Text:
@@ -291,7 +304,7 @@ def _refill(table: DataTable, columns: list[str], rows: list[tuple[str, list]]) 
     keep = None
     if table.row_count and table.cursor_row is not None:
         try:
-            keep = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+            keep = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
         except Exception:
             keep = None
     if [str(c.label) for c in table.columns.values()] != columns:
@@ -367,7 +380,12 @@ class NodeScreen(Screen):
         plot.wanted = not plot.wanted
         self._sync_plot()
         if getattr(self.app, "frame", None) is not None:
-            self.app.refresh_node_screen()
+            self.fleet_app.refresh_node_screen()
+
+    @property
+    def fleet_app(self) -> FleetApp:
+        """The app that shows this screen: only FleetApp pushes it."""
+        return cast("FleetApp", self.app)
 
     def action_back(self) -> None:
         self.app.pop_screen()
@@ -381,6 +399,6 @@ class NodeScreen(Screen):
         self._sync_plot()
         if self.zoomed is not None:     # its table keys (s, /, arrows) go to the pane
             self.panes[index].focus()
-        app = self.app
+        app = self.fleet_app
         if getattr(app, "frame", None) is not None:
             app.refresh_node_screen()

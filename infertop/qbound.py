@@ -1,0 +1,50 @@
+"""Quantiles that a histogram only bounds: below its first bucket bound, above its last
+finite one.
+
+Interpolating inside the lowest bucket (0 .. 0.3 s for vLLM's queue time) makes up a
+value: at light load every request lands there and the "p99" reads 297 ms while the real
+queue time is microseconds.  Such a quantile is carried as a bound ("<300 ms", ">60 s")
+everywhere it goes: the derived reading (value = the bound, reason = the note below), a
+finding's evidence (``Evidence.bound``), a remedy's choice, compare and the report.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+BELOW, ABOVE = "<", ">"
+_NOTE = {BELOW: "below the first bucket bound ", ABOVE: "above the last bucket bound "}
+
+
+def note(side: str, bound: float) -> str:
+    """The derived reading's reason for a bounded quantile (``of`` reads it back)."""
+    return f"{_NOTE[side]}{bound:g}"
+
+
+def of(reason: str) -> tuple[str, float] | None:
+    """(side, bound) from a reading's reason, or None for a point value."""
+    for side, prefix in _NOTE.items():
+        if reason.startswith(prefix):
+            try:
+                return side, float(reason[len(prefix):].split()[0])
+            except (ValueError, IndexError):
+                return None
+    return None
+
+
+def side_of(value: float | None,
+            buckets: Iterable[tuple[float, float]]) -> tuple[str, float] | None:
+    """(side, bound) when ``value``, a quantile of these cumulative buckets, is only bounded
+    by them: at or below the first positive bound, or at or above the last finite bound
+    with observations beyond it (in +Inf)."""
+    if value is None:
+        return None
+    bs = sorted(buckets, key=lambda b: b[0])
+    first = next((le for le, _ in bs if le > 0), None)
+    if first is not None and value <= first:
+        return BELOW, first
+    finite = [(le, c) for le, c in bs if not math.isinf(le)]
+    if finite and bs and value >= finite[-1][0] and bs[-1][1] > finite[-1][1]:
+        return ABOVE, finite[-1][0]
+    return None
