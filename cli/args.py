@@ -80,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
                "3 no source could be read; doctor: 1 warning, 2 critical.")
     p.add_argument("--version", action="version", version=f"infertop {__version__}")
     add_source_flags(p)
-    p.add_argument("--theme", help="Textual theme name (default: infertop)")
+    p.add_argument("--theme", help="Textual theme name (default: infertop; projector: "
+                   "high contrast on white, for beamers)")
     p.add_argument("--capture-dir", help="where captures go (default: XDG data dir)")
     p.add_argument("--record", metavar="FILE", help="start recording to FILE at once")
     p.add_argument("--force", action="store_true",

@@ -27,7 +27,7 @@ from textual.app import ScreenStackError
 from textual.containers import Container
 from textual.css.query import NoMatches
 from textual.timer import Timer
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from infertop import __version__
 from infertop.model import Status
@@ -35,7 +35,7 @@ from infertop.pipeline import Frame, Pipeline
 from infertop.textclean import clean
 from infertop.probes.sources.hub import deadline_for
 from infertop.source import SnapshotSource, pace
-from infertop.themes import DEFAULT_THEME, INFERTOP_THEME, roles, stylesheet_path
+from infertop.themes import DEFAULT_THEME, THEMES, roles, stylesheet_path
 
 from .options import AppOptions, CaptureSummaries
 from .panes.base import LayerPane, PaneContext
@@ -46,6 +46,8 @@ from .panes.memory import MemoryPane
 from .panes.parallelism import ParallelismPane
 from .panes.scheduling import SchedulingPane
 from .widgets.history_plot import HistoryPlot, sync_history_plot, toggle_history_plot
+from .widgets.filter_line import FilterLine
+from .widgets.keybar import KeyBar
 from .zoom_table import ZOOM_BINDINGS
 
 PANE_CLASSES: tuple[type[LayerPane], ...] = (HardwarePane, KernelsPane, MemoryPane,
@@ -58,37 +60,79 @@ MIN_SIZE = (80, 24)   # below this the panes cannot show a reading per GPU: say 
 
 def strip_text(findings, styles: dict[str, str], width: int, lines: int) -> Text:
     """The findings strip in ``lines`` rows of ``width``, in the Diagnoser's order (worst
-    chain first, each cause before the symptoms it explains: re-sorting by severity put
-    a critical DEC-001 before its warning cause MEM-001); whole words only; titles give
-    way to bare codes (the first keep theirs longest), and what still does not fit is
-    "+N more (f)"."""
+    chain first, each cause before the symptoms it explains; never re-sorted here).  The
+    first finding shows its code, title and value ("MEM-001 KV cache full · e0 KV usage
+    98 % >= 95 %"): its title gives way word by word, never its code or value.  The others
+    follow as code and title, then bare codes, and what still does not fit is "+N more
+    (f)"."""
     ordered = list(findings)
-    room = width * lines - 1
+    if not ordered:
+        return Text()
+    room = width * lines - 1 if lines > 1 else width
+    head, others = ordered[0], ordered[1:]
+    style = styles.get(head.severity.value, "")
+    value = finding_value(head)
+    tail_room = len(f"  +{len(others)} more (f)") if others else 0
+    title = fit_words(head.title, room - tail_room - len(head.code) - 1
+                      - (len(value) + 3 if value else 0))
+    t = Text()
+    t.append(head.code, style=style)
+    if title:
+        t.append(f" {title}")
+    if value:
+        t.append(f" · {value}", style=style)
+    if not others:
+        return t
+    left = room - t.cell_len
 
     def pieces(titles: int) -> list[str]:
-        return [f.code + (f" {f.title}" if n < titles else "") for n, f in enumerate(ordered)]
+        return [f.code + (f" {f.title}" if n < titles else "") for n, f in enumerate(others)]
 
     def draw(parts: list[str], rest: int) -> Text:
-        t = Text()
-        for n, (f, piece) in enumerate(zip(ordered, parts)):
-            if n:
-                t.append("  ")
-            t.append(f.code, style=styles.get(f.severity.value, ""))
-            t.append(piece[len(f.code):])
+        out = t.copy()
+        for f, piece in zip(others, parts):
+            out.append("  ")
+            out.append(f.code, style=styles.get(f.severity.value, ""))
+            out.append(piece[len(f.code):])
         if rest:
-            t.append(f"{'  ' if parts else ''}+{rest} more (f)")
-        return t
+            out.append(f"  +{rest} more (f)")
+        return out
 
-    for titles in range(len(ordered), -1, -1):   # as many titles as fit, worst first
+    for titles in range(len(others), -1, -1):   # as many titles as fit, first first
         parts = pieces(titles)
-        if len("  ".join(parts)) <= room:
+        if 2 * len(parts) + len("  ".join(parts)) <= left:
             return draw(parts, 0)
     parts = pieces(0)
     for k in range(len(parts), -1, -1):
-        tail = f"  +{len(parts) - k} more (f)"
-        if len("  ".join(parts[:k])) + len(tail) <= room:
+        tail = len(f"  +{len(parts) - k} more (f)")
+        if 2 * k + len("  ".join(parts[:k])) + tail <= left:
             return draw(parts[:k], len(parts) - k)
     return draw([], len(parts))
+
+
+def finding_value(f) -> str:
+    """What a finding is about, with its value: 'e0 KV usage 98 % >= 95 %' (its first
+    subject; the findings screen, `f`, has them all)."""
+    from .panes.base import short_evidence, subject_evidence
+    subjects = subject_evidence(f)
+    return clean(short_evidence(subjects[0])) if subjects else ""
+
+
+def fit_words(text: str, room: int) -> str:
+    """``text`` in ``room`` columns, cut between words with "…" ('' when not one word
+    fits)."""
+    if len(text) <= room:
+        return text
+    words = text.split()
+    out = ""
+    for w in words:
+        nxt = f"{out} {w}" if out else w
+        if len(nxt) + 1 > room:
+            break
+        out = nxt
+    if not out:
+        return ""
+    return f"{out} …" if out[-1].isdigit() else f"{out}…"   # "engine=0…" reads as a value
 
 
 async def in_daemon_thread(fn, *args):
@@ -203,6 +247,7 @@ class InfertopApp(App):
         Binding("minus", "slower", "slower", key_display="-"),
         *ZOOM_BINDINGS,
         Binding("f", "findings", "findings"),
+        Binding("o", "processes", "processes"),
         Binding("R", "record", "record"),
     ]
 
@@ -227,9 +272,11 @@ class InfertopApp(App):
         self._wake = asyncio.Event()     # the timer's tick, for _serve_ticks
         self.role_styles: dict[str, str] = {}
         self._shown: dict[str, Text] = {}
+        self._grid_rows = ""    # the panes grid's row sizes set by _fit_grid ("": CSS's)
         self._trends: dict = {}     # sparklines of this trend slot, across ticks (PaneContext)
         self.host = socket.gethostname()   # once: the header is drawn every tick
-        self.register_theme(INFERTOP_THEME)
+        for extra in THEMES:
+            self.register_theme(extra)
         name = theme or DEFAULT_THEME
         if name not in self.available_themes:
             raise UnknownTheme(f"unknown theme {name!r}; choose from "
@@ -246,8 +293,9 @@ class InfertopApp(App):
                 yield cls(id=f"pane-{cls.pane_layer.value}")
         yield HistoryPlot(id="history-plot")
         yield Static("", id="too-small")
+        yield FilterLine(id="table-filter")
         yield Static("", id="status")
-        yield Footer()
+        yield KeyBar(general=GENERAL_ACTIONS)
 
     def _shutting_down(self) -> bool:
         """While the app exits, Textual removes the main screen's widgets; a poll that
@@ -423,47 +471,87 @@ class InfertopApp(App):
             self.update_banner()
             ctx = PaneContext(frame, self.role_styles, summaries=self.summaries,
                               trends=self._trends)
+            self._fit_grid(frame)
             for pane in self.panes:
                 if pane.display:
                     pane.show(ctx)
             sync_history_plot(self, frame)
             self._update_status()
+            top = self.screen
+            if getattr(top, "is_process_screen", False):
+                top.show(self)
+
+    def _fit_grid(self, frame: Frame | None) -> None:
+        """80x24 with many GPUs: the hardware row of the grid grows to one line per GPU
+        (nvitop's compact mode), the other two rows keep at least 3 lines each."""
+        rows = ""
+        screen = self.screen_stack[0]
+        if frame is not None and self.zoomed is None and screen.has_class("-small"):
+            gpus = len(frame.by_label("gpu.info", "gpu").keys()
+                       | frame.by_label("gpu.util_ratio", "gpu").keys())
+            area = self._main_widget("#panes").size.height
+            want = gpus + 2            # title line, column header, a line per GPU
+            if want > area // 3:
+                rows = f"{max(area // 3, min(want, area - 2 * 4))} 1fr 1fr"
+        if rows != self._grid_rows:
+            self._grid_rows = rows
+            self._main_widget("#panes").styles.grid_rows = rows or None
 
     # -- header, strip, status ------------------------------------------------------------
     def _header_text(self, frame: Frame | None = None) -> Text:
+        """'infertop 0.1 ✓nvml ✓server ✗proc  gpu-box  vllm Llama-3.1-8B  8 GPU  1s': the
+        sources' state first, as glyphs (✓ read, ~ stale, ✗ failed, – not available), then
+        what is watched; at 80 columns the URL, then the host go first, and the model's
+        name is cut at its end (never a glyph or a count)."""
+        width = max(20, (self.size.width or 80) - 2)
         t = Text()
         t.append(f"infertop {__version__}", style="bold")
-        t.append(f"  {self.host}")
         if frame is None:
+            t.append(f"  {self.host}")
             return t
         snap = frame.snapshot
-        server = snap.meta("server")
-        kind = snap.meta("dialect") or (server.get("kind") if isinstance(server, dict) else None)
-        model = snap.meta("model")
-        url = snap.meta("url")
-        engines = snap.meta("engines")
-        gpus = snap.meta("gpus")
-        if kind:
-            t.append(f"  {kind}", style=self.role_styles.get("accent", "bold"))
-        if model:
-            t.append(f" {model}")
-        if url:
-            t.append(f"  {url}")
-        if engines and len(engines) > 1:
-            t.append(f"  {len(engines)} engines")
-        t.append(f"  {len(gpus) if gpus else 0} GPU")
-        t.append(f"  {self.interval:g}s")
+        styles = self.role_styles
         for name, s in sorted(snap.samples.items()):
             short = name.split(":", 1)[0]
             if s.status is Status.OK:
-                t.append(f" {short}✓", style=self.role_styles.get("ok", ""))
+                t.append(f" ✓{short}", style=styles.get("ok", ""))
             elif s.status is Status.STALE:
-                t.append(f" {short}:stale", style=self.role_styles.get("warn", ""))
+                t.append(f" ~{short}", style=styles.get("warn", ""))
             else:
-                t.append(f" {short}:ERR", style=self.role_styles.get("crit", ""))
+                t.append(f" ✗{short}", style=styles.get("crit", ""))
         for name, cap in sorted(snap.capabilities.items()):
             if not cap.available:
-                t.append(f" {name.split(':', 1)[0]}:n/a", style=self.role_styles.get("muted", ""))
+                t.append(f" –{name.split(':', 1)[0]}", style=styles.get("muted", ""))
+        server = snap.meta("server")
+        kind = snap.meta("dialect") or (server.get("kind") if isinstance(server, dict) else None)
+        model = clean(str(snap.meta("model") or ""))
+        url = clean(str(snap.meta("url") or ""))
+        engines = snap.meta("engines")
+        gpus = snap.meta("gpus")
+        counts = f"  {len(gpus) if gpus else 0} GPU" + \
+            (f"  {len(engines)} engines" if engines and len(engines) > 1 else "") + \
+            f"  {self.interval:g}s"
+        kind_s = f"  {kind}" if kind else ""
+        host = f"  {self.host}"
+        free = width - t.cell_len - len(counts) - len(kind_s)
+        if model:     # what is served says more than where: the host, then the URL go first
+            if free < len(host) + 1 + len(model):
+                host = ""
+            if len(model) > free - 1:    # the org goes, then the name's end
+                model = model.rsplit("/", 1)[-1]
+            if len(model) > free - 1:
+                from .panes.base import cut_cell
+                model = cut_cell(Text(model), max(2, free - 1)).plain
+        elif free < len(host):
+            host = ""
+        t.append(host)
+        if kind_s:
+            t.append(kind_s, style=styles.get("accent", "bold"))
+        if model:
+            t.append(f" {model}")
+        if url and t.cell_len + len(counts) + len(url) + 2 <= width:
+            t.append(f"  {url}")
+        t.append(counts)
         return t
 
     def _update_strip(self, frame: Frame) -> None:
@@ -562,6 +650,8 @@ class InfertopApp(App):
         for i, pane in enumerate(self.panes):
             pane.display = self.zoomed is None or i == self.zoomed
         container.set_class(self.zoomed is not None, "-zoomed")
+        self._fit_grid(self.frame)
+        self.screen_stack[0].refresh_bindings()   # the key line: the zoomed table's keys
         sync_history_plot(self)
         if self.zoomed is not None:
             self.panes[index].focus()
@@ -582,6 +672,13 @@ class InfertopApp(App):
     def action_help(self) -> None:
         from .screens.help import HelpScreen
         self.push_screen(HelpScreen(self))
+
+    def action_processes(self) -> None:
+        from .screens.processes import ProcessScreen
+        if isinstance(self.screen, ProcessScreen):
+            self.pop_screen()
+            return
+        self.push_screen(ProcessScreen())
 
     def action_findings(self) -> None:
         from .screens.findings import FindingsScreen
@@ -621,3 +718,7 @@ class InfertopApp(App):
         if rec is not None:
             await rec.close()
         await self.source.stop()
+
+
+# the keys every mode shares: the key line lists them after the mode's own
+GENERAL_ACTIONS = {b.action for b in InfertopApp.BINDINGS}

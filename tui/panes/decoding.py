@@ -22,6 +22,7 @@ class DecodingPane(LayerPane):
             return ctx.note(f"No decoding readings: {why}")
         window = int(ctx.frame.window)
         t = grid(["latency", "p50", "p90", "p99", "p99 (trend)"], styles=ctx.styles)
+        t.drop = (4, 2, 1)     # narrow: the trend goes first, p99 (the tail) last
         for key, label in LATENCIES:
             # one row per engine (the worst p99s when there are more than fit)
             p99s, left = ctx.top(ctx.readings(key, quantile="0.99"), ctx.row_cap)

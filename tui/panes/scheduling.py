@@ -71,7 +71,9 @@ def queue_line(ctx: PaneContext) -> Text:
     qp99 = ctx.readings("latency.queue_seconds", quantile="0.99")
     engines = max(ctx.distinct("server.requests_running"), ctx.distinct("server.requests_waiting"))
     if engines <= 1:
-        for label, rs in (("running", running), ("waiting", waiting), ("queue p99", qp99)):
+        names = ("run", "wait", "queue p99") if ctx.width and ctx.width < 50 else \
+            ("running", "waiting", "queue p99")    # 80x24: labels shrink, values stay whole
+        for label, rs in zip(names, (running, waiting, qp99)):
             for r in rs:
                 out.append(f"{label} ").append_text(ctx.value_text(r)).append("  ")
     else:
@@ -139,6 +141,9 @@ def process_table(ctx: PaneContext, procs):
     narrow = ctx.width < 70   # 80x24: names give way to the numbers
     t = grid(["PID", "process", "S", "CPU", "RSS", "thr", "csw/s"], styles=ctx.styles,
              max_width=16 if narrow else 30)
+    # the command gives way (never a PID or a reading), but keeps "VLLM::EngineC": the
+    # switch counts, threads and RSS go first
+    t.cut, t.cut_min, t.drop = (1,), 15, (6, 5, 4, 2)
     depth = _depths(procs)
     by_pid = {p.label("pid"): p for p in procs}
     ordered = sorted(by_pid, key=lambda pid: (depth.get(pid, 0), int(pid) if pid.isdigit() else 0))
@@ -200,7 +205,11 @@ def gil_lines(ctx: PaneContext) -> Text | None:
         if cost is not None and cost.ok and cost.value is not None:
             spent.append(f"{cost.value * 1000:.0f} ms/dump")
         if spent:
-            out.append("  sampler cost " + ", ".join(spent), style=ctx.styles["muted"])
+            cost_text = "sampler cost " + ", ".join(spent)
+            line = out.plain.rsplit("\n", 1)[-1]
+            # a narrow pane: the cost on a line of its own (never cut off at the edge)
+            sep = "\n  " if ctx.width and len(line) + 2 + len(cost_text) > ctx.width else "  "
+            out.append(sep + cost_text, style=ctx.styles["muted"])
         elif not r.ok:
             out.append(f"  {r.reason}", style=ctx.styles["muted"])
     return out
