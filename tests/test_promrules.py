@@ -27,7 +27,7 @@ from helpers.promtool_kit import (
 )
 
 from infertop.config import DiagnosisConfig, config_from_dict
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.promrules import NOT_EXPORTED, build, export_text
 from infertop.promtool_input import convert_snapshots
 from infertop.recording import decode, iter_snapshots
