@@ -97,6 +97,16 @@ NOT_EXPORTED: dict[str, str] = {
                "exported in this version",
     "FLT-002": "cross-node rule of the fleet screen (node.up is infertop's own reading)",
     "FLT-003": "cross-node rule of the fleet screen (node.up is infertop's own reading)",
+    # rules other branches add (main): listed here so a merge keeps every code explained
+    "MEM-005": "needs vLLM's KV-cache events (the --kv-events ZMQ stream), not /metrics",
+    "SCH-005": "not exported in this version (vLLM 0.32's waiting-by-reason family came "
+               "to the dialect tables after the export)",
+    "SCH-006": "not exported in this version (vLLM's engine sleep state came to the "
+               "dialect tables after the export)",
+    "PAR-004": "not exported in this version (the KV-transfer time histogram came to the "
+               "dialect tables after the export)",
+    "DEC-007": "not exported in this version (the admission-rejection counter came to the "
+               "dialect tables after the export)",
 }
 
 SEVERITY_LABEL = {Severity.WARN: "warn", Severity.CRIT: "crit", Severity.NOTICE: "notice"}
