@@ -51,6 +51,7 @@ DROP_LABELS: dict[str, tuple[str, ...]] = {
     "tgi": (),
     "llamacpp": (),
     "triton": ("version", "request_type", "kv_cache_block_type"),
+    "trtllm": (),
 }
 
 # dialects whose exporters write counters without the ``_total`` suffix on the wire
@@ -97,6 +98,16 @@ NOT_EXPORTED: dict[str, str] = {
                "exported in this version",
     "FLT-002": "cross-node rule of the fleet screen (node.up is infertop's own reading)",
     "FLT-003": "cross-node rule of the fleet screen (node.up is infertop's own reading)",
+    # rules other branches add (main): listed here so a merge keeps every code explained
+    "MEM-005": "needs vLLM's KV-cache events (the --kv-events ZMQ stream), not /metrics",
+    "SCH-005": "not exported in this version (vLLM 0.32's waiting-by-reason family came "
+               "to the dialect tables after the export)",
+    "SCH-006": "not exported in this version (vLLM's engine sleep state came to the "
+               "dialect tables after the export)",
+    "PAR-004": "not exported in this version (the KV-transfer time histogram came to the "
+               "dialect tables after the export)",
+    "DEC-007": "not exported in this version (the admission-rejection counter came to the "
+               "dialect tables after the export)",
 }
 
 SEVERITY_LABEL = {Severity.WARN: "warn", Severity.CRIT: "crit", Severity.NOTICE: "notice"}
@@ -350,7 +361,7 @@ def _finished(w: str, reasons: str) -> str:
             if m.key != "server.requests_finished_total":
                 continue
             name = sample_name(d.name, m.families[0], Kind.COUNTER)
-            drop = ", ".join(DROP_LABELS[d.name])
+            drop = ", ".join(DROP_LABELS.get(d.name, ()))
             src = dict(m.keep)
             const = dict(m.const)
             rename = dict(m.rename)
@@ -445,6 +456,12 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
         if crit:
             expr += (f"\n  and predict_linear({used}[{gw}], "
                      f"{_num(t.mem_oom_eta_seconds)}) >= {total}")
+            # the level as well as the growth (issue 21): a card this full stays critical
+            # while it lasts, growing or not.  Prometheus does not know which server holds
+            # the GPU nor its reservation (gpu_memory_utilization), so usage beyond a
+            # reservation but short of mem_full_ratio raises on the screen only
+            expr = (f"({expr})\n  or {used} >= "
+                    f"{th('thresholds.mem_full_ratio', '>=', relax=False)} * {total}")
         return expr
 
     add("MEM-003", Severity.WARN, lambda th: mem003(th, False),
@@ -575,8 +592,16 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
     add("DEC-005", Severity.WARN,
         lambda th: (f"infertop:server_restarts:count{rs} > 0"
                     f"\n  or (changes(process_start_time_seconds[{rs}]) > 0"
-                    f" and on (job, instance) infertop:server:seen)"),
-        f"counter resets or process start-time changes in the last {rs}")
+                    f" and on (job, instance) infertop:server:seen)"
+                    # an outage longer than the window (a real restart takes minutes:
+                    # 545 s in tests/corpus/vllm-slow-restart) leaves no old sample in
+                    # it: a process started within the window, of a target that had a
+                    # start time before the window began, came back with a new identity
+                    f"\n  or ((time() - process_start_time_seconds) < {_num(t.restart_window)}"
+                    f" and on (job, instance)"
+                    f" count_over_time(process_start_time_seconds[2h] offset {rs}) > 0)"),
+        f"counter resets or process start-time changes in the last {rs}, or a process "
+        f"started in the last {rs} after an outage")
     # DEC-006 server not answering: its target's scrapes fail
     add("DEC-006", Severity.CRIT,
         lambda th: "up == 0 and on (job, instance) infertop:server:seen",

@@ -42,6 +42,13 @@ needs_promtool = pytest.mark.skipif(promtool_binary() is None, reason=PROMTOOL_H
 # concurrency cap (max_num_seqs / --parallel, read from its command line); the exported
 # SCH-002 is the GPU variant (queue while dcgm-exporter says the GPUs idle).
 NEEDS_LOCAL_ONLY = {"SCH-002": "no GPU readings: judged by the cap setting"}
+# findings the screen may raise earlier than Prometheus can, for a documented reason: the
+# export still fires within the run (docs/alerts.md, "Differences")
+LATER_IN_PROMETHEUS = {
+    "MEM-003": "the screen also raises usage beyond the server's own reservation "
+               "(gpu_memory_utilization), which Prometheus cannot tie to a GPU; the export "
+               "raises on steady growth or on a card near full",
+}
 
 
 def infertop(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -190,7 +197,7 @@ def _check_episodes(tmp_path: Path, snaps, host: str, kind: str = "") -> dict:
     tests = [expr_test(fired_expr(end, unless=victims), end,
                        sorted((c, e.layer) for c, e in expect.items()))]
     for code, e in expect.items():
-        by = min(end, int(e.first + 0.5) + hold[code] + 1)
+        by = end if code in LATER_IN_PROMETHEUS else min(end, int(e.first + 0.5) + hold[code] + 1)
         tests.append(expr_test(fired_expr(by, code), by, [(code, e.layer)]))
         early = int(e.first) - hold[code] - 10
         if early > 0:   # not long before infertop raised it: the same episode
