@@ -474,6 +474,8 @@ def run(names: list[str], run_all: bool, only: str | None, timeout: float | None
                 results.append(Result(name, s, "equivalent"))
                 continue
             outcome, took = _child(name, s.id, files, limit)
+            if outcome == "error":   # a child killed from outside (OOM on a busy box): again
+                outcome, took = _child(name, s.id, files, limit)
             results.append(Result(name, s, outcome))
             if verbose or outcome != "killed":
                 print(f"  [{i}/{len(todo)}] {outcome:8} {_where(name, s)}", flush=True)
