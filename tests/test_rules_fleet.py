@@ -149,7 +149,7 @@ def test_a_fleet_report_counts_every_rule_and_calls_unchecked_only_what_no_node_
 
     class Node:   # a node's Pipeline as doctor reads it
         def __init__(self, missing):
-            self._m, self.rules_total, self.events = missing, 25, []
+            self._m, self.rules_total, self.events = missing, 30, []
 
         def missing_inputs(self):
             return self._m
@@ -158,4 +158,4 @@ def test_a_fleet_report_counts_every_rule_and_calls_unchecked_only_what_no_node_
     fp.pipelines = {"a": Node({"HW-001": ["no NVML"], "DEC-003": ["no spec"]}),
                     "b": Node({"DEC-003": ["no spec"]})}
     assert fp.missing_inputs() == {"DEC-003": ["no spec"]}   # HW-001 was checked on b
-    assert fp.rules_total == len(all_rules())                # 25 node rules + 3 FLT
+    assert fp.rules_total == len(all_rules())                # 30 node rules + 3 FLT
