@@ -68,6 +68,9 @@ class Dialect:
     model_labels: tuple[str, ...]
     rules: tuple[FamilyMap, ...]
     extras: tuple[Callable[["_Ctx"], None], ...] = ()  # facts that are not one series
+    # the families the extras read (a fleet's Prometheus query asks for exactly these
+    # and the rules' families: probes/prometheus/source.py)
+    extra_families: tuple[str, ...] = ()
 
 
 # ---- the mapping ----------------------------------------------------------------------------
@@ -545,7 +548,8 @@ def _number_text(v: float) -> str:
 # vLLM V1 (0.33) names, with V0/early-V1 names as fallbacks (docs/metrics.md#vllm, #vllm-legacy).
 # kv_cache_usage_perc / gpu_cache_usage_perc: "1 means 100 percent usage" -> a fraction.
 VLLM = Dialect("vllm", ("vllm:",), "engine", ("model_name",),
-               extras=(_vllm_cache_config, _vllm_sleep_level), rules=(
+               extras=(_vllm_cache_config, _vllm_sleep_level),
+               extra_families=("vllm:cache_config_info", "vllm:engine_sleep_state"), rules=(
     _r("vllm:num_requests_running", "server.requests_running"),
     _r("vllm:num_requests_waiting", "server.requests_waiting"),
     _r("vllm:num_requests_swapped", "server.requests_swapped"),
@@ -612,7 +616,10 @@ VLLM = Dialect("vllm", ("vllm:",), "engine", ("model_name",),
 # num_requests_total counts finished requests.
 _SCHED = {"agg": "max"}
 SGLANG = Dialect("sglang", ("sglang:",), "dp_rank", ("model_name",),
-                 extras=(_sglang_kv_config, _sglang_utilization, _sglang_role), rules=(
+                 extras=(_sglang_kv_config, _sglang_utilization, _sglang_role),
+                 extra_families=("sglang:max_total_num_tokens", "sglang:page_size",
+                                 "sglang:num_pages", "sglang:utilization",
+                                 "sglang:num_running_reqs"), rules=(
     _r("sglang:num_running_reqs", "server.requests_running"),
     _r("sglang:num_queue_reqs", "server.requests_waiting"),
     _r("sglang:token_usage", "kv.usage_ratio", fraction=True),
@@ -705,7 +712,8 @@ LLAMACPP = Dialect("llamacpp", ("llamacpp:",), "", (), rules=(
 # Running/queued/KV from nv_trt_llm_* as llm-d's model-server protocol names them
 # (llm-d docs/architecture/core/model-servers.md @a628e04d).
 TRITON = Dialect("triton", ("nv_inference_", "nv_trt_llm_"), "",
-                 ("model", "model_name"), extras=(_triton_kv,), rules=(
+                 ("model", "model_name"), extras=(_triton_kv,),
+                 extra_families=("nv_trt_llm_kv_cache_block_metrics",), rules=(
     _r("nv_trt_llm_request_metrics", "server.requests_running",
        select={"request_type": "scheduled"}),
     _r("nv_trt_llm_request_metrics", "server.requests_waiting",
@@ -733,7 +741,8 @@ def _trtllm_kv_config(ctx: _Ctx) -> None:
 # log_iteration_stats); running/waiting/KV/block size/blocks as llm-d maps them.  Labels are
 # the server's own (model_name, engine_type); no engine index.
 TRTLLM = Dialect("trtllm", ("trtllm_",), "", ("model_name",), extras=(_trtllm_kv_config,),
-                 rules=(
+                 extra_families=("trtllm_kv_cache_max_blocks",
+                                 "trtllm_kv_cache_tokens_per_block"), rules=(
     _r("trtllm_num_requests_running", "server.requests_running"),
     _r("trtllm_num_requests_waiting", "server.requests_waiting"),
     _r("trtllm_num_paused_requests", "server.requests_paused"),

@@ -60,9 +60,8 @@ def server_name_regex() -> str:
     for d in DIALECTS.values():
         for rule in d.rules:
             fams.update(rule.families)
+        fams.update(d.extra_families)   # what the dialect's extras read
     fams.update(f for rule in GENERIC for f in rule.families)
-    fams.update(("vllm:cache_config_info", "sglang:max_total_num_tokens", "sglang:page_size",
-                 "sglang:num_pages", "nv_trt_llm_kv_cache_block_metrics"))
     parts = sorted(fams)
     return "|".join(f"{_re_escape(f)}(_total|_bucket|_sum|_count)?" for f in parts)
 
