@@ -49,8 +49,8 @@ class HardwarePane(LayerPane):
         # narrow (80x24): one compact line per GPU, as nvitop's compact mode; the columns
         # that do not fit go whole, least telling first (never a value cut in two)
         compact = not ctx.wide
-        if compact:
-            t.gap, t.drop = 1, (7, 6, 4, 5, 2)
+        if compact:     # the model name may shrink to "2 …": the index says which GPU
+            t.gap, t.drop, t.cut_min = 1, (7, 6, 4, 5, 2), 3
         shown, t.more = ctx.pick(gpus, "gpu")
         for g in shown:
             info = ctx.one("gpu.info", gpu=g)
