@@ -26,7 +26,7 @@ def oracle(cols: Columns, order: list[int], width: int) -> Text:
     ncol = max((len(r) for r in rows), default=0)
     widths = [min(cols.max_width, max((r[i].cell_len for r in rows if i < len(r)), default=0))
               for i in range(ncol)]
-    from infertop.tui.panes.base import CODE_RE, _keep_codes, cut_cell
+    from infertop.tui.panes.base import CODE_RE, _keep_codes
     for r, row in zip(order, rows[head:]):
         if cols.codes[r]:
             for i, cell in enumerate(row):

@@ -477,8 +477,9 @@ class InfertopApp(App):
                     pane.show(ctx)
             sync_history_plot(self, frame)
             self._update_status()
+            from .screens.processes import ProcessScreen
             top = self.screen
-            if getattr(top, "is_process_screen", False):
+            if isinstance(top, ProcessScreen):   # drawn on every tick while it is on top
                 top.show(self)
 
     def _fit_grid(self, frame: Frame | None) -> None:
@@ -721,4 +722,4 @@ class InfertopApp(App):
 
 
 # the keys every mode shares: the key line lists them after the mode's own
-GENERAL_ACTIONS = {b.action for b in InfertopApp.BINDINGS}
+GENERAL_ACTIONS = {b.action for b in InfertopApp.BINDINGS if isinstance(b, Binding)}

@@ -23,6 +23,7 @@ from textual.binding import Binding, BindingType
 
 if TYPE_CHECKING:
     from textual.app import App
+    from textual.screen import Screen
 
 from infertop.model import LAYERS
 from infertop.textclean import clean
@@ -229,8 +230,9 @@ class ZoomTableKeys:
     ``is_zoomed`` and ``redraw_table``)."""
 
     table_view: TableView
-    if TYPE_CHECKING:   # the widget's (Textual's Widget.app), for the checker only
+    if TYPE_CHECKING:   # the widget's (Textual's Widget.app/.screen), for the checker only
         app: App[Any]
+        screen: Screen[Any]
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action.startswith("table_"):

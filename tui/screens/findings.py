@@ -31,13 +31,23 @@ def findings_renderable(findings: list[Any], styles: dict[str, str],
     t.add_column("text", ratio=1, overflow="fold")
     for n, f in enumerate(findings):
         sev = getattr(f.severity, "value", str(f.severity))
-        ev = "\n".join(e.describe() for e in f.evidence)
+        if n:
+            t.add_row("", "")
         since = f"since {clock(f.since)}"   # as doctor and the report say it
         raised = getattr(f, "raised", None)
         if raised is not None:
             since += f", raised {clock(raised)}"
-        t.add_row(Text(f.code, style=styles.get(sev, "")), sev, f"{f.title}\n{since}", ev,
-                  f.remedy)
+        head = Text()
+        head.append(f"{sev.upper()}  ", style=styles.get(sev, "bold"))
+        head.append(f.title, style="bold")
+        head.append(f"  {since}", style=styles.get("muted", "dim"))
+        t.add_row(Text(f.code, style=styles.get(sev, "bold")), head)
+        for i, e in enumerate(f.evidence):
+            t.add_row("evidence" if i == 0 else "", e.describe())
+        if getattr(f, "caused_by", ()):
+            t.add_row("cause", "explained by " + ", ".join(f.caused_by))
+        if f.remedy:
+            t.add_row("remedy", f.remedy)
     return t
 
 
