@@ -14,11 +14,11 @@ import signal
 import subprocess
 import sys
 import time
-import zlib
 from pathlib import Path
 
 import pytest
 
+from helpers.gzip_lines import ticks_on_disk
 from helpers.pty_run import (ALT_SCREEN_OFF, ALT_SCREEN_ON, CURSOR_SHOWN, MOUSE_OFF,
                              run_on_pty)
 
@@ -27,13 +27,6 @@ pytestmark = pytest.mark.integration   # signals sent to real infertop processes
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def ticks_on_disk(path: Path) -> int:
-    """Lines readable so far from a gzip recording being written (sync-flushed)."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return 0
-    return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data).count(b"\n")
 
 
 def assert_terminal_restored(out: bytes) -> None:

@@ -26,11 +26,11 @@ import subprocess
 import sys
 import termios
 import time
-import zlib
 from pathlib import Path
 
 import psutil
 import pytest
+from helpers.gzip_lines import ticks_on_disk
 
 ROOT = Path(__file__).resolve().parent.parent
 GONE_WITHIN = 10.0     # seconds after the terminal went away (measured: under 1 s)
@@ -98,13 +98,6 @@ class ShellOnPty:
         self.shell.wait(10)
 
 
-def ticks_on_disk(path: Path) -> int:
-    """Lines readable so far from a gzip recording being written (sync-flushed)."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return 0
-    return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data).count(b"\n")
 
 
 def gone_after(proc: psutil.Process, since: float) -> float:

@@ -18,6 +18,7 @@ from infertop.demo.scenario import list_scenarios
 from infertop.probes.sources.demo import DemoSource
 from infertop.tui.modes import DemoApp
 from infertop.tui.options import AppOptions
+from helpers.tui_demo import demo_app
 
 EIGHT = str(Path(__file__).parent / "fixtures" / "scenarios" / "eight-gpus-straggler.toml")
 CUT_NUMBER = re.compile(r"\d…")
@@ -28,9 +29,6 @@ def fixed_host(monkeypatch):
     monkeypatch.setattr(socket, "gethostname", lambda: "gpu-box")
 
 
-def demo_app(name: str) -> DemoApp:
-    return DemoApp(DemoSource(name), interval=1.0, options=AppOptions(manual_ticks=True),
-                   pipeline=make_pipeline(build_parser().parse_args([])))
 
 
 def screen_lines(app) -> list[str]:

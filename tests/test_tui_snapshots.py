@@ -10,10 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from infertop.probes.sources.demo import DemoSource
-from infertop.cli.main import build_parser, make_pipeline
-from infertop.tui.modes import DemoApp
 from infertop.tui.options import AppOptions
+from helpers.tui_demo import demo_app
 
 pytestmark = pytest.mark.slow   # SVG snapshots of the whole app, each a Textual run
 
@@ -23,9 +21,6 @@ def fixed_host(monkeypatch):
     monkeypatch.setattr(socket, "gethostname", lambda: "gpu-box")
 
 
-def demo_app(name: str) -> DemoApp:
-    return DemoApp(DemoSource(name), interval=1.0, options=AppOptions(manual_ticks=True),
-                   pipeline=make_pipeline(build_parser().parse_args([])))
 
 
 def ticks(n: int):
