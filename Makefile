@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test demo e2e bench snapshots clean
+.PHONY: run test test-fast lint typecheck demo e2e bench snapshots mutate clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -20,8 +20,22 @@ run: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/infertop demo $(ARGS)
 
+# the whole suite, with the 15 slowest tests and every skip's reason
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -rs --durations=15
+
+# the quick loop while working: leaves out the tests marked slow (the whole app driven, every
+# scenario played) and integration (outside programs); `make test` still runs them
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -rs -m "not slow and not integration"
+
+# Lint (ruff, lint only: no formatter) and type check (mypy): configured in pyproject.toml,
+# both run by .ci/run before the tests.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+typecheck: $(STAMP)
+	$(BIN)/python scripts/typecheck.py
 
 # Real vLLM (CPU build) end to end: installs it on first use (about 7 minutes, 3.4 GB).
 e2e: $(STAMP)
@@ -29,6 +43,12 @@ e2e: $(STAMP)
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# Mutation run of the core (tools/mutate.py): do the fast unit tests notice a planted bug?
+# Slow (about 20 min on two cores), so a tool to run by hand, not part of `make test`;
+# ARGS="-m derive" for one module, ARGS=--help for the rest.
+mutate: $(STAMP)
+	$(BIN)/python tools/mutate.py $(ARGS)
 
 snapshots: $(STAMP)
 	$(BIN)/python -m pytest -q tests/test_tui_snapshots.py --snapshot-update

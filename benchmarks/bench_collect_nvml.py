@@ -48,7 +48,7 @@ async def bench(n_gpus: int, ticks: int, slow_every: int) -> None:
         clock.advance(1.0)
     total, inner, fast, slow = [], [], [], []
     nread = 0
-    for i in range(ticks):
+    for _ in range(ticks):
         is_slow = probe._tick % probe.slow_every == 0
         t0 = time.perf_counter()
         s = await probe.collect()

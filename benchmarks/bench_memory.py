@@ -76,7 +76,7 @@ def history_report(h) -> str:
 
 async def run(ticks: int, size: tuple[int, int], scenario: str) -> None:
     from infertop.cli.main import build_parser, make_pipeline
-    from infertop.demo.source import DemoSource
+    from infertop.probes.sources.demo import DemoSource
     from infertop.tui.modes import DemoApp
     from infertop.tui.options import AppOptions
 

@@ -145,7 +145,7 @@ def bench_history_path(repeat):
         h.add(Snapshot(1000.0 + i, {"nvml": Sample("nvml", 1000.0 + i, tuple(rs))}, i, {}))
     out = {}
     for w, hh in ((W, H), (76, 8)):
-        out[(w, hh)] = timed(lambda: plot_text(h, Layer.HARDWARE, w, hh), repeat)
+        out[(w, hh)] = timed(lambda: plot_text(h, Layer.HARDWARE, w, hh), repeat)  # noqa: B023
     return out
 
 

@@ -23,7 +23,7 @@ import time
 import zlib
 from pathlib import Path
 
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.probes.sources.recorder import record_headless
 from infertop.recording import encode_snapshot
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def write_recording(path: Path, hours: float) -> tuple[int, int]:
-    from infertop.demo.source import DemoSource
+    from infertop.probes.sources.demo import DemoSource
     from infertop.recording import encode_header, encode_snapshot, make_header
     src = DemoSource("healthy")
     snaps = [src.next_sync() for _ in range(60)]   # a minute of distinct snapshots

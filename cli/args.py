@@ -8,7 +8,7 @@ import math
 from infertop import __version__
 
 SUBCOMMANDS = ("snapshot", "doctor", "demo", "replay", "record", "demo-server", "compare",
-               "report", "tui")
+               "report", "rules", "tui")
 
 
 def _positive(kind: type):
@@ -16,7 +16,7 @@ def _positive(kind: type):
         try:
             v = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
         if not (v > 0) or (isinstance(v, float) and math.isinf(v)):
             raise argparse.ArgumentTypeError(f"must be greater than 0, got {text!r}")
         return v
@@ -27,7 +27,7 @@ def _ratio(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not 0 <= v < 1:
         raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text!r}")
     return v
@@ -37,7 +37,7 @@ def _port(text: str) -> int:
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
     if not 0 <= v <= 65535:
         raise argparse.ArgumentTypeError(f"a TCP port is 0..65535, not {v}")
     return v
@@ -54,6 +54,10 @@ def add_source_flags(p: argparse.ArgumentParser) -> None:
                    help="read a fleet through Prometheus (dcgm-exporter and servers' /metrics "
                         "it scrapes) instead of this machine")
     g.add_argument("--no-gpu", action="store_true", help="do not load NVML")
+    g.add_argument("--kv-events", action="append", default=[], metavar="ENDPOINT",
+                   help="subscribe to the server's KV-cache events at this ZMQ endpoint "
+                        "(tcp://HOST:PORT; repeat per data-parallel rank); default: from "
+                        "the server's --kv-events-config (needs infertop[kv-events])")
     g.add_argument("--source", default="live", metavar="live|demo:NAME|replay:FILE",
                    help="where snapshots come from (default: live)")
     g.add_argument("--speed", type=_positive(float), default=None,
@@ -71,14 +75,17 @@ def build_parser() -> argparse.ArgumentParser:
         description="top for LLM inference servers: hardware, kernels, memory, scheduling, "
                     "parallelism and decoding, live.",
         epilog="Subcommands: snapshot, doctor, demo, replay, record, demo-server, compare, "
-               "report "
+               "report, rules "
                "(infertop SUBCOMMAND --help).  Exit codes: 0 ok, 2 bad usage or file, "
                "3 no source could be read; doctor: 1 warning, 2 critical.")
     p.add_argument("--version", action="version", version=f"infertop {__version__}")
     add_source_flags(p)
-    p.add_argument("--theme", help="Textual theme name (default: infertop)")
+    p.add_argument("--theme", help="Textual theme name (default: infertop; projector: "
+                   "high contrast on white, for beamers)")
     p.add_argument("--capture-dir", help="where captures go (default: XDG data dir)")
     p.add_argument("--record", metavar="FILE", help="start recording to FILE at once")
+    p.add_argument("--force", action="store_true",
+                   help="--record may replace FILE if it exists (never a link, device or FIFO)")
     p.add_argument("--or-demo", action="store_true",
                    help="when no GPU and no server is found, run the demo tour instead")
     return p
@@ -107,6 +114,7 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
         p.add_argument("--theme")
         p.add_argument("--config")
         p.add_argument("--record", metavar="FILE")
+        p.add_argument("--force", action="store_true", help="--record may replace FILE")
     elif cmd == "replay":
         p.description = "Replay a recording in the same panes."
         p.add_argument("file")
@@ -121,6 +129,8 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
         p.add_argument("--duration", type=_positive(float), metavar="S",
                        help="stop after S seconds (default: until Ctrl-C)")
         p.add_argument("--max-bytes", type=_positive(int), help="rotate at this size")
+        p.add_argument("--force", action="store_true",
+                       help="replace FILE if it exists (never a link, device or FIFO)")
         add_source_flags(p)
     elif cmd == "compare":
         p.description = ("Compare two recordings (before/after a deploy or a config change): "
@@ -152,6 +162,8 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
         p.add_argument("-o", "--output", metavar="FILE",
                        help="file to write (default: standard output)")
         p.add_argument("--format", choices=("html", "markdown"), default="html")
+        p.add_argument("--force", action="store_true",
+                       help="replace FILE if it exists (never a link, device or FIFO)")
         p.add_argument("--baseline", metavar="BEFORE",
                        help="a recording to compare with (adds a before/after section)")
         p.add_argument("--window", type=_positive(float), default=None, metavar="S",
@@ -159,6 +171,23 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
                             "as on the screen)")
         p.add_argument("--max-ticks", type=_positive(int), default=20_000)
         p.add_argument("--config", metavar="FILE", help="thresholds/SLO TOML")
+    elif cmd == "rules":
+        p.description = ("The diagnosis rules for Prometheus: `export` writes recording and "
+                         "alerting rules (thresholds from --config, as on the screen); "
+                         "`promtool-input` turns a recording into a promtool test file.")
+        sub = p.add_subparsers(dest="action", required=True)
+        ex = sub.add_parser("export", help="write the rules as Prometheus rule_files YAML")
+        ex.add_argument("--format", choices=("prometheus",), default="prometheus")
+        pi = sub.add_parser("promtool-input",
+                            help="a recording as promtool input_series (a test file)")
+        pi.add_argument("recording")
+        pi.add_argument("--rules", default="infertop-rules.yml", metavar="FILE",
+                        help="the rules file the test loads (default infertop-rules.yml)")
+        for q in (ex, pi):
+            q.add_argument("-o", "--output", metavar="FILE",
+                           help="file to write (default: standard output)")
+            q.add_argument("--force", action="store_true", help="overwrite an existing file")
+            q.add_argument("--config", metavar="FILE", help="thresholds/SLO TOML")
     elif cmd == "demo-server":
         p.description = "Serve a scenario's metrics over HTTP like a real server."
         p.add_argument("name", nargs="?", default="healthy")

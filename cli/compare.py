@@ -14,16 +14,21 @@ from .sources import make_pipeline
 def load_run(path: str, args: argparse.Namespace):
     """A RunSummary of one recording (RecordingError/UsageError: one line, exit 2).  The
     recording is streamed (probes/sources/replay.py): a days-long file costs its index."""
-    from infertop.probes.sources.replay import open_replay
+    from infertop.probes.sources.replay import open_replay, unreadable_message
+    from infertop.recording import RecordingError
     from infertop.runsummary import summarize
     # RecordingError (one line): no snapshot, or past RecordingFile's caps (size, ratio,
     # line length): the same limits as `replay`
     rec = open_replay(path)
     pipe = make_pipeline(args, rec)
     meta = {"file": path, "host": rec.header.get("host"),
-            "recorded": rec.header.get("started"), "notes": rec.notes}
-    return summarize(rec.iter_snapshots(), pipe.diagnoser,
-                     window=args.window or pipe.window, max_ticks=args.max_ticks, meta=meta)
+            "recorded": rec.header.get("started")}
+    run = summarize(rec.iter_snapshots(), pipe.diagnoser,
+                    window=args.window or pipe.window, max_ticks=args.max_ticks, meta=meta)
+    if run.ticks == 0:   # every line corrupt: no verdict and no comparison rests on nothing
+        raise RecordingError(unreadable_message(rec.path.name, rec.skipped, rec.lines_total))
+    run.meta["notes"] = rec.notes   # counted after the pass: bad lines are one note
+    return run
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

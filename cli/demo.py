@@ -9,7 +9,7 @@ from .errors import EXIT_OK, UsageError
 
 
 def cmd_demo_server(args: argparse.Namespace) -> int:
-    from infertop.demo.server import serve, serve_fleet
+    from infertop.cli.demo_server import serve, serve_fleet
     if args.nodes:
         bad = None
         if args.bad_node is not None:

@@ -14,25 +14,35 @@ from .sources import make_pipeline, make_source, no_snapshot, sample_window, sou
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from infertop.report import episodes, exit_code, render_report
+    from infertop.report import exit_code, render_report
     source = make_source(args)
     pipeline = make_pipeline(args, source)
     frame = asyncio.run(sample_window(source, pipeline, args.duration, args.interval,
                                       getattr(args, "speed", None)))
     if frame is None:
         raise no_snapshot(source)
+    meta = doctor_meta(source, pipeline, frame, args.duration)
+    unreachable = meta["unreachable"]
+    print(render_report(frame.findings, shown_layers(frame), args.format, meta), flush=True)
+    for name, why in unreachable.items():   # stderr too: a cron job's log shows it
+        print(clean(f"infertop: server unreachable: {name}: {why}"), file=sys.stderr)
+    return exit_code(frame.findings, frame.sources_ok(), unreachable)
+
+
+def doctor_meta(source, pipeline, frame, duration: float) -> dict:
+    """What the report says besides the findings (the property suite renders it too)."""
+    from infertop.report import episodes
     desc = source.describe()
     where = f" on {desc['host']}" if desc.get("host") else ""
     unreachable = frame.unreachable_servers()
     first = getattr(pipeline, "first_time", None)
-    meta = {"version": __version__, "source": f"{desc.get('source')} {desc.get('label', '')}{where}",
+    return {"version": __version__, "source": f"{desc.get('source')} {desc.get('label', '')}{where}",
             # an ok source may still say something ("no process with pid N (--pid)")
             "sources": {n: f"{st['status']}: {st['reason']}" if st["reason"] else st["status"]
                         for n, st in sources_status(frame).items()},
             # what was covered (a recording may end before the duration asked for)
-            "duration": (frame.snapshot.time - first) if first is not None
-            else args.duration,
-            "duration_asked": args.duration,
+            "duration": (frame.snapshot.time - first) if first is not None else duration,
+            "duration_asked": duration,
             "ticks": pipeline.history.ticks, "now": frame.snapshot.time,
             "any_source_ok": frame.sources_ok(),
             # ticks on which a server or GPU source answered: the last may be an outage
@@ -43,10 +53,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             "episodes": episodes(pipeline.events, frame.findings),
             "rules_total": pipeline.rules_total, "gpu_off": gpu_off(frame),
             "unreachable": unreachable}
-    print(render_report(frame.findings, shown_layers(frame), args.format, meta), flush=True)
-    for name, why in unreachable.items():   # stderr too: a cron job's log shows it
-        print(clean(f"infertop: server unreachable: {name}: {why}"), file=sys.stderr)
-    return exit_code(frame.findings, frame.sources_ok(), unreachable)
 
 
 def gpu_off(frame) -> str:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from .errors import UsageError
 from .sources import make_pipeline
@@ -10,6 +12,12 @@ from .sources import make_pipeline
 
 def run_tui(source, args: argparse.Namespace) -> int:
     from infertop.tui.modes import app_for_source
+    if getattr(args, "record", None):
+        from infertop.safefile import OutputError, check_target
+        try:
+            check_target(args.record, force=bool(getattr(args, "force", False)))
+        except OutputError as e:
+            raise UsageError(str(e)) from None
     pipeline = make_pipeline(args, source)
     from infertop.tui.app import UnknownTheme
     from infertop.tui.options import AppOptions
@@ -17,15 +25,53 @@ def run_tui(source, args: argparse.Namespace) -> int:
                          capture_dir=getattr(args, "capture_dir", None),
                          record_path=getattr(args, "record", None),
                          record_now=bool(getattr(args, "record", None)),
+                         record_force=bool(getattr(args, "force", False)),
                          settle_gc=True)
     try:
         app = app_for_source(source, interval=args.interval, pipeline=pipeline,
                              theme=getattr(args, "theme", None), options=options)
     except UnknownTheme as e:
         raise UsageError(str(e)) from None
+    require_terminal()
     app.run()
-    # Textual's status: 1 after a crash in the app, 128+N after signal N (app.py)
-    return app.return_code or 0
+    # Textual's status: 1 after a crash in the app, 128+N after signal N (app.py) or 129
+    # when the terminal went away (tui/driver.py)
+    code = app.return_code or 0
+    if code > 128:
+        leave_now(code)
+    return code
+
+
+def require_terminal() -> None:
+    """The screen reads keys from stdin and draws on stdout and stderr (Textual writes
+    the screen to stderr): each must be a terminal.  Without one it said nothing useful
+    (stdin closed: an AttributeError traceback; stdout a file: the file filled with
+    full-screen escapes), so it stops here in one line (exit 2) and names the commands
+    made for files and pipes."""
+    for name in ("stdin", "stdout", "stderr"):
+        stream = getattr(sys, name)
+        try:
+            ok = stream is not None and os.isatty(stream.fileno())
+        except (OSError, ValueError, AttributeError):   # closed, or no file behind it
+            ok = False
+        if not ok:
+            raise UsageError(f"the screen needs a terminal, and {name} is not one; without "
+                             "a terminal use `infertop snapshot --json`, `infertop doctor` "
+                             "or `infertop record -o FILE`")
+
+
+def leave_now(code: int) -> None:
+    """End the process at once after a signal or a lost terminal: the app has shut down
+    (recording closed, terminal restored), and the interpreter's teardown that is left
+    took 1.3 s of a loaded 2-core machine, past the 2 s a dropped session may take
+    (issue 22); it also joins worker threads, which a stuck read could hold."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass   # the terminal is gone
+    os._exit(code)
 
 
 def nothing_live(source) -> bool:

@@ -9,6 +9,7 @@
     infertop demo-server [NAME] [--port N] [--host H] [--dialect D]
     infertop compare BEFORE AFTER [--format text|json]
     infertop report RECORDING [-o FILE] [--format html|markdown] [--baseline BEFORE]
+    infertop rules export --format prometheus [-o FILE] | rules promtool-input RECORDING
 
 Every error a user can cause (bad flag, unreadable file, nothing to read) ends in one
 line on stderr and a non-zero exit code, never a traceback.  Headless commands import
@@ -30,6 +31,7 @@ from .errors import EXIT_OK, EXIT_USAGE, UsageError
 from .interactive import nothing_live, run_tui
 from .record import cmd_record
 from .report import cmd_report
+from .rules import cmd_rules
 from .snapshot import cmd_snapshot
 from .sources import make_pipeline, make_source
 
@@ -54,6 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return cmd_compare(args)
             if cmd == "report":
                 return cmd_report(args)
+            if cmd == "rules":
+                return cmd_rules(args)
             if cmd == "demo":
                 if args.list:
                     return cmd_demo_list()
@@ -81,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except Exception as e:  # the known one-line errors of scenarios, recordings, servers
         if type(e).__name__ in ("RecordingError", "ScenarioError", "DemoServerError",
-                                "ConfigError", "CaptureError"):
+                                "ConfigError", "CaptureError", "OutputError"):
             print(clean(f"infertop: {e}"), file=sys.stderr)
             return EXIT_USAGE
         raise

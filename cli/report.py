@@ -9,11 +9,11 @@ as Markdown (``--format markdown``).  ``--baseline BEFORE`` adds a before/after 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from infertop import __version__
+from infertop.safefile import OutputError, write_file
 
 from .compare import load_run
 from .errors import UsageError
@@ -35,10 +35,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 0
     out = Path(args.output)
     try:
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out)   # a reader never sees half a report
-    except OSError as e:
-        raise UsageError(f"{out}: cannot write: {e.strerror or e}") from None
+        # whole or not at all, 0600 (it holds the server's settings and model names), a
+        # regular file only, replaced only with --force (infertop.safefile)
+        write_file(out, text, force=args.force)
+    except OutputError as e:
+        raise UsageError(str(e)) from None
     print(f"infertop: wrote {out} ({len(text.encode())} bytes)", file=sys.stderr)
     return 0

@@ -11,7 +11,7 @@ from typing import Any
 from infertop import __version__
 from infertop.textclean import clean
 
-from .errors import EXIT_NO_SOURCE, EXIT_OK, UsageError
+from .errors import EXIT_NO_SOURCE, EXIT_OK
 from .sources import make_pipeline, make_source, no_snapshot, sample_window, sources_status
 
 

@@ -7,6 +7,8 @@ import asyncio
 import math
 import time
 
+from infertop.source import pace
+
 from .errors import UsageError
 
 
@@ -15,7 +17,7 @@ def make_source(args: argparse.Namespace):
     spec = getattr(args, "source", "live") or "live"
     speed = getattr(args, "speed", None) or 1.0
     if spec.startswith("demo"):
-        from infertop.demo.source import DemoSource
+        from infertop.probes.sources.demo import DemoSource
         from infertop.demo.scenario import ScenarioError
         name = spec.split(":", 1)[1] if ":" in spec else None
         try:
@@ -88,10 +90,37 @@ def make_live_source(args: argparse.Namespace):
             continue
         seen.add(probe.name)
         probes.append(probe)
+    probes += kv_event_probes(args, urls)
     disabled = {"nvml": "GPU readings off (--no-gpu)"} if args.no_gpu else {}
     from infertop.redact import redact_url   # a --url may carry user:pass@ or ?token=
     label = ", ".join(redact_url(u) for u in urls) or "local"
     return Hub(probes, deadline=deadline_for(args.interval), label=label, disabled=disabled)
+
+
+def kv_event_probes(args: argparse.Namespace, urls: list[str]) -> list:
+    """A KV-event subscriber for the watched server: at --kv-events's endpoints, else at
+    those its own --kv-events-config names (none when it publishes no events)."""
+    from infertop.probes.server.kvevents import KvEventsProbe, kv_events_endpoints
+    from infertop.probes.server.metrics import normalize_url
+    instance = normalize_url(urls[0])[1] if urls else "local"
+    given = list(getattr(args, "kv_events", None) or [])
+    if given:
+        for ep in given:
+            if not ep.startswith(("tcp://", "ipc://")):
+                raise UsageError(f"--kv-events: expected tcp://HOST:PORT or ipc://PATH, "
+                                 f"got {ep[:80]!r}")
+        return [KvEventsProbe(given, instance)]
+    try:
+        from infertop.probes.server.discovery import find_server, server_settings
+        server = find_server(pid=args.pid, url=urls[0] if urls else None)
+    except Exception:   # discovery is a convenience here: no events, nothing else lost
+        return []
+    if server is None:
+        return []
+    settings = server_settings(server.kind, server.cmdline)
+    endpoints = kv_events_endpoints(settings.get("kv_events_config"),
+                                    settings.get("data_parallel_size"))
+    return [KvEventsProbe(endpoints, instance)] if endpoints else []
 
 
 def discovered_urls(pid: int | None) -> list[str]:
@@ -126,11 +155,8 @@ def make_pipeline(args: argparse.Namespace, source=None):
 def pace_of(source, interval: float, speed: float | None) -> float:
     """Real seconds between ticks: ``interval`` live; for demo and replay their own tick
     divided by ``--speed`` when it was given, else 0 (computed as fast as they go)."""
-    if source.realtime:
-        return interval
-    if speed:
-        return float(getattr(source, "wall_interval", interval / speed))
-    return 0.0
+    step = interval if source.realtime else float(getattr(source, "tick_seconds", interval))
+    return pace(source.realtime, step, speed)
 
 
 async def sample_window(source, pipeline, window: float, interval: float,
@@ -139,10 +165,15 @@ async def sample_window(source, pipeline, window: float, interval: float,
     ``speed`` paces demo/replay ticks in real time (see ``pace_of``)."""
     ticks = max(2, int(math.ceil(window / interval)) + 1)
     pace = pace_of(source, interval, speed)
+    # live: the window is wall time; a source that hangs (every tick a timeout) ends it
+    # one interval past the window, not after ticks x timeout (29 s for doctor --duration 6)
+    deadline = time.monotonic() + window + interval if source.realtime else math.inf
     await source.start()
     frame = None
     try:
         for i in range(ticks):
+            if frame is not None and time.monotonic() > deadline:
+                break
             started = time.monotonic()
             snap = await source.next()
             if snap is None:
@@ -159,8 +190,9 @@ def no_snapshot(source) -> UsageError:
     """The error for a source that ended before its first tick."""
     skipped = getattr(source, "skipped", 0)
     if skipped:
-        return UsageError(f"every snapshot line of the recording is corrupt ({skipped} "
-                          "skipped): not an infertop recording, or damaged")
+        from infertop.probes.sources.replay import unreadable_message
+        return UsageError(unreadable_message(source.label, skipped,
+                                             getattr(source, "lines_total", skipped)))
     return UsageError("the source produced no snapshot (empty recording?)")
 
 

@@ -18,6 +18,7 @@ import json
 import math
 import random
 from dataclasses import dataclass, field
+from statistics import median   # the tree's one median (windowstat.median says why)
 from typing import Any
 
 from .keys import SPECS
@@ -99,13 +100,6 @@ class Comparison:
                 "settings": [{"name": n, "before": b, "after": a} for n, b, a in self.settings]}
 
 
-def median(xs: list[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    m = n // 2
-    return s[m] if n % 2 else (s[m - 1] + s[m]) / 2
-
-
 def block_length(xs: list[float]) -> int:
     """Ticks per bootstrap block: about twice the series' decorrelation time, from its
     lag-1 autocorrelation r (an AR(1) forgets in -1/ln r ticks), at most a third of it."""
@@ -114,11 +108,11 @@ def block_length(xs: list[float]) -> int:
         return 1
     m = sum(xs) / n
     var = sum((x - m) ** 2 for x in xs)
-    if var <= 0:
+    if not 0 < var < math.inf:   # constant, or values near 1e308 whose squares overflow
         return 1
     r = sum((xs[i] - m) * (xs[i + 1] - m) for i in range(n - 1)) / var
     cap = max(1, n // 3)
-    if r <= 0:
+    if not r > 0:                # NaN too (inf - inf): no autocorrelation to go on
         return 1
     if r >= 0.999:
         return cap

@@ -113,7 +113,23 @@ class Thresholds:
                                      "HW-004: PCIe rate (either direction) at or above this share "
                                      "of the link's capacity")
     error_event_window: float = _f(300.0, "positive",
-                                   "HW-005: a new Xid/ECC error stays a finding this many seconds")
+                                   "HW-005: a new Xid/ECC error stays a finding this many seconds; "
+                                   "HW-008: correctable row remaps growing over this window")
+    gpu_hot_celsius: float = _f(85.0, "positive",
+                                "HW-006: core temperature above this for gpu_hot_seconds warns")
+    gpu_hot_seconds: float = _f(300.0, "seconds", "HW-006: how long the core stays hot to warn")
+    gpu_very_hot_celsius: float = _f(92.0, "positive",
+                                     "HW-006: core temperature above this for "
+                                     "gpu_very_hot_seconds is critical")
+    gpu_very_hot_seconds: float = _f(120.0, "seconds",
+                                     "HW-006: how long the core stays very hot to be critical")
+    hbm_hot_celsius: float = _f(95.0, "positive",
+                                "HW-006: memory (HBM) temperature above this for "
+                                "hbm_hot_seconds warns")
+    hbm_hot_seconds: float = _f(300.0, "seconds", "HW-006: how long the HBM stays hot to warn")
+    hw_slowdown_seconds: float = _f(600.0, "seconds",
+                                    "HW-007: the hardware-slowdown clock event held this long "
+                                    "is a degraded board, not a transient")
     # ---- kernels --------------------------------------------------------------------
     launch_thread_cpu_min: float = _f(0.9, "positive",
                                       "KRN-001: an engine thread using at least this many cores "
@@ -164,6 +180,11 @@ class Thresholds:
                                     "critical")
     weights_min_bytes: float = _f(float(1 << 30), "bytes",
                                   "MEM-004: GPU memory a process needs to count as holding weights")
+    thrash_ratio: float = _f(0.3, "ratio",
+                             "MEM-005: share of evicted KV blocks stored again within the "
+                             "restore window (60 s) that is prefix-cache thrash")
+    thrash_min_evictions: float = _f(100.0, "count",
+                                     "MEM-005: evicted KV blocks in the window needed to judge")
     # ---- scheduling -----------------------------------------------------------------
     gil_cpu_min: float = _f(0.85, "positive",
                             "SCH-001: process CPU (cores) from which it is 'pinned at one core'")
@@ -189,6 +210,9 @@ class Thresholds:
                                         "SCH-003: host CPU busy share from which too many "
                                         "runnable threads hurt (they then fight for cores)")
     host_cpu_saturated: float = _f(0.9, "ratio", "SCH-004: whole-host CPU busy share")
+    deferred_share_min: float = _f(0.5, "ratio",
+                                   "SCH-005: share of the queue (medians) waiting on a "
+                                   "deferral, not capacity, from which it is the deferral's")
     # ---- parallelism ----------------------------------------------------------------
     tp_imbalance: float = _f(0.2, "ratio",
                              "PAR-001: spread (max - min) of SM activity/util inside a TP group")
@@ -205,6 +229,9 @@ class Thresholds:
     dp_load_min_gap: float = _f(4.0, "positive",
                                 "PAR-003: smallest load difference (requests) that counts")
     dp_kv_gap: float = _f(0.3, "ratio", "PAR-003: KV-usage spread between engines that counts")
+    kv_transfer_ttft_share: float = _f(0.5, "ratio",
+                                       "PAR-004: KV-transfer p99 as a share of TTFT p99 "
+                                       "from which the transfer dominates")
     # ---- fleet (cross-node) ---------------------------------------------------------
     fleet_slow_factor: float = _f(2.0, "factor",
                                   "FLT-001: a node's TTFT/ITL p99 over the median of its peers "
@@ -294,7 +321,11 @@ def load_config(path: str | None = None) -> DiagnosisConfig:
             return DiagnosisConfig()
     else:
         p = Path(path).expanduser()
-        if not p.is_file():
+        try:
+            found = p.is_file()
+        except OSError as e:   # a name too long for the file system (found by the props suite)
+            raise ConfigError(f"config file {p}: cannot read: {e.strerror or e}") from None
+        if not found:
             raise ConfigError(f"config file {p}: not found")
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))

@@ -25,6 +25,12 @@ RATES = {
     "server.preemptions_total": "server.preemptions_per_second",
     "server.engine_steps_total": "server.engine_steps_per_second",
     "process.ctx_switches_total": "process.ctx_switches_per_second",
+    "server.scheduler_idle_seconds_total": "server.scheduler_idle_ratio",
+    "server.scheduler_cpu_seconds_total": "server.scheduler_cpu_cores",
+    "kv.transfer_bytes_total": "kv.transfer_bytes_per_second",
+    "kv.event_blocks_stored_total": "kv.blocks_stored_per_second",
+    "kv.event_blocks_evicted_total": "kv.blocks_evicted_per_second",
+    "kv.event_batches_dropped_total": "kv.event_batches_dropped_per_second",
 }
 
 # finish reasons that count as errors unless the config says otherwise (DEC-004 reads the
@@ -93,11 +99,21 @@ def derive(history: History, window: float = 60.0,
                             reason=idle))
         out.append(_reading("server.abort_ratio", labels, aborts / total if total else None,
                             reason=idle))
+    # ---- admission rejections: refused requests are errors the client sees ------------
+    out += _rejections(history, window)
+    # ---- where prompt KV came from: computed, local cache, transferred ----------------
+    out += _shares(history, "kv.prompt_source_ratio", "kv.prompt_tokens_by_source_total",
+                   "source", window)
     # ---- windowed ratios of two counters ----------------------------------------------
     out += _ratio(history, "kv.prefix_cache_hit_ratio", "kv.prefix_cache_hits_total",
                   "kv.prefix_cache_queries_total", window)
     out += _ratio(history, "spec.acceptance_ratio", "spec.accepted_tokens_total",
                   "spec.draft_tokens_total", window)
+    out += _ratio(history, "kv.prefix_thrash_ratio", "kv.event_blocks_restored_total",
+                  "kv.event_blocks_evicted_total", window)
+    out += _ratio(history, "kv.external_prefix_cache_hit_ratio",
+                  "kv.external_prefix_cache_hits_total",
+                  "kv.external_prefix_cache_queries_total", window)
     for s in history.find("spec.draft_tokens_total"):
         inc = s.increase(window)
         out.append(_reading("spec.draft_tokens_window", s.labels,
@@ -117,6 +133,10 @@ def derive(history: History, window: float = 60.0,
     for s in history.histograms():
         if s.key == "server.iteration_tokens":
             out.append(_reading("server.iteration_tokens_mean", s.labels, s.mean(window)))
+            continue
+        if s.key == "request.prefill_computed_tokens":
+            out.append(_reading("request.prefill_computed_tokens_mean", s.labels,
+                                s.mean(window)))
             continue
         if not s.key.startswith("latency."):
             continue
@@ -180,6 +200,51 @@ def _throughput_steps(history: History) -> tuple[float, float] | None:
     if len(got) < 3 or not valid[0]:
         return None
     return rates[0], max(got)
+
+
+def _shares(history: History, key: str, counter: str, label: str,
+            window: float) -> Iterable[Reading]:
+    """Each ``label`` value's share of ``counter``'s increase over the window, per group of
+    the other labels (an idle window: no share, with a reason, never a 0 that reads as
+    'none of it')."""
+    groups: dict[Labels, list[Series]] = {}
+    for s in history.find(counter):
+        groups.setdefault(_without(s.labels, label), []).append(s)
+    for series in groups.values():
+        incs = [(s, s.increase(window)) for s in series]
+        total = sum(i[0] for _, i in incs if i is not None)
+        for s, inc in incs:
+            if inc is None:
+                yield _reading(key, s.labels, None, Status.NODATA, "needs two samples")
+            elif total <= 0:
+                yield _reading(key, s.labels, None, Status.NODATA, "no traffic in the window")
+            else:
+                yield _reading(key, s.labels, inc[0] / total)
+
+
+def _rejections(history: History, window: float) -> Iterable[Reading]:
+    """Requests refused at admission in the window and their share of all requests that
+    ended (refused + finished), per server and model.  vLLM counts refusals without an
+    engine label, so the finished requests of every engine of that server and model are
+    the denominator."""
+    groups: dict[Labels, float] = {}
+    for s in history.find("server.admission_rejections_total"):
+        inc = s.increase(window)
+        if inc is None:
+            continue
+        lab = _without(s.labels, "reason", "engine")
+        groups[lab] = groups.get(lab, 0.0) + inc[0]
+    for labels, rejected in groups.items():
+        want = dict(labels)
+        finished = 0.0
+        for s in history.find("server.requests_finished_total"):
+            if all(s.label(k) == v for k, v in want.items()):
+                inc = s.increase(window)
+                finished += inc[0] if inc is not None else 0.0
+        total = rejected + finished
+        yield _reading("server.requests_rejected", labels, rejected)
+        yield _reading("server.rejection_ratio", labels, rejected / total if total else None,
+                       reason="" if total else "no request ended in the window")
 
 
 def _rate_reading(key: str, s: Series, window: float) -> Reading:

@@ -48,6 +48,7 @@ class FamilyMap:
     unless: str = ""     # legacy name: skipped when this (newer) family is present
     agg: str = ""        # "max" or "sum"; default: sum for counters/histograms, max gauges
     fraction: bool = False  # documented 0..1; a value above 1 is taken as a percent
+    scale: float = 1.0   # unit conversion: values, sums and bucket bounds times this (ms -> s)
 
 
 def _r(families: str | tuple[str, ...], key: str, **kw) -> FamilyMap:
@@ -285,7 +286,7 @@ def _apply(ctx: _Ctx, rule: FamilyMap, fam: Family) -> None:
             if s.name.endswith(suffix):
                 ok, labels, _, _ = _mapped(ctx, rule, s.labels)
                 if ok:
-                    _add(_acc(ctx, rule, labels, kind), s.value)
+                    _add(_acc(ctx, rule, labels, kind), s.value * rule.scale)
         return
     if kind is Kind.HISTOGRAM:
         if fam.type == "histogram":
@@ -298,7 +299,7 @@ def _apply(ctx: _Ctx, rule: FamilyMap, fam: Family) -> None:
             continue
         ok, labels, _, _ = _mapped(ctx, rule, s.labels)
         if ok:
-            _add(_acc(ctx, rule, labels, kind), s.value)
+            _add(_acc(ctx, rule, labels, kind), s.value * rule.scale)
 
 
 def _add(a: _Acc, v: float) -> None:
@@ -321,13 +322,14 @@ def _apply_histogram(ctx: _Ctx, rule: FamilyMap, fam: Family) -> None:
             if not ok or le is None:
                 continue
             a = _acc(ctx, rule, labels, Kind.HISTOGRAM)
+            le *= rule.scale   # counts stay counts; the bounds change unit (inf stays inf)
             a.buckets[le] = a.buckets.get(le, 0.0) + s.value
             if not math.isfinite(s.value) and not a.invalid:
                 a.invalid = f"bucket le={le_text} is {_spell(s.value)}"
         elif name.endswith("_sum"):
             ok, labels, _, _ = _mapped(ctx, rule, s.labels)
             if ok:
-                _acc(ctx, rule, labels, Kind.HISTOGRAM).hist_sum += s.value
+                _acc(ctx, rule, labels, Kind.HISTOGRAM).hist_sum += s.value * rule.scale
         elif name.endswith("_count"):
             ok, labels, _, _ = _mapped(ctx, rule, s.labels)
             if not ok:
@@ -369,7 +371,10 @@ def _finish(ctx: _Ctx) -> list[Reading]:
             count = a.value if a.n else (buckets[-1][1] if buckets else 0.0)
             if not buckets or not math.isinf(buckets[-1][0]):
                 buckets.append((math.inf, count))
-            problem = a.invalid or _histogram_problem(buckets) or \
+            problem = a.invalid or \
+                ("" if math.isfinite(count) and all(math.isfinite(c) for _, c in buckets)
+                 else "counts summed over series overflow") or \
+                _histogram_problem(buckets) or \
                 ("" if math.isfinite(a.hist_sum) else f"_sum is {_spell(a.hist_sum)}")
             if problem:
                 out.append(Reading(key, None, spec.unit, labels, Status.ERROR,
@@ -384,6 +389,19 @@ def _finish(ctx: _Ctx) -> list[Reading]:
                                f"invalid value: {a.invalid}", kind=spec.kind))
             continue
         value = a.value
+        if not math.isfinite(value):
+            # each series finite, their sum not (two engines at 1.7e308): no number to show
+            out.append(Reading(key, None, spec.unit, labels, Status.ERROR,
+                               f"invalid value: the sum of {a.n} series overflows",
+                               kind=spec.kind))
+            continue
+        if a.fraction and not 0.0 <= value <= 100.0:
+            # a share of something cannot be negative or above 100 %: a broken server,
+            # never a healthy one
+            out.append(Reading(key, None, spec.unit, labels, Status.ERROR,
+                               f"invalid value: a ratio of {value:.3g} (outside 0..1)",
+                               kind=spec.kind))
+            continue
         if a.fraction and value > 1.0 and value <= 100.0:
             # documented as 0..1 but reported as percent (some builds): normalise
             value /= 100.0
@@ -413,6 +431,62 @@ def _vllm_cache_config(ctx: _Ctx) -> None:
             ctx.extra.append(Reading("kv.config", 1.0, "",
                                      make_labels(ctx.labels(s.labels, name=name)),
                                      kind=Kind.INFO, text=v))
+
+
+# vllm:engine_sleep_state{sleep_state}: one sample per state, 1 on the current one
+# (awake = 1 when active; weights_offloaded = sleep level 1; discard_all = level 2)
+VLLM_SLEEP_LEVELS = {"awake": 0.0, "weights_offloaded": 1.0, "discard_all": 2.0}
+
+
+def _vllm_sleep_level(ctx: _Ctx) -> None:
+    """One ``server.sleep_level`` per engine from the one-hot ``sleep_state`` samples: the
+    deepest state flagged wins; an engine with no state flagged reports nothing (a page
+    that says neither awake nor asleep is not read as awake)."""
+    fam = ctx.by_name.get("vllm:engine_sleep_state")
+    if fam is None:
+        return
+    levels: dict[tuple, float] = {}
+    for s in fam.samples:
+        level = VLLM_SLEEP_LEVELS.get(s.labels.get("sleep_state", ""))
+        if level is None or not (math.isfinite(s.value) and s.value >= 0.5):
+            continue
+        lab = make_labels(ctx.labels(s.labels))
+        levels[lab] = max(levels.get(lab, 0.0), level)
+    for lab, level in levels.items():
+        ctx.extra.append(Reading("server.sleep_level", level, SPECS["server.sleep_level"].unit,
+                                 lab))
+
+
+def _sglang_utilization(ctx: _Ctx) -> None:
+    """sglang:utilization, except the -1 a prefill instance reports (not a load)."""
+    fam = ctx.by_name.get("sglang:utilization")
+    if fam is None:
+        return
+    seen: dict[tuple, float] = {}
+    for s in fam.samples:
+        if not math.isfinite(s.value) or s.value < 0:
+            continue
+        lab = make_labels(ctx.labels(s.labels))
+        seen[lab] = max(seen.get(lab, 0.0), s.value)   # TP ranks repeat it
+    for lab, v in seen.items():
+        ctx.extra.append(Reading("server.utilization_ratio", v,
+                                 SPECS["server.utilization_ratio"].unit, lab))
+
+
+def _sglang_role(ctx: _Ctx) -> None:
+    """The engine's part in disaggregated serving from SGLang's own engine_type label
+    (prefill, decode, unified: DisaggregationMode.to_engine_type)."""
+    fam = ctx.by_name.get("sglang:num_running_reqs")
+    seen: set[tuple] = set()
+    for s in fam.samples if fam is not None else ():
+        role = s.labels.get("engine_type")
+        if role not in ("prefill", "decode", "unified"):
+            continue
+        lab = make_labels(ctx.labels(s.labels))
+        if lab not in seen:
+            seen.add(lab)
+            ctx.extra.append(Reading("server.disagg_role", 1.0, "", lab, kind=Kind.INFO,
+                                     text=role))
 
 
 def _sglang_kv_config(ctx: _Ctx) -> None:
@@ -471,7 +545,7 @@ def _number_text(v: float) -> str:
 # vLLM V1 (0.33) names, with V0/early-V1 names as fallbacks (docs/metrics.md#vllm, #vllm-legacy).
 # kv_cache_usage_perc / gpu_cache_usage_perc: "1 means 100 percent usage" -> a fraction.
 VLLM = Dialect("vllm", ("vllm:",), "engine", ("model_name",),
-               extras=(_vllm_cache_config,), rules=(
+               extras=(_vllm_cache_config, _vllm_sleep_level), rules=(
     _r("vllm:num_requests_running", "server.requests_running"),
     _r("vllm:num_requests_waiting", "server.requests_waiting"),
     _r("vllm:num_requests_swapped", "server.requests_swapped"),
@@ -489,6 +563,24 @@ VLLM = Dialect("vllm", ("vllm:",), "engine", ("model_name",),
        unless="vllm:prefix_cache_hits"),
     _r("vllm:request_success", "server.requests_finished_total",
        keep={"finished_reason": "reason"}),
+    # what the queue waits on: reason=capacity (KV blocks, --max-num-seqs) or deferred
+    # (LoRA budget, KV transfer from a remote prefill, blocked); waiting = their sum
+    _r("vllm:num_requests_waiting_by_reason", "server.requests_deferred",
+       select={"reason": "deferred"}),
+    # no engine label on the page: refused before any engine saw the request
+    _r("vllm:admission_rejections", "server.admission_rejections_total",
+       keep={"reason": "reason"}),
+    _r("vllm:prompt_tokens_by_source", "kv.prompt_tokens_by_source_total",
+       keep={"source": "source"}),
+    _r("vllm:prompt_tokens_cached_by_source", "kv.cached_tokens_by_source_total",
+       keep={"source": "source"}),
+    _r("vllm:external_prefix_cache_queries", "kv.external_prefix_cache_queries_total"),
+    _r("vllm:external_prefix_cache_hits", "kv.external_prefix_cache_hits_total"),
+    _r("vllm:request_prefill_kv_computed_tokens", "request.prefill_computed_tokens"),
+    # disaggregated prefill/decode over NIXL (only with --kv-transfer-config NixlConnector)
+    _r("vllm:nixl_xfer_time_seconds", "latency.kv_transfer_seconds"),
+    _r("vllm:nixl_bytes_transferred", "kv.transfer_bytes_total", part="sum"),
+    _r("vllm:nixl_num_failed_transfers", "kv.transfer_failures_total"),
     _r("vllm:spec_decode_num_drafts", "spec.drafts_total"),
     _r("vllm:spec_decode_num_draft_tokens", "spec.draft_tokens_total"),
     _r("vllm:spec_decode_num_accepted_tokens", "spec.accepted_tokens_total"),
@@ -520,7 +612,7 @@ VLLM = Dialect("vllm", ("vllm:",), "engine", ("model_name",),
 # num_requests_total counts finished requests.
 _SCHED = {"agg": "max"}
 SGLANG = Dialect("sglang", ("sglang:",), "dp_rank", ("model_name",),
-                 extras=(_sglang_kv_config,), rules=(
+                 extras=(_sglang_kv_config, _sglang_utilization, _sglang_role), rules=(
     _r("sglang:num_running_reqs", "server.requests_running"),
     _r("sglang:num_queue_reqs", "server.requests_waiting"),
     _r("sglang:token_usage", "kv.usage_ratio", fraction=True),
@@ -538,6 +630,35 @@ SGLANG = Dialect("sglang", ("sglang:",), "dp_rank", ("model_name",),
     _r("sglang:queue_time_seconds", "latency.queue_seconds"),
     _r("sglang:prompt_tokens_histogram", "request.prompt_tokens"),
     _r("sglang:generation_tokens_histogram", "request.generation_tokens"),
+    # KV pool in tokens: used by requests, free, held only by the radix cache (SGLang's
+    # answer to token_usage misreporting hybrid models)
+    _r("sglang:kv_used_tokens", "kv.used_tokens"),
+    _r("sglang:kv_available_tokens", "kv.available_tokens"),
+    _r("sglang:kv_evictable_tokens", "kv.evictable_tokens"),
+    _r("sglang:cache_hit_rate", "kv.batch_prefix_hit_ratio", fraction=True),
+    _r("sglang:spec_accept_rate", "spec.batch_acceptance_ratio", fraction=True),
+    _r("sglang:num_retracted_reqs", "server.requests_retracted"),
+    _r("sglang:num_paused_reqs", "server.requests_paused"),
+    _r("sglang:scheduler_idle_seconds", "server.scheduler_idle_seconds_total", **_SCHED),
+    _r("sglang:scheduler_process_cpu_seconds", "server.scheduler_cpu_seconds_total",
+       **_SCHED),
+    # disaggregated prefill/decode queues (0 on a unified engine)
+    _r("sglang:num_prefill_bootstrap_queue_reqs", "disagg.queue_requests",
+       const={"queue": "prefill_bootstrap"}),
+    _r("sglang:num_prefill_inflight_queue_reqs", "disagg.queue_requests",
+       const={"queue": "prefill_inflight"}),
+    _r("sglang:num_decode_prealloc_queue_reqs", "disagg.queue_requests",
+       const={"queue": "decode_prealloc"}),
+    _r("sglang:num_decode_transfer_queue_reqs", "disagg.queue_requests",
+       const={"queue": "decode_transfer"}),
+    _r("sglang:per_stage_req_latency_seconds", "latency.stage_seconds",
+       keep={"stage": "stage"}),
+    # PD disaggregation's KV transfer (ms and MB on the wire)
+    _r("sglang:kv_transfer_latency_ms", "latency.kv_transfer_seconds", scale=0.001),
+    _r("sglang:kv_transfer_total_mb", "kv.transfer_bytes_total", part="sum",
+       scale=float(1 << 20)),
+    _r(("sglang:num_transfer_failed_reqs", "sglang:num_bootstrap_failed_reqs"),
+       "kv.transfer_failures_total"),
     _r("sglang:estimated_flops_per_gpu", "server.estimated_flops_per_gpu_total", **_SCHED),
     _r("sglang:estimated_read_bytes_per_gpu", "server.estimated_read_bytes_per_gpu_total",
        **_SCHED),
@@ -580,9 +701,10 @@ LLAMACPP = Dialect("llamacpp", ("llamacpp:",), "", (), rules=(
     _r("llamacpp:spec_decode_num_accepted_tokens", "spec.accepted_tokens_total"),
 ))
 
-# Triton core + TensorRT-LLM backend (labels model, version) and trtllm-serve (docs/metrics.md#triton).
-# Running/queued/KV from nv_trt_llm_* as the Gateway API inference extension reads them.
-TRITON = Dialect("triton", ("nv_inference_", "nv_trt_llm_", "trtllm_"), "",
+# Triton core + TensorRT-LLM backend (labels model, version) (docs/metrics.md#triton).
+# Running/queued/KV from nv_trt_llm_* as llm-d's model-server protocol names them
+# (llm-d docs/architecture/core/model-servers.md @a628e04d).
+TRITON = Dialect("triton", ("nv_inference_", "nv_trt_llm_"), "",
                  ("model", "model_name"), extras=(_triton_kv,), rules=(
     _r("nv_trt_llm_request_metrics", "server.requests_running",
        select={"request_type": "scheduled"}),
@@ -597,12 +719,35 @@ TRITON = Dialect("triton", ("nv_inference_", "nv_trt_llm_", "trtllm_"), "",
     _r("nv_inference_request_failure", "server.requests_finished_total",
        const={"reason": "error"}),
     _r("nv_inference_exec_count", "server.engine_steps_total"),
+))
+
+
+
+def _trtllm_kv_config(ctx: _Ctx) -> None:
+    _gauge_configs(ctx, (("trtllm_kv_cache_max_blocks", "num_gpu_blocks", None),
+                         ("trtllm_kv_cache_tokens_per_block", "block_size", None)))
+
+
+# trtllm-serve's Prometheus page (PyTorch backend; docs/metrics.md#trtllm): names from
+# TensorRT-LLM tensorrt_llm/metrics/collector.py @050f80de (MetricsCollector's docstring and
+# log_iteration_stats); running/waiting/KV/block size/blocks as llm-d maps them.  Labels are
+# the server's own (model_name, engine_type); no engine index.
+TRTLLM = Dialect("trtllm", ("trtllm_",), "", ("model_name",), extras=(_trtllm_kv_config,),
+                 rules=(
     _r("trtllm_num_requests_running", "server.requests_running"),
     _r("trtllm_num_requests_waiting", "server.requests_waiting"),
+    _r("trtllm_num_paused_requests", "server.requests_paused"),
+    # usedNumBlocks / maxNumBlocks, set per iteration (a fraction)
+    _r("trtllm_kv_cache_utilization", "kv.usage_ratio", fraction=True),
     _r("trtllm_prompt_tokens", "server.prompt_tokens_total"),
     _r("trtllm_generation_tokens", "server.generation_tokens_total"),
+    # prompt tokens include the ones served from the KV cache: they are the lookups
+    _r("trtllm_prompt_tokens", "kv.prefix_cache_queries_total"),
+    _r("trtllm_prompt_cached_tokens", "kv.prefix_cache_hits_total"),
     _r("trtllm_request_success", "server.requests_finished_total",
        keep={"finished_reason": "reason"}),
+    _r("trtllm_spec_decode_num_draft_tokens", "spec.draft_tokens_total"),
+    _r("trtllm_spec_decode_num_accepted_tokens", "spec.accepted_tokens_total"),
     _r("trtllm_time_to_first_token_seconds", "latency.ttft_seconds"),
     _r("trtllm_time_per_output_token_seconds", "latency.tpot_seconds"),
     _r("trtllm_e2e_request_latency_seconds", "latency.e2e_seconds"),
@@ -616,4 +761,5 @@ UNKNOWN = Dialect("unknown", (), "", (), rules=())
 # prometheus_client's process collector (vLLM API server, others on Python)
 GENERIC = (_r("process_start_time_seconds", "server.process_start_seconds", agg="max"),)
 
-DIALECTS: dict[str, Dialect] = {d.name: d for d in (VLLM, SGLANG, TGI, LLAMACPP, TRITON)}
+DIALECTS: dict[str, Dialect] = {d.name: d for d in (VLLM, SGLANG, TGI, LLAMACPP, TRITON,
+                                                     TRTLLM)}

@@ -21,7 +21,7 @@ from typing import Callable
 from .findings import Finding
 from .history import History
 from .model import Capability, Reading, Sample, Snapshot, Status, make_labels
-from .pipeline import Frame, Pipeline
+from .pipeline import Evaluator, Frame, Pipeline
 from .units import natural_key
 
 def node_of(name: str, sample: Sample | None = None) -> str | None:
@@ -119,10 +119,10 @@ class FleetFrame(Frame):
         """The fleet Snapshot as the source made it (samples ``<name>@<node>``)."""
         return self._raw
 
-    @property   # type: ignore[override]
+    @property   # type: ignore[misc]  # a dataclass field served by a property
     def snapshot(self) -> Snapshot:
         if self._whole is None:
-            self._whole = relabel(self._raw)
+            self._whole: Snapshot | None = relabel(self._raw)
         return self._whole
 
     @snapshot.setter
@@ -130,11 +130,11 @@ class FleetFrame(Frame):
         self._raw = value
         self._whole = None
 
-    @property   # type: ignore[override]
+    @property   # type: ignore[misc]  # a dataclass field served by a property
     def derived(self) -> list[Reading]:
         if self._whole_derived is None:
-            self._whole_derived = [with_node(r, node) for node, fr in self.nodes.items()
-                                   for r in fr.derived]
+            self._whole_derived: list[Reading] | None = [
+                with_node(r, node) for node, fr in self.nodes.items() for r in fr.derived]
         return self._whole_derived
 
     @derived.setter
@@ -182,7 +182,7 @@ class FleetPipeline:
     re-feeding identical values would only cost time (refreshes run at half the scrape
     interval, so about every other one)."""
 
-    def __init__(self, make_diagnoser: Callable[[bool], object] | None = None,
+    def __init__(self, make_diagnoser: Callable[[bool], Evaluator] | None = None,
                  window: float = 60.0, max_points: int = 900) -> None:
         self.make_diagnoser = make_diagnoser
         self.window = window
@@ -279,7 +279,7 @@ class FleetPipeline:
                           fleet_findings=list(fleet))
 
 
-def diagnoser_factory(config=None) -> Callable[[bool], object]:
+def diagnoser_factory(config=None) -> Callable[[bool], Evaluator]:
     """Diagnosers for ``FleetPipeline``: every per-node rule for a node, the FLT rules alone
     for the fleet (a node never sees another node's readings; the fleet's whole Frame would
     mix GPUs of the same index from different nodes)."""

@@ -240,8 +240,9 @@ class Series:
             narrow = array("f", counts)
             if narrow.tolist() != counts:      # not exact in float32: float64 from now on
                 self._c = array("d", self._c)
-                narrow = counts
-            self._c.extend(narrow)
+                self._c.extend(counts)
+            else:
+                self._c.extend(narrow)
         else:
             self._c.extend(counts)
         self._bound()
@@ -558,13 +559,13 @@ class History:
         horizon = self.clock.ticks - self.max_points - max(8, self.max_points // 16) - 1
         oldest = []
         for s in self._series.values():
-            k = s.oldest_tick()
-            if k is None:
+            tick = s.oldest_tick()
+            if tick is None:
                 continue
-            if k < horizon:
+            if tick < horizon:
                 s._own_times()
             else:
-                oldest.append(k)
+                oldest.append(tick)
         self.clock.cut_before(min(oldest, default=self.clock.ticks - 1))
 
     def histograms(self) -> list[Series]:

@@ -22,6 +22,7 @@ from typing import Iterable, Sequence
 from .compare import Comparison, median, printable
 from .findings import Finding, Severity
 from .keys import SPECS
+from .mdtext import md_text
 from .model import LAYERS, Labels
 from .report import KEY_READINGS
 from .rules.engine import cause_first
@@ -58,20 +59,19 @@ def esc(text: object, limit: int = 300) -> str:
     return html.escape(printable(str(text), limit), quote=True)
 
 
-_MD_SPECIAL = "\\`*_[]<>|#!~"
-
-
 def md(text: object, limit: int = 300) -> str:
-    """Text from a recording, inert in Markdown: markup characters escaped, one line."""
-    t = printable(str(text).replace("\n", " "), limit)
-    return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in t)
+    """Text from a recording, inert in Markdown (infertop.mdtext), one line."""
+    return md_text(printable(str(text).replace("\n", " "), limit))
 
 
 # ---- shared facts -------------------------------------------------------------------------------
 def utc(t: float | None) -> str:
     if t is None or not math.isfinite(t):
         return "–"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t)) + " UTC"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t)) + " UTC"
+    except (OverflowError, OSError, ValueError):   # 1e308: past any calendar time_t holds
+        return "–"
 
 
 def rel(t: float | None, start: float) -> str:
@@ -165,13 +165,18 @@ def svg_chart(run: RunSummary, key: str, sids: Sequence[SeriesId],
         hi = hi * 1.05 if hi > 0 else hi + 1.0
     if hi <= lo:
         hi = lo + 1.0
+    if not 0 < hi - lo < math.inf:
+        # values near the float limits: the span overflows (1e308 - -1e308) or rounds to
+        # nothing (-1e308 + 1): no scale to draw them on, only a clamped line
+        lo, hi = 0.0, 1.0
     pw, ph = W - PAD_L - PAD_R, H - PAD_T - PAD_B
 
     def x(t: float) -> float:
         return PAD_L + (t - t0) / (t1 - t0) * pw
 
     def y(v: float) -> float:
-        return PAD_T + (1 - (v - lo) / (hi - lo)) * ph
+        f = (v - lo) / (hi - lo)
+        return PAD_T + (1 - (min(1.0, max(0.0, f)) if math.isfinite(f) else 0.5)) * ph
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" '
              f'height="{H}" role="img" aria-label="{esc(key)} over the recording">',
@@ -405,7 +410,7 @@ def render_markdown(run: RunSummary, *, title: str, version: str,
     else:
         out.append("No finding was raised.")
     out += ["", "## Evidence and remedies", ""]
-    for (code, subject), f in sorted(run.findings.items(), key=lambda kv: kv[0]):
+    for (code, _subject), f in sorted(run.findings.items(), key=lambda kv: kv[0]):
         out.append(f"**{md(code)} {md(f.title)}** ({md(f.severity.value)})")
         out += [f"- {md(e.describe(), 500)}" for e in f.evidence]
         out += [f"- remedy: {md(f.remedy, 600)}", ""]

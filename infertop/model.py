@@ -11,7 +11,7 @@ import enum
 import math
 from dataclasses import dataclass, field
 from collections.abc import Mapping  # typing.Mapping's isinstance is 5x slower: hot path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -26,8 +26,9 @@ class Layer(str, enum.Enum):
     PARALLELISM = "parallelism"
     DECODING = "decoding"
 
+    # shadows str.index on purpose: Layer.X.index is the pane's number - 1 everywhere
     @property
-    def index(self) -> int:
+    def index(self) -> int:  # type: ignore[override]
         return LAYERS.index(self)
 
 
@@ -139,7 +140,9 @@ class Reading:
             reason=str(d.get("reason", "")),
             kind=Kind(d.get("kind", "gauge")),
             text=d.get("text"),
-            buckets=tuple((_num_in(le), _num_in(c)) for le, c in buckets) if buckets else None,
+            # a null bound or count in a hostile file passes through as None, as it did
+            buckets=tuple((_num_in(le), _num_in(c))  # type: ignore[misc]
+                          for le, c in buckets) if buckets else None,
             hist_sum=_num_in(d.get("sum")),
         )
 

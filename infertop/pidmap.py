@@ -6,13 +6,13 @@ records the pairs it could read (``/proc/PID/status`` NSpid) as ``pid_aliases``.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 
 def map_gpu_pids(tree_pids: set[int] | Iterable[int],
-                 gpu_procs: Iterable[tuple[int, int, float]],
+                 gpu_procs: Iterable[tuple[Any, int, float]],
                  ns_pid_map: Mapping[int, int] | Iterable[tuple[int, int]] | None = None,
-                 *, visible: set[int] | None = None) -> tuple[dict[int, list[int]], list[int]]:
+                 *, visible: set[int] | None = None) -> tuple[dict[int, list[Any]], list[int]]:
     """Which GPUs each server process uses, from NVML's (gpu, pid, bytes) list.
 
     NVML reports host PIDs; a tree seen from inside a container has other PIDs.  A GPU
@@ -23,7 +23,7 @@ def map_gpu_pids(tree_pids: set[int] | Iterable[int],
     """
     tree = set(tree_pids)
     aliases = dict(ns_pid_map or {})
-    matched: dict[int, list[int]] = {}
+    matched: dict[int, list[Any]] = {}   # GPU: its index, or its label (the rules)
     unmatched: set[int] = set()
     for gpu, pid, _bytes in gpu_procs:
         local = pid if pid in tree else aliases.get(pid)

@@ -19,6 +19,9 @@ class Evaluator(Protocol):
     def evaluate(self, history: History, snapshot: Snapshot, derived: list[Reading]) -> list[Finding]:
         ...
 
+    def missing_inputs(self, history: History) -> dict[str, list[str]]:
+        ...
+
 
 @dataclass
 class Frame:

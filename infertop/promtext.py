@@ -47,6 +47,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
 from operator import add, is_, ne, not_, sub, truth
+from typing import Any
 
 from .textclean import clean
 
@@ -150,12 +151,12 @@ _METRIC_NAME_RE = re.compile(r'[a-zA-Z_:][a-zA-Z0-9_:]*')
 # Samples are built in bulk without the dataclass __init__ (which only stores the four
 # fields): the slot descriptors are set through C-level map(), no Python frame per sample.
 _new = object.__new__
-_get_name = PromSample.name.__get__            # type: ignore[attr-defined]
-_set_name = PromSample.name.__set__            # type: ignore[attr-defined]
-_set_labels = PromSample.labels.__set__        # type: ignore[attr-defined]
-_set_value = PromSample.value.__set__          # type: ignore[attr-defined]
-_set_timestamp = PromSample.timestamp.__set__  # type: ignore[attr-defined]
-_consume = deque(maxlen=0).extend
+_get_name = PromSample.name.__get__            # type: ignore[attr-defined, misc]
+_set_name = PromSample.name.__set__            # type: ignore[attr-defined, misc]
+_set_labels = PromSample.labels.__set__        # type: ignore[attr-defined, misc]
+_set_value = PromSample.value.__set__          # type: ignore[attr-defined, misc]
+_set_timestamp = PromSample.timestamp.__set__  # type: ignore[misc, union-attr]
+_consume = deque[object](maxlen=0).extend
 _rpartition = str.rpartition
 _removeprefix = str.removeprefix
 
@@ -388,7 +389,7 @@ def _resolve_heads(heads: tuple[str, ...], series: list) -> None:
                     entry = (name, labels)
             else:
                 entry = (name, _NO_LABELS)
-        if entry:
+        if isinstance(entry, tuple):
             labels = entry[1]
             canon = name + ("{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
                             + "}" if labels else "")
@@ -399,7 +400,7 @@ def _resolve_heads(heads: tuple[str, ...], series: list) -> None:
 
 # --- grouping samples into families --------------------------------------------------------
 
-def _make_plan(rest: list[str], mask: list[bool], names: tuple[str, ...]) -> tuple:
+def _make_plan(rest: list[str], mask: list[bool], names: list[str]) -> tuple:
     """How the page's samples group into families, as prometheus_client groups them.
 
     ``rest`` are the non-sample lines (all known comments or blanks by now), ``mask`` marks
@@ -412,7 +413,7 @@ def _make_plan(rest: list[str], mask: list[bool], names: tuple[str, ...]) -> tup
     mask = mask + [True]  # sentinel: flushes the last run
     idx = list(compress(range(nlines + 1), mask))
     gaps = list(map(sub, idx, chain((-1,), idx)))
-    events = list(map(_COMMENTS.get, rest))
+    events: list[Any] = list(map(_COMMENTS.get, rest))   # tuples once None is resolved
     if None in events:  # only if the comment cache was cleared since _learn filled it
         events = [ev or _line_event(line) for ev, line in zip(events, rest)]
     events.append(_SKIP_EVENT)

@@ -30,6 +30,9 @@ from .textclean import clean_deep
 FORMAT = "infertop-recording"
 SCHEMA = 1
 GZIP_MAGIC = b"\x1f\x8b"
+# a snapshot's unix time must lie between 1970 and the year 3000: 1e308 (or inf) is no
+# date, and durations, rates and the report's clock are computed from it
+MAX_TIME = 32_503_680_000.0
 _TIME_RE = re.compile(rb'^\{"time":\s*(-?[0-9.eE+-]+)\s*,')
 
 
@@ -89,7 +92,8 @@ def check_header(obj: Any, name: str) -> dict:
 def parse_header_line(line: bytes, name: str) -> dict:
     try:
         obj = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    # RecursionError: JSON nested deeper than Python's stack (a line of 400 KB of "[")
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         if FORMAT.encode() in line[:200]:
             raise RecordingError(f"{name}: corrupt recording header ({_short(e)})") from None
         raise RecordingError(f"{name}: not an infertop recording (the first line is not "
@@ -118,11 +122,12 @@ def decode_snapshot(line: bytes) -> Snapshot:
         return Snapshot.from_dict(_clean_obj(line, json.loads(line)))
     # a line of the wrong shape ("samples": [1,2,3], a number for a dict) fails as any of
     # these inside from_dict; each is the same one-line "corrupt" error
-    except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError,
+            RecursionError) as e:
         raise RecordingError(f"corrupt snapshot line ({_short(e)})") from None
 
 
-def line_time(line: bytes) -> float | None:
+def line_time(line: bytes | bytearray) -> float | None:
     """A snapshot line's time without parsing the whole line (None: not a snapshot)."""
     m = _TIME_RE.match(line)
     if m:
@@ -133,20 +138,25 @@ def line_time(line: bytes) -> float | None:
     return None
 
 
-def snapshot_time(line: bytes) -> float | None:
+def snapshot_time(line: bytes | bytearray) -> float | None:
     """The recorded time of a snapshot line: the fast path reads only its start; else the
     whole line is parsed.  None: another kind of line (not a snapshot, e.g. a future event
     line).  ValueError: a corrupt line (not JSON, or a time that is not a number)."""
     t = line_time(line[:64] if len(line) > 64 else line)
-    if t is not None:
-        return t
-    obj = json.loads(line)   # ValueError (JSONDecodeError) when it is not JSON
-    if not isinstance(obj, dict) or "samples" not in obj:
-        return None
-    try:
-        return float(obj.get("time", 0.0))
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError("a snapshot line whose time is not a number") from None
+    if t is None:
+        try:
+            obj = json.loads(line)   # ValueError (JSONDecodeError) when it is not JSON
+        except RecursionError:       # nested deeper than the stack: not one of ours
+            raise ValueError("a line nested too deeply") from None
+        if not isinstance(obj, dict) or "samples" not in obj:
+            return None
+        try:
+            t = float(obj.get("time", 0.0))
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError("a snapshot line whose time is not a number") from None
+    if not 0.0 <= t <= MAX_TIME:   # NaN fails both: every later date and span is a number
+        raise ValueError("a snapshot line whose time is out of range")
+    return t
 
 
 # ---- whole files -----------------------------------------------------------------------

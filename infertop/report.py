@@ -19,6 +19,7 @@ import time
 from typing import Any, Iterable, Mapping, Sequence
 
 from .findings import Finding, Severity, worst
+from .mdtext import md_code, md_text
 from .model import LAYERS, Reading, Status
 from .textclean import clean
 from .units import fmt_reading, fmt_seconds
@@ -36,15 +37,21 @@ KEY_READINGS: dict[str, tuple[str, ...]] = {
                 "sol.decode_roofline_tokens_per_second", "sol.decode_roofline_ratio",
                 "server.setting"),
     "memory": ("kv.usage_ratio", "server.preemptions_per_second", "kv.prefix_cache_hit_ratio",
+               "kv.prompt_source_ratio", "kv.external_prefix_cache_hit_ratio",
+               "kv.blocks_stored_per_second", "kv.blocks_evicted_per_second",
+               "kv.prefix_thrash_ratio", "kv.event_resident_blocks",
+               "kv.event_batches_dropped_per_second",
                "gpu.mem_used_bytes", "gpu.mem_total_bytes", "process.gpu_mem_bytes"),
     "scheduling": ("host.cpu_ratio", "host.cpu_count", "host.load1", "server.requests_running",
-                   "server.requests_waiting", "process.cpu_ratio", "process.threads",
-                   "latency.queue_seconds"),
+                   "server.requests_waiting", "server.requests_deferred",
+                   "server.requests_paused", "server.sleep_level", "process.cpu_ratio",
+                   "process.threads", "latency.queue_seconds"),
     "parallelism": ("gpu.nvlink_tx_bytes_per_second", "gpu.nvlink_rx_bytes_per_second",
                     "gpu.topology", "throughput.generation_tokens_per_second"),
     "decoding": ("server.info", "throughput.prompt_tokens_per_second",
                  "throughput.generation_tokens_per_second", "server.requests_per_second",
-                 "server.error_ratio", "latency.ttft_seconds", "latency.itl_seconds",
+                 "server.error_ratio", "server.rejection_ratio", "latency.ttft_seconds",
+                 "latency.itl_seconds",
                  "latency.e2e_seconds", "spec.acceptance_ratio", "server.uptime_seconds"),
 }
 # execution settings worth a line in the kernels section
@@ -348,7 +355,7 @@ def _episode_lines(meta: Mapping[str, Any]) -> list[str]:
         else:
             state = "still active" if ep["active"] else "not cleared"
         lines.append(f"  {ep['code']:<8} [{ep['severity'].upper()}] since "
-                     f"{_clock(ep['since'])}, raised {_clock(ep['raised'])}, "
+                     f"{_clock(ep.get('since', ep['raised']))}, raised {_clock(ep['raised'])}, "
                      f"{state}: {ep['summary']}")
     return lines + [""]
 
@@ -363,7 +370,7 @@ def _json(findings, readings, meta) -> str:
         "unreachable": dict(meta.get("unreachable") or {}),
         "findings": [f.to_dict() for f in findings],
         "layers": {layer: {"findings": [f.code for f in by_layer[layer]],
-                           "worst": (worst(by_layer[layer]).value if by_layer[layer] else None),
+                           "worst": (w.value if (w := worst(by_layer[layer])) else None),
                            "readings": [r.to_dict() for r in readings.get(layer, [])]}
                    for layer in by_layer},
         "chains": [{"cause": c.code, "symptoms": [x.code for x in syms]}
@@ -374,8 +381,9 @@ def _json(findings, readings, meta) -> str:
 
 
 # ---- Markdown ---------------------------------------------------------------------------
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+def _md(text: object) -> str:
+    """Outside text, inert in CommonMark/GFM (infertop.mdtext)."""
+    return md_text(text)
 
 
 def _markdown(findings, readings, meta) -> str:
@@ -402,7 +410,7 @@ def _markdown(findings, readings, meta) -> str:
         rs = readings.get(layer, [])
         if rs:
             out += ["| reading | value |", "|---|---|"]
-            out += [f"| `{_md(k)}` | {_md(v)} |" for k, v in _reading_lines(rs)]
+            out += [f"| {md_code(k)} | {_md(v)} |" for k, v in _reading_lines(rs)]
             out.append("")
     chains = _chains(findings)
     if chains:
@@ -422,7 +430,7 @@ def _markdown(findings, readings, meta) -> str:
             for ep in eps:
                 cleared = _clock(ep["cleared"]) if ep["cleared"] is not None else \
                     ("still active" if ep["active"] else "not cleared")
-                out.append(f"| {ep['code']} | {ep['severity']} | {_clock(ep['since'])} | "
+                out.append(f"| {_md(ep['code'])} | {_md(ep['severity'])} | {_clock(ep.get('since', ep['raised']))} | "
                            f"{_clock(ep['raised'])} | {cleared} | {_md(ep['summary'])} |")
             out.append("")
     unchecked = meta.get("unchecked") or {}

@@ -28,7 +28,8 @@ from .model import Kind, Labels, Status
 from .pipeline import Evaluator, Pipeline
 
 VOLATILE_LABELS = frozenset({"instance", "pid", "tid", "ppid", "uuid", "pci_bus_id"})
-ADDITIVE_UNITS = frozenset({"cores", "bytes", "count", "tokens/s", "1/s", "bytes/s", "W"})
+ADDITIVE_UNITS = frozenset({"cores", "bytes", "count", "tokens/s", "1/s", "bytes/s", "W", "blocks",
+                            "blocks/s"})
 FACT_KEYS = ("server.setting", "kv.config", "model.info", "gpu.info", "server.info")
 SeriesId = tuple[str, Labels]
 MAX_EVENTS = 10_000
@@ -108,7 +109,7 @@ class RunSummary:
             elif e.kind == "cleared" and k in open_:
                 out[index.pop(k)][3] = e.time
                 del open_[k]
-        return [tuple(x) for x in out]  # type: ignore[misc]
+        return [tuple(x) for x in out]
 
     def raised(self) -> dict[tuple[str, Labels], FindingEvent]:
         """(code, subject) -> its first raise."""

@@ -82,8 +82,8 @@ def gpu_peaks(history: History, family: str) -> tuple[list[Reading], dict[str, t
         if not g or s.status not in (Status.OK, Status.STALE):
             continue  # a lost GPU has no peak worth showing
 
-        def last(key: str) -> float | None:
-            return history.latest(key, gpu=g)
+        def last(key: str) -> float | None:   # called within this iteration only
+            return history.latest(key, gpu=g)  # noqa: B023
 
         cc = next((c.text for c in history.find("gpu.compute_capability", gpu=g) if c.text),
                   None)
@@ -137,7 +137,7 @@ def _server_counters_on(history: History, labels: Labels) -> list[Series] | None
     got = [history.get(k, labels) for k in SERVER_COUNTERS]
     if got[0] is None or not got[0].any_nonzero():
         return None
-    return got  # type: ignore[return-value]
+    return got
 
 
 def derive_sol(history: History, derived: list[Reading], window: float) -> list[Reading]:

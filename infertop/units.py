@@ -49,13 +49,22 @@ def fmt_si(v: float, unit: str) -> str:
 # the unit of evidence that is a moment (unix seconds) rather than a duration
 UNIX_TIME = "unix_s"
 
+# Beyond this magnitude a fixed-point format prints hundreds of digits (a counter at
+# 1.7e308 is 309 of them) and ``round`` of an overflowed product raises: such values are
+# shown in scientific notation with their unit, as the server sent them.
+HUGE = 1e15
+
 
 def fmt_value(value: float | None, unit: str) -> str:
-    """One reading's value as a person reads it: 73 %, 1.2 GiB, 41 ms, 1.4 GHz."""
+    """One reading's value as a person reads it: 73 %, 1.2 GiB, 41 ms, 1.4 GHz.
+    Never raises and never prints more than a few digits: NaN, ``inf``/``-inf`` and
+    magnitudes past ``HUGE`` (``1.7e+308``) are shown as such."""
     if value is None:
         return "–"
-    if isinstance(value, float) and math.isnan(value):
-        return "NaN"
+    if not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if abs(value) >= HUGE:
+        return f"{value:.3g} {unit}".rstrip()
     if unit == "ratio":
         return f"{value * 100:.0f} %"
     if unit == "bytes":
@@ -78,9 +87,9 @@ def fmt_value(value: float | None, unit: str) -> str:
         return f"{value * 100:.0f} %"  # top's convention: 100 % = one core
     if unit == "FLOP/s":
         return fmt_si(value, unit)
-    if unit in ("tokens/s", "1/s"):
+    if unit in ("tokens/s", "1/s", "blocks/s"):
         return fmt_si(value, unit.replace("1/s", "/s"))
-    if unit in ("count", "tokens", "lanes", ""):
+    if unit in ("count", "tokens", "lanes", "blocks", ""):
         return f"{value:.0f}" if abs(value - round(value)) < 1e-9 else f"{value:.1f}"
     return f"{value:g} {unit}"
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import signal
+import sys
+import threading
 import time
 from typing import Any, Mapping
 
@@ -89,15 +92,57 @@ def sample(source: str, readings: list[Reading] | tuple[Reading, ...], *,
     return Sample(source, t, tuple(readings), status, reason, dict(meta or {}), dur)
 
 
-def stop_on_signals() -> asyncio.Event:
+# After a headless command was asked to stop, the process ends within this however its
+# shutdown goes (a worker thread stuck in a read, a file system that hangs): a recording
+# is written line by line, so a forced end keeps every tick already on disk.
+STOP_GRACE = 5.0
+
+
+def exit_deadline(code: int, seconds: float, restore: Any = None, fd: int = -1
+                  ) -> threading.Timer:
+    """Arm a daemon timer that ends the process with ``code`` after ``seconds`` unless it
+    has exited by then.  ``restore`` (termios attributes) is put back on ``fd`` first, so
+    a live terminal is not left in raw mode.  For a process about to exit: the timer is
+    not cancelled by anything but the process ending."""
+    def force() -> None:
+        if restore is not None and fd >= 0:
+            import termios
+            try:
+                termios.tcsetattr(fd, termios.TCSANOW, restore)
+            except (termios.error, OSError):
+                pass   # the terminal is gone
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                if stream is not None:
+                    stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+
+    timer = threading.Timer(seconds, force)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def stop_on_signals(grace: float = STOP_GRACE) -> asyncio.Event:
     """An Event that SIGINT, SIGTERM and SIGHUP set (Ctrl-C, kill, the SSH session that
     started it dropping), so a headless command ends its loop and closes its files
-    instead of dying mid-write.  Call inside the running loop."""
+    instead of dying mid-write.  The first signal also arms ``exit_deadline`` (``grace``
+    seconds), and a second one ends the process at once: a signal always ends it, even
+    when something blocks.  Call inside the running loop."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal(sig: int) -> None:
+        if stop.is_set():
+            os._exit(128 + sig)   # asked twice: the user means it
+        stop.set()
+        exit_deadline(128 + sig, grace)
+
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         try:
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal, sig)
         except (NotImplementedError, RuntimeError, ValueError):
             pass  # not the main thread, or no signals on this platform
     return stop

@@ -13,6 +13,11 @@ import urllib.request
 from urllib.parse import urlparse
 
 
+# common words (one token each for most tokenizers) for the shared prefixes
+WORDS = ("the of to and a in is that for it as with be on not this by or are from self "
+         "return def if import None class").split()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", default="http://127.0.0.1:8011")
@@ -21,6 +26,12 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--max-requests", type=int, default=400)
     ap.add_argument("--max-tokens", type=int, default=200)
+    # shared-prefix load (KV-cache events, prefix-cache thrash): each prompt starts with
+    # one of K long common prefixes, so full KV blocks repeat across requests
+    ap.add_argument("--prefixes", type=int, default=0, metavar="K",
+                    help="start each prompt with one of K shared prefixes (default: none)")
+    ap.add_argument("--prefix-words", type=int, default=150, metavar="W",
+                    help="words in each shared prefix (default 150)")
     a = ap.parse_args()
     host = urlparse(a.url).hostname or ""
     if not (host.startswith("127.") or host in ("localhost", "::1")):
@@ -38,7 +49,13 @@ def main() -> int:
                     return
                 sent[0] += 1
                 n = sent[0]
-            body = json.dumps({"model": a.model, "prompt": f"request {n}: " + "hello world " * (5 + n % 40),
+            head = ""
+            if a.prefixes > 0:
+                k = n % a.prefixes
+                head = f"topic {k}: " + " ".join(
+                    WORDS[(j * (k + 3) + k) % len(WORDS)] for j in range(a.prefix_words)) + " "
+            body = json.dumps({"model": a.model,
+                               "prompt": head + f"request {n}: " + "hello world " * (5 + n % 40),
                                "max_tokens": a.max_tokens, "temperature": 1.0,
                                "ignore_eos": True}).encode()
             req = urllib.request.Request(a.url.rstrip("/") + "/v1/completions", body,

@@ -9,7 +9,7 @@ import asyncio
 import socket
 from pathlib import Path
 
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.cli.main import build_parser, make_pipeline
 from infertop.tui.modes import DemoApp
 from infertop.tui.options import AppOptions

@@ -47,3 +47,14 @@ def python_workload_tree(lifetime: int = 90):
             proc.wait(10)
         except Exception:
             proc.kill()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The property suite's count of inputs tried per reader x writer (tests/helpers/props.py)."""
+    props = sys.modules.get("helpers.props")
+    tried = getattr(props, "TRIED", None)
+    if not tried:
+        return
+    terminalreporter.section("property suite: inputs tried per reader x writer")
+    for (reader, writer), n in sorted(tried.items()):
+        terminalreporter.write_line(f"{reader:>22} -> {writer:<22} {n}")

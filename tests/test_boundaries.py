@@ -26,27 +26,22 @@ def imports_of(path: Path) -> set[str]:
     return names
 
 
-# The demo package's two adapters: a SnapshotSource for the app and an HTTP server.  They
-# may use asyncio and the probes' helpers; the rest of the demo is pure like the core.
-DEMO_ADAPTERS = {"infertop/demo/source.py", "infertop/demo/server.py"}
-
-
 def test_core_imports_no_io_library():
     bad = {}
     for f in (ROOT / "infertop").rglob("*.py"):
         if f.name == "__main__.py":  # the `python -m infertop` shim starts the CLI
             continue
-        if str(f.relative_to(ROOT)) in DEMO_ADAPTERS:
-            continue
         hit = {n for n in imports_of(f) if n in FORBIDDEN_IN_CORE
-               or n.startswith(("infertop.probes", "infertop.tui"))}
+               or n.startswith(("infertop.probes", "infertop.tui", "infertop.cli"))}
         if hit:
             bad[str(f.relative_to(ROOT))] = sorted(hit)
     assert not bad, bad
 
 
 def test_demo_adapters_do_not_import_tui():
-    for rel in DEMO_ADAPTERS:
+    """The demo's adapters live beside the other sources and commands (the demo source in
+    probes/sources/demo.py, demo-server in cli/demo_server.py): headless, no Textual."""
+    for rel in ("probes/sources/demo.py", "cli/demo_server.py"):
         hit = {n for n in imports_of(ROOT / rel) if n.startswith("infertop.tui") or n == "textual"}
         assert not hit, (rel, hit)
 

@@ -26,7 +26,7 @@ def oracle(cols: Columns, order: list[int], width: int) -> Text:
     ncol = max((len(r) for r in rows), default=0)
     widths = [min(cols.max_width, max((r[i].cell_len for r in rows if i < len(r)), default=0))
               for i in range(ncol)]
-    from infertop.tui.panes.base import CODE_RE, _keep_codes
+    from infertop.tui.panes.base import CODE_RE, _keep_codes, cut_cell
     for r, row in zip(order, rows[head:]):
         if cols.codes[r]:
             for i, cell in enumerate(row):
@@ -62,6 +62,9 @@ def test_draw_is_the_text_rich_appending_makes(seed):
     order = list(range(len(cols.rows)))
     rng.shuffle(order)
     width = rng.choice([0, 20, 40, 80])
+    natural = oracle(cols, order, 0).plain.split("\n")
+    if width and max(len(line) for line in natural) > width:
+        width = 0   # a table wider than the pane is fitted (tests below), not cut
     got = cols._draw(order, None, width)
     want = oracle(cols, order, width)
     assert got.plain == want.plain
@@ -75,3 +78,37 @@ def test_a_flagged_row_wider_than_the_pane_keeps_its_code_in_view():
     text = cols._draw([0], None, 40)
     line = text.plain.split("\n")[1]
     assert "MEM-001" in line and len(line) <= 40
+
+
+def cut_number(line: str) -> bool:
+    """A digit right before the cut mark: a value shown in part ("58.5…", "249…")."""
+    return any(ch.isdigit() and nxt == "…" for ch, nxt in zip(line, line[1:]))
+
+
+def test_a_narrow_pane_drops_whole_columns_instead_of_cutting_values():
+    """issue 23: at 80x24 the decoding pane showed "TTFT 58.51 s 1.3 min …" with p99 cut;
+    the columns that do not fit go whole (in the pane's order), the label shrinks first."""
+    cols = Columns(["latency", "p50", "p90", "p99", "p99 (trend)"], drop=(4, 2, 1))
+    cols.add_row(Text("TTFT e1 :8001"), Text("19.2 s"), Text("1.3 min"),
+                 Text("58.51 s DEC-001", style="red"), Text("▁▂▃▄▅▆▇█▇▆▅▄"))
+    cols.add_row(Text("ITL"), Text("12 ms"), Text("14 ms"), Text("15 ms"), Text("▁▁▁"))
+    for width in (24, 28, 36, 44, 80):
+        text = cols._draw([0, 1], None, width)
+        lines = text.plain.split("\n")
+        assert all(len(line) <= width for line in lines), (width, lines)
+        assert not any(cut_number(line) for line in lines), (width, lines)
+        assert "58.51 s DEC-001" in lines[1]       # the flagged p99 stays whole
+        assert "15 ms" in lines[2]
+    narrow = cols._draw([0, 1], None, 28).plain
+    assert "p99 (trend)" not in narrow and "p90" not in narrow    # dropped in that order
+    wide = cols._draw([0, 1], None, 80).plain
+    assert "1.3 min" in wide and "TTFT e1 :8001" in wide          # all fits: nothing goes
+
+
+def test_a_label_is_never_cut_inside_a_number():
+    cols = Columns(["GPU", "util"])
+    cols.add_row(Text("GPU 1234567"), Text("87 %"))
+    cols.add_row(Text("GPU 2"), Text("12 %"))
+    text = cols._draw([0, 1], None, 12).plain
+    assert not any(cut_number(line) for line in text.split("\n")), text
+    assert "87 %" in text and "12 %" in text

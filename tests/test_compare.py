@@ -145,6 +145,7 @@ def test_text_from_recordings_is_made_safe_for_a_terminal():
 
 
 # ---- the real vLLM recordings, through the CLI ----------------------------------------------
+@pytest.mark.slow   # two real recordings replayed through the CLI
 def test_compare_real_vllm_max_num_seqs(capsys):
     assert main(["compare", str(BEFORE), str(AFTER), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -168,6 +169,7 @@ def test_compare_real_vllm_max_num_seqs(capsys):
     assert doc["params"]["ticks"] == "ticks with requests in flight"
 
 
+@pytest.mark.slow
 def test_compare_text_output(capsys):
     assert main(["compare", str(BEFORE), str(AFTER)]) == 0
     out = capsys.readouterr().out

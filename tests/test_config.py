@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import FrozenInstanceError, fields
 
 import pytest
 
@@ -138,5 +138,5 @@ def test_section_must_be_a_table():
 
 
 def test_thresholds_are_frozen():
-    with pytest.raises(Exception):
+    with pytest.raises(FrozenInstanceError):
         Thresholds().kv_pressure_ratio = 0.5  # type: ignore[misc]

@@ -9,7 +9,7 @@ import pytest
 
 from infertop.dcgm import families_from_series, gpu_readings
 from infertop.demo.exposition import render_dcgm
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.dialects import readings_from_exposition, readings_from_families
 from infertop.model import Status
 from infertop.promtext import parse

@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from infertop.demo.source import DemoSource
-from infertop.demo.server import DemoServer, DemoServerError
+from infertop.probes.sources.demo import DemoSource
+from infertop.cli.demo_server import DemoServer, DemoServerError
 from infertop.probes.server.metrics import ServerMetricsProbe
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,7 +134,7 @@ async def test_autoplay_advances_with_wall_time():
 def test_serve_stops_cleanly_on_ctrl_c():
     code = textwrap.dedent("""
         import sys
-        from infertop.demo.server import serve
+        from infertop.cli.demo_server import serve
         sys.exit(serve("healthy", port=0, dialect="sglang"))
     """)
     proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True,

@@ -310,7 +310,7 @@ def test_url_port_nobody_listens_on_never_falls_back_to_names():
 
 def test_url_port_owner_unreadable_falls_back_to_names_and_says_so(monkeypatch):
     from infertop.probes.server import discovery
-    with spawn() as t:
+    with spawn():
         # port 1 listed as held by someone whose fds we may not read (another user's)
         monkeypatch.setattr(discovery, "listening_ports", lambda: {1: []})
         server, why = locate(url="http://127.0.0.1:1")
@@ -342,3 +342,22 @@ def test_remote_url_is_not_looked_for_locally():
     assert not is_local_host("gpu-node-7.example")
     server, why = locate(url="http://gpu-node-7.example:8000")
     assert server is None and "another machine" in why
+
+
+def test_fixture_sglang_tree_roles_and_grouping():
+    """The real SGLang 0.5.23 tree (recipe-sglang.sh): launch_server, its resource
+    tracker, sglang::scheduler and sglang::detokenizer (psutil names; /proc comm cuts them
+    to 'sglang::schedul' / 'sglang::detoken', as the threads' comm in the fixture shows)."""
+    for section in ("## (1)", "## (2)"):
+        rows = parse_tree(FIX / "sglang-0.5.23-tree.txt", section)
+        roles = {p.pid: classify(p.name, p.cmdline) for p in rows}
+        assert roles == {2081: ("sglang", "api_server"), 5227: ("python", "helper"),
+                         5228: ("sglang", "scheduler"), 5231: ("sglang", "detokenizer")}
+        (server,) = group_servers(rows)
+        assert (server.pid, server.kind, server.port) == (2081, "sglang", 30011)
+        assert server.members == [2081, 5228, 5231]
+    text = (FIX / "sglang-0.5.23-tree.txt").read_text()
+    comms = set(re.findall(r"comm='(sglang::[^']*)'", text))
+    assert comms == {"sglang::schedul", "sglang::detoken"}
+    assert {classify(c, []) for c in comms} == {("sglang", "scheduler"),
+                                                ("sglang", "detokenizer")}

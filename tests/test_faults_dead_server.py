@@ -105,11 +105,11 @@ def test_a_healthy_server_without_nvml_says_how_much_was_checked():
         r = run("doctor", "--url", srv.url, "--no-gpu", "--duration", "1")
     assert r.returncode == 0, (r.stdout, r.stderr)
     verdict = next(line for line in r.stdout.splitlines() if line.startswith("verdict:"))
-    assert verdict.startswith("verdict: healthy on ") and " of 25 rules checked" in verdict
+    assert verdict.startswith("verdict: healthy on ") and " of 30 rules checked" in verdict
     assert "GPU rules not checked" in verdict and "no NVML (GPU readings off (--no-gpu))" \
         in verdict
     checked = int(verdict.split("healthy on ")[1].split(" of ")[0])
-    assert 0 < checked < 25
+    assert 0 < checked < 30
 
 
 def test_verdict_coverage_counts_and_all_checked():

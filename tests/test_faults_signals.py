@@ -22,6 +22,8 @@ import pytest
 from helpers.pty_run import (ALT_SCREEN_OFF, ALT_SCREEN_ON, CURSOR_SHOWN, MOUSE_OFF,
                              run_on_pty)
 
+pytestmark = pytest.mark.integration   # signals sent to real infertop processes
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -94,6 +96,8 @@ def test_a_crashed_tui_exits_non_zero(monkeypatch):
             return super().run(headless=True)
 
     monkeypatch.setattr(modes, "app_for_source", lambda *a, **k: Crashing())
+    import cli.interactive
+    monkeypatch.setattr(cli.interactive, "require_terminal", lambda: None)  # headless here
     args = build_sub_parser("demo").parse_args(["healthy"])
     assert run_tui(None, args) == 1
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from infertop.demo.server import FleetDemo
+from infertop.cli.demo_server import FleetDemo
 from infertop.fleet import FleetPipeline, diagnoser_factory
 from infertop.model import Status
 from infertop.probes.sources.fleet_hub import FleetHub, fleet_nodes, split_node

@@ -9,7 +9,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import urllib.request
 
 import pytest
 
@@ -18,7 +17,8 @@ from infertop.fleet import FleetPipeline, diagnoser_factory, split_nodes
 from infertop.model import Status
 from infertop.probes.prometheus.source import PrometheusSource
 
-pytestmark = pytest.mark.skipif(prometheus_binary() is None, reason=INSTALL_HINT)
+pytestmark = [pytest.mark.skipif(prometheus_binary() is None, reason=INSTALL_HINT),
+              pytest.mark.integration]   # a real Prometheus scraping a demo fleet
 
 NODES = ["node-01", "node-02", "node-03", "node-04"]
 

@@ -12,7 +12,7 @@ from infertop.pipeline import Pipeline
 from infertop.probes.capture.gil_sampler import GilSample, GilSampler
 from infertop.tui.modes import DemoApp, LiveApp
 from infertop.tui.options import AppOptions, CaptureSummaries
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 
 
 def test_sampler_cost_is_pyspy_cpu_per_wall_second():

@@ -145,6 +145,7 @@ def test_total_cap_stops_reading_with_a_note(tmp_path):
         f.close()
 
 
+@pytest.mark.slow
 def test_long_recording_index_is_small(tmp_path):
     """20 000 snapshots of ~2 KB (40 MB of JSON): opening and seeking around costs the
     index, not the file (the old reader held every line: 40 MB+)."""

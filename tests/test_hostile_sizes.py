@@ -26,6 +26,7 @@ def gz_route(body: bytes) -> Route:
     return Route(body, headers={"Content-Type": "text/plain", "Content-Encoding": "gzip"})
 
 
+@pytest.mark.slow
 def test_gzip_bomb_memory_stays_flat_over_100_scrapes():
     """64 MB of zeros in 64 KB of gzip: each scrape stops at the 8 MB cap, and no refused
     body outlives its scrape (gc off: nothing may wait for a cycle collection)."""
@@ -108,6 +109,7 @@ def engine_page(n: int) -> bytes:
     return head + b"".join(b'vllm:num_requests_waiting{engine="%d"} 1\n' % i for i in range(n))
 
 
+@pytest.mark.slow
 def test_150k_series_page_is_capped_with_a_reason():
     from infertop.dialects import MAX_SERIES_PER_FAMILY
     page = engine_page(150_000)
@@ -138,6 +140,7 @@ def test_150k_series_page_is_capped_with_a_reason():
     assert peak < 200 * MB       # the whole pipeline held 275 MB for this page before
 
 
+@pytest.mark.slow
 def test_snapshot_and_record_of_a_150k_series_page_stay_bounded(tmp_path, capsys):
     import gzip
     import json

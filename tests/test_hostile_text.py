@@ -3,7 +3,6 @@ process names and notifications.  A real loopback server serves the hostile page
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest

@@ -103,7 +103,7 @@ def test_hostile_text_is_escaped_in_html_and_markdown():
     text = render_markdown(hostile_run(), title="<b>x</b>", version="t")
     assert not re.search(r"(?<!\\)<script", text) and "\x1b" not in text
     assert "\\<script\\>" in text                  # CommonMark shows it as text
-    assert "\\[click\\](http://evil.example/)" in text   # no live link in a chat
+    assert "\\[click\\]\\(http\\://evil.example/\\)" in text   # no live link in a chat
     assert md("a|b\nc") == "a\\|b c"
 
 
@@ -127,6 +127,7 @@ def _blend(hex_colour: str, alpha: float, under=(0xFA, 0xFA, 0xFA)) -> tuple[int
     return tuple(round(alpha * c + (1 - alpha) * u) for c, u in zip(rgb, under))
 
 
+@pytest.mark.integration   # renders the page in a real headless Chromium
 @pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium missing: "
                     "apt-get install -y chromium (Debian)")
 def test_report_renders_in_headless_chromium(report_html, tmp_path):

@@ -12,6 +12,8 @@ import pytest
 from infertop.probes.capture import nsys as N
 from infertop.probes.capture.files import CaptureError
 
+pytestmark = pytest.mark.integration   # a stand-in nsys run as a subprocess, with capture timeouts
+
 FAKE = str(Path(__file__).resolve().parent / "fakes" / "bin" / "nsys")
 
 
@@ -71,6 +73,16 @@ async def test_old_average_header_and_missing_report(tmp_path, fake_env, monkeyp
     monkeypatch.setenv("FAKE_NSYS_FAIL", "report")
     res = await _capture(tmp_path, report_timeout=0.6)
     assert res.report_path is None and "wrote no report" in res.error and "--capture-dir" in res.fix
+
+
+async def test_a_stop_that_never_answers_is_an_error_not_an_exception(tmp_path, fake_env,
+                                                                      monkeypatch):
+    (tmp_path / "caps").mkdir()
+    monkeypatch.setenv("FAKE_NSYS_FAIL", "stop-hang")
+    res = await _capture(tmp_path, stop_timeout=1.0)
+    assert res.report_path is None
+    assert res.error == "nsys stop failed: no answer within 1 s"
+    assert "nsys stop --session=infertop" in res.fix
 
 
 async def test_start_failure_and_unknown_session(tmp_path, fake_env, monkeypatch):

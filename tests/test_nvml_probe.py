@@ -72,7 +72,7 @@ def test_fake_shares_real_error_classes_and_refuses_unknown_calls():
     with pytest.raises(real_pynvml.NVMLError_Uninitialized):
         mod.nvmlDeviceGetCount()             # before nvmlInit, as the real module
     with pytest.raises(AttributeError, match="does not implement"):
-        mod.nvmlDeviceGetBAR1MemoryInfo
+        _ = mod.nvmlDeviceGetBAR1MemoryInfo
     mod.nvmlInit()
     with pytest.raises(real_pynvml.NVMLError_Timeout):
         mod.nvmlEventSetWait_v2(mod.nvmlEventSetCreate(), 0)

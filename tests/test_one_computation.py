@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from infertop.demo.scenario import list_scenarios
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.keys import SPECS
 from infertop.pipeline import Pipeline
 from infertop.rules.engine import Diagnoser
@@ -39,6 +39,7 @@ def _mismatches(frame, holding) -> list[str]:
     return bad
 
 
+@pytest.mark.slow   # every scenario, whole
 @pytest.mark.parametrize("name", list_scenarios())
 def test_evidence_under_a_derived_key_is_the_screen_value(name):
     src = DemoSource(name, loop=False)
@@ -51,6 +52,7 @@ def test_evidence_under_a_derived_key_is_the_screen_value(name):
     assert not bad, bad[:5]
 
 
+@pytest.mark.slow
 def test_some_scenario_evidence_is_derived():
     """The check above must have something to check: these rules' evidence is derived."""
     seen = set()

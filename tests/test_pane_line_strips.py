@@ -12,10 +12,12 @@ from textual.selection import Selection
 from textual.visual import Visual, visualize
 
 from infertop.cli.main import build_parser, make_pipeline
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.tui.modes import DemoApp
 from infertop.tui.options import AppOptions
 from infertop.tui.panes.base import at_row
+
+pytestmark = pytest.mark.slow   # every pane line against Textual's own render, per scenario
 
 
 def oracle(pane, line, y, width, style):

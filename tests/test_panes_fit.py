@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import functools
 
-from rich.text import Text
 
 from helpers.panes import frames_of, pane_text
 from helpers.snapkit import reading, sample, snap
-from helpers.synthetic_source import SyntheticSource
 from infertop.cli.main import build_parser, make_pipeline
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.findings import Evidence, Finding, Severity
 from infertop.model import Layer
 from infertop.pipeline import Frame, Pipeline
@@ -139,16 +137,33 @@ def finding(code: str, title: str, sev=Severity.WARN) -> Finding:
 
 
 def test_findings_strip_cuts_whole_findings_and_counts_the_rest():
+    # the engine's order (a cause first, worst first): the strip keeps it
     fs = [finding("DEC-001", "TTFT p99 249 ms over the 200 ms SLO", Severity.CRIT),
           finding("PAR-001", "GPU 2 out of step with its TP group (0,1,2,3)"),
           finding("HW-004", "GPU 0: PCIe saturated")]
     one = strip_text(fs, {}, 70, 1).plain
-    assert len(one) <= 70 and one.startswith("DEC-001 TTFT")      # the Diagnoser's first
+    assert len(one) <= 70 and one.startswith("DEC-001 TTFT")
     for f in fs:   # every finding is there, at least as its code, or counted
         assert f.code in one or "more (f)" in one
     tiny = strip_text(fs, {}, 20, 1).plain
-    assert len(tiny) <= 20 and tiny.endswith("more (f)")
-    assert "+" in tiny
+    assert len(tiny) <= 20 and tiny.startswith("DEC-001") and tiny.endswith("+2 more (f)")
+
+
+def test_findings_strip_shows_the_first_findings_value_and_shrinks_its_title_first():
+    """issue 23: at 80x24 the strip showed only codes ("MEM-001  DEC-001")."""
+    kv = Finding("MEM-001", Layer.MEMORY, Severity.CRIT, "KV cache nearly full: requests "
+                 "wait for blocks and get preempted",
+                 (Evidence("kv.usage_ratio", (("engine", "0"),), 0.98, 0.95, ">=", "ratio"),),
+                 "", 0.0)
+    ttft = finding("DEC-001", "TTFT p99 over the SLO", Severity.CRIT)
+    for width in (78, 60, 44):
+        line = strip_text([kv, ttft], {}, width, 1).plain
+        assert len(line) <= width, line
+        assert line.startswith("MEM-001 KV" if width > 44 else "MEM-001")
+        assert "98 % >= 95 %" in line and ("+1 more (f)" in line or "DEC-001" in line), line
+        assert "…" not in line or line.index("…") < line.index("98 %")   # title cut, not value
+    short = strip_text([kv, ttft], {}, 44, 1).plain
+    assert "e0 KV usage 98 % >= 95 %" in short and "DEC-001" in short, short
 
 
 def test_cuda_graphs_default_is_not_claimed_without_a_gpu():

@@ -3,7 +3,6 @@ closed port: one-line errors, bounded sizes, cleaned text, no tracebacks."""
 
 from __future__ import annotations
 
-import json
 import socket
 
 import httpx
@@ -171,7 +170,6 @@ async def test_only_targets_scraped_since_the_last_fetch_are_asked_again():
     """Prometheus's values change once per scrape: the second fetch asks for the one
     target scraped since (by instance), and keeps the other's series from before."""
     import copy
-    import time as _time
     targets = copy.deepcopy(TARGETS)
     targets["data"]["activeTargets"] = targets["data"]["activeTargets"][:2]
     for i, t in enumerate(targets["data"]["activeTargets"]):

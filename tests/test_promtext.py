@@ -145,6 +145,12 @@ EDGE_CASES = {
     "only_comments": "# HELP a x\n# TYPE a gauge\n",
     "long_label_set": ("# TYPE g gauge\n" + "g{" + ",".join(f'l{i}="v{i}"' for i in range(30))
                        + "} 1\n"),
+    # an escaped quote right before a "}" or "," must not end the value there
+    "escaped_quote_before_brace": '# TYPE m gauge\nm{a="x\\"}y",b="2"} 1\n',
+    "escaped_quote_before_comma": '# TYPE m gauge\nm{a="x\\",y",b="2"} 1\n',
+    "escaped_backslash_then_quote": '# TYPE m gauge\nm{a="x\\\\",b="2"} 1\n',
+    "bare_help": "# HELP\nm 1\n",
+    "empty_value_on_the_slow_path": 'm{a="",b="x\\\\"} 1\n',
 }
 
 
@@ -170,17 +176,82 @@ ERRORS = {
     "unclosed_labels": 'g{a="b" 1\n',
     "unknown_type": "# TYPE g bogus\ng 1\n",
     "bad_name": "1abc 2\n",
+    "invalid_label_name": 'm{a-b="x"} 1\n',
+    "label_name_with_digit_first": 'm{1a="x"} 1\n',
+    "bare_type": "# TYPE\nm 1\n",
+    "bare_type_after_a_family": "# TYPE g gauge\n# TYPE\ng 1\n",
+    "no_metric_name": '{a="b"} 1\n',
+    "empty_label_name": 'g{="x"} 1\n',
 }
 
 
 @pytest.mark.parametrize("name", sorted(ERRORS))
 def test_garbage_raises_like_the_oracle(name: str):
     text = ERRORS[name]
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 - whatever the oracle raises: it refuses
         list(text_string_to_metric_families(text))
     with pytest.raises(ParseError) as e:
         parse(text)
     assert "line " in str(e.value)
+
+
+def test_slow_path_errors_say_what_is_wrong():
+    with pytest.raises(ParseError, match=r"^line 1: invalid label name 'a-b': 'm\{a-b=\"x\"\} 1'$"):
+        parse('m{a-b="x"} 1\n')
+    with pytest.raises(ParseError, match=r"^line 2: TYPE line without a type: '# TYPE'$"):
+        parse("# TYPE g gauge\n# TYPE\ng 1\n")
+    with pytest.raises(ParseError, match=r"^line 1: reserved label name '__x'"):
+        parse('g{__x="y"} 1\n')
+    with pytest.raises(ParseError, match=r"^line 1: duplicate label 'a'"):
+        parse('g{a="1",a="2"} 1\n')
+    with pytest.raises(ParseError, match=r"^line 1: label value without quotes"):
+        parse("g{a=b} 1\n")
+    with pytest.raises(ParseError, match=r"^line 1: unexpected text after a label value"):
+        parse('g{a="b"c} 1\n')
+    with pytest.raises(ParseError, match=r"^line 1: invalid value '1_000'"):
+        parse("g 1_000\n")
+    with pytest.raises(ParseError, match=r"^line 1: missing value"):
+        parse("g{a=\"b\"}\n")
+    with pytest.raises(ParseError, match=r"^line 1: invalid label name ''"):
+        parse('g{="x"} 1\n')
+    with pytest.raises(ParseError, match=r"^line 2: sample without a metric name"):
+        parse('g 1\n{a="b"} 1\n')
+
+
+def test_a_series_written_once_plainly_and_once_oddly_is_a_duplicate():
+    """One copy on the fast path, the other on the slow path (odd spacing): still the
+    same series twice in one page."""
+    for text in ('g{a="b"} 1\ng {a="b"} 2\n', "# TYPE g gauge\ng 1\ng  2\n",
+                 'g {a="b"} 1\ng{a="b"} 2\n'):
+        clear_caches()
+        with pytest.raises(ParseError, match=r"^series g(\{a=\"b\"\})? appears twice"):
+            parse(text)
+
+
+def test_escaped_quotes_in_label_values_are_read_to_the_real_closing_quote():
+    for text, want in (('m{a="x\\"}y",b="2"} 1\n', 'x"}y'),
+                       ('m{a="x\\",y",b="2"} 1\n', 'x",y'),
+                       ('m{a="x\\\\",b="2"} 1\n', "x\\")):
+        clear_caches()
+        (fam,) = parse(text)
+        (smp,) = fam.samples
+        assert dict(smp.labels) == {"a": want, "b": "2"} and smp.value == 1.0
+
+
+def test_a_long_duplicated_series_is_named_shortened():
+    name = "m" * 150
+    for text in (f"{name} 1\n{name} 2\n",                        # the fast path
+                 f'{name}{{a="x\\n"}} 1\n{name}{{a="x\\n"}} 2\n'):  # the slow path
+        clear_caches()
+        with pytest.raises(ParseError) as e:
+            parse(text)
+        msg = str(e.value)
+        assert msg.startswith(f"series {name[:119]}… appears twice in one page")
+        assert name not in msg
+    clear_caches()
+    short = "m" * 120
+    with pytest.raises(ParseError, match=f"^series {short} appears twice"):
+        parse(f"{short} 1\n{short} 2\n")
 
 
 def test_error_names_the_offending_line():
@@ -251,7 +322,7 @@ def test_samples_are_frozen_with_values_as_floats():
     s = parse("g 3\n")[0].samples[0]
     assert s == PromSample("g", {}, 3.0, None)
     assert isinstance(s.value, float)
-    with pytest.raises(Exception):
+    with pytest.raises(AttributeError):   # frozen
         s.value = 4.0  # type: ignore[misc]
 
 
@@ -304,7 +375,7 @@ def test_every_value_changed_matches_oracle():
     clear_caches()
     assert_same(busy)
     for k in range(1, 4):  # every sample line differs from the scrape before
-        assert_same(_with_values(busy, lambda n, h, v: repr(float(v) + k)))
+        assert_same(_with_values(busy, lambda n, h, v: repr(float(v) + k)))  # noqa: B023
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
@@ -353,7 +424,7 @@ def test_changed_line_with_garbage_is_named_and_the_template_survives():
         with pytest.raises(ParseError, match=re.escape(f"line 3: invalid value '{bad}'")):
             parse(text.replace("} 2", "} " + bad))
     # a whole line replaced by a bare number: no series at all, not a new value for one
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 - whatever the oracle raises: it refuses
         oracle(text.replace('g{a="2"} 2', "2"))
     with pytest.raises(ParseError, match="line 3"):
         parse(text.replace('g{a="2"} 2', "2"))
@@ -410,3 +481,40 @@ def test_random_line_mixes_agree_with_oracle():
         for (_, _, _, ws), (_, _, _, gs) in zip(want, got):
             assert [(g[0], g[1], g[3]) for g in gs] == [(w[0], w[1], w[3]) for w in ws], text
             assert all(_same_value(g[2], w[2]) for g, w in zip(gs, ws)), text
+
+
+def test_a_new_page_shape_reuses_what_earlier_pages_taught(monkeypatch):
+    """The speed of a first scrape of a new shape comes from the caches: comment lines and
+    series keys seen on any earlier page are not parsed again, and plain HELP/TYPE lines
+    skip the quote-aware scanner."""
+    clear_caches()
+    calls = {"line": 0, "head": 0, "split": 0}
+    real_line, real_head, real_split = (promtext._line_event, promtext._HEAD_RE,
+                                        promtext._split_quoted)
+
+    def line_event(line):
+        calls["line"] += 1
+        return real_line(line)
+
+    def split_quoted(*args):
+        calls["split"] += 1
+        return real_split(*args)
+
+    class Head:
+        def fullmatch(self, text):
+            calls["head"] += 1
+            return real_head.fullmatch(text)
+
+    monkeypatch.setattr(promtext, "_line_event", line_event)
+    monkeypatch.setattr(promtext, "_HEAD_RE", Head())
+    monkeypatch.setattr(promtext, "_split_quoted", split_quoted)
+    page = '# HELP g the doc\n# TYPE g gauge\ng{a="1"} 1\ng{a="2"} 2\n'
+    parse(page)
+    # each line's head is looked up once (comments are cached as "not a series"); the
+    # comment lines go to the line parser (the blank one is known from the start)
+    assert calls == {"line": 2, "head": 5, "split": 0}
+    parse(page + 'g{a="3"} 3\n')          # a new shape: one new series, the same comments
+    assert calls == {"line": 2, "head": 6, "split": 0}
+    parse(page + 'g{a="3"} 3\ng{a="4"} 4\n')   # and again: only the newest series is new
+    assert calls == {"line": 2, "head": 7, "split": 0}
+    assert [s.value for s in parse(page + 'g{a="3"} 5\n')[0].samples] == [1.0, 2.0, 5.0]

@@ -154,3 +154,103 @@ def test_the_wait_follows_the_parsers_escape_timeout_and_never_spins():
     assert select_timeout(p, 100.0) == 0.0
     del p._timeout_time                          # a Textual that keeps it elsewhere
     assert select_timeout(p, 100.0) == 0.1       # Textual's own polling, not 0 (a spin)
+
+
+# ---- writes to a terminal that reads nothing, or is gone (issue 22) ----------------------
+class _Stuck:
+    """A writer thread's file that blocks until released, like a terminal nobody reads."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.written: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.release.wait()
+        self.written.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        return 1
+
+
+@pytest.fixture
+def writing(monkeypatch):
+    """A driver whose writer thread writes to a _Stuck file; deadlines recorded, not
+    armed (one would end the test process)."""
+    import infertop.tui.driver as drv
+    from textual.drivers._writer_thread import MAX_QUEUED_WRITES, WriterThread
+    deadlines: list = []
+    monkeypatch.setattr(drv, "exit_deadline", lambda *a, **k: deadlines.append(a))
+
+    async def make():
+        return Collecting(app=None)
+
+    d = asyncio.run(make())
+    stuck = _Stuck()
+    d._writer_thread = WriterThread(drv.TerminalOutput(stuck, d.lose_terminal))
+    d._writer_thread.start()
+    for _ in range(MAX_QUEUED_WRITES + 1):   # one in the write, the queue full
+        d.write("frame")
+    d.stuck, d.deadlines = stuck, deadlines
+    yield d
+    stuck.release.set()
+    d.leaving = True
+    d.close()
+
+
+def test_a_slow_terminal_is_waited_on_while_the_screen_runs(writing):
+    done = threading.Event()
+    threading.Thread(target=lambda: (writing.write("late"), done.set()), daemon=True).start()
+    assert not done.wait(1.5)                 # 3 slices of WRITE_WAIT: still waiting
+    writing.stuck.release.set()               # the link recovers
+    assert done.wait(10)
+    writing.close()
+    assert writing.stuck.written[-1] == "late" and not writing.terminal_lost
+
+
+def test_once_leaving_a_write_is_dropped_instead_of_waiting_for_ever(writing):
+    writing.leaving = True                    # shutdown began, or a signal came
+    t0 = time.monotonic()
+    writing.write("\x1b[?1000l")
+    writing.close()                           # never waits on the stuck writer for long
+    assert time.monotonic() - t0 < 10         # was: blocked for ever (WRITE_WAIT: 0.5 s)
+    assert not writing.terminal_lost
+
+
+def test_a_write_error_is_a_lost_terminal_and_later_writes_are_dropped(monkeypatch):
+    import infertop.tui.driver as drv
+    from textual.drivers._writer_thread import WriterThread
+    deadlines: list = []
+    monkeypatch.setattr(drv, "exit_deadline", lambda *a, **k: deadlines.append(a))
+
+    class Gone:
+        def write(self, text):
+            raise OSError(5, "Input/output error")
+
+        def flush(self):
+            raise OSError(5, "Input/output error")
+
+    exits: list = []
+    app = type("App", (), {"exit": lambda self, *a: exits.append(a)})()
+
+    async def make():
+        d = Collecting(app=app)
+        d._writer_thread = WriterThread(drv.TerminalOutput(Gone(), d.lose_terminal))
+        d._writer_thread.start()
+        for _ in range(100):                  # more than the queue holds: none blocks
+            d.write("frame")
+        for _ in range(1000):                 # the exit request, made from the writer
+            if exits:
+                break
+            await asyncio.sleep(0.02)
+        return d
+
+    d = asyncio.run(asyncio.wait_for(make(), 30))
+    assert d.terminal_lost and deadlines == [(drv.TERMINAL_LOST,)]
+    assert exits == [(None, drv.TERMINAL_LOST)]        # the app is asked to leave, 129
+    assert d._writer_thread.is_alive()        # it drains the queue, no traceback
+    d.close()
+    assert not d._writer_thread.is_alive()

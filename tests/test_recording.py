@@ -18,7 +18,7 @@ import pytest
 from infertop import __version__
 from infertop.derive import derive
 from infertop.history import History
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.probes.sources.recorder import Recorder, record_headless, run_record
 from infertop.probes.sources.replay import ReplaySource
 from infertop.recording import SCHEMA, RecordingError, decode, encode_snapshot
@@ -47,6 +47,7 @@ def replay_all(path: Path) -> tuple[ReplaySource, list[dict]]:
     return src, out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz"])
 def test_round_trip_is_identical(tmp_path, suffix):
     path = tmp_path / f"rec{suffix}"
@@ -170,7 +171,7 @@ def test_sigkill_mid_run_loses_at_most_the_last_line(tmp_path, suffix):
     path = tmp_path / f"killed{suffix}"
     child = textwrap.dedent(f"""
         import asyncio, sys
-        from infertop.demo.source import DemoSource
+        from infertop.probes.sources.demo import DemoSource
         from infertop.probes.sources.recorder import record_headless
 
         class Loud(DemoSource):
@@ -241,7 +242,7 @@ def test_unwritable_path_is_one_clear_line(tmp_path):
 def test_headless_recording_never_imports_textual(tmp_path):
     code = textwrap.dedent(f"""
         import asyncio, sys
-        from infertop.demo.source import DemoSource
+        from infertop.probes.sources.demo import DemoSource
         from infertop.probes.sources.recorder import record_headless
         from infertop.probes.sources.replay import ReplaySource
         n = asyncio.run(record_headless(DemoSource("healthy"), {str(tmp_path / "t.jsonl")!r},

@@ -13,13 +13,15 @@ import time
 import pytest
 
 from infertop.cli.main import build_parser, make_pipeline
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.probes.sources.recorder import record_headless
 from infertop.probes.sources.replay import ReplaySource
 from infertop.tui.modes import DemoApp, ReplayApp
 from infertop.tui.options import AppOptions
 from infertop.tui.screens.findings import events_renderable, findings_renderable
 from infertop.tui.speed import SpeedMeter, speed_text
+
+pytestmark = pytest.mark.slow   # replay and demo clocks through the whole app
 
 
 def pipeline():

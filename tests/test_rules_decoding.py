@@ -153,7 +153,38 @@ class Restart(Case):
         return self._t()
 
 
-CASES = [TtftSlo(), ItlJitter(), SpecAcceptance(), ErrorRate(), Restart()]
+class AdmissionRejected(Case):
+    """DEC-007: vLLM's admission_rejections (no engine label) judged as errors."""
+    code = "DEC-007"
+    windowed = True
+    lag = 62.0
+    missing = ("server.admission_rejections_total",)
+
+    def __init__(self):
+        self.stop = self.refused = 0.0
+
+    def _t(self, refused):
+        self.stop += 100
+        self.refused += refused
+        return {"server.requests_finished_total": {f"{E0},reason=stop": self.stop},
+                "server.admission_rejections_total": {
+                    "model=m,reason=max_num_queued_reqs": self.refused,
+                    "model=m,reason=max_num_queued_tokens": 0.0}}
+
+    def good(self):
+        return self._t(0)
+
+    def bad(self):
+        return self._t(10)
+
+    def hi(self):
+        return self._t(1)
+
+    def lo(self):
+        return self._t(0)
+
+
+CASES = [TtftSlo(), ItlJitter(), SpecAcceptance(), ErrorRate(), Restart(), AdmissionRejected()]
 
 
 # ---- closer looks ---------------------------------------------------------------------
@@ -341,3 +372,246 @@ def test_light_load_queue_bound_with_a_queue_does_not_guess():
     got = f.active("DEC-001")[0]
     assert "too coarse to tell" in got.remedy
     assert not got.remedy.startswith("requests wait in the queue")
+
+# ---- DEC-001: the remedy follows where the first token's time goes ---------------------------
+def _ttft_with_queue(queue_seconds):
+    """TTFT of 0.45 s (p99 in the (0.2, 0.5] bucket, over the 200 ms SLO) and a queue
+    time histogram beside it; the queue values sit inside a bucket, not in the first one
+    (where a quantile is only an upper bound)."""
+    c = TtftSlo()
+    q = Hist()
+    f = Feed()
+    f.run(lambda: {**c.bad(), "latency.queue_seconds": {E0: q.observe(queue_seconds, 20).value()}},
+          10)
+    return f.active("DEC-001")[0]
+
+
+def test_ttft_with_queue_dominating_names_the_queue_time():
+    got = _ttft_with_queue(0.4)
+    assert got.remedy.startswith("requests wait in the queue")
+    p99, queue = got.evidence
+    assert p99.key == "latency.ttft_seconds" and dict(p99.labels)["quantile"] == "0.99"
+    assert p99.value == pytest.approx(0.497) and p99.threshold == 0.2 and p99.op == ">"
+    assert queue.key == "latency.queue_seconds" and dict(queue.labels)["quantile"] == "0.99"
+    assert queue.value == pytest.approx(0.497) and queue.threshold is None
+
+
+def test_ttft_with_a_short_queue_blames_prefill():
+    got = _ttft_with_queue(0.015)          # queue p99 ~25 ms of a ~500 ms TTFT p99
+    assert got.remedy.startswith("prefill itself is slow")
+    assert got.evidence[1].value == pytest.approx(0.02485)
+    assert got.severity is Severity.WARN   # 0.5 s is under 5x the 200 ms SLO
+
+
+def test_ttft_without_a_queue_histogram_has_the_catalogue_remedy():
+    c = TtftSlo()
+    f = Feed()
+    f.run(c.bad, 10)
+    got = f.active("DEC-001")[0]
+    assert [e.key for e in got.evidence] == ["latency.ttft_seconds"]
+    assert got.remedy.startswith("if the queue dominates")
+    assert "first tokens in the last 60 s" in got.evidence[0].note
+
+
+def test_ttft_just_enough_requests_to_judge():
+    """slo_min_requests (10): 12 first tokens in the window are enough, 8 are not."""
+    for per_tick, want in ((12 / 60, True), (8 / 60, False)):
+        h = Hist()
+        f = Feed()
+        f.run(lambda h=h, per_tick=per_tick: {"latency.ttft_seconds": {E0: h.observe(3.0, per_tick).value()}}, 90)
+        assert bool(f.active("DEC-001")) is want, per_tick
+
+
+# ---- DEC-002: jitter needs enough tokens and a p99 above the floor ---------------------------
+def _itl(fast, stall, stalls_share, tokens_per_tick, ticks=70):
+    h = Hist()
+    f = Feed()
+    f.run(lambda: {"latency.itl_seconds": {E0: h.observe(fast, tokens_per_tick * (1 - stalls_share))
+                                           .observe(stall, tokens_per_tick * stalls_share)
+                                           .value()}}, ticks)
+    return f.active("DEC-002")
+
+
+def test_itl_jitter_evidence_ratio_p99_and_p50():
+    got = _itl(0.015, 0.4, 0.05, 500)[0]
+    ratio, p99, p50 = got.evidence
+    assert dict(p99.labels)["quantile"] == "0.99" and dict(p50.labels)["quantile"] == "0.5"
+    # p50: rank 250 of 475 in (0.01, 0.025]; p99: rank 495, 20 of 25 into (0.2, 0.5]
+    assert p50.value == pytest.approx(0.01 + 0.015 * 250 / 475, rel=0.01)
+    assert p99.value == pytest.approx(0.2 + 0.3 * 20 / 25, rel=0.01)
+    assert ratio.value == pytest.approx(round(p99.value / p50.value, 2))
+    assert ratio.threshold == 4.0 and p99.threshold == 0.1 and p50.threshold is None
+    assert f"p99 {ratio.value:.1f}x p50" in got.title
+
+
+def test_itl_jitter_needs_enough_tokens_in_the_window():
+    # ~90 tokens a minute: too few to call a p99 (itl_min_tokens 100); 180 are enough
+    assert not _itl(0.015, 0.4, 0.05, 1.5)
+    assert _itl(0.015, 0.4, 0.05, 3.0)
+
+
+def test_itl_jitter_needs_a_p99_above_the_floor():
+    # p99 / p50 ~5, but p99 is ~90 ms: under itl_jitter_min_seconds (100 ms), no stall felt
+    assert not _itl(0.015, 0.08, 0.05, 500)
+    assert not _itl(0.015, 0.05, 0.0, 500)      # no jitter at all
+
+
+def test_itl_jitter_at_exactly_the_ratio_and_the_floor_is_raised():
+    """p50 0.025 s and p99 0.1 s, both exactly on bucket bounds: p99/p50 is exactly
+    itl_jitter_ratio (4) and p99 exactly itl_jitter_min_seconds (0.1 s): both 'at or
+    above', so jitter."""
+    h = Hist()
+    f = Feed()
+    f.run(lambda: {"latency.itl_seconds": {E0: h.observe(0.02, 50).observe(0.08, 49)
+                                           .observe(0.4, 1).value()}}, 30)
+    ratio, p99, p50 = f.active("DEC-002")[0].evidence
+    assert (ratio.value, p99.value, p50.value) == (4.0, pytest.approx(0.1), pytest.approx(0.025))
+
+
+def test_jitter_with_exactly_the_minimum_tokens_is_judged():
+    """One burst of exactly itl_min_tokens (100) tokens, then nothing: the window holds
+    100 tokens for a minute, enough to judge."""
+    h = Hist()
+    f = Feed()
+    f.run(lambda: {"latency.itl_seconds": {E0: h.value()}}, 5)
+    h.observe(0.015, 90).observe(0.4, 10)
+    f.run(lambda: {"latency.itl_seconds": {E0: h.value()}}, 30)
+    assert f.active("DEC-002")
+
+
+# ---- DEC-003 -----------------------------------------------------------------------------
+def test_spec_acceptance_exactly_at_the_minimum_is_fine():
+    c = SpecAcceptance()
+    f = Feed()
+    f.run(lambda: c._t(40), 40)                # 40 of 100 drafts: exactly the 0.4 minimum
+    assert not f.active("DEC-003")
+    f.run(lambda: c._t(20), 40)
+    got = f.active("DEC-003")[0]
+    (e,) = got.evidence
+    assert e.op == "<" and e.threshold == 0.4 and e.value < 0.4
+    assert "draft tokens accepted in the last 60 s" in e.note
+
+
+def test_spec_acceptance_with_exactly_the_minimum_drafts_is_judged():
+    f = Feed()
+    f.run(lambda: {"spec.draft_tokens_total": {E0: 0.0},
+                   "spec.accepted_tokens_total": {E0: 0.0}}, 5)
+    f.run(lambda: {"spec.draft_tokens_total": {E0: 100.0},
+                   "spec.accepted_tokens_total": {E0: 10.0}}, 30)
+    (e,) = f.active("DEC-003")[0].evidence
+    assert e.value == pytest.approx(0.1) and e.note.startswith("10 of 100 draft tokens")
+
+
+# ---- DEC-004 -----------------------------------------------------------------------------
+def _errors(stop_per_tick, errors_every, errors_each, ticks=70):
+    stop, err, n = [0.0], [0.0], [0]
+
+    def t():
+        n[0] += 1
+        stop[0] += stop_per_tick
+        if n[0] % errors_every == 0:
+            err[0] += errors_each
+        return {"server.requests_finished_total": {f"{E0},reason=stop": stop[0],
+                                                   f"{E0},reason=error": err[0]}}
+    f = Feed()
+    f.run(t, ticks)
+    return f.active("DEC-004")
+
+
+def test_errors_under_the_slo_are_not_a_finding():
+    assert not _errors(100, 20, 1)      # 1 error in 2000 requests: under the 0.1 % SLO
+    assert _errors(100, 5, 1)           # 1 in 500: over it
+
+
+def test_too_few_requests_to_judge_an_error_rate():
+    # half of the requests fail, but only ~12 finished in the window (minimum 20)
+    assert not _errors(0.1, 10, 1)
+
+
+def test_error_rate_exactly_at_the_critical_ratio_is_critical():
+    got = _errors(95, 1, 5)[0]           # 5 of every 100: exactly error_crit_ratio (5 %)
+    assert got.severity is Severity.CRIT
+    (e,) = got.evidence
+    assert e.value == 0.05 and e.threshold == 0.001 and e.op == ">"
+    assert got.title == "error rate 5.0%"
+    assert e.note.startswith("300 of 6000 requests in the last 60 s ended error")
+
+
+# ---- DEC-005: the restart's evidence --------------------------------------------------------
+def test_restart_on_the_second_scrape_names_the_old_and_new_values():
+    f = Feed()
+    f.tick({"server.generation_tokens_total": {E0: 50_000.0}})
+    f.tick({"server.generation_tokens_total": {E0: 120.0}})
+    (e,) = f.active("DEC-005")[0].evidence
+    assert (e.key, e.value, e.threshold, e.op) == ("server.generation_tokens_total", 120.0,
+                                                   50_000.0, "<")
+    assert "counter went backwards" in e.note
+
+
+def test_restart_evidence_is_the_value_just_before_the_drop():
+    c = Restart()
+    f = Feed()
+    f.run(c.good, 10)                   # 50 300 ... 53 000
+    before = c.gen
+    f.tick(c.bad())
+    (e,) = f.active("DEC-005")[0].evidence
+    assert e.threshold == before and e.value == 300.0
+
+
+def test_counters_that_drop_together_are_one_restart():
+    """Generation and prompt counters both reset at the restart: one finding, its evidence
+    the first counter's (no overwrite by the second)."""
+    f = Feed()
+    f.run(lambda: {"server.generation_tokens_total": {E0: 9000.0},
+                   "server.prompt_tokens_total": {E0: 7000.0}}, 5)
+    f.tick({"server.generation_tokens_total": {E0: 10.0},
+            "server.prompt_tokens_total": {E0: 20.0}})
+    (got,) = f.active("DEC-005")
+    assert [e.key for e in got.evidence] == ["server.generation_tokens_total"]
+
+
+@pytest.mark.parametrize("moved,want", [(1.5, True), (0.9, False), (900.0, True)])
+def test_process_start_time_moving_more_than_a_second_is_a_restart(moved, want):
+    f = Feed()
+    f.tick({"server.process_start_seconds": 1_700_000_000.0})
+    f.tick({"server.process_start_seconds": 1_700_000_000.0 + moved})
+    got = f.active("DEC-005")
+    assert bool(got) is want
+    if want:
+        (e,) = got[0].evidence
+        assert e.op == ">" and e.threshold == 1_700_000_000.0 and "new process" in e.note
+
+
+def test_another_sources_outage_is_not_the_servers_downtime():
+    c = Restart()
+    f = Feed()
+    gpu = {"gpu.util_ratio": {"gpu=0": 0.5}}
+    f.run(lambda: {**c.good(), **gpu}, 10)
+    f.run(lambda: {"server.generation_tokens_total": {E0: c.gen},
+                   "server.requests_running": {E0: 4}}, 5, status={"nvml": Status.ERROR})
+    f.tick({**c.bad(), **gpu})         # the GPU probe is back as the server restarts
+    assert f.diag._state["outages"]["nvml"]["last"] is not None
+    got = f.active("DEC-005")[0]
+    assert "between two scrapes" in got.title
+    assert [e.key for e in got.evidence] == ["server.generation_tokens_total"]
+
+def test_admission_rejections_count_against_every_engine_of_the_model():
+    """Refusals carry no engine label: the denominator is the finished requests of all
+    the model's engines (two engines finishing 100/s each, 10 refused/s: 10 / 210)."""
+    f = Feed()
+    state = {"stop0": 0.0, "stop1": 0.0, "refused": 0.0}
+
+    def tick():
+        state["stop0"] += 100
+        state["stop1"] += 100
+        state["refused"] += 10
+        return {"server.requests_finished_total": {
+                    "engine=0,model=m,reason=stop": state["stop0"],
+                    "engine=1,model=m,reason=stop": state["stop1"]},
+                "server.admission_rejections_total": {
+                    "model=m,reason=max_num_queued_reqs": state["refused"]}}
+    f.run(tick, 20)
+    [fin] = f.active("DEC-007")
+    assert fin.severity.value == "warn"   # 4.8 % < the 5 % critical share
+    assert fin.evidence[0].value == pytest.approx(10 / 210)
+    assert "refused at admission" in fin.title

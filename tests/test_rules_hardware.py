@@ -1,4 +1,4 @@
-"""Hardware rules HW-001..HW-005: table tests plus the cases that need a closer look."""
+"""Hardware rules HW-001..HW-008: table tests plus the cases that need a closer look."""
 
 from __future__ import annotations
 
@@ -134,7 +134,69 @@ class GpuErrors(Case):
         return self._t()
 
 
-CASES = [BusyNotWorking(), TensorIdle(), Throttling(), PcieSaturated(), GpuErrors()]
+class TooHot(Case):
+    code = "HW-006"
+    build = 121   # the critical level holds 92 C for 120 s (thresholds.gpu_very_hot_seconds)
+    missing = ("gpu.temp_celsius",)
+
+    def _t(self, c):
+        return {"gpu.temp_celsius": {"gpu=0": c}}
+
+    def good(self):
+        return self._t(60)
+
+    def bad(self):
+        return self._t(93)
+
+    def hi(self):
+        return self._t(93)
+
+    def lo(self):
+        return self._t(91)   # just under 92 C: breaks the hold from healthy, not once raised
+
+
+class SlowdownHeld(Case):
+    code = "HW-007"
+    build = 601   # thresholds.hw_slowdown_seconds
+    missing = ("gpu.throttle_reasons",)
+
+    def _t(self, mask):
+        return {"gpu.throttle_reasons": {"gpu=0": mask}}
+
+    def good(self):
+        return self._t(0x1)
+
+    def bad(self):
+        return self._t(0x8)
+
+    def lo(self):
+        return self._t(0x8 | 0x20)   # other reasons come and go; the slowdown stays
+
+
+class RowsRemapped(Case):
+    code = "HW-008"
+    windowed = True
+    lag = 300.0  # correctable growth is judged over error_event_window
+    missing = ("gpu.remapped_rows_correctable",)
+
+    def __init__(self):
+        self.rows = 5.0   # remaps from before infertop looked: not a finding
+
+    def _t(self):
+        return {"gpu.remapped_rows_correctable": {"gpu=0": self.rows},
+                "gpu.remapped_rows_uncorrectable": {"gpu=0": 0},
+                "gpu.row_remap_failure": {"gpu=0": 0}}
+
+    def good(self):
+        return self._t()
+
+    def bad(self):
+        self.rows += 1
+        return self._t()
+
+
+CASES = [BusyNotWorking(), TensorIdle(), Throttling(), PcieSaturated(), GpuErrors(), TooHot(),
+         SlowdownHeld(), RowsRemapped()]
 
 
 # ---- closer looks ---------------------------------------------------------------------

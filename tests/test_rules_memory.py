@@ -119,7 +119,49 @@ class WeightsTwice(Case):
         return d
 
 
-CASES = [KvPressure(), KvLeak(), Headroom(), WeightsTwice()]
+# ---- MEM-005 prefix-cache thrash -------------------------------------------------------
+EV0 = "engine=0,medium=GPU"
+
+
+class Thrash(Case):
+    code = "MEM-005"
+    windowed = True
+    lag = 62.0
+    missing = ("kv.event_blocks_evicted_total",)
+
+    def __init__(self):
+        self.evicted = self.restored = 0.0
+
+    def _t(self, evicted, restored):
+        self.evicted += evicted
+        self.restored += restored
+        return {"kv.event_blocks_evicted_total": {EV0: self.evicted},
+                "kv.event_blocks_restored_total": {EV0: self.restored}}
+
+    def good(self):
+        return self._t(20, 1)
+
+    def bad(self):
+        return self._t(20, 12)
+
+    def hi(self):
+        return self._t(20, 7)    # 35 %
+
+    def lo(self):
+        return self._t(20, 5)    # 25 %
+
+
+def test_few_evictions_are_not_judged():
+    f = Feed()
+    th = Thrash()
+    f.run(lambda: th._t(1, 1), 30)    # 100 % of 1 block a second: under 100 a minute
+    assert not f.active("MEM-005")
+    f.run(lambda: th._t(20, 15), 30)
+    [fin] = f.active("MEM-005")
+    assert "thrash" in fin.title and "route by prefix" in fin.remedy
+
+
+CASES = [KvPressure(), KvLeak(), Headroom(), WeightsTwice(), Thrash()]
 
 
 # ---- closer looks ---------------------------------------------------------------------
@@ -250,3 +292,184 @@ def test_a_reservation_that_explains_the_usage_is_no_level_finding():
          "server.setting": {"name=gpu_memory_utilization": "0.95"}}
     f.run(lambda: d, 20)
     assert not f.active("MEM-003")
+
+# ---- MEM-001: severity follows the preemption rate -------------------------------------------
+def test_slow_preemption_with_a_full_cache_is_only_a_warning():
+    """Under kv_preempt_crit_per_second (1/s) the pressure is a warning: one preemption
+    every 5 s (0.2/s) with the cache full is not critical."""
+    c = KvPressure()
+    f = Feed()
+    n = [0]
+
+    def t():
+        n[0] += 1
+        return c._t(0.97, 0, preempt=1 if n[0] % 5 == 0 else 0)
+
+    f.run(t, 40)
+    got = f.active("MEM-001")[0]
+    assert got.severity is Severity.WARN
+    rate = [e for e in got.evidence if e.key == "server.preemptions_per_second"][0]
+    assert 0.1 < rate.value < 1.0
+
+
+def test_queue_without_any_preemption_counter_is_a_warning():
+    f = Feed()
+    f.run(lambda: {"kv.usage_ratio": {E0: 0.97}, "server.requests_waiting": {E0: 4}}, 20)
+    got = f.active("MEM-001")[0]
+    assert got.severity is Severity.WARN
+    assert [e.key for e in got.evidence] == ["kv.usage_ratio", "server.requests_waiting"]
+
+
+def test_full_cache_alone_is_not_pressure():
+    """No preemption in the window and nothing waiting: the cache is simply in use."""
+    c = KvPressure()
+    f = Feed()
+    f.run(lambda: c._t(0.99, 0), 30)
+    assert not f.active("MEM-001")
+
+
+def _full_on(ticks_of_ten: int) -> Feed:
+    """40 s of a small cache full on ``ticks_of_ten`` ticks of every 10 (0.67 on the
+    others: its median stays low) with requests waiting."""
+    c = KvPressure()
+    f = Feed()
+    n = [0]
+
+    def t():
+        n[0] += 1
+        return c._t(1.0 if n[0] % 10 < ticks_of_ten else 0.67, 3)
+
+    f.run(t, 40)
+    return f
+
+
+def test_cache_hitting_full_on_many_ticks_is_pressure_though_its_median_is_lower():
+    """A small cache moves in whole blocks: full on 4 ticks of 10 (median ~0.7) with a
+    queue is pressure, judged by the share of full ticks (PREEMPT_FULL_SHARE, 30 %)."""
+    kv = _full_on(4).active("MEM-001")[0].evidence[0]
+    assert kv.key == "kv.usage_ratio" and kv.threshold == 0.3 and 0.3 <= kv.value <= 0.5
+    assert "share of the ticks" in kv.note
+    assert not _full_on(2).active("MEM-001")       # full on 2 ticks of 10: under the share
+
+
+# ---- MEM-003: growth over a window shorter than the history ------------------------------
+def test_growth_is_measured_over_the_window_not_the_whole_history():
+    """300 s of steady growth at 0.1 GiB/s: the evidence is the rise over the last 120 s
+    (mem_growth_window), 12 GiB, not the 30 GiB since the start."""
+    f = Feed()
+    used = [10 * GIB]
+
+    def t():
+        used[0] += 0.1 * GIB
+        return {"gpu.mem_used_bytes": {"gpu=0": used[0]},
+                "gpu.mem_total_bytes": {"gpu=0": 80 * GIB}}
+
+    f.run(t, 300)
+    got = f.active("MEM-003")[0]
+    rise = got.evidence[0]
+    assert rise.value == pytest.approx(12 * GIB, rel=0.005)
+    assert rise.threshold == pytest.approx(0.03 * 80 * GIB)
+    assert "in 120 s" in rise.note
+    # 40 GiB used, 0.1 GiB/s: full in ~400 s, beyond mem_oom_eta_seconds (300): a warning
+    assert got.severity is Severity.WARN and "growing" in got.title
+
+
+def test_growth_that_stopped_longer_ago_than_the_window_is_not_growth():
+    f = Feed()
+    used = [10 * GIB]
+
+    def t():
+        if f.t - 1_000_000.0 < 100:
+            used[0] += 0.1 * GIB
+        return {"gpu.mem_used_bytes": {"gpu=0": used[0]},
+                "gpu.mem_total_bytes": {"gpu=0": 80 * GIB}}
+
+    f.run(t, 100)
+    assert f.active("MEM-003")
+    f.run(t, 200)                  # flat for 200 s: the last 120 s hold no rise
+    assert not [x for x in f.active("MEM-003") if "growing" in x.title]
+
+
+def test_memory_that_went_down_on_the_way_is_not_growth():
+    """Rose by 10 GiB over the window but fell in the middle: a load that came and went."""
+    f = Feed()
+    step = [0]
+
+    def t():
+        step[0] += 1
+        k = step[0]
+        used = 20 + (k * 0.2 if k < 50 else 10 + (k - 50) * 0.2 if k >= 70 else 0)
+        return {"gpu.mem_used_bytes": {"gpu=0": used * GIB},
+                "gpu.mem_total_bytes": {"gpu=0": 80 * GIB}}
+
+    f.run(t, 100)
+    assert not [x for x in f.active("MEM-003") if "growing" in x.title]
+
+
+# ---- MEM-004: the model named on a command line ------------------------------------------
+@pytest.mark.parametrize("cmdline,want", [
+    ("python -m vllm.entrypoints.openai.api_server --model org/llama-8b --port 8000",
+     "org/llama-8b"),
+    ("python -m vllm.entrypoints.openai.api_server --model=org/llama-8b/ --port 8000",
+     "org/llama-8b"),
+    ("python3 -m sglang.launch_server --model-path=/models/qwen", "/models/qwen"),
+    ("python3 -m sglang.launch_server --model-path /models/qwen/", "/models/qwen"),
+    ("text-generation-launcher --model-id=bigscience/bloom", "bigscience/bloom"),
+    ("llama-server -m /models/llama.gguf -c 4096", "/models/llama.gguf"),
+    ("vllm serve org/llama-8b --port 8000", "org/llama-8b"),
+    ("vllm serve --port 8000", None),                      # a flag, not a model
+    ("python -m vllm.entrypoints.openai.api_server --port 8000", None),
+    ("/usr/bin/python3.11 -m vllm.entrypoints.openai.api_server", None),
+    ("llama-server -m", None),                             # flag without a value
+    ("VLLM::EngineCore", None),
+    ("", None),
+])
+def test_parse_model(cmdline, want):
+    from infertop.rules.memory import parse_model
+    assert parse_model(cmdline) == want
+
+
+def test_weights_twice_by_model_given_with_equals():
+    d = _procs(0)
+    d["process.info"]["pid=300,ppid=1,name=python,role=api_server,kind=vllm"] = \
+        "python -m vllm.entrypoints.openai.api_server --model=org/llama-8b --port 8001"
+    f = Feed()
+    f.run(lambda: d, 10)
+    got = f.active("MEM-004")[0]
+    assert "model org/llama-8b loaded twice" in got.title
+
+
+def test_one_request_waiting_is_a_queue():
+    """The queue share counts ticks with at least one request waiting."""
+    f = Feed()
+    f.run(lambda: {"kv.usage_ratio": {E0: 0.97}, "server.requests_waiting": {E0: 1}}, 20)
+    got = f.active("MEM-001")[0]
+    queue = got.evidence[-1]
+    assert queue.key == "server.requests_waiting" and queue.value == 1.0
+
+
+def test_low_headroom_evidence_is_the_used_share_against_the_headroom():
+    f = Feed()
+    f.run(Headroom().bad, 10)                  # 93 % of 80 GiB used, no server to explain it
+    got = f.active("MEM-003")[0]
+    (e,) = got.evidence
+    assert e.key == "gpu.mem_used_bytes" and dict(e.labels) == {"gpu": "0"}
+    assert e.value == pytest.approx(0.93) and e.threshold == pytest.approx(0.8)
+    assert e.op == ">" and e.note.startswith("5.6 GiB free of 80.0 GiB")
+    assert "headroom low" in got.title and got.subject == (("gpu", "0"),)
+
+
+def test_growth_is_judged_once_half_the_window_is_covered():
+    """mem_growth_window is 120 s: 45 s of steep growth is not judged yet, 75 s is."""
+    f = Feed()
+    used = [20 * GIB]
+
+    def t():
+        used[0] += 0.2 * GIB
+        return {"gpu.mem_used_bytes": {"gpu=0": used[0]},
+                "gpu.mem_total_bytes": {"gpu=0": 80 * GIB}}
+
+    f.run(t, 45)
+    assert not f.active("MEM-003")
+    f.run(t, 30)
+    assert "growing" in f.active("MEM-003")[0].title

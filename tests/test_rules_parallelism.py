@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
 
-from helpers.rulekit import (Case, Feed)
+from helpers.rulekit import (Case, Feed, Hist)
 
 GIB = float(1 << 30)
 
@@ -97,7 +96,37 @@ class DpUnbalanced(Case):
         return self._t(5, 2)
 
 
-CASES = [Straggler(), TpOverPcie(), DpUnbalanced()]
+class TransferDominatesTtft(Case):
+    """PAR-004: a decode instance whose TTFT is mostly the KV transfer from its prefill."""
+    code = "PAR-004"
+    windowed = True
+    lag = 62.0
+    missing = ("latency.kv_transfer_seconds",)
+
+    def __init__(self):
+        self.ttft, self.xfer = Hist(), Hist()
+
+    def _t(self, xfer, ttft=2.0):
+        self.ttft.observe(ttft, 20)
+        self.xfer.observe(xfer, 20)
+        lab = "engine=0,model=m"
+        return {"latency.ttft_seconds": {lab: self.ttft.value()},
+                "latency.kv_transfer_seconds": {lab: self.xfer.value()}}
+
+    def good(self):
+        return self._t(0.04)
+
+    def bad(self):
+        return self._t(1.8)
+
+    def hi(self):
+        return self._t(2.0)
+
+    def lo(self):
+        return self._t(0.9)
+
+
+CASES = [Straggler(), TpOverPcie(), DpUnbalanced(), TransferDominatesTtft()]
 
 
 # ---- closer looks ---------------------------------------------------------------------
@@ -146,3 +175,13 @@ def test_dp_kv_imbalance_counts_too():
     f.run(lambda: d, 10)
     got = f.active("PAR-003")[0]
     assert got.evidence[0].key == "kv.usage_ratio" and "engine 0" in got.title
+
+
+def test_transfer_finding_explains_the_ttft_symptom():
+    """PAR-004 names itself as DEC-001's cause (cause before symptom)."""
+    from infertop.config import DiagnosisConfig, SLO
+    f = Feed(DiagnosisConfig(slo=SLO(ttft_p99_seconds=0.5)))
+    case = TransferDominatesTtft()
+    f.run(case.bad, 30)
+    [ttft] = f.active("DEC-001")
+    assert "caused by PAR-004" in ttft.title and ttft.caused_by == ("PAR-004",)

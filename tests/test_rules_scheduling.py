@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 
 from helpers.rulekit import (Case, Feed)
 
@@ -118,7 +117,56 @@ class HostCpu(Case):
         return self._t(0.89)
 
 
-CASES = [Gil(), QueueWhileIdle(), TooManyThreads(), HostCpu()]
+class DeferredQueue(Case):
+    """SCH-005: the queue waits on a deferral (vLLM reason=deferred), not capacity."""
+    code = "SCH-005"
+    missing = ("server.requests_deferred",)
+
+    threshold = "thresholds.deferred_share_min"
+
+    def at(self, x):
+        return self._t(10, 10 * x)
+
+    def _t(self, waiting, deferred):
+        return {"server.requests_waiting": {E0: waiting},
+                "server.requests_deferred": {E0: deferred},
+                "server.requests_running": {E0: 2}}
+
+    def good(self):
+        return self._t(10, 0)      # a queue, but for capacity: SCH-002's business
+
+    def bad(self):
+        return self._t(10, 9)
+
+    def hi(self):
+        return self._t(10, 5)
+
+    def lo(self):
+        return self._t(10, 4)
+
+
+class EngineAsleep(Case):
+    """SCH-006: an engine in sleep mode."""
+    code = "SCH-006"
+    missing = ("server.sleep_level",)
+
+    def _t(self, level, waiting=3):
+        return {"server.sleep_level": {E0: level}, "server.requests_waiting": {E0: waiting}}
+
+    def good(self):
+        return self._t(0)
+
+    def bad(self):
+        return self._t(2)
+
+    def hi(self):
+        return self._t(1)
+
+    def lo(self):
+        return self._t(0)
+
+
+CASES = [Gil(), QueueWhileIdle(), TooManyThreads(), HostCpu(), DeferredQueue(), EngineAsleep()]
 
 
 # ---- closer looks ---------------------------------------------------------------------
@@ -206,3 +254,48 @@ def test_host_saturation_names_the_hosts_top_consumers_not_the_server():
                             "pid=901,name=stress,server=no": 0.98}), 10)
     assert "not among the host's top CPU consumers: hog.py (pid 900" in \
         f2.active("SCH-004")[0].remedy
+
+
+
+# ---- SCH-005 / SCH-006 closer looks -------------------------------------------------------
+def _deferred_run(extra: dict, n: int = 40) -> Feed:
+    f = Feed()
+    f.run(lambda: {**QueueWhileIdle()._t(12), "server.requests_deferred": {E0: 11},
+                   **extra}, n)
+    return f
+
+
+def test_deferred_queue_names_the_kv_transfer_not_the_concurrency_cap():
+    """A decode instance (--kv-transfer-config) whose queue is deferred: SCH-005 names the
+    transfer, and SCH-002 (which would say 'raise --max-num-seqs') stays quiet."""
+    f = _deferred_run({"server.setting": {
+        "name=max_num_seqs": "8",
+        "name=kv_transfer_config": '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'}})
+    [fin] = f.active("SCH-005")
+    assert "KV transfer" in fin.title and "capacity" in fin.title
+    assert "prefill" in fin.remedy and "--max-num-seqs does not help" in fin.remedy
+    assert not f.active("SCH-002")
+
+
+def test_deferred_queue_with_lora_points_at_max_loras():
+    f = _deferred_run({"server.setting": {"name=max_loras": "2", "name=enable_lora": "on"}})
+    [fin] = f.active("SCH-005")
+    assert "LoRA" in fin.title and "--max-loras 2" in fin.title
+    assert "raise --max-loras" in fin.remedy
+
+
+def test_capacity_queue_is_still_sch002():
+    """The same queue waiting for capacity (deferred 0): SCH-002 as before, no SCH-005."""
+    f = Feed()
+    f.run(lambda: {**QueueWhileIdle()._t(12), "server.requests_deferred": {E0: 0}}, 40)
+    assert f.active("SCH-002") and not f.active("SCH-005")
+
+
+def test_asleep_engine_is_a_warning_only_with_requests_waiting():
+    f = Feed()
+    f.run(lambda: EngineAsleep()._t(1, waiting=0), 10)
+    [fin] = f.active("SCH-006")
+    assert fin.severity.value == "notice" and "weights offloaded" in fin.title
+    f.run(lambda: EngineAsleep()._t(2, waiting=4), 10)
+    [fin] = f.active("SCH-006")
+    assert fin.severity.value == "warn" and "4 waiting" in fin.title

@@ -20,9 +20,11 @@ from functools import lru_cache
 import pytest
 
 from infertop.pipeline import Pipeline
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.rules.engine import Diagnoser
 from infertop.demo.scenario import list_scenarios, load_scenario
+
+pytestmark = pytest.mark.slow   # every scenario played to its findings
 
 RAISE_WITHIN = 10  # seconds (ticks) after a phase's onset
 LAYER_PREFIX = {"hardware": "HW", "kernels": "KRN", "memory": "MEM", "scheduling": "SCH",

@@ -13,7 +13,7 @@ from helpers.scenario_play import play, play_fresh
 from infertop.dialects import readings_from_exposition
 from infertop.keys import SPECS
 from infertop.model import Kind, Status
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.probes.server.discovery import classify
 from infertop.demo.scenario import (KNOBS, ScenarioError, catalogue, knob_reference,
                                list_scenarios, load_scenario, parse_scenario)
@@ -123,6 +123,7 @@ def test_unknown_scenario_name_suggests_the_closest():
 
 
 # ---- the engine ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_same_seed_same_snapshots_other_seed_differs():
     a = [s.to_dict() for s in play_fresh("dec-error-restart", seed=3, ticks=70).snaps]
     b = [s.to_dict() for s in play_fresh("dec-error-restart", seed=3, ticks=70).snaps]
@@ -131,6 +132,7 @@ def test_same_seed_same_snapshots_other_seed_differs():
     assert a != c
 
 
+@pytest.mark.slow
 def test_every_reading_key_is_declared_and_the_keys_are_the_live_ones():
     for name in ("healthy", "par-tp-over-pcie", "hw-gpu-lost"):
         for snap in play(name).snaps[::20]:
@@ -140,6 +142,7 @@ def test_every_reading_key_is_declared_and_the_keys_are_the_live_ones():
                 assert r.kind is SPECS[r.key].kind, r.key
 
 
+@pytest.mark.slow   # every scenario, whole
 @pytest.mark.parametrize("name", sorted(set(list_scenarios()) - {"dec-error-restart"}))
 def test_counters_and_histograms_only_grow(name):
     p = play(name)
@@ -180,6 +183,7 @@ def test_loop_restarts_the_timeline_but_counters_keep_counting():
     assert src.epoch == 0
 
 
+@pytest.mark.slow
 def test_single_pass_ends_and_tour_moves_on():
     src = DemoSource("mem-weights-twice", loop=False)
     n = 0
@@ -327,7 +331,7 @@ def test_attention_cost_grows_faster_than_the_prompt():
         first, last = p.phase_snaps(phase)[0], p.phase_snaps(phase)[-1]
 
         def delta(key):
-            a, b = first.first(key), last.first(key)
+            a, b = first.first(key), last.first(key)  # noqa: B023 - called in this iteration
             return (b.hist_sum - a.hist_sum) / (b.value - a.value)
         points.append((delta("request.prompt_tokens"),
                        delta("latency.ttft_seconds") - delta("latency.queue_seconds")))

@@ -4,9 +4,9 @@ import asyncio
 
 import pytest
 
-from infertop.model import Capability, Reading, Sample, Snapshot, Status
+from infertop.model import Reading, Sample, Snapshot, Status
 from infertop.pipeline import Pipeline
-from infertop.probes.sources.source import SnapshotSource
+from infertop.source import SnapshotSource
 from infertop.tui.app import InfertopApp, UnknownTheme
 from helpers.synthetic_source import SyntheticSource
 
@@ -75,7 +75,7 @@ async def test_no_gpu_no_server_header_says_nvml_is_missing():
     app = InfertopApp(SyntheticSource(gpus=0, server=False), pipeline=Pipeline(), interval=0.05)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app, 2)
-        assert "nvml:n/a" in text_of(app.query_one("#header"))
+        assert "–nvml" in text_of(app.query_one("#header"))
 
 
 class SlowSource(SnapshotSource):
@@ -118,7 +118,7 @@ async def test_stale_source_is_marked_in_header():
     app = InfertopApp(Stale(), pipeline=Pipeline(), interval=0.05)
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot, app, 2)
-        assert "nvml:stale" in text_of(app.query_one("#header"))
+        assert "~nvml" in text_of(app.query_one("#header"))
         assert "90 %*" in pane_text(app, "hardware")   # stale values carry a marker
 
 

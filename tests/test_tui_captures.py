@@ -6,13 +6,15 @@ from pathlib import Path
 import pytest
 from conftest import python_workload_tree
 
-from infertop.model import Capability, Sample, Snapshot
+from infertop.model import Sample
 from infertop.pipeline import Pipeline
 from infertop.probes.sources.hub import Hub
 from infertop.probes.base import Probe
 from infertop.tui.modes import LiveApp
 from infertop.tui.options import AppOptions
 from helpers.snapkit import reading
+
+pytestmark = pytest.mark.slow   # captures driven through the whole app
 
 WORKLOAD = Path(__file__).parent / "helpers" / "py_workload.py"
 
@@ -98,7 +100,9 @@ async def test_gil_sampler_toggles_a_probe(tree):
             r.ok for r in app.frame.by_key("python.gil_held_ratio")))
         # the scheduling pane shows the share, the holder's pid and the sampler's own cost
         await wait_for(pilot, lambda: "GIL held" in shown() and "% of a core" in shown())
-        line = next(ln for ln in shown().splitlines() if ln.startswith("GIL held"))
+        lines = shown().splitlines()    # a narrow pane puts the cost on the next line
+        at = next(i for i, ln in enumerate(lines) if ln.startswith("GIL held"))
+        line = " ".join(lines[at:at + 2])
         assert f"pid {child}" in line and "ms/dump" in line, line
         await pilot.press("G")
         await wait_for(pilot, lambda: not any(p.name == "gil" for p in hub.probes))

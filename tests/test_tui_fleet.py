@@ -4,11 +4,15 @@ as pure functions of a FleetFrame."""
 
 from __future__ import annotations
 
+import pytest
+
 from infertop.fleet import FleetPipeline, diagnoser_factory
 from infertop.tui.modes import FleetApp, app_for_source
 from infertop.tui.options import AppOptions
 from infertop.tui.screens.fleet import NodeScreen, engine_rows, gpu_rows
 from helpers.fleet_source import DemoFleetSource
+
+pytestmark = pytest.mark.slow   # the fleet screen driven through the whole app
 
 BAD = {2: ("dec-ttft-burst", 35)}   # node-03 plays a TTFT burst
 
@@ -106,3 +110,46 @@ async def test_fleet_screen_sort_filter_and_drill_down():
         await pilot.pause()
         assert not isinstance(app.screen, NodeScreen)
         assert node.startswith("node-")
+
+
+def screen_lines(app) -> list[str]:
+    return ["".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips()]
+
+
+async def test_fleet_at_80_columns_shows_node_worst_finding_and_latency_first():
+    """issue 23: at 80 columns the engines table stopped after "run"; Home did nothing."""
+    src = DemoFleetSource(4, BAD)
+    app = app_for_source(src, pipeline=FleetPipeline(diagnoser_factory()), interval=1.0,
+                         options=AppOptions(manual_ticks=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(12):
+            await app._poll()
+        await pilot.pause()
+        lines = screen_lines(app)
+        head = next(ln for ln in lines if "TTFT p99" in ln and "ITL p50" in ln)
+        assert head.index("node") < head.index("worst finding") < head.index("TTFT p99"), head
+        bad = next(ln for ln in lines[lines.index(head):] if "node-03" in ln)
+        assert any(c in bad for c in ("DEC-001", "FLT-001", "FLT-002")) and " s" in bad, bad
+        engines = app.query_one("#fleet-engines")
+        assert app.focused is engines and engines.cursor_row == 0   # on the worst row
+        await pilot.press("end")
+        assert engines.cursor_row == engines.row_count - 1
+        await pilot.press("home")
+        assert engines.cursor_row == 0
+        await pilot.press("right")
+        await pilot.pause()
+        assert engines.scroll_x > 0                 # the columns past the node scroll
+        assert "node-03" in "\n".join(screen_lines(app))   # the node stays (fixed column)
+
+
+async def test_a_dead_prometheus_is_said_in_the_body():
+    from infertop.probes.prometheus.source import PrometheusSource
+    src = PrometheusSource("http://127.0.0.1:9", timeout=0.5)
+    app = app_for_source(src, pipeline=FleetPipeline(diagnoser_factory()), interval=1.0,
+                         options=AppOptions(manual_ticks=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        while app.ticks < 1:
+            await pilot.pause(0.01)
+        await pilot.pause()
+        body = "\n".join(screen_lines(app)[1:])
+    assert "cannot read the fleet" in body and "127.0.0.1:9" in body, body

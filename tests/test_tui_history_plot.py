@@ -5,9 +5,9 @@ the app's part with Pilot, ticks driven by hand (no timers, no wall-clock assert
 
 from __future__ import annotations
 
-import math
+import pytest
 
-from rich.text import Text
+
 
 from infertop.history import History
 from infertop.model import Layer, Reading, Sample, Snapshot, make_labels
@@ -17,6 +17,8 @@ from infertop.tui.options import AppOptions
 from infertop.tui.widgets.braille_plot import Canvas, Trace, y_ticks
 from infertop.tui.widgets.history_plot import HistoryPlot, plot_text
 from helpers.synthetic_source import SyntheticSource
+
+pytestmark = pytest.mark.slow   # the history plot driven through the whole app
 
 BRAILLE = range(0x2801, 0x2900)
 # dot row (0..3) of each braille bit
@@ -271,7 +273,7 @@ def test_help_lists_h():
 async def test_replay_plot_reads_time_into_the_recording(tmp_path):
     import re
     from infertop.cli.main import build_parser, make_pipeline
-    from infertop.demo.source import DemoSource
+    from infertop.probes.sources.demo import DemoSource
     from infertop.probes.sources.recorder import record_headless
     from infertop.probes.sources.replay import ReplaySource
     from infertop.tui.modes import ReplayApp

@@ -4,12 +4,14 @@ import asyncio
 
 import pytest
 
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.probes.sources.recorder import record_headless
 from infertop.probes.sources.replay import ReplaySource
 from infertop.cli.main import build_parser, make_pipeline
 from infertop.tui.modes import DemoApp, ReplayApp
 from infertop.tui.options import AppOptions
+
+pytestmark = pytest.mark.slow   # demo and replay apps driven key by key
 
 
 def pipeline():
@@ -36,12 +38,12 @@ async def test_demo_banner_narrates_and_keys_switch_scenarios():
         await drive(pilot, app, 5)
         text = banner(app)
         assert "DEMO" in text and "KV-cache leak" in text and "phase 1/" in text
-        await pilot.press("n")
+        await pilot.press("greater_than_sign")
         await drive(pilot, app, 1)
         nxt = app.source.scenario.name
         assert nxt != "mem-kv-leak" and app.source.scenario.title in banner(app)
         assert app.pipeline.history.ticks == 1          # a new scenario starts a new history
-        await pilot.press("p")
+        await pilot.press("less_than_sign")
         await drive(pilot, app, 3)
         assert app.source.scenario.name == "mem-kv-leak"
         await pilot.press("r")
@@ -122,3 +124,30 @@ async def test_R_records_the_frames_and_the_file_replays(tmp_path):
     src = ReplaySource(path)
     assert src.length == 6            # the frame on screen when R was pressed + 5 more
     assert src.header["source"]["source"] == "demo" and src.header["server"]["kind"] == "vllm"
+
+
+
+async def test_demo_presenter_keys_tour_position_next_phase_and_a_bundled_capture():
+    """issue 23: a workshop could not show a py-spy capture in demo mode (`p` switched
+    scenario), had no tour position and no way to step to the next phase."""
+    app = DemoApp(DemoSource(None), pipeline=pipeline(), options=AppOptions(manual_ticks=True))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await drive(pilot, app, 2)
+        n = len(app.source.names)
+        assert f"DEMO 1/{n} " in banner(app) and "phase 1/" in banner(app)
+        await pilot.press("greater_than_sign")
+        await drive(pilot, app, 1)
+        assert f"DEMO 2/{n} " in banner(app)
+        first = app.source.phase.index
+        await pilot.press("right_square_bracket")      # plays on to the next phase
+        for _ in range(200):
+            if app.source.phase.index != first:
+                break
+            await pilot.pause(0.05)
+        assert app.source.phase.index == first + 1
+        assert f"phase {first + 2}/" in banner(app)
+        await pilot.press("p")
+        await pilot.pause()
+        assert app.screen.__class__.__name__ == "CaptureScreen"
+        shown = " ".join(str(w.render()) for w in app.screen.query("Static"))
+        assert "bundled" in shown and "VLLM::EngineCore" in shown, shown[:2000]

@@ -5,6 +5,8 @@ the same run: sizes, not times."""
 
 from __future__ import annotations
 
+import pytest
+
 import dataclasses
 
 from helpers.synthetic_source import SyntheticSource
@@ -12,6 +14,8 @@ from infertop.model import Sample
 from infertop.pipeline import Pipeline
 from infertop.tui.app import InfertopApp
 from infertop.tui.options import AppOptions
+
+pytestmark = pytest.mark.slow   # repaints measured through the whole app
 
 
 class OneValueMoves(SyntheticSource):
@@ -85,7 +89,7 @@ async def test_line_by_line_repaints_add_up_to_the_screen_a_full_repaint_draws()
     """Many ticks of partial repaints (values moving every tick, a theme switch, a zoom in
     and out, a resize) leave exactly the screen that repainting everything from scratch
     draws: no stale row, no row drawn at the wrong width or in the old theme's colours."""
-    from infertop.demo.source import DemoSource
+    from infertop.probes.sources.demo import DemoSource
     from infertop.tui.modes import DemoApp
 
     app = DemoApp(DemoSource("healthy"), interval=1.0, pipeline=Pipeline(),

@@ -6,10 +6,14 @@ much it left out, rows only for what fits."""
 
 from __future__ import annotations
 
+import pytest
+
 from helpers.big_source import BigSource
 from infertop.pipeline import Pipeline
 from infertop.tui.app import InfertopApp
 from infertop.tui.options import AppOptions
+
+pytestmark = pytest.mark.slow   # 20,000 engine series and 64 GPUs through the whole app
 
 
 def shown(app, layer: str) -> str:

@@ -6,13 +6,16 @@ after an intended change of the screen.
 """
 
 import socket
+from pathlib import Path
 
 import pytest
 
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.cli.main import build_parser, make_pipeline
 from infertop.tui.modes import DemoApp
 from infertop.tui.options import AppOptions
+
+pytestmark = pytest.mark.slow   # SVG snapshots of the whole app, each a Textual run
 
 
 @pytest.fixture(autouse=True)
@@ -82,3 +85,29 @@ def test_kv_pressure_zoomed_memory_with_history_plot_160x48(snap_compare):
         await pilot.pause()
     assert snap_compare(demo_app("mem-kv-pressure"), terminal_size=(160, 48),
                         run_before=run_before)
+
+
+EIGHT_GPUS = str(Path(__file__).parent / "fixtures" / "scenarios" / "eight-gpus-straggler.toml")
+
+
+def test_eight_gpus_80x24(snap_compare):
+    """issue 23: one compact line per GPU, all eight in view at 80x24 (nvitop's compact)."""
+    assert snap_compare(demo_app(EIGHT_GPUS), terminal_size=(80, 24), run_before=ticks(60))
+
+
+def test_fleet_80x24(snap_compare):
+    """issue 23: the node, its worst finding and its TTFT p99 first at 80 columns."""
+    from helpers.fleet_source import DemoFleetSource
+    from infertop.fleet import FleetPipeline, diagnoser_factory
+    from infertop.tui.modes import app_for_source
+    app = app_for_source(DemoFleetSource(4, {2: ("dec-ttft-burst", 35)}),
+                         pipeline=FleetPipeline(diagnoser_factory()), interval=1.0,
+                         options=AppOptions(manual_ticks=True))
+
+    async def run_before(pilot):
+        while app.ticks < 1:
+            await pilot.pause(0.01)
+        for _ in range(12):
+            await app._poll()
+        await pilot.pause()
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

@@ -4,6 +4,8 @@ screen are drawn.  Content through the panes' own render_frame, keys through Pil
 
 from __future__ import annotations
 
+import pytest
+
 import functools
 
 from rich.text import Text
@@ -11,12 +13,14 @@ from rich.text import Text
 from helpers.big_source import BigSource
 from helpers.panes import frames_of, pane_text
 from infertop.cli.main import build_parser, make_pipeline
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.pipeline import Frame, Pipeline
 from infertop.tui.app import InfertopApp
 from infertop.tui.options import AppOptions
 from infertop.tui.panes.base import Columns
 from infertop.tui.zoom_table import TableView, cell_value, sort_key, view_order
+
+pytestmark = pytest.mark.slow   # zoomed tables driven through the whole app
 
 
 @functools.lru_cache(maxsize=None)
@@ -215,10 +219,15 @@ async def test_keys_sort_scroll_and_filter_only_in_a_zoomed_pane():
         assert position(shown()).startswith("rows 1-")
         await pilot.press("slash")
         await pilot.pause()
-        assert app.screen.__class__.__name__ == "TextPrompt"
-        await pilot.press(*"6 H100", "enter")
+        # typed on the bottom line, the table in view and filtered as each key lands
+        assert app.screen is app.screen_stack[0] and app.focused.id == "table-filter"
+        await pilot.press(*"6 H1")
+        await pilot.pause()
+        assert 'filter "6 H1"' in shown()
+        await pilot.press(*"00", "enter")
         await pilot.pause()
         assert len(data_rows(shown())) == 6 and 'filter "6 H100"' in shown()
+        assert app.focused is hw                      # Enter: back to the table's keys
         await pilot.press("escape")                   # clears the filter, stays zoomed
         assert "filter" not in position(shown()) and app.zoomed == 0
         assert " of 64" in position(shown())
@@ -269,3 +278,24 @@ async def test_a_fleet_nodes_zoomed_pane_takes_the_table_keys_and_esc_still_goes
         await pilot.press("escape")                   # no filter: Esc is the node screen's
         await pilot.pause()
         assert not isinstance(app.screen, NodeScreen)
+
+
+async def test_left_right_scroll_a_zoomed_tables_columns_and_the_first_stays():
+    app = InfertopApp(BigSource(gpus=8), pipeline=Pipeline(), options=AppOptions(manual_ticks=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        while app.ticks < 1:
+            await pilot.pause(0.05)
+        await pilot.press("1")
+        await pilot.pause()
+        hw = app.query_one("#pane-hardware")
+        head = lambda: hw.last_renderable.plain.splitlines()[0].split()   # noqa: E731
+        assert head()[:3] == ["GPU", "util", "SM"]
+        await pilot.press("right")
+        await pilot.pause()
+        assert head()[:3] == ["GPU", "SM", "act"] and "left of view (←)" in hw.last_renderable.plain
+        await pilot.press("left", "left")
+        await pilot.pause()
+        assert head()[:2] == ["GPU", "util"]
+        await pilot.press("1")                        # un-zoomed: ← → are not the table's
+        await pilot.pause()
+        assert "table_columns" not in {b.binding.action for b in app.screen.active_bindings.values()}

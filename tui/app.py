@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import queue
 import signal
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from rich.text import Text
@@ -24,15 +26,16 @@ from textual.binding import Binding
 from textual.app import ScreenStackError
 from textual.containers import Container
 from textual.css.query import NoMatches
-from textual.widgets import Footer, Static
+from textual.timer import Timer
+from textual.widgets import Static
 
 from infertop import __version__
 from infertop.model import Status
 from infertop.pipeline import Frame, Pipeline
 from infertop.textclean import clean
 from infertop.probes.sources.hub import deadline_for
-from infertop.probes.sources.source import SnapshotSource
-from infertop.themes import DEFAULT_THEME, INFERTOP_THEME, roles, stylesheet_path
+from infertop.source import SnapshotSource, pace
+from infertop.themes import DEFAULT_THEME, THEMES, roles, stylesheet_path
 
 from .options import AppOptions, CaptureSummaries
 from .panes.base import LayerPane, PaneContext
@@ -43,6 +46,8 @@ from .panes.memory import MemoryPane
 from .panes.parallelism import ParallelismPane
 from .panes.scheduling import SchedulingPane
 from .widgets.history_plot import HistoryPlot, sync_history_plot, toggle_history_plot
+from .widgets.filter_line import FilterLine
+from .widgets.keybar import KeyBar
 from .zoom_table import ZOOM_BINDINGS
 
 PANE_CLASSES: tuple[type[LayerPane], ...] = (HardwarePane, KernelsPane, MemoryPane,
@@ -55,37 +60,79 @@ MIN_SIZE = (80, 24)   # below this the panes cannot show a reading per GPU: say 
 
 def strip_text(findings, styles: dict[str, str], width: int, lines: int) -> Text:
     """The findings strip in ``lines`` rows of ``width``, in the Diagnoser's order (worst
-    chain first, each cause before the symptoms it explains: re-sorting by severity put
-    a critical DEC-001 before its warning cause MEM-001); whole words only; titles give
-    way to bare codes (the first keep theirs longest), and what still does not fit is
-    "+N more (f)"."""
+    chain first, each cause before the symptoms it explains; never re-sorted here).  The
+    first finding shows its code, title and value ("MEM-001 KV cache full · e0 KV usage
+    98 % >= 95 %"): its title gives way word by word, never its code or value.  The others
+    follow as code and title, then bare codes, and what still does not fit is "+N more
+    (f)"."""
     ordered = list(findings)
-    room = width * lines - 1
+    if not ordered:
+        return Text()
+    room = width * lines - 1 if lines > 1 else width
+    head, others = ordered[0], ordered[1:]
+    style = styles.get(head.severity.value, "")
+    value = finding_value(head)
+    tail_room = len(f"  +{len(others)} more (f)") if others else 0
+    title = fit_words(head.title, room - tail_room - len(head.code) - 1
+                      - (len(value) + 3 if value else 0))
+    t = Text()
+    t.append(head.code, style=style)
+    if title:
+        t.append(f" {title}")
+    if value:
+        t.append(f" · {value}", style=style)
+    if not others:
+        return t
+    left = room - t.cell_len
 
     def pieces(titles: int) -> list[str]:
-        return [f.code + (f" {f.title}" if n < titles else "") for n, f in enumerate(ordered)]
+        return [f.code + (f" {f.title}" if n < titles else "") for n, f in enumerate(others)]
 
     def draw(parts: list[str], rest: int) -> Text:
-        t = Text()
-        for n, (f, piece) in enumerate(zip(ordered, parts)):
-            if n:
-                t.append("  ")
-            t.append(f.code, style=styles.get(f.severity.value, ""))
-            t.append(piece[len(f.code):])
+        out = t.copy()
+        for f, piece in zip(others, parts):
+            out.append("  ")
+            out.append(f.code, style=styles.get(f.severity.value, ""))
+            out.append(piece[len(f.code):])
         if rest:
-            t.append(f"{'  ' if parts else ''}+{rest} more (f)")
-        return t
+            out.append(f"  +{rest} more (f)")
+        return out
 
-    for titles in range(len(ordered), -1, -1):   # as many titles as fit, worst first
+    for titles in range(len(others), -1, -1):   # as many titles as fit, first first
         parts = pieces(titles)
-        if len("  ".join(parts)) <= room:
+        if 2 * len(parts) + len("  ".join(parts)) <= left:
             return draw(parts, 0)
     parts = pieces(0)
     for k in range(len(parts), -1, -1):
-        tail = f"  +{len(parts) - k} more (f)"
-        if len("  ".join(parts[:k])) + len(tail) <= room:
+        tail = len(f"  +{len(parts) - k} more (f)")
+        if 2 * k + len("  ".join(parts[:k])) + tail <= left:
             return draw(parts[:k], len(parts) - k)
     return draw([], len(parts))
+
+
+def finding_value(f) -> str:
+    """What a finding is about, with its value: 'e0 KV usage 98 % >= 95 %' (its first
+    subject; the findings screen, `f`, has them all)."""
+    from .panes.base import short_evidence, subject_evidence
+    subjects = subject_evidence(f)
+    return clean(short_evidence(subjects[0])) if subjects else ""
+
+
+def fit_words(text: str, room: int) -> str:
+    """``text`` in ``room`` columns, cut between words with "…" ('' when not one word
+    fits)."""
+    if len(text) <= room:
+        return text
+    words = text.split()
+    out = ""
+    for w in words:
+        nxt = f"{out} {w}" if out else w
+        if len(nxt) + 1 > room:
+            break
+        out = nxt
+    if not out:
+        return ""
+    return f"{out} …" if out[-1].isdigit() else f"{out}…"   # "engine=0…" reads as a value
 
 
 async def in_daemon_thread(fn, *args):
@@ -200,6 +247,7 @@ class InfertopApp(App):
         Binding("minus", "slower", "slower", key_display="-"),
         *ZOOM_BINDINGS,
         Binding("f", "findings", "findings"),
+        Binding("o", "processes", "processes"),
         Binding("R", "record", "record"),
     ]
 
@@ -220,13 +268,15 @@ class InfertopApp(App):
         self.summaries = CaptureSummaries()     # capture results shown in panes
         self.recorder: Any = None               # the Recorder while `R` records
         self.status_note = ""
-        self._timer = None
+        self._timer: Timer | None = None
         self._wake = asyncio.Event()     # the timer's tick, for _serve_ticks
         self.role_styles: dict[str, str] = {}
         self._shown: dict[str, Text] = {}
+        self._grid_rows = ""    # the panes grid's row sizes set by _fit_grid ("": CSS's)
         self._trends: dict = {}     # sparklines of this trend slot, across ticks (PaneContext)
         self.host = socket.gethostname()   # once: the header is drawn every tick
-        self.register_theme(INFERTOP_THEME)
+        for extra in THEMES:
+            self.register_theme(extra)
         name = theme or DEFAULT_THEME
         if name not in self.available_themes:
             raise UnknownTheme(f"unknown theme {name!r}; choose from "
@@ -243,8 +293,9 @@ class InfertopApp(App):
                 yield cls(id=f"pane-{cls.pane_layer.value}")
         yield HistoryPlot(id="history-plot")
         yield Static("", id="too-small")
+        yield FilterLine(id="table-filter")
         yield Static("", id="status")
-        yield Footer()
+        yield KeyBar(general=GENERAL_ACTIONS)
 
     def _shutting_down(self) -> bool:
         """While the app exits, Textual removes the main screen's widgets; a poll that
@@ -280,15 +331,34 @@ class InfertopApp(App):
         went through asyncio's own handler (which cancels the main task) until a CI run
         where the screen never exited after it; the likely cause is a cancel lost
         mid-await, so it takes this deterministic path too.  Exit status 128 + signal, as
-        a shell reports a killed program."""
+        a shell reports a killed program.
+
+        The loop runs that exit only when it gets control back, and a write to a terminal
+        that reads nothing holds it (tui/driver.py), so the signal also runs
+        ``_signal_now`` at once in the main thread (a Python-level handler; asyncio still
+        gets the signal through its wakeup fd): the driver stops waiting on the terminal
+        and a deadline is armed, so the process ends within EXIT_GRACE however shutdown
+        goes; a second signal ends it at once."""
         loop = asyncio.get_running_loop()
         self._signals: list[int] = []
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             try:
                 loop.add_signal_handler(sig, self.exit, None, 128 + sig)
+                signal.signal(sig, self._signal_now)
                 self._signals.append(sig)
             except (NotImplementedError, RuntimeError, ValueError):
                 pass   # not the main thread (tests' run_test), or no signals here
+
+    def _signal_now(self, sig: int, _frame: object) -> None:
+        from .driver import QuietLinuxDriver, exit_deadline
+        if getattr(self, "_exit_signalled", False):
+            os._exit(128 + sig)   # asked twice: the user means it
+        self._exit_signalled = True
+        driver = self._driver
+        if isinstance(driver, QuietLinuxDriver):
+            driver.leaving = True     # writes stop waiting on the terminal
+        exit_deadline(128 + sig, restore=getattr(driver, "attrs_before", None),
+                      fd=getattr(driver, "fileno", -1))
 
     def on_resize(self, event) -> None:
         # small terminals (80x24): banner and findings strip give their rows to the panes
@@ -335,8 +405,8 @@ class InfertopApp(App):
 
     @property
     def wall_interval(self) -> float:
-        speed = float(self.options.speed or 1.0)
-        return max(0.02, self.interval / speed) if not self.source.realtime else self.interval
+        return pace(self.source.realtime, self.interval, float(self.options.speed or 1.0),
+                    floor=0.02)
 
     # -- the tick -------------------------------------------------------------------------
     def _tick(self) -> None:
@@ -353,7 +423,7 @@ class InfertopApp(App):
             snap = await self.source.next()
             if snap is None:
                 self.paused = True
-                self.status_note = "end of recording: press [ or { to go back, q to quit"
+                self.status_note = self.end_note
                 self._update_status()
                 return
             # History, derived readings and rules in a thread: with thousands of series
@@ -375,6 +445,9 @@ class InfertopApp(App):
                 settle_garbage_collector()
         finally:
             self.polling = False
+
+    # what the status line says when a finite source (a replay) has ended
+    end_note = "end of recording: press [ or { to go back, q to quit"
 
     def _feed(self, snap, epoch) -> Frame:
         """The pipeline's tick and the indexes the panes read through, in its thread."""
@@ -398,47 +471,87 @@ class InfertopApp(App):
             self.update_banner()
             ctx = PaneContext(frame, self.role_styles, summaries=self.summaries,
                               trends=self._trends)
+            self._fit_grid(frame)
             for pane in self.panes:
                 if pane.display:
                     pane.show(ctx)
             sync_history_plot(self, frame)
             self._update_status()
+            top = self.screen
+            if getattr(top, "is_process_screen", False):
+                top.show(self)
+
+    def _fit_grid(self, frame: Frame | None) -> None:
+        """80x24 with many GPUs: the hardware row of the grid grows to one line per GPU
+        (nvitop's compact mode), the other two rows keep at least 3 lines each."""
+        rows = ""
+        screen = self.screen_stack[0]
+        if frame is not None and self.zoomed is None and screen.has_class("-small"):
+            gpus = len(frame.by_label("gpu.info", "gpu").keys()
+                       | frame.by_label("gpu.util_ratio", "gpu").keys())
+            area = self._main_widget("#panes").size.height
+            want = gpus + 2            # title line, column header, a line per GPU
+            if want > area // 3:
+                rows = f"{max(area // 3, min(want, area - 2 * 4))} 1fr 1fr"
+        if rows != self._grid_rows:
+            self._grid_rows = rows
+            self._main_widget("#panes").styles.grid_rows = rows or None
 
     # -- header, strip, status ------------------------------------------------------------
     def _header_text(self, frame: Frame | None = None) -> Text:
+        """'infertop 0.1 ✓nvml ✓server ✗proc  gpu-box  vllm Llama-3.1-8B  8 GPU  1s': the
+        sources' state first, as glyphs (✓ read, ~ stale, ✗ failed, – not available), then
+        what is watched; at 80 columns the URL, then the host go first, and the model's
+        name is cut at its end (never a glyph or a count)."""
+        width = max(20, (self.size.width or 80) - 2)
         t = Text()
         t.append(f"infertop {__version__}", style="bold")
-        t.append(f"  {self.host}")
         if frame is None:
+            t.append(f"  {self.host}")
             return t
         snap = frame.snapshot
-        server = snap.meta("server")
-        kind = snap.meta("dialect") or (server.get("kind") if isinstance(server, dict) else None)
-        model = snap.meta("model")
-        url = snap.meta("url")
-        engines = snap.meta("engines")
-        gpus = snap.meta("gpus")
-        if kind:
-            t.append(f"  {kind}", style=self.role_styles.get("accent", "bold"))
-        if model:
-            t.append(f" {model}")
-        if url:
-            t.append(f"  {url}")
-        if engines and len(engines) > 1:
-            t.append(f"  {len(engines)} engines")
-        t.append(f"  {len(gpus) if gpus else 0} GPU")
-        t.append(f"  {self.interval:g}s")
+        styles = self.role_styles
         for name, s in sorted(snap.samples.items()):
             short = name.split(":", 1)[0]
             if s.status is Status.OK:
-                t.append(f" {short}✓", style=self.role_styles.get("ok", ""))
+                t.append(f" ✓{short}", style=styles.get("ok", ""))
             elif s.status is Status.STALE:
-                t.append(f" {short}:stale", style=self.role_styles.get("warn", ""))
+                t.append(f" ~{short}", style=styles.get("warn", ""))
             else:
-                t.append(f" {short}:ERR", style=self.role_styles.get("crit", ""))
+                t.append(f" ✗{short}", style=styles.get("crit", ""))
         for name, cap in sorted(snap.capabilities.items()):
             if not cap.available:
-                t.append(f" {name.split(':', 1)[0]}:n/a", style=self.role_styles.get("muted", ""))
+                t.append(f" –{name.split(':', 1)[0]}", style=styles.get("muted", ""))
+        server = snap.meta("server")
+        kind = snap.meta("dialect") or (server.get("kind") if isinstance(server, dict) else None)
+        model = clean(str(snap.meta("model") or ""))
+        url = clean(str(snap.meta("url") or ""))
+        engines = snap.meta("engines")
+        gpus = snap.meta("gpus")
+        counts = f"  {len(gpus) if gpus else 0} GPU" + \
+            (f"  {len(engines)} engines" if engines and len(engines) > 1 else "") + \
+            f"  {self.interval:g}s"
+        kind_s = f"  {kind}" if kind else ""
+        host = f"  {self.host}"
+        free = width - t.cell_len - len(counts) - len(kind_s)
+        if model:     # what is served says more than where: the host, then the URL go first
+            if free < len(host) + 1 + len(model):
+                host = ""
+            if len(model) > free - 1:    # the org goes, then the name's end
+                model = model.rsplit("/", 1)[-1]
+            if len(model) > free - 1:
+                from .panes.base import cut_cell
+                model = cut_cell(Text(model), max(2, free - 1)).plain
+        elif free < len(host):
+            host = ""
+        t.append(host)
+        if kind_s:
+            t.append(kind_s, style=styles.get("accent", "bold"))
+        if model:
+            t.append(f" {model}")
+        if url and t.cell_len + len(counts) + len(url) + 2 <= width:
+            t.append(f"  {url}")
+        t.append(counts)
         return t
 
     def _update_strip(self, frame: Frame) -> None:
@@ -537,6 +650,8 @@ class InfertopApp(App):
         for i, pane in enumerate(self.panes):
             pane.display = self.zoomed is None or i == self.zoomed
         container.set_class(self.zoomed is not None, "-zoomed")
+        self._fit_grid(self.frame)
+        self.screen_stack[0].refresh_bindings()   # the key line: the zoomed table's keys
         sync_history_plot(self)
         if self.zoomed is not None:
             self.panes[index].focus()
@@ -547,7 +662,7 @@ class InfertopApp(App):
         """Draw the current frame again (zoom, theme), unless a poll is feeding the
         pipeline in its thread right now: History is not read while it is written; that
         poll draws when it is done."""
-        if self.polling:
+        if self.polling or self.frame is None:
             return
         self._apply(self.frame)
 
@@ -557,6 +672,13 @@ class InfertopApp(App):
     def action_help(self) -> None:
         from .screens.help import HelpScreen
         self.push_screen(HelpScreen(self))
+
+    def action_processes(self) -> None:
+        from .screens.processes import ProcessScreen
+        if isinstance(self.screen, ProcessScreen):
+            self.pop_screen()
+            return
+        self.push_screen(ProcessScreen())
 
     def action_findings(self) -> None:
         from .screens.findings import FindingsScreen
@@ -572,12 +694,13 @@ class InfertopApp(App):
             self._update_status()
             return
         try:
-            path = self.options.record_path or \
-                await asyncio.to_thread(default_recording_path)   # mkdir: off the loop
+            path: str | Path | None = self.options.record_path
+            if not path:
+                path = await asyncio.to_thread(default_recording_path)   # mkdir: off the loop
             first = self.frame.snapshot if self.frame is not None else None
             header = make_header(self.source.describe(), first, host=socket.gethostname(),
                                  started=time.time(), interval=self.interval)
-            rec = Recorder(path, header)
+            rec = Recorder(path, header, force=self.options.record_force)
             if first is not None:
                 await rec.write(first)   # opens the file now: errors show at once
         except Exception as e:
@@ -595,3 +718,7 @@ class InfertopApp(App):
         if rec is not None:
             await rec.close()
         await self.source.stop()
+
+
+# the keys every mode shares: the key line lists them after the mode's own
+GENERAL_ACTIONS = {b.action for b in InfertopApp.BINDINGS}

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from .screens.capture import CaptureScreen
 
 from infertop.probes.capture.files import CaptureError, capture_dir, capture_path
 
@@ -19,7 +22,7 @@ class CaptureController:
     def __init__(self, app: Any) -> None:
         self.app = app
         self.cancel: asyncio.Event | None = None
-        self.screen = None
+        self.screen: CaptureScreen | None = None
         self.running: str | None = None
 
     # -- what to capture ------------------------------------------------------------------
@@ -140,11 +143,13 @@ class CaptureController:
         plan = await plan_gpu_capture(cmdlines, root, self.server_name())
         if plan.mode == "nsys":
             from .screens.prompt import NumberPrompt
+            session = plan.session
+            assert session is not None   # the "nsys" plan names the session it found
 
             def go(seconds: float | None) -> None:
                 if seconds:
-                    screen = self._open_screen(f"nsys capture of session {plan.session}")
-                    self.app.run_worker(self._nsys(screen, plan.session, seconds),
+                    screen = self._open_screen(f"nsys capture of session {session}")
+                    self.app.run_worker(self._nsys(screen, session, seconds),
                                         group="capture")
             self.app.push_screen(NumberPrompt("nsys capture for how many seconds?", 10, 1, 300),
                                  go)
@@ -153,11 +158,11 @@ class CaptureController:
             from .screens.prompt import ConfirmPrompt
             kind = self.server_name()
 
-            def go(yes: bool) -> None:
+            def confirmed(yes: bool) -> None:
                 if yes:
                     screen = self._open_screen(f"{kind} profiler")
                     self.app.run_worker(self._endpoint(screen, kind, root), group="capture")
-            self.app.push_screen(ConfirmPrompt(confirm_text(kind, 10)), go)
+            self.app.push_screen(ConfirmPrompt(confirm_text(kind, 10)), confirmed)
         else:
             from .screens.capture import CaptureScreen
             self.app.push_screen(CaptureScreen(plan, title="GPU capture"))

@@ -4,13 +4,20 @@ and replay (position bar, stepping and seeking).  Each adds only its keys and ba
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.binding import Binding
 
-from .app import InfertopApp
+from infertop.textclean import clean
+
+from .app import InfertopApp, in_daemon_thread
 from .speed import SpeedMeter, speed_text
+
+if TYPE_CHECKING:
+    from infertop.probes.sources.demo import DemoSource
+    from infertop.probes.sources.replay import ReplaySource
 
 
 class LiveApp(InfertopApp):
@@ -82,11 +89,60 @@ class PacedApp(InfertopApp):
 
 
 class DemoApp(PacedApp):
+    """A scenario, or the tour of them all.  A presenter's keys: `>`/`<` scenario, `]`
+    the next phase (space pauses there), `r` restart; the capture keys as on a live
+    server, `p` showing a real py-spy dump bundled with infertop (labelled as such)."""
+
     BINDINGS = InfertopApp.BINDINGS + [
-        Binding("n", "next_scenario", "next scenario"),
-        Binding("p", "prev_scenario", "prev scenario"),
+        Binding("greater_than_sign", "next_scenario", "next scenario", key_display=">"),
+        Binding("less_than_sign", "prev_scenario", "prev scenario", key_display="<"),
+        Binding("right_square_bracket", "next_phase", "next phase", key_display="]"),
         Binding("r", "restart", "restart"),
+        Binding("p", "pyspy_dump", "py-spy dump (bundled)"),
+        Binding("P", "live_only('py-spy record')", "py-spy record", show=False),
+        Binding("n", "live_only('GPU capture (nsys)')", "nsys", show=False),
+        Binding("G", "live_only('GIL sampler')", "GIL sampler", show=False),
     ]
+    MAX_SKIP = 900    # ticks `]` plays at most to reach the next phase
+    source: DemoSource   # what main() gives it: the scenario player
+
+    def action_pyspy_dump(self) -> None:
+        """What `p` shows on a live vLLM: a real dump, bundled, labelled as such."""
+        from .demo_captures import PYSPY_DUMP, bundled_dump
+        from .screens.capture import CaptureScreen
+        self.push_screen(CaptureScreen(
+            bundled_dump(self.frame.snapshot.time if self.frame else time.time()),
+            title=f"DEMO: bundled py-spy dump of a real vLLM 0.32 server ({PYSPY_DUMP}), "
+                  "not of this simulated one"))
+
+    def action_live_only(self, what: str) -> None:
+        self.notify(f"demo: a {what} needs a live server (infertop --url ...); `p` shows a "
+                    "bundled real py-spy dump", timeout=5)
+
+    async def action_next_phase(self) -> None:
+        """Play on to the next phase's first tick (the pipeline sees every tick, so its
+        findings raise as they would; only the drawing is skipped), then draw."""
+        if self.polling:
+            return
+        src = self.source
+        start = (src.scenario.name, src.phase.index, src.epoch)
+        self.polling = True
+        try:
+            frame = None
+            for _ in range(self.MAX_SKIP):
+                snap = await src.next()
+                if snap is None:
+                    break
+                frame = await in_daemon_thread(self._feed, snap, getattr(src, "epoch", None))
+                self.ticks += 1
+                if (src.scenario.name, src.phase.index, src.epoch) != start:
+                    break
+        finally:
+            self.polling = False
+        if frame is not None and self.screen_stack:
+            self._apply(frame)
+            self.notify(f"phase {src.phase.index + 1}/{src.phase.count}: {src.phase.name}",
+                        timeout=3)
 
     async def on_mount(self) -> None:
         await super().on_mount()
@@ -112,10 +168,12 @@ class DemoApp(PacedApp):
         sc = self.source.scenario
         ph = self.source.phase
         t = Text()
-        t.append(" DEMO ", style="bold reverse")
+        names = self.source.names
+        where = f" {names.index(sc.name) + 1}/{len(names)}" if sc.name in names else ""
+        t.append(f" DEMO{where} ", style="bold reverse")
         t.append(f" {sc.title}", style="bold")
         t.append(f"  [{ph.layer}]  phase {ph.index + 1}/{ph.count}: {ph.name}")
-        t.append(f"  {self.speed_text()}   n/p scenario · r restart\n")
+        t.append(f"  {self.speed_text()}   > < scenario · ] phase · r restart\n")
         t.append(" ".join(ph.narration.split()))
         if ph.remedy and ph.index == ph.count - 1:
             t.append("\nremedy: " + " ".join(ph.remedy.split()),
@@ -134,6 +192,7 @@ class ReplayApp(PacedApp):
         Binding("left_curly_bracket", "jump(-0.1)", "-10%", key_display="{"),
         Binding("g", "goto", "go to time"),
     ]
+    source: ReplaySource   # what main() gives it: the recording player
 
     def shown_at(self) -> tuple[int, float]:
         """(index, seconds from the recording's start) of the frame on screen.  The
@@ -249,39 +308,33 @@ class FleetApp(InfertopApp):
         self.filter_text = ""
 
     def compose(self):
-        from textual.widgets import Footer, Static
+        from textual.widgets import Static
         from .screens.fleet import FleetView
+        from .widgets.keybar import KeyBar
+        from .app import GENERAL_ACTIONS
         yield Static(self._header_text(), id="header")
         yield Static("", id="findings-strip", classes="-none")
         yield Static("", id="banner")
         yield FleetView(id="fleet")
         yield Static("", id="status")
-        yield Footer()
+        yield KeyBar(general=GENERAL_ACTIONS)
+
+    async def on_mount(self) -> None:
+        await super().on_mount()
+        # the keys act on the engines (sorted worst first: the cursor starts on the worst)
+        self._main_widget("#fleet-engines").focus()
 
     @property
     def panes(self) -> list:
         return []   # the fleet screen has none; a node's screen has its own six
 
-    async def _poll(self) -> None:
-        """As the base, but the fleet pipeline (64 nodes' Histories and rules) runs in a
-        thread: hundreds of ms of CPU must not stall the event loop."""
-        self.polling = True
-        try:
-            snap = await self.source.next()
-            if snap is None:
-                self.paused = True
-                self.status_note = "end of recording: q to quit"
-                self._update_status()
-                return
-            frame = await asyncio.to_thread(self.pipeline.feed, snap,
-                                            getattr(self.source, "epoch", None))
-            self.ticks += 1
-            await self.after_snapshot(snap, frame)
-            if not self.screen_stack:
-                return
-            self._apply(frame)
-        finally:
-            self.polling = False
+    end_note = "end of recording: q to quit"
+
+    def _feed(self, snap, epoch):
+        """The fleet pipeline's tick (64 nodes' Histories and rules), in the base's poll
+        thread.  Not Frame.prepare: it would build the whole fleet's relabelled Snapshot,
+        which the fleet screen never reads (it reads each node's Frame)."""
+        return self.pipeline.feed(snap, epoch)
 
     def _apply(self, frame) -> None:
         from .screens.fleet import FleetView, fill_tables
@@ -293,6 +346,11 @@ class FleetApp(InfertopApp):
                 fill_tables(self._main_widget("#fleet", FleetView), frame, self.role_styles,
                             sort=self.sort_by, reverse=self.sort_reverse,
                             query=self.filter_text)
+            error = self._fleet_error(frame)
+            box = self._main_widget("#fleet-error")
+            box.set_class(error is not None, "-visible")
+            if error is not None:
+                self._set_text("#fleet-error", error)
             self.refresh_node_screen()
             self._update_status()
 
@@ -306,6 +364,8 @@ class FleetApp(InfertopApp):
     def _header_text(self, frame=None) -> Text:
         t = Text()
         t.append("infertop fleet", style="bold")
+        if getattr(self.source, "last_error", ""):   # said whole in the body (#fleet-error)
+            t.append(" ✗", style=self.role_styles.get("crit", ""))
         t.append(f"  {self.source.label}")
         if frame is None or not hasattr(frame, "nodes"):
             return t
@@ -314,10 +374,21 @@ class FleetApp(InfertopApp):
         t.append(f"  {len(frame.nodes)} nodes  {gpus} GPUs")
         refresh = getattr(self.source, "refresh_interval", 0.0)
         t.append(f"  tick {self.interval:g}s" + (f", refresh {refresh:g}s" if refresh else ""))
-        err = getattr(self.source, "last_error", "")
-        if err:
-            t.append(f"  {err}", style=self.role_styles.get("crit", ""))
         return t
+
+    def _fleet_error(self, frame) -> Text | None:
+        """What the body says when the fleet cannot be read (a dead --prometheus): the
+        tables alone would only be empty."""
+        err = getattr(self.source, "last_error", "")
+        nodes = len(getattr(frame, "nodes", {}) or {})
+        if not err and nodes:
+            return None
+        crit = self.role_styles.get("crit", "bold")
+        if err:
+            return Text(f"cannot read the fleet from {self.source.label}: {clean(str(err))}"
+                        + ("" if nodes else "\nno node to show until it answers"), style=crit)
+        return Text(f"{self.source.label} answered with no node: no GPU or server metrics "
+                    "(check the scrape jobs' labels)", style=self.role_styles.get("warn", ""))
 
     def _update_strip(self, frame) -> None:
         """The fleet's findings, each with the node it is about."""
@@ -328,14 +399,21 @@ class FleetApp(InfertopApp):
             return
         strip.set_class(False, "-none")
         t = Text()
-        for f in frame.findings:   # worst first (FleetPipeline sorts them)
+        room = max(20, self.size.width - 2) * (1 if self.screen_stack[0].has_class("-small")
+                                               else 3) - 14      # "  +N more (f)"
+        for n, f in enumerate(frame.findings):   # worst first (FleetPipeline sorts them)
+            node = dict(f.subject).get("node")
+            piece = f"{node} " if node else ""
+            title = f" {f.title}" if n == 0 else ""     # the first whole, the rest by code
+            if n and t.cell_len + 2 + len(piece) + len(f.code) > room:
+                t.append(f"  +{len(frame.findings) - n} more (f)")
+                break
             if t:
                 t.append("  ")
-            node = dict(f.subject).get("node")
             if node:
-                t.append(f"{node} ", style="bold")
+                t.append(piece, style="bold")
             t.append(f.code, style=self.role_styles.get(f.severity.value, ""))
-            t.append(f" {f.title}")
+            t.append(title)
         self._set_text("#findings-strip", t)
 
     def on_data_table_row_selected(self, event) -> None:
@@ -350,6 +428,10 @@ class FleetApp(InfertopApp):
 
     def action_zoom(self, index: int) -> None:
         return None   # zoom is a node screen's key
+
+    def action_processes(self) -> None:
+        self.notify("the process view is one box's: open a node (Enter), then zoom its "
+                    "memory pane (3) for its GPU processes", timeout=4)
 
     def action_sort(self) -> None:
         i = self.SORTS.index(self.sort_by) if self.sort_by in self.SORTS else -1

@@ -13,6 +13,7 @@ class AppOptions:
     capture_dir: str | None = None     # --capture-dir (else the XDG data dir)
     record_path: str | None = None     # --record FILE
     record_now: bool = False           # start recording at once
+    record_force: bool = False         # --force: --record may replace an existing file
     record_seconds: int = 10           # default length offered by `P`
     gil_sampler: bool = False          # start the GIL sampler at once
     manual_ticks: bool = False         # tests and screenshots drive ticks by hand

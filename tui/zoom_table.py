@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
+
+if TYPE_CHECKING:
+    from textual.app import App
 
 from infertop.model import LAYERS
 from infertop.textclean import clean
@@ -36,7 +39,7 @@ ZOOM_BINDINGS = [
 
 # keys of a zoomed pane (bound on the pane widget: active when it has the focus and is
 # zoomed; keys 1-6 zoom and focus it).  `h` is the long-history plot's (another module).
-TABLE_BINDINGS = [
+TABLE_BINDINGS: list[BindingType] = [
     Binding("s", "table_sort", "sort"),
     Binding("S", "table_reverse", "reverse"),
     Binding("slash", "table_filter", "filter", key_display="/"),
@@ -48,6 +51,8 @@ TABLE_BINDINGS = [
     Binding("pagedown", "table_page(1)", "page down", show=False),
     Binding("home", "table_home", "top", show=False),
     Binding("end", "table_end", "bottom", show=False),
+    Binding("left", "table_columns(-1)", "columns left", show=False),
+    Binding("right", "table_columns(1)", "columns right", show=False),
 ]
 
 ID_COLUMNS = {"GPU", "PID", "TID", "engine", "node", "of PID"}
@@ -59,6 +64,7 @@ TABLE_HELP = [
     ("/", "zoomed pane: filter rows by text (Esc clears)"),
     ("t", "zoomed pane: the next table of the pane (sort, filter and scroll it)"),
     ("↑ ↓ PgUp PgDn Home End", "zoomed pane: scroll the table"),
+    ("← →", "zoomed pane: scroll a wide table's columns (the first stays)"),
 ]
 
 
@@ -71,6 +77,8 @@ class TableView:
     reverse: bool = False
     query: str = ""
     offset: int = 0                # first row of the window
+    col_offset: int = 0            # columns after the first scrolled out of view (←/→)
+    columns: int = 0               # the table's columns (measured by the last draw)
     # measured by the last draw, for paging and for `s` to know the columns
     tables: int = 0
     rows: int = 0                  # rows after the filter
@@ -95,7 +103,7 @@ class TableView:
 
     def next_table(self) -> None:
         self.table = (self.table + 1) % max(1, self.tables)
-        self.sort, self.reverse, self.offset = None, False, 0
+        self.sort, self.reverse, self.offset, self.col_offset = None, False, 0, 0
 
     def scroll(self, n: int) -> None:
         self.offset += n
@@ -170,7 +178,8 @@ def view_order(rows: list[list[Any]], default: list[int], view: TableView) -> li
     col = view.sort
     if col is None:
         return order
-    have, missing = [], []
+    have: list[tuple[Any, int]] = []
+    missing: list[tuple[Any, int]] = []
     for i in order:
         v = cell_value(rows[i][col].plain) if col < len(rows[i]) else None
         (missing if v is None else have).append((v, i))
@@ -208,6 +217,8 @@ def position_line(view: TableView, first: int, shown: int, total: int,
         parts.append(f"+{unbuilt} not listed (over {ZOOM_ROWS})")
     if view.tables > 1:
         parts.append(f"table {view.table % view.tables + 1}/{view.tables} (t)")
+    if view.col_offset:
+        parts.append(f"{view.col_offset} column(s) left of view (←)")
     if not view.query and view.sort is None:
         parts.append("s sort · / filter · ↑↓ scroll")
     return " · ".join(parts)
@@ -218,6 +229,8 @@ class ZoomTableKeys:
     ``is_zoomed`` and ``redraw_table``)."""
 
     table_view: TableView
+    if TYPE_CHECKING:   # the widget's (Textual's Widget.app), for the checker only
+        app: App[Any]
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action.startswith("table_"):
@@ -248,15 +261,9 @@ class ZoomTableKeys:
         self.redraw_table()
 
     def action_table_filter(self) -> None:
-        from .screens.prompt import TextPrompt
-
-        def done(text: str | None) -> None:
-            if text is not None:
-                self.table_view.query = text
-                self.table_view.offset = 0
-                self.redraw_table()
-        self.app.push_screen(TextPrompt("filter rows (text anywhere in the row; empty: all)",
-                                        self.table_view.query), done)
+        """Type the filter on the bottom line; the table filters as you type."""
+        from .widgets.filter_line import FilterLine
+        self.screen.query_one("#table-filter", FilterLine).open_for(self)
 
     def action_table_clear(self) -> None:
         self.table_view.query = ""
@@ -269,6 +276,11 @@ class ZoomTableKeys:
 
     def action_table_page(self, n: int) -> None:
         self.table_view.scroll(n * max(1, self.table_view.page))
+        self.redraw_table()
+
+    def action_table_columns(self, n: int) -> None:
+        v = self.table_view
+        v.col_offset = max(0, min(v.col_offset + n, max(0, v.columns - 2)))
         self.redraw_table()
 
     def action_table_home(self) -> None:

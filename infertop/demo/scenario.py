@@ -460,8 +460,8 @@ def _setup(raw: Any, fail) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise fail("[setup] must be a table")
     _unknown(raw, SETUP, "[setup]", fail)
-    out = {k.name: (dict(k.default) if isinstance(k.default, dict) else k.default)
-           for k in SETUP.values()}
+    out: dict[str, Any] = {k.name: (dict(k.default) if isinstance(k.default, dict)
+                                    else k.default) for k in SETUP.values()}
     for key, v in raw.items():
         out[key] = _value(SETUP[key], v, "[setup]", fail)
     if out["server"] not in DIALECTS:

@@ -516,7 +516,7 @@ class _Knobs:
         return float(p + (c - p) * self.f)
 
     def values(self) -> dict[str, Any]:
-        out = {}
+        out: dict[str, Any] = {}
         for name, k in KNOBS.items():
             v = self.cur_v.get(name)
             if k.kind in ("float", "int") and v is not None:

@@ -19,6 +19,7 @@ from ..findings import Evidence, RuleSpec, Severity
 from ..history import History, Series
 from ..keys import SPECS
 from ..model import Kind, Labels, Reading, Snapshot, Status, make_labels
+from ..pidmap import map_gpu_pids
 from ..units import natural_key
 from ..windowstat import median, recent_values, share
 
@@ -345,14 +346,22 @@ class Context:
         """Server root pid -> GPUs its processes hold memory on (NVML per-process list;
         256 MiB or more: a CUDA context alone is ~500 MiB, a monitoring tool less)."""
         if self._gpus_by_root is None:
-            out: dict[str, set[str]] = {}
+            held = [(r.label("gpu"), int(r.label("pid")), r.value)
+                    for r in self.ok("process.gpu_mem_bytes")
+                    if r.label("pid").isdigit() and r.label("gpu") and r.value >= 256 * 2**20]
             known = self.procs
-            for r in self.ok("process.gpu_mem_bytes"):
-                pid, gpu = r.label("pid"), r.label("gpu")
-                if known and pid not in known:
-                    continue  # another program's process: not part of a server's groups
-                if pid and gpu and r.value >= 256 * 2**20:
-                    out.setdefault(self.root_of(pid), set()).add(gpu)
+            if known:   # NVML's host pids matched to the tree as the screen does (pidmap):
+                # directly or through the PID-namespace aliases; another program's are not
+                tree = {int(p) for p in known if p.isdigit()}
+                aliases = [(int(a), int(p)) for a, p in self.snapshot.meta("pid_aliases") or ()]
+                matched, _ = map_gpu_pids(tree, held, aliases)
+            else:       # no process tree read: each GPU process stands for itself
+                matched = {}
+                for gpu, pid, _ in held:
+                    matched.setdefault(pid, []).append(gpu)
+            out: dict[str, set[str]] = {}
+            for pid, gpus in matched.items():
+                out.setdefault(self.root_of(str(pid)), set()).update(gpus)
             self._gpus_by_root = {k: sorted(v, key=natural_key) for k, v in out.items()}
         return self._gpus_by_root
 
@@ -451,7 +460,9 @@ def split_slope(points: list[tuple[float, float, float]]):
     halves do not differ in x."""
     pts = sorted(p for p in points if p[0] > 0 and p[1] > 0 and p[2] > 0)
     total = sum(p[2] for p in pts)
-    lo, hi, acc = [], [], 0.0
+    lo: list[tuple[float, float, float]] = []
+    hi: list[tuple[float, float, float]] = []
+    acc = 0.0
     for p in pts:
         (lo if acc < total / 2 else hi).append(p)
         acc += p[2]

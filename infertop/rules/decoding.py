@@ -144,6 +144,26 @@ def error_rate(ctx: Context) -> Iterator[Candidate]:
         ), title=f"error rate {ratio:.1%}")
 
 
+# ---- DEC-007 requests refused at admission --------------------------------------------------
+def admission_rejections(ctx: Context) -> Iterator[Candidate]:
+    """Refused requests are errors the client sees (vLLM answers them at once, before any
+    engine): judged as DEC-004 judges errors, on the derived ``server.rejection_ratio``
+    (refused / (refused + finished) over the window)."""
+    t, limit = ctx.t, ctx.cfg.slo.error_ratio
+    for r in ctx.derived_of("server.rejection_ratio"):
+        refused = ctx.derived("server.requests_rejected", r.labels)
+        if not refused or not r.value or r.value <= limit:
+            continue
+        total = refused / r.value
+        if total < t.error_min_requests:
+            continue
+        yield Candidate(server_subject(r.labels), CRIT if r.value >= t.error_crit_ratio else WARN, (
+            Evidence("server.rejection_ratio", r.labels, r.value, limit, ">", "ratio",
+                     f"{refused:.0f} of {total:.0f} requests in the last {ctx.window:.0f} s "
+                     "refused at admission"),
+        ), title=f"{r.value:.1%} of requests refused at admission")
+
+
 # ---- DEC-005 server restarted -------------------------------------------------------------
 RESTART_COUNTERS = ("server.generation_tokens_total", "server.prompt_tokens_total",
                     "server.requests_finished_total")
@@ -323,4 +343,17 @@ RULES = (
         judged="each tick: the server source's status (an error or a missed deadline), "
                "counted from the first failed scrape"),
         server_silent),
+    Rule(RuleSpec(
+        "DEC-007", DEC, "requests refused at admission",
+        "Share of the window's requests the server refused at admission (vLLM "
+        "admission_rejections: its queue limits --max-num-queued-reqs/-tokens reached) above "
+        "the error SLO: clients got an error without being served.",
+        ("server.admission_rejections_total",),
+        {"slo.error_ratio": None, "thresholds.error_min_requests": None,
+         "thresholds.error_crit_ratio": None},
+        "add capacity (replicas) or shed load before the server (the router's queue); raise "
+        "the server's queue limits only if the latency of a longer queue is acceptable",
+        optional=("server.requests_finished_total",),
+        judged="ratio over diagnosis.window (derived server.rejection_ratio)"),
+        admission_rejections),
 )

@@ -50,16 +50,20 @@ TICK_SLACK = 0.1
 # straggling GPUs slow every step; launch-bound decode slows every token.
 EXPLAINS: dict[str, tuple[str, ...]] = {
     "MEM-001": ("DEC-001", "DEC-002"),
+    "MEM-005": ("DEC-001",),             # evicted prefixes are prefilled again
     "SCH-001": ("DEC-001", "DEC-002"),
     "SCH-002": ("DEC-001",),
     "SCH-003": ("DEC-001", "DEC-002"),
     "SCH-004": ("DEC-001", "DEC-002"),
+    "SCH-005": ("DEC-001",),             # a deferred queue (KV transfer, LoRA) delays TTFT
+    "SCH-006": ("DEC-001", "DEC-002"),   # an asleep engine is not a slow one
     "HW-003": ("DEC-001", "DEC-002"),
     "HW-005": ("DEC-001", "DEC-004"),
     "KRN-001": ("DEC-002",),
     "KRN-002": ("DEC-001",),
     "PAR-001": ("DEC-001", "DEC-002"),
     "PAR-002": ("DEC-001", "DEC-002"),
+    "PAR-004": ("DEC-001",),             # the first token waits for the KV transfer
 }
 
 

@@ -8,10 +8,11 @@ node's History).  On a single box there is no ``node`` label and they find nothi
 
 from __future__ import annotations
 
+import statistics
 from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
-from ..model import Layer, make_labels
+from ..model import Layer, Reading, make_labels
 from .base import Candidate, Context, Rule, ev, sub
 from .parallelism import dp_unbalanced
 
@@ -24,7 +25,7 @@ def slow_node(ctx: Context) -> Iterator[Candidate]:
     t = ctx.t
     for key in LATENCY_KEYS:
         # model -> node -> worst p99 of that node's engines
-        by_model: dict[str, dict[str, tuple[float, object]]] = {}
+        by_model: dict[str, dict[str, tuple[float, Reading]]] = {}
         for r in ctx.derived_of(key):
             node = r.label("node")
             if not node or r.label("quantile") != "0.99":
@@ -37,7 +38,7 @@ def slow_node(ctx: Context) -> Iterator[Candidate]:
                 continue
             for node, (v, r) in sorted(per.items()):
                 peers = sorted(pv for n, (pv, _) in per.items() if n != node)
-                median = peers[len(peers) // 2]
+                median = statistics.median(peers)
                 limit = max(t.fleet_slow_factor * median, t.fleet_slow_min_seconds)
                 if v < limit:
                     continue

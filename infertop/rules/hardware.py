@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..findings import RuleSpec, Severity
-from ..model import Layer
+from ..findings import Evidence, RuleSpec, Severity
+from ..model import Layer, Reading
+from ..windowstat import recent_values
 from .base import JUDGED_RAISE_AFTER, Candidate, Context, Rule, ev, sub
+from .window import covered, value_at
 
 HW = Layer.HARDWARE
 NOTICE, WARN, CRIT = Severity.NOTICE, Severity.WARN, Severity.CRIT
@@ -154,7 +156,19 @@ def pcie_saturated(ctx: Context) -> Iterator[Candidate]:
 
 # ---- HW-005 GPU lost, new Xid or ECC errors ----------------------------------------------
 # Xids that mean the GPU (or its memory) can no longer be trusted
-CRIT_XIDS = {48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140}
+CRIT_XIDS = {48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140, 145, 149}
+
+# What to do about an Xid, by class (GPU health design citing Lablup, arXiv 2605.09370;
+# NVIDIA's Xid catalogue): the application's fault or a contained error -> restart it;
+# the GPU's firmware/engine hung -> reset the GPU; the GPU left the bus -> reboot.
+XID_ACTIONS: dict[int, str] = {
+    **dict.fromkeys((31, 43, 94), "restart the application (Xid {xid}: its context hit a "
+                    "fault or a contained memory error; the GPU itself is usable)"),
+    **dict.fromkeys((119, 145, 149), "drain the node and reset the GPU (nvidia-smi -r) (Xid "
+                    "{xid}: the GPU's firmware or an engine stopped answering)"),
+    79: "drain the node and reboot it (Xid 79: the GPU fell off the bus); replace the GPU "
+        "if it repeats",
+}
 
 
 def gpu_errors(ctx: Context) -> Iterator[Candidate]:
@@ -174,19 +188,122 @@ def gpu_errors(ctx: Context) -> Iterator[Candidate]:
         if r is not None and r.value >= 1:
             evidence.append(ev(r, r.key, r.labels, r.value, 1, ">=", "fell off the bus"))
             sev = CRIT
+        remedy = None
         for d in counters.get(gpu, ()):
             note = f"new in the last {t.error_event_window:.0f} s"
             level = CRIT
             if d.key == "gpu.xid_new":
                 x = xid_last.get(gpu)
                 if x is not None:
-                    note += f"; last Xid {int(x.value)}"
-                    level = CRIT if int(x.value) in CRIT_XIDS else WARN
+                    xid = int(x.value)
+                    note += f"; last Xid {xid}"
+                    level = CRIT if xid in CRIT_XIDS else WARN
+                    if xid in XID_ACTIONS:
+                        remedy = XID_ACTIONS[xid].format(xid=xid)
             evidence.append(ev(d, d.key, d.labels, d.value, 0, ">", note))
             sev = level if sev is None else max(sev, level)
         if sev is not None:
             what = "lost" if evidence[0].key == "gpu.lost" else "reports errors"
-            yield Candidate(sub(gpu=gpu), sev, tuple(evidence), title=f"GPU {gpu} {what}")
+            if what == "lost":
+                remedy = XID_ACTIONS[79]
+            yield Candidate(sub(gpu=gpu), sev, tuple(evidence), title=f"GPU {gpu} {what}",
+                            remedy=remedy)
+
+
+# ---- HW-006 GPU too hot (core or HBM, held) ----------------------------------------------
+def _held_min(ctx: Context, r: Reading, seconds: float) -> float | None:
+    """The lowest value of ``r``'s series over the last ``seconds``, once History covers
+    them all (a temperature must hold, not touch, its limit); None before."""
+    s = ctx.series(r.key, r.labels)
+    if s is None or not covered(s, seconds, ctx.now):
+        return None
+    vals = recent_values(s, seconds, ctx.now)
+    return min(vals) if vals else None
+
+
+def too_hot(ctx: Context) -> Iterator[Candidate]:
+    t = ctx.t
+    levels = (("gpu.temp_celsius", "core", ((CRIT, t.gpu_very_hot_celsius, t.gpu_very_hot_seconds),
+                                             (WARN, t.gpu_hot_celsius, t.gpu_hot_seconds))),
+              ("gpu.mem_temp_celsius", "memory (HBM)",
+               ((WARN, t.hbm_hot_celsius, t.hbm_hot_seconds),)))
+    found: dict[str, list[tuple[Severity, Evidence, str]]] = {}
+    for key, what, steps in levels:
+        for gpu, r in ctx.per_gpu(key).items():
+            for sev, limit, hold in steps:
+                low = _held_min(ctx, r, hold)
+                if ctx.past(low, ">", limit, sub(gpu=gpu)):
+                    found.setdefault(gpu, []).append((sev, ev(
+                        r, key, r.labels, low, limit, ">",
+                        f"{what}: lowest of the last {hold:.0f} s; {r.value:.0f} C now"), what))
+                    break
+    for gpu, hits in sorted(found.items()):
+        sev = max(h[0] for h in hits)
+        names = " and ".join(h[2] for h in hits)
+        yield Candidate(sub(gpu=gpu), sev, tuple(h[1] for h in hits),
+                        title=f"GPU {gpu}: {names} too hot")
+
+
+# ---- HW-007 hardware slowdown held ----------------------------------------------------------
+HW_SLOWDOWN = 0x008
+
+
+def slowdown_held(ctx: Context) -> Iterator[Candidate]:
+    t = ctx.t
+    for gpu, r in ctx.per_gpu("gpu.throttle_reasons").items():
+        if not int(r.value) & HW_SLOWDOWN:
+            continue
+        s = ctx.series(r.key, r.labels)
+        if s is None or not covered(s, t.hw_slowdown_seconds, ctx.now):
+            continue
+        vals = recent_values(s, t.hw_slowdown_seconds, ctx.now)
+        if not vals or not all(int(v) & HW_SLOWDOWN for v in vals):
+            continue
+        yield Candidate(sub(gpu=gpu), WARN, (
+            ev(r, r.key, r.labels, "hw_slowdown", "none", "!=",
+               f"on every tick of the last {t.hw_slowdown_seconds:.0f} s "
+               f"(mask {int(r.value):#x})"),), title=f"GPU {gpu}: hardware slowdown held")
+
+
+# ---- HW-008 memory rows remapped -----------------------------------------------------------
+def rows_remapped(ctx: Context) -> Iterator[Candidate]:
+    t = ctx.t
+    unc = ctx.per_gpu("gpu.remapped_rows_uncorrectable")
+    failed = ctx.per_gpu("gpu.row_remap_failure")
+    pending = ctx.per_gpu("gpu.row_remap_pending")
+    for gpu, corr in sorted(ctx.per_gpu("gpu.remapped_rows_correctable").items()):
+        evidence: list[Evidence] = []
+        sev: Severity | None = None
+        u, f = unc.get(gpu), failed.get(gpu)
+        if u is not None and u.value > 0:
+            evidence.append(ev(u, u.key, u.labels, u.value, 0, ">",
+                               "rows remapped after uncorrectable errors"))
+            sev = CRIT
+        if f is not None and f.value >= 1:
+            evidence.append(ev(f, f.key, f.labels, f.value, 1, ">=",
+                               "a remap failed: no spare rows left"))
+            sev = CRIT
+        s = ctx.series(corr.key, corr.labels)
+        first = value_at(s, ctx.now - t.error_event_window) if s is not None else None
+        if first is not None and corr.value > first:
+            evidence.append(ev(corr, corr.key, corr.labels, corr.value - first, 0, ">",
+                               f"new correctable remaps in the last "
+                               f"{t.error_event_window:.0f} s ({corr.value:.0f} in all)"))
+            sev = sev or WARN
+        if sev is None:
+            continue
+        p = pending.get(gpu)
+        if p is not None and p.value >= 1:
+            evidence.append(ev(p, p.key, p.labels, p.value, None, "",
+                               "a remap waits for a GPU reset"))
+        remedy = ("a remap failed: drain the node and replace the GPU (RMA)"
+                  if f is not None and f.value >= 1 else
+                  "drain the node and reset the GPU so pending remaps apply (nvidia-smi -r); "
+                  "replace it if remaps keep coming" if sev is CRIT else
+                  "watch the trend: correctable remaps that keep growing precede "
+                  "uncorrectable ones; plan a reset or a replacement")
+        yield Candidate(sub(gpu=gpu), sev, tuple(evidence),
+                        title=f"GPU {gpu}: memory rows remapped", remedy=remedy)
 
 
 RULES = (
@@ -241,5 +358,45 @@ RULES = (
         "the server on healthy GPUs",
         optional=("gpu.xid_last",), raise_after=0.0,
         judged="new errors over thresholds.error_event_window (derived gpu.xid_new, "
-               "gpu.ecc_uncorrected_new)"), gpu_errors),
+               "gpu.ecc_uncorrected_new)",
+        notes="The remedy follows the Xid's class: 31/43/94 restart the application; "
+              "119/145/149 reset the GPU; 79 (fell off the bus) reboot the node."),
+        gpu_errors),
+    Rule(RuleSpec(
+        "HW-006", HW, "GPU too hot",
+        "The core temperature stayed above its limits for minutes (warning above 85 C for "
+        "5 min, critical above 92 C for 2 min), or the memory (HBM) above its own; the GPU "
+        "slows itself down and ages faster.",
+        ("gpu.temp_celsius|gpu.mem_temp_celsius",),
+        {"thresholds.gpu_hot_celsius": None, "thresholds.gpu_hot_seconds": None,
+         "thresholds.gpu_very_hot_celsius": None, "thresholds.gpu_very_hot_seconds": None,
+         "thresholds.hbm_hot_celsius": None, "thresholds.hbm_hot_seconds": None},
+        "check cooling: fans, airflow, inlet temperature, a blocked or failed chassis fan; "
+        "move load off this GPU until it cools", raise_after=0.0,
+        judged="the lowest reading over each hold (the temperature must stay above the limit "
+               "for the whole hold; History must cover it)"), too_hot),
+    Rule(RuleSpec(
+        "HW-007", HW, "hardware slowdown held",
+        "The hardware-slowdown clock event reason (0x8: clocks halved or worse by the board) "
+        "was set on every tick for minutes: a degraded board or power supply, not a "
+        "transient spike.",
+        ("gpu.throttle_reasons",),
+        {"thresholds.hw_slowdown_seconds": None},
+        "drain the node: check the PSU, power cables and cooling with the host's admin; "
+        "`nvidia-smi -q -d PERFORMANCE` names the reason", raise_after=0.0,
+        judged="every tick of thresholds.hw_slowdown_seconds (HW-003 reports the reason at "
+               "once; this one says it stays)"), slowdown_held),
+    Rule(RuleSpec(
+        "HW-008", HW, "memory rows remapped",
+        "The GPU remapped memory rows after uncorrectable errors, or a remap failed "
+        "(critical), or its correctable remaps grew over the window (warning): its memory is "
+        "wearing out.",
+        ("gpu.remapped_rows_correctable",),
+        {"thresholds.error_event_window": None},
+        "reset the GPU so pending remaps apply; replace it after a remap failure or when "
+        "remaps keep coming",
+        optional=("gpu.remapped_rows_uncorrectable", "gpu.row_remap_failure",
+                  "gpu.row_remap_pending"), raise_after=0.0,
+        judged="each tick's remap counts; correctable growth over "
+               "thresholds.error_event_window"), rows_remapped),
 )

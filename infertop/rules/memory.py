@@ -215,6 +215,9 @@ def _growth(ctx: Context, used, total: float) -> tuple[float, float, float] | No
     vals = [value_at(s, start_t + span * k / n) for k in range(n + 1)]
     if any(v is None for v in vals):
         return None
+    # the rise shown is over exactly ``span``: the memo's first value can be up to 5 s
+    # older than the window's start (it overstated a steady rise by up to 4 %)
+    rise = used.value - vals[0]
     tol = 0.002 * total
     steps = [b - a for a, b in zip(vals, vals[1:])]
     if any(d < -tol for d in steps):
@@ -292,6 +295,27 @@ def weights_twice(ctx: Context) -> Iterator[Candidate]:
             break
 
 
+# ---- MEM-005 prefix-cache thrash (KV-cache events) --------------------------------------
+def prefix_thrash(ctx: Context) -> Iterator[Candidate]:
+    """From the KV-cache events: of the blocks evicted over the window, the share stored
+    again within the tracker's restore window (derived ``kv.prefix_thrash_ratio``).  The
+    cache evicts prefixes that the traffic asks for again: each is recomputed."""
+    t = ctx.t
+    for r in ctx.derived_of("kv.prefix_thrash_ratio"):
+        s = ctx.series("kv.event_blocks_evicted_total", r.labels)
+        inc = s.increase(ctx.window) if s is not None else None
+        evicted = inc[0] if inc is not None else 0.0
+        if evicted < t.thrash_min_evictions:
+            continue
+        if not ctx.past(r.value, ">=", t.thrash_ratio, server_subject(r.labels)):
+            continue
+        yield Candidate(server_subject(r.labels), WARN, (
+            Evidence(r.key, r.labels, r.value, t.thrash_ratio, ">=", "ratio",
+                     f"{r.value * evicted:.0f} of {evicted:.0f} blocks evicted in the last "
+                     f"{ctx.window:.0f} s were stored again soon after"),
+        ), title=f"prefix-cache thrash: {r.value:.0%} of evicted blocks recomputed")
+
+
 RULES = (
     Rule(RuleSpec(
         "MEM-001", MEM, "KV-cache pressure",
@@ -346,4 +370,18 @@ RULES = (
         "stop the duplicate server, or give each server its own GPUs (CUDA_VISIBLE_DEVICES)",
         judged="each tick's per-process GPU memory (it does not jitter)"),
         weights_twice),
+    Rule(RuleSpec(
+        "MEM-005", MEM, "prefix-cache thrash",
+        "From the server's KV-cache events: a large share of the KV blocks evicted over the "
+        "window were stored again soon after (the same prefix recomputed): the prefix cache "
+        "is too small for the traffic's working set, or the traffic's prefixes are spread "
+        "over replicas that each cache all of them.",
+        ("kv.event_blocks_evicted_total", "kv.event_blocks_restored_total"),
+        {"thresholds.thrash_ratio": None, "thresholds.thrash_min_evictions": None,
+         "diagnosis.window": None},
+        "give the KV cache more room (--gpu-memory-utilization, FP8 KV cache, a shorter "
+        "--max-model-len, CPU offload of KV blocks) or route by prefix (cache-aware routing: "
+        "llm-d's prefix-cache scorer, SGLang router) so each prefix stays on one replica",
+        judged="ratio over diagnosis.window (derived kv.prefix_thrash_ratio); a block counts "
+               "as thrash when stored again within 60 s of its eviction"), prefix_thrash),
 )

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import statistics
 from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
-from ..model import Layer
-from .base import JUDGED_RAISE_AFTER, Candidate, Context, Rule, ev, sub
+from ..model import Layer, make_labels
+from .base import JUDGED_RAISE_AFTER, Candidate, Context, Rule, ev, server_subject, sub
 from .hardware import pcie_capacity
 
 PAR = Layer.PARALLELISM
@@ -31,7 +32,7 @@ def tp_straggler(ctx: Context) -> Iterator[Candidate]:
         spread = max(vals.values()) - min(vals.values())
         if mean < t.tp_busy_min or not ctx.past(spread, ">=", t.tp_imbalance, sub(gpus=gl)):
             continue
-        median = sorted(vals.values())[len(vals) // 2]
+        median = statistics.median(vals.values())
         odd = max(group, key=lambda g: (abs(vals[g] - median), g))
         key = src[odd].key
         note = f"GPU {odd} {vals[odd]:.0%} against a median of {median:.0%}"
@@ -135,6 +136,32 @@ def _who(r) -> str:
     return ", ".join(parts) or "one engine"
 
 
+# ---- PAR-004 TTFT dominated by the KV transfer (disaggregated prefill/decode) ----------------
+def transfer_dominates_ttft(ctx: Context) -> Iterator[Candidate]:
+    """On an instance that receives KV from a prefill instance: the KV transfer's p99 is
+    at least ``kv_transfer_ttft_share`` of the TTFT p99 (both derived over the window, as on
+    screen): the first token waits for the wire, not for prefill or the queue."""
+    t = ctx.t
+    for s in ctx.series_of("latency.kv_transfer_seconds"):
+        n = ctx.derived("latency.observations", make_labels(s.labels, of=s.key))
+        if n is None or n < t.slo_min_requests:
+            continue
+        xfer = ctx.derived(s.key, make_labels(s.labels, quantile=0.99))
+        ttft_s = ctx.series("latency.ttft_seconds", s.labels)
+        ttft = ctx.derived("latency.ttft_seconds", make_labels(ttft_s.labels, quantile=0.99)) \
+            if ttft_s is not None else None
+        if xfer is None or not ttft or xfer < t.kv_transfer_ttft_share * ttft:
+            continue
+        yield Candidate(server_subject(s.labels), WARN, (
+            Evidence(s.key, make_labels(s.labels, quantile=0.99), xfer,
+                     round(t.kv_transfer_ttft_share * ttft, 6), ">=", "s",
+                     f"{xfer / ttft:.0%} of the TTFT p99; {n:.0f} transfers in the last "
+                     f"{ctx.window:.0f} s"),
+            Evidence("latency.ttft_seconds", make_labels(s.labels, quantile=0.99), ttft, None,
+                     "", "s"),
+        ), title=f"KV transfer is {xfer / ttft:.0%} of TTFT p99")
+
+
 RULES = (
     Rule(RuleSpec(
         "PAR-001", PAR, "TP straggler",
@@ -173,4 +200,14 @@ RULES = (
         "with vLLM DP, check the engines' KV sizes match",
         optional=("server.requests_waiting", "kv.usage_ratio"),
         judged="each tick's running+waiting and KV usage per engine"), dp_unbalanced),
+    Rule(RuleSpec(
+        "PAR-004", PAR, "TTFT dominated by the KV transfer",
+        "Disaggregated prefill/decode: the p99 time to move a request's KV from the prefill "
+        "to the decode instance is a large share of the TTFT p99 (vLLM NIXL, SGLang PD "
+        "transfer histograms): each side looks fine, the wire between them does not.",
+        ("latency.kv_transfer_seconds", "latency.ttft_seconds"),
+        {"thresholds.kv_transfer_ttft_share": None, "thresholds.slo_min_requests": None},
+        "put the pair on a fast path (NIXL/UCX over RDMA or NVLink, not TCP; same rack), "
+        "check the transfer backend's logs for retries, shrink the KV (FP8 KV cache)",
+        judged="p99s over diagnosis.window (derived, as on screen)"), transfer_dominates_ttft),
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
-from ..model import Layer
+from ..model import Layer, make_labels
 from ..units import fmt_value
 from .base import JUDGED_RAISE_AFTER, QUEUED_SHARE, Candidate, Context, Rule, ev, server_subject, sub
 from ..derive import THROUGHPUT_LOOKBACK
@@ -229,6 +229,84 @@ def _names(rs) -> str:
                      f"{fmt_value(r.value, 'cores')} CPU)" for r in rs)
 
 
+# ---- SCH-005 the queue waits on a deferral, not capacity ---------------------------------
+def _deferral(ctx: Context, labels) -> tuple[str, str]:
+    """(what the deferred requests wait on, remedy) from the server's own configuration:
+    a KV connector on the command line, or prompt KV arriving by transfer, means the
+    decode side waits for KV from its prefill side; LoRA flags mean adapter slots."""
+    transferred = ctx.series("kv.prompt_tokens_by_source_total",
+                             make_labels(labels, source="external_kv_transfer"))
+    moved = transferred.increase(ctx.window) if transferred is not None else None
+    if ctx.setting("kv_transfer_config") is not None or (moved is not None and moved[0] > 0):
+        return ("KV transfer from the prefill side",
+                "the decode side waits for KV blocks from its prefill instance: check the "
+                "prefill instance (its queue and TTFT), the KV connector's transfer time and "
+                "the link it uses (NIXL/RDMA, not TCP); add prefill instances if they are "
+                "saturated. Raising --max-num-seqs does not help")
+    if ctx.setting("max_loras") is not None or ctx.setting("enable_lora") is not None:
+        loras = ctx.setting("max_loras")
+        return ("LoRA adapter slots" + (f" (--max-loras {loras})" if loras else ""),
+                "more distinct adapters are wanted at once than the batch has LoRA slots: "
+                "raise --max-loras (GPU memory permitting) or route each adapter's requests "
+                "to fewer replicas. Raising --max-num-seqs does not help")
+    return ("a deferral (LoRA slots, KV transfer, or a blocked request)",
+            "requests are held for something other than batch room: check the server's "
+            "--kv-transfer-config (a slow prefill side) and --max-loras (too few adapter "
+            "slots). Raising --max-num-seqs does not help")
+
+
+def deferred_queue(ctx: Context) -> Iterator[Candidate]:
+    """Requests wait, and most of them wait on a deferral (vLLM's
+    ``num_requests_waiting_by_reason{reason="deferred"}``), not on capacity: the cause is
+    the constraint they wait on, never the concurrency cap SCH-002 would name."""
+    t = ctx.t
+    for w in ctx.ok("server.requests_waiting"):
+        d = ctx.peer("server.requests_deferred", w.labels)
+        if d is None:
+            continue
+        subject = server_subject(w.labels)
+        queue = ctx.share(w, t.queue_waiting_min)
+        if not ctx.past(queue, ">=", QUEUED_SHARE, subject):
+            continue
+        waiting, deferred = ctx.median(w), ctx.median(d)
+        if not waiting or deferred is None:
+            continue
+        part = min(1.0, deferred / waiting)
+        if not ctx.past(part, ">=", t.deferred_share_min, subject):
+            continue
+        what, remedy = _deferral(ctx, w.labels)
+        yield Candidate(subject, WARN, (
+            ctx.queue_evidence(w, queue, t.queue_waiting_min),
+            Evidence(d.key, d.labels, round(part, 3), t.deferred_share_min, ">=", "ratio",
+                     f"share of the queue deferred, not waiting for capacity ({ctx.median_note}"
+                     f"; {d.value:.0f} of {w.value:.0f} now)"),
+        ), title=f"queue waits on {what}, not capacity", remedy=remedy)
+
+
+# ---- SCH-006 engine asleep ---------------------------------------------------------------
+SLEEP_NAMES = {1: "weights offloaded", 2: "weights and KV discarded"}
+
+
+def engine_asleep(ctx: Context) -> Iterator[Candidate]:
+    """An engine in sleep mode (vLLM ``/sleep``): its latency is a wake-up, not slowness;
+    a warning when requests wait on it, else a notice."""
+    for r in ctx.ok("server.sleep_level"):
+        if r.value < 1:
+            continue
+        subject = server_subject(r.labels)
+        level = int(r.value)
+        evidence = [ev(r, r.key, r.labels, r.value, 1.0, ">=",
+                       f"sleep level {level}: {SLEEP_NAMES.get(level, 'asleep')}")]
+        w = ctx.peer("server.requests_waiting", r.labels)
+        waiting = w is not None and w.value >= ctx.t.queue_waiting_min
+        if w is not None:
+            evidence.append(ev(w, w.key, w.labels, w.value, None, "", "waiting on it"))
+        yield Candidate(subject, WARN if waiting else Severity.NOTICE, tuple(evidence),
+                        title="engine asleep" + (f" ({SLEEP_NAMES[level]})"
+                                                 if level in SLEEP_NAMES else "")
+                        + (f" with {w.value:.0f} waiting" if waiting and w else ""))
+
+
 RULES = (
     Rule(RuleSpec(
         "SCH-001", SCH, "GIL contention",
@@ -289,4 +367,29 @@ RULES = (
         "cores",
         optional=("host.top_cpu_cores", "process.cpu_ratio"), raise_after=JUDGED_RAISE_AFTER,
         judged="median over diagnosis.judge_window of the host's CPU busy share"), host_cpu),
+    Rule(RuleSpec(
+        "SCH-005", SCH, "queue waits on a deferral, not capacity",
+        "Requests wait, and most of the queue is deferred (vLLM reason=deferred: LoRA "
+        "adapter slots, KV transfer from a remote prefill, a blocked request) rather than "
+        "waiting for batch room: the remedy is that constraint, not the concurrency cap.",
+        ("server.requests_waiting", "server.requests_deferred"),
+        {"thresholds.queue_waiting_min": None, "thresholds.deferred_share_min": None},
+        "follow the constraint named: a slow prefill side or KV link (disaggregated "
+        "serving), or too few LoRA slots (--max-loras); raising --max-num-seqs does not help",
+        optional=("kv.prompt_tokens_by_source_total", "server.setting{name=kv_transfer_config}",
+                  "server.setting{name=max_loras}"),
+        raise_after=JUDGED_RAISE_AFTER,
+        judged="median over diagnosis.judge_window of waiting and deferred requests; a queue "
+               "on at least half of its ticks",
+        supersedes=("SCH-002",)), deferred_queue),
+    Rule(RuleSpec(
+        "SCH-006", SCH, "engine asleep",
+        "The engine is in sleep mode (vLLM --enable-sleep-mode and /sleep: weights offloaded "
+        "or discarded): requests wait for a wake-up, so its latency says nothing about its "
+        "speed.  A warning when requests wait on it, a notice otherwise.",
+        ("server.sleep_level",), {},
+        "wake it (POST /wake_up) or route traffic away until it is awake; if it should be "
+        "serving, find who put it to sleep (an autoscaler or RL trainer calling /sleep)",
+        optional=("server.requests_waiting",),
+        judged="each tick's sleep state"), engine_asleep),
 )

@@ -12,6 +12,12 @@ from __future__ import annotations
 DCGM = ("NVIDIA DCGM user guide, profiling metrics (SM Activity: 0.8 or more is needed for "
         "effective use, under 0.5 likely ineffective)")
 
+# The GPU health thresholds (HW-005 Xid classes, HW-006..HW-008): a third-party GPU health
+# design citing Lablup's 55 days of Prometheus data on a GPU fleet (arXiv 2605.09370),
+# summarised in ../shared/reference/field-2026-12-update.md
+GPU_HEALTH = ("GPU health design citing Lablup (arXiv 2605.09370; "
+              "reference/field-2026-12-update.md)")
+
 SOURCES: dict[str, str] = {
     # ---- diagnosis ------------------------------------------------------------------
     "diagnosis.raise_after": "infertop: a few scrapes (1 s each) so one bad scrape is no "
@@ -43,6 +49,15 @@ SOURCES: dict[str, str] = {
     "thresholds.pcie_saturated_ratio": "PCIe spec line rates (after encoding); sustained "
                                        "transfers rarely pass ~80-85 % of them",
     "thresholds.error_event_window": "infertop: an Xid/ECC event stays visible for 5 minutes",
+    "thresholds.gpu_hot_celsius": GPU_HEALTH + ": core > 85 C for 5 min warns",
+    "thresholds.gpu_hot_seconds": GPU_HEALTH + ": core > 85 C for 5 min warns",
+    "thresholds.gpu_very_hot_celsius": GPU_HEALTH + ": core > 92 C for 2 min is critical",
+    "thresholds.gpu_very_hot_seconds": GPU_HEALTH + ": core > 92 C for 2 min is critical",
+    "thresholds.hbm_hot_celsius": GPU_HEALTH + ": HBM > 95 C",
+    "thresholds.hbm_hot_seconds": "infertop: the core's 5-minute hold (the source gives no "
+                                  "hold for HBM)",
+    "thresholds.hw_slowdown_seconds": GPU_HEALTH + ": clock event reason 0x8 (hardware "
+                                      "slowdown) held 10 min warns",
     # ---- kernels --------------------------------------------------------------------
     "thresholds.launch_thread_cpu_min": "a Python launch thread is single-threaded: 0.9 "
                                         "cores is 'always running'",
@@ -73,6 +88,13 @@ SOURCES: dict[str, str] = {
     "thresholds.mem_growth_ratio": "infertop: 3 % of an 80 GB GPU is 2.4 GB",
     "thresholds.mem_oom_eta_seconds": "infertop: five minutes to act",
     "thresholds.weights_min_bytes": "a CUDA context alone is ~0.5 GB; weights are over 1 GB",
+    "thresholds.kv_transfer_ttft_share": "infertop: half of the first token's wait on the "
+                                         "wire (vLLM #22454, #29474: TTFT high while each "
+                                         "side looks fine)",
+    "thresholds.thrash_ratio": "infertop: a third of the evicted prefix blocks needed again "
+                               "within a minute (vLLM's vmon shows the same re-store churn)",
+    "thresholds.thrash_min_evictions": "infertop: 100 blocks (1,600 tokens at block 16) per "
+                                       "minute before a ratio means anything",
     # ---- scheduling -----------------------------------------------------------------
     "thresholds.gil_cpu_min": "CPython GIL: one thread runs Python at a time, so a contended "
                               "process sits at ~1 core",
@@ -81,6 +103,8 @@ SOURCES: dict[str, str] = {
     "thresholds.gil_busy_threads": "two threads are the least that can contend",
     "thresholds.gil_throughput_drop": "infertop: a 20 % fall is beyond normal load swings",
     "thresholds.queue_waiting_min": "vLLM/SGLang: one waiting request is a queue",
+    "thresholds.deferred_share_min": "infertop: most of the queue (vLLM "
+                                     "num_requests_waiting_by_reason{reason=deferred})",
     "thresholds.idle_sm_active_max": DCGM,
     "thresholds.idle_util_max": "NVML util over-states work; 60 % without GPM is idle-ish",
     "thresholds.kv_free_max": "infertop: under 70 % the cache can admit more sequences",

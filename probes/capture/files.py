@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Mapping
 
+from infertop.safefile import OutputError, write_files
+
 # Below this much free space we refuse to start: a 10 s py-spy record of a big server is
 # a few MB, an nsys report can be hundreds.
 MIN_FREE_BYTES = 16 * 1024 * 1024
@@ -132,42 +134,17 @@ def write_atomic(path: Path | str, data: bytes | str, mode: int = 0o600) -> Path
 
 
 def write_all_atomic(files: Mapping[Path, bytes | str], mode: int = 0o600) -> list[Path]:
-    """Write several files all-or-nothing: every temp file is complete before any rename.
+    """Write several files all-or-nothing: every temp file is complete before any is put
+    in place (infertop.safefile: exclusive random temp names, no link followed, an
+    existing name never overwritten).
 
     If a write fails (disk full, permission), every temp file is removed and CaptureError
-    is raised; files already renamed in this call are removed too.
+    is raised; files already placed in this call are removed too.
     """
-    temps: list[tuple[str, Path]] = []
-    done: list[Path] = []
     try:
-        for path, data in files.items():
-            path = Path(path)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            temps.append((tmp, path))
-            try:
-                os.fchmod(fd, mode)
-                raw = data.encode("utf-8") if isinstance(data, str) else data
-                view = memoryview(raw)
-                while view:
-                    n = os.write(fd, view)
-                    view = view[n:]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        for tmp, path in temps:
-            os.replace(tmp, path)
-            done.append(path)
-        return done
-    except OSError as e:
-        for tmp, _ in temps:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-        for p in done:
-            try:
-                os.unlink(p)
-            except OSError:
-                pass
-        target = next(iter(files), Path("."))
-        raise _os_error(e, Path(target), "write") from e
+        return write_files({Path(p): d for p, d in files.items()}, mode=mode)
+    except OutputError as e:
+        target = Path(next(iter(files), Path(".")))
+        if e.errno is not None:
+            raise _os_error(OSError(e.errno, os.strerror(e.errno)), target, "write") from None
+        raise CaptureError(str(e), "pass another directory with --capture-dir DIR") from None

@@ -66,7 +66,8 @@ def speedscope_document(result: RecordResult) -> dict[str, Any]:
         if not samples:
             continue
         t = by_key.get(key)
-        name = f"{t.role or 'pid'} {key[0]} / Thread {key[1]} \"{t.name if t else ''}\""
+        role, tname = (t.role, t.name) if t else ("", "")
+        name = f"{role or 'pid'} {key[0]} / Thread {key[1]} \"{tname}\""
         profiles.append({"type": "sampled", "name": name, "unit": "seconds", "startValue": 0,
                          "endValue": round(len(samples) * w, 6),
                          "samples": [list(s) for s in samples], "weights": [w] * len(samples)})

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from infertop.probes.capture.files import CaptureError
+from infertop.safefile import narrow_mode
 from infertop.probes.capture.window import hold_window
 
 __all__ = [
@@ -77,6 +78,13 @@ async def _run(argv: Sequence[str], timeout: float) -> tuple[int, str, str]:
                 proc.send_signal(signal.SIGKILL)
             except ProcessLookupError:
                 pass
+            else:
+                # reap it (a transport left to the GC after its loop closed warns): SIGKILL
+                # ends it at once, so this wait is short; a cancel still goes through
+                try:
+                    await asyncio.wait_for(proc.wait(), 5)
+                except (asyncio.TimeoutError, asyncio.CancelledError):
+                    pass
         raise
     return (proc.returncode if proc.returncode is not None else -1,
             out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
@@ -187,7 +195,7 @@ def parse_stats_csv(text: str) -> list[dict[str, Any]]:
                   if "Total Time" in ln and ("Name" in ln or "Operation" in ln)), None)
     if start is None:
         return []
-    rows = []
+    rows: list[dict[str, Any]] = []
     reader = csv.reader(io.StringIO("\n".join(lines[start:])))
     header = [_ALIASES.get(_norm(h), _norm(h)) for h in next(reader)]
     for cols in reader:
@@ -310,7 +318,8 @@ def _check_session(session: str | Session) -> str:
 async def nsys_capture(session: str | Session, seconds: float, out_base: Path | str,
                        cancel: asyncio.Event | None = None, *, nsys: str | None = None,
                        progress: Callable[[float], None] | None = None,
-                       report_timeout: float = 300.0, stats_timeout: float = 600.0) -> NsysResult:
+                       report_timeout: float = 300.0, stats_timeout: float = 600.0,
+                       stop_timeout: float = 60.0) -> NsysResult:
     """Open a collection window on ``session`` for ``seconds``, wait for the report, run
     ``nsys stats`` and summarise it.  Setting ``cancel`` closes the window early (the
     report still covers the time so far).  Errors land in ``result.error`` with a fix."""
@@ -337,7 +346,13 @@ async def nsys_capture(session: str | Session, seconds: float, out_base: Path | 
     finally:
         res.cancelled = bool(cancel is not None and cancel.is_set())
         res.seconds = time.monotonic() - t0
-        rc, out, err = await _run([exe, "stop", f"--session={name}"], report_timeout)
+        # its own bound: the stop only asks the daemon to close the window (the report is
+        # waited for below); sharing report_timeout let a slow start of `nsys stop` on a
+        # busy box escape as a TimeoutError
+        try:
+            rc, out, err = await _run([exe, "stop", f"--session={name}"], stop_timeout)
+        except asyncio.TimeoutError:
+            rc, out, err = -1, "", f"no answer within {stop_timeout:g} s"
     if rc != 0:
         res.error = f"nsys stop failed: {(err or out).strip()[:400]}"
         res.fix = f"run `nsys stop --session={name}` by hand; the report goes to {rep}"
@@ -377,10 +392,8 @@ async def nsys_capture(session: str | Session, seconds: float, out_base: Path | 
 
 
 def _private(p: Path) -> None:
-    try:
-        os.chmod(p, 0o600)
-    except OSError:
-        pass
+    """nsys wrote it: narrow it to 0600 (no link followed, never a file not ours)."""
+    narrow_mode(p)
 
 
 def _stat_key(path: Path) -> tuple[int, int, int] | None:

@@ -206,9 +206,9 @@ async def record(pids: Iterable[tuple[int, str]], seconds: float = 10, *, rate: 
             if result.cancelled:
                 result.notes.append("cancelled before sampling started; nothing saved")
                 return result
-            e = classify_error(err, runs[0].pid, exe) if err else _PySpyError(
+            why = classify_error(err, runs[0].pid, exe) if err else _PySpyError(
                 "other", "py-spy wrote no profile")
-            raise CaptureError(e.message, e.fix)
+            raise CaptureError(why.message, why.fix)
         result.summary = summarize(result)
         # speedscope JSON and SVG can be MBs: build and write them off the event loop
         await asyncio.to_thread(_save_record, result, out_dir, server)
@@ -322,8 +322,10 @@ def _collect(result: RecordResult, runs: list[_Run], procs: list[ProcessDump],
     spans = []
     for pid in {r.pid for r in runs}:
         mine = [r for r in runs if r.pid == pid and r.kind == "active"]
-        r = mine[0] if mine else None
-        if r is None or r.started_at is None:
+        if not mine:
+            continue
+        r = mine[0]
+        if r.started_at is None:
             continue
         full = r.sigint_at is None and not r.target_exited and r.proc is not None \
             and r.proc.returncode == 0

@@ -27,6 +27,8 @@ GPU_KEYS: tuple[str, ...] = (
     "gpu.mig_enabled", "gpu.sm_active_ratio", "gpu.sm_occupancy_ratio",
     "gpu.tensor_active_ratio", "gpu.dram_bw_util_ratio",
     "gpu.mem_bus_width_bits", "gpu.cuda_cores", "gpu.compute_capability",
+    "gpu.mem_temp_celsius", "gpu.remapped_rows_uncorrectable", "gpu.remapped_rows_correctable",
+    "gpu.row_remap_pending", "gpu.row_remap_failure",
 )
 _VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal",
                  6: "usVal"}  # nvmlValueType_t -> c_nvmlValue_t union member

@@ -82,9 +82,10 @@ class NvmlProbe(BlockingProbe):
         nvml = self._module
         if nvml is None:
             try:
-                import pynvml as nvml  # lazy: the core and the TUI never need it
+                import pynvml  # lazy: the core and the TUI never need it
             except ImportError:
                 return Capability(self.name, False, "nvidia-ml-py (pynvml) is not installed")
+            nvml = pynvml
         calls = self._calls = NvmlCalls(nvml)
         try:
             calls("nvmlInit")

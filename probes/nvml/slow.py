@@ -34,7 +34,9 @@ def read_slow(calls: NvmlCalls, g: GpuState) -> list[Reading]:
         read_one(calls, g, "gpu.mem_bus_width_bits", "nvmlDeviceGetMemoryBusWidth"),
         read_one(calls, g, "gpu.cuda_cores", "nvmlDeviceGetNumGpuCores"),
         compute_capability(calls, g),
+        mem_temperature(calls, g),
     ]
+    out += remapped_rows(calls, g)
     try:
         mode = calls("nvmlDeviceGetMigMode", g.handle)[0]
         g.mig = mode == getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1)
@@ -52,6 +54,47 @@ def read_slow(calls: NvmlCalls, g: GpuState) -> list[Reading]:
                       g.nvlink_reason))
     out += processes(calls, g)
     return out
+
+
+REMAP_KEYS = ("gpu.remapped_rows_correctable", "gpu.remapped_rows_uncorrectable",
+              "gpu.row_remap_pending", "gpu.row_remap_failure")
+
+
+def remapped_rows(calls: NvmlCalls, g: GpuState) -> list[Reading]:
+    """nvmlDeviceGetRemappedRows -> (correctable rows, uncorrectable rows, pending, failure);
+    Ampere and newer data-centre GPUs (older ones retire pages instead: NotSupported)."""
+    fn = "nvmlDeviceGetRemappedRows"
+    try:
+        got = calls(fn, g.handle)
+        values = [float(v) for v in tuple(got)[:4]]
+        if len(values) != 4:
+            raise ValueError(f"{fn} returned {len(values)} values, expected 4")
+    except GpuLost:
+        raise
+    except Exception as e:
+        st, why = calls.failure(e, fn, g.name)
+        return [mk(k, None, g.labels, st, why) for k in REMAP_KEYS]
+    return [mk(k, v, g.labels) for k, v in zip(REMAP_KEYS, values)]
+
+
+def mem_temperature(calls: NvmlCalls, g: GpuState) -> Reading:
+    """HBM temperature: field NVML_FI_DEV_MEMORY_TEMP (82); NotSupported on GDDR boards."""
+    fn = "nvmlDeviceGetFieldValues"
+    key = "gpu.mem_temp_celsius"
+    fid = getattr(calls.nvml, "NVML_FI_DEV_MEMORY_TEMP", 82)
+    try:
+        fv = calls(fn, g.handle, [fid])[0]
+    except GpuLost:
+        raise
+    except Exception as e:
+        st, why = calls.failure(e, fn, g.name)
+        return mk(key, None, g.labels, st, why)
+    if fv.nvmlReturn != getattr(calls.nvml, "NVML_SUCCESS", 0):
+        return mk(key, None, g.labels, Status.UNSUPPORTED,
+                  f"memory temperature not reported by {g.name} (NVML field 82)")
+    member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal",
+              6: "usVal"}.get(fv.valueType, "uiVal")
+    return mk(key, float(getattr(fv.value, member)), g.labels)
 
 
 def compute_capability(calls: NvmlCalls, g: GpuState) -> Reading:

@@ -27,7 +27,12 @@ if TYPE_CHECKING:
     import httpx
 
 MAX_BYTES = 64_000_000     # a 64-node vLLM fleet answers ~10 MB; 64 MB means something is off
-MAX_SERIES = 400_000       # more series than this in one answer: refuse, do not build them
+# more series than this in one answer: refused before the JSON is parsed (counted in the
+# raw body), so the cap bounds memory and time too: 390k series cost 808 MB and 102 s of
+# parsing and mapping for a 3 s snapshot; a 64-node vLLM fleet answers ~20k
+MAX_SERIES = 50_000
+MAX_LABEL_NAME = 100       # characters kept of a label name ...
+MAX_LABEL_VALUE = 200      # ... and of a value (a 20,000-character model name: 40k-char lines)
 # the characters textclean.clean makes visible, as they can appear in a JSON body (escaped
 # or raw UTF-8): one scan of the body decides whether label values need cleaning (cleaning
 # 200k values costs ~0.3 s)
@@ -59,7 +64,7 @@ def normalize_base(url: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"not an http(s) URL: {clean_text(url, 80)!r}")
     try:
-        parts.port
+        _ = parts.port   # urlsplit checks the port only when it is read
     except ValueError:
         raise ValueError(f"bad port in {clean_text(url, 80)!r}") from None
     path = parts.path.rstrip("/")
@@ -132,8 +137,9 @@ class PrometheusClient:
         for t in active[:MAX_SERIES]:
             if not isinstance(t, dict):
                 continue
-            labels = t.get("labels") if isinstance(t.get("labels"), dict) else {}
-            labels = {clean_text(k, 100): clean_text(v) for k, v in labels.items()}
+            labels = checked_labels(t.get("labels"), True)
+            if labels is None:   # not strings: not a target anyone can name
+                continue
             out.append(Target(
                 instance=labels.get("instance", ""), job=labels.get("job", ""),
                 labels=labels, up=t.get("health") == "up",
@@ -162,13 +168,11 @@ class PrometheusClient:
         dirty = self.last.dirty
         for item in result:
             try:
-                labels = item["metric"]
                 value = float(item["value"][1])
-            except (KeyError, IndexError, TypeError, ValueError):
+                labels = checked_labels(item["metric"], dirty)
+            except (KeyError, IndexError, TypeError, ValueError, OverflowError):
                 continue
-            if isinstance(labels, dict):
-                if dirty:   # a control character somewhere in the answer: clean every label
-                    labels = {clean_text(k, 100): clean_text(v) for k, v in labels.items()}
+            if labels is not None:   # a list, dict or null for a label: not a series
                 out.append((labels, value))
         self.last.series = len(out)
         return out
@@ -195,6 +199,13 @@ class PrometheusClient:
         took = time.perf_counter() - started
         self.last.seconds, self.last.bytes = took, len(body)
         self.last.requests[path] = took
+        # the series cap before parsing: each series of a vector answer has one "metric"
+        # key; counting them in the raw body is C speed, building 390k dicts is not
+        series = body.count(b'"metric"')
+        if series > MAX_SERIES:
+            raise PrometheusError(f"{url}: about {series} series in one answer, more than "
+                                  f"infertop's cap of {MAX_SERIES}: narrow the targets "
+                                  "(a relabel or fewer jobs)")
         # fast path: strict JSON has no raw C0 bytes, so without a backslash, DEL and the
         # lead bytes of C1 / bidi characters there is nothing to clean
         self.last.dirty = (b"\\" in body or b"\x7f" in body or b"\xc2" in body or
@@ -232,6 +243,22 @@ class PrometheusClient:
 
     def _too_big(self, url: str) -> PrometheusError:
         return PrometheusError(f"answer larger than {self.max_bytes / 1e6:g} MB from {url}")
+
+
+def checked_labels(raw: Any, dirty: bool) -> dict[str, str] | None:
+    """A series' labels as Prometheus defines them (string names, string values), or
+    None when they are not (a list, a dict or null for a value).  Names and values are
+    capped in length; ``dirty`` (the answer holds a control character): cleaned too."""
+    if not isinstance(raw, dict):
+        return None
+    out: dict[str, str] = {}
+    for k, v in raw.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            return None
+        if dirty or len(k) > MAX_LABEL_NAME or len(v) > MAX_LABEL_VALUE:
+            k, v = clean_text(k, MAX_LABEL_NAME), clean_text(v, MAX_LABEL_VALUE)
+        out[k] = v
+    return out
 
 
 def _seconds(v: Any) -> float | None:

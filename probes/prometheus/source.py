@@ -34,7 +34,7 @@ from typing import Any
 from infertop.dcgm import DCGM_NAMES, families_from_series, gpu_readings
 from infertop.dialects import DIALECTS, GENERIC, readings_from_families
 from infertop.model import Capability, Reading, Sample, Snapshot, Status, make_labels
-from infertop.probes.sources.source import SnapshotSource
+from infertop.source import SnapshotSource
 
 from .client import PrometheusClient, PrometheusError, Target, clean_text
 
@@ -96,6 +96,7 @@ class PrometheusSource(SnapshotSource):
         self._by_instance: dict[str, tuple[list, list]] = {}   # instance -> (dcgm, server)
         self._seen: dict[str, float] = {}    # instance -> last scrape its series are from
         self.asked = 0                       # targets whose series the last fetch asked for
+        self._retry_at = 0.0                 # after a failed fetch, not before this time
 
     async def start(self) -> dict[str, Capability]:
         await self.client.open()
@@ -157,6 +158,8 @@ class PrometheusSource(SnapshotSource):
         self._tick += 1
         now = time.time()
         due = self._cached is None or now - self._last_fetch >= self.refresh_interval
+        if due and now < self._retry_at:
+            due = False   # it failed moments ago: say so again rather than wait again
         if due:
             try:
                 self._cached = await self.fetch()
@@ -166,6 +169,9 @@ class PrometheusSource(SnapshotSource):
                     self.refresh_interval = _half_scrape(self._cached[0])
             except PrometheusError as e:
                 self.last_error = str(e)
+                # a hung Prometheus costs a timeout a try: not one per tick (a 6 s doctor
+                # took 29 s), one per timeout
+                self._retry_at = time.time() + self.client.timeout
                 self._cached = None
                 self._by_instance, self._seen = {}, {}   # start over when it answers
         if self._cached is None:
@@ -176,6 +182,11 @@ class PrometheusSource(SnapshotSource):
         # mapping ~20k series takes a few hundred ms: in a thread, off the event loop
         samples = await asyncio.to_thread(build_samples, *self._cached, now=now,
                                           cache=self.cache)
+        if not samples:   # every target and series dropped (null or list labels), or none
+            why = (f"Prometheus at {self.client.base} answered {len(self._cached[0])} usable "
+                   "targets and no usable series (labels must be strings)")
+            samples = {"prometheus": Sample("prometheus", now, (), Status.ERROR, why,
+                                            {"url": self.client.base})}
         caps = {n: Capability(n, True) for n in samples}
         self.capabilities = caps
         return Snapshot(now, samples, self._tick, caps)

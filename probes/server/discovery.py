@@ -30,7 +30,8 @@ from urllib.parse import urlsplit
 
 # server_settings is re-exported (process.py, demo.py and the tests import it from here);
 # parse_flags and _pick also read the port flag in port_from_cmdline below.
-from infertop.probes.server.settings import _pick, parse_flags, server_settings
+from infertop.probes.server.settings import _pick, parse_flags
+from infertop.probes.server.settings import server_settings as server_settings
 from infertop.redact import redact_argv
 from infertop.textclean import clean
 
@@ -413,7 +414,7 @@ def _fill_ports(servers: list[ServerProcess], owners: Mapping[int, list[int]]) -
         mine = sorted(by_pid.get(s.pid, []))
         if mine:
             s.port = default if default in mine else mine[0]
-        elif default in owners and (not owners[default] or
+        elif default is not None and default in owners and (not owners[default] or
                                     set(owners[default]) & set(s.members)):
             s.port = default
 
@@ -477,8 +478,8 @@ def locate(pid: int | None = None, url: str | None = None) -> tuple[ServerProces
     # a --url whose port owner could not be read: the name search is a guess, and says so
     guess = "found by name, not by port: " if port is not None else ""
     if len(servers) > 1:
-        pids = ", ".join(str(s.pid) for s in servers)
-        chosen.reason = (f"{guess}{why_port}{len(servers)} servers found (pids {pids}); "
+        listed = ", ".join(str(s.pid) for s in servers)
+        chosen.reason = (f"{guess}{why_port}{len(servers)} servers found (pids {listed}); "
                          f"following the oldest, pid {chosen.pid}: use --pid or --url to choose")
     else:
         chosen.reason = f"{guess}{why_port}{chosen.reason}"

@@ -238,7 +238,8 @@ class _Exchange:
     __slots__ = ("_client", "_url", "_conn")
 
     def __init__(self, client: Http11Client, url: str) -> None:
-        self._client, self._url, self._conn = client, url, None
+        self._client, self._url = client, url
+        self._conn: _Connection | None = None
 
     async def __aenter__(self) -> Response:
         resp, self._conn = await self._client._open(self._url)

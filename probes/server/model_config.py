@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from infertop.keys import SPECS
-from infertop.model import Kind, Reading, Status, make_labels
+from infertop.model import Reading, Status, make_labels
 from infertop.speedoflight import ConfigError, model_facts
 
 MAX_CONFIG_BYTES = 1 << 20

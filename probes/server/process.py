@@ -216,9 +216,7 @@ class ProcessProbe(BlockingProbe):
         if self._container[0]:
             meta["in_container_why"] = self._container[1]
         tree = self._tree(psutil, server) if server else None
-        if tree is None:
-            server = None
-        if server is None:
+        if server is None or tree is None:
             self.tree = []
             self._prev_cpu.clear()
             self._prev_thr.clear()
@@ -436,7 +434,7 @@ class ProcessProbe(BlockingProbe):
             return []
         rates = [(max(0.0, v - prev.get(tid, 0.0)) / dt, tid) for tid, v in now_times.items()]
         rates.sort(key=lambda r: (-r[0], r[1]))
-        out = []
+        out: list[Reading] = []
         for rate, tid in rates:
             if len(out) >= self.max_threads:
                 break

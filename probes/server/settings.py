@@ -12,6 +12,7 @@ finding processes; discovery re-exports ``server_settings``.  Pure: no I/O, no p
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Iterable, Mapping
 
@@ -77,6 +78,10 @@ _VLLM_VALUE = {
     "block_size": ("--block-size",),
     "model": ("--model",),
     "served_model_name": ("--served-model-name",),
+    # what deferred requests wait on (SCH-005) and where KV events are published
+    "kv_transfer_config": ("--kv-transfer-config",),
+    "kv_events_config": ("--kv-events-config",),
+    "max_loras": ("--max-loras",),
 }
 _SGLANG_VALUE = {
     "model": ("--model-path", "--model"),
@@ -91,6 +96,9 @@ _SGLANG_VALUE = {
     "max_total_tokens": ("--max-total-tokens",),
     "speculative_algorithm": ("--speculative-algorithm",),
     "schedule_policy": ("--schedule-policy",),
+    # disaggregated prefill/decode: prefill | decode | null (unified)
+    "disagg_role": ("--disaggregation-mode",),
+    "disaggregation_transfer_backend": ("--disaggregation-transfer-backend",),
 }
 _LLAMA_VALUE = {
     "model": ("-m", "--model"),
@@ -114,6 +122,24 @@ _TGI_VALUE = {
     "cuda_graphs": ("--cuda-graphs",),
 }
 _TRITON_VALUE = {"model_repository": ("--model-repository", "--model-store")}
+
+
+# vLLM KVTransferConfig.kv_role -> the engine's part in disaggregated serving
+_KV_ROLES = {"kv_producer": "prefill", "kv_consumer": "decode", "kv_both": "both"}
+
+
+def _vllm_disagg_role(config: str | None) -> str:
+    """'prefill' / 'decode' / 'both' from a --kv-transfer-config JSON value ('' if none:
+    no connector, or not JSON).  kv_both (NIXL's usual role) lets the router pick the
+    side per request."""
+    if not config:
+        return ""
+    try:
+        cfg = json.loads(config)
+    except (ValueError, RecursionError):
+        return ""
+    role = cfg.get("kv_role") if isinstance(cfg, dict) else None
+    return _KV_ROLES.get(role, "") if isinstance(role, str) else ""
 
 
 def _settings_from(args: list[str], table: Mapping[str, tuple[str, ...]],
@@ -156,8 +182,16 @@ def server_settings(kind: str, cmdline: Iterable[str] | None) -> dict[str, str]:
                 rest.append(a)
         out, found = _settings_from(rest, _VLLM_VALUE, (
             "--enforce-eager", "--enable-prefix-caching", "--no-enable-prefix-caching",
-            "--enable-chunked-prefill", "--no-enable-chunked-prefill"))
+            "--enable-chunked-prefill", "--no-enable-chunked-prefill", "--enable-lora",
+            "--enable-sleep-mode"))
         out.update(extra)
+        for flag, name in (("--enable-lora", "enable_lora"),
+                           ("--enable-sleep-mode", "sleep_mode")):
+            if flag in found:
+                out[name] = "on"
+        role = _vllm_disagg_role(out.get("kv_transfer_config"))
+        if role:
+            out["disagg_role"] = role
         positional = args[1] if args[:1] == ["serve"] and len(args) > 1 else "-"
         if "model" not in out and not positional.startswith("-"):
             out["model"] = positional
@@ -184,6 +218,8 @@ def server_settings(kind: str, cmdline: Iterable[str] | None) -> dict[str, str]:
                               else "on (default)")
         if "--disable-radix-cache" in found:
             out["prefix_caching"] = "off (--disable-radix-cache)"
+        if out.get("disagg_role") not in ("prefill", "decode"):
+            out.pop("disagg_role", None)   # "null": a unified engine
         return out
     if kind == "llamacpp":
         rest, fa = [], None

@@ -74,7 +74,8 @@ class FleetHub(Hub):
     fleet = True
 
     def __init__(self, nodes: list[tuple[str, str]], *, deadline: float = 0.8) -> None:
-        probes, self.node_of = [], {}
+        probes: list[DirectNodeProbe] = []
+        self.node_of: dict[str, str] = {}
         for node, url in nodes:
             p = DirectNodeProbe(url)
             if p.name in self.node_of:
@@ -109,8 +110,8 @@ class FleetHub(Hub):
                                                meta={"node": node})
         caps = {}
         for name, cap in snap.capabilities.items():
-            node = self.node_of.get(name)
-            caps[f"{name}@{node}" if node else name] = cap
+            on = self.node_of.get(name)
+            caps[f"{name}@{on}" if on else name] = cap
         return Snapshot(snap.time, dict(sorted(samples.items())), snap.tick, caps)
 
     def describe(self) -> dict:

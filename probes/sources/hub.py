@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from infertop.model import Capability, Sample, Snapshot, Status
 
 from infertop.probes.base import Probe, StillRunning
-from infertop.probes.sources.source import SnapshotSource
+from infertop.source import SnapshotSource
 
 
 def deadline_for(interval: float) -> float:

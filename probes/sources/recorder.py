@@ -27,10 +27,11 @@ import aiofiles.os
 
 from infertop.model import Snapshot
 from infertop.recording import RecordingError, encode_header, encode_snapshot, make_header
+from infertop.safefile import OutputError, create_new, open_output
 
 from infertop.probes.base import stop_on_signals
 from infertop.probes.capture.files import data_home
-from infertop.probes.sources.source import SnapshotSource
+from infertop.source import SnapshotSource
 
 
 def default_recording_path(now: float | None = None) -> Path:
@@ -41,21 +42,12 @@ def default_recording_path(now: float | None = None) -> Path:
     return d / f"infertop-{stamp}.jsonl.gz"
 
 
-def _private(path: str, flags: int) -> int:
-    """Open for writing as 0600, like captures: a recording holds the server's command
-    lines, settings and model names.  fchmod: an existing file keeps no wider mode."""
-    fd = os.open(path, flags, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-    except OSError:
-        pass  # a file system without modes (a mounted share): nothing to narrow
-    return fd
-
-
 class Recorder:
     def __init__(self, path: str | os.PathLike, header: dict, *, gzip: bool | None = None,
-                 max_bytes: int | None = None, keep: int | None = None) -> None:
+                 max_bytes: int | None = None, keep: int | None = None,
+                 force: bool = False) -> None:
         self.path = Path(path)
+        self.force = force        # the first part may replace an existing regular file
         self.header = dict(header)
         self.gzip = self.path.suffix == ".gz" if gzip is None else gzip
         if max_bytes is not None and max_bytes <= 0:
@@ -70,9 +62,21 @@ class Recorder:
         self._failed = False      # a write failed (disk full): no gzip trailer attempt
         self._part_lines = 0
 
+    def _create(self, path: str, flags: int) -> int:
+        """aiofiles' opener: the file is created new and 0600 through infertop.safefile
+        (a recording holds the server's command lines, settings and model names): never a
+        link followed, a device or FIFO opened (a FIFO with no reader hung ``record -o``
+        for good), a mode changed on a file not created here, or a file overwritten
+        without ``force``.  Rotated parts are new names too (the old one moved away)."""
+        if self.part == 0:
+            return open_output(path, force=self.force)
+        return create_new(path)
+
     async def _open(self) -> None:
         try:
-            self._f = await aiofiles.open(self.path, "wb", buffering=0, opener=_private)
+            self._f = await aiofiles.open(self.path, "wb", buffering=0, opener=self._create)
+        except OutputError as e:
+            raise RecordingError(str(e)) from None
         except OSError as e:
             raise RecordingError(f"cannot write {self.path}: {e.strerror or e}") from None
         self._z = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS) if self.gzip else None
@@ -117,7 +121,7 @@ class Recorder:
         self.part += 1
         # FILE.(n) -> FILE.(n+1), ..., FILE -> FILE.1 (newest rotated part is .1)
         n = 1
-        while Path(f"{self.path}.{n}").exists():
+        while await aiofiles.os.path.exists(f"{self.path}.{n}"):   # a stat: off the loop
             n += 1
         for i in range(n - 1, 0, -1):
             if self.keep is not None and i >= self.keep:
@@ -160,7 +164,7 @@ async def record_headless(source: SnapshotSource, path: str | os.PathLike,
                           duration: float | None, interval: float, *,
                           stop: asyncio.Event | None = None, gzip: bool | None = None,
                           max_bytes: int | None = None, keep: int | None = None,
-                          host: str | None = None) -> int:
+                          host: str | None = None, force: bool = False) -> int:
     """Record ``source`` to ``path`` until ``duration`` seconds of its clock, ``stop``, or
     the source's end.  Returns the number of snapshots written.
 
@@ -188,7 +192,8 @@ async def record_headless(source: SnapshotSource, path: str | os.PathLike,
             if rec is None:
                 header = make_header(source.describe(), snap, host=host or socket.gethostname(),
                                      started=time.time(), interval=interval or None)
-                rec = Recorder(path, header, gzip=gzip, max_bytes=max_bytes, keep=keep)
+                rec = Recorder(path, header, gzip=gzip, max_bytes=max_bytes, keep=keep,
+                               force=force)
             await rec.write(snap)
             ticks += 1
             if interval > 0:
@@ -213,7 +218,7 @@ async def record_headless(source: SnapshotSource, path: str | os.PathLike,
 def run_record(source: SnapshotSource, path: str | os.PathLike, *,
                duration: float | None = None, interval: float = 1.0,
                gzip: bool | None = None, max_bytes: int | None = None,
-               keep: int | None = None) -> int:
+               keep: int | None = None, force: bool = False) -> int:
     """``infertop record``: record until the duration, the source's end, Ctrl-C or SIGTERM.
 
     Returns the ticks written; raises RecordingError (one line) when the file cannot be
@@ -222,6 +227,6 @@ def run_record(source: SnapshotSource, path: str | os.PathLike, *,
     async def main() -> int:
         stop = stop_on_signals()
         return await record_headless(source, path, duration, interval, stop=stop, gzip=gzip,
-                                     max_bytes=max_bytes, keep=keep)
+                                     max_bytes=max_bytes, keep=keep, force=force)
 
     return asyncio.run(main())

@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
+import re
 import threading
 import zlib
 from array import array
@@ -39,6 +40,9 @@ RATIO_AFTER = 16 * 1024 * 1024       # ... judged once this much has come out
 CHECKPOINT_BYTES = 16 * 1024 * 1024  # a gzip seek point every this much output (a seek inflates at most this)
 RAW_CHUNK = 256 * 1024               # compressed bytes read at once
 STEP = 1024 * 1024                   # decompressed bytes produced at once
+
+
+_BLANK_LINES = re.compile(rb"(?:[ \t\r]*\n)*")
 
 
 def _new_inflater():
@@ -158,7 +162,7 @@ class RecordingFile:
         stopped = ""
         for block in blocks:
             if not block:   # gzip, between compressed chunks: maybe a seek point
-                if pos + len(buf) - last_seek >= CHECKPOINT_BYTES:
+                if inf is not None and pos + len(buf) - last_seek >= CHECKPOINT_BYTES:
                     self._seek.append((pos + len(buf), inf.comp_off, inf.z.copy()))
                     last_seek = pos + len(buf)
                 continue
@@ -173,6 +177,13 @@ class RecordingFile:
                 break
             start = 0
             while True:
+                if header_done and not buf and not over:
+                    # a run of blank lines (184 KB of gzip can hold 1.3 GB of "\n") is
+                    # stepped over by the regex engine, not one Python turn per line
+                    m = _BLANK_LINES.match(block, start)
+                    if m is not None and m.end() > start:
+                        pos += m.end() - start
+                        start = m.end()
                 nl = block.find(b"\n", start)
                 if nl < 0:
                     rest = block[start:]
@@ -221,7 +232,7 @@ class RecordingFile:
             try:
                 json.loads(buf)
                 self._add_line(buf, pos, last=True)
-            except ValueError:
+            except (ValueError, RecursionError):
                 self.truncated = True
                 self.notes.append("last line cut short (the recorder was stopped mid-write)")
         if over:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from infertop.recording import RecordingError, decode_snapshot
 
 from infertop.probes.sources.recording_file import RecordingFile
 
-from infertop.probes.sources.source import SnapshotSource
+from infertop.source import SnapshotSource, pace
 
 
 class ReplaySource(SnapshotSource):
@@ -41,20 +42,45 @@ class ReplaySource(SnapshotSource):
         self._dec = RecordingFile(self.path)
         if not len(self._dec):
             self._dec.close()
+            if self._dec.skipped:
+                raise RecordingError(unreadable_message(self.path.name, self._dec.skipped,
+                                                        self._dec.skipped))
             raise RecordingError(f"{self.path.name}: the recording holds no snapshot")
         self.header: dict = self._dec.header
         self.truncated = self._dec.truncated
+        # unreadable lines: those the index could not place, then those that fail to
+        # decode; counted, with the first one's reason (50,000 bad lines are one note)
         self.skipped = self._dec.skipped
-        self.notes = list(self._dec.notes)
+        self.first_bad = ""
+        self._notes = list(self._dec.notes)
         self.label = self.path.name
         self.tick_seconds = float(self.header.get("interval") or self._median_step())
         self._pos = -1
         self._cache: dict[int, Snapshot] = {}
 
+    @property
+    def lines_total(self) -> int:
+        """Snapshot lines in the file, readable or not."""
+        return len(self._dec) + self._dec.skipped
+
+    @property
+    def notes(self) -> list[str]:
+        out = list(self._notes)
+        if self.skipped:
+            first = f" (first: {self.first_bad})" if self.first_bad else ""
+            out.append(f"{self.skipped} of {self.lines_total} snapshot lines unreadable, "
+                       f"left out{first}")
+        return out
+
+    def _bad_line(self, e: RecordingError) -> None:
+        self.skipped += 1
+        if not self.first_bad:
+            self.first_bad = str(e)
+
     def _median_step(self) -> float:
         t = self._dec.times
-        steps = sorted(b - a for a, b in zip(t, t[1:]) if b > a)
-        return steps[len(steps) // 2] if steps else 1.0
+        steps = [b - a for a, b in zip(t, t[1:]) if b > a]
+        return statistics.median(steps) if steps else 1.0
 
     # ---- where we are --------------------------------------------------------------------
     def __len__(self) -> int:
@@ -68,7 +94,7 @@ class ReplaySource(SnapshotSource):
     @property
     def wall_interval(self) -> float:
         """Real seconds between ticks when played at ``speed``."""
-        return self.tick_seconds / self.speed
+        return pace(False, self.tick_seconds, self.speed)
 
     @property
     def position(self) -> int:
@@ -142,8 +168,7 @@ class ReplaySource(SnapshotSource):
             try:
                 return self.snapshot_at(self._pos)
             except RecordingError as e:
-                self.skipped += 1   # a corrupt line in the middle: go on with the next
-                self.notes.append(str(e))
+                self._bad_line(e)   # a corrupt line in the middle: go on with the next
         return None
 
     def iter_snapshots(self):
@@ -153,8 +178,7 @@ class ReplaySource(SnapshotSource):
             try:
                 yield self._decode(i)   # one pass: no use for the seek cache
             except RecordingError as e:
-                self.skipped += 1
-                self.notes.append(str(e))
+                self._bad_line(e)
 
     # ---- moving --------------------------------------------------------------------------
     def _move(self, index: int) -> Snapshot:
@@ -208,6 +232,12 @@ class ReplaySource(SnapshotSource):
                 "server": h.get("server"), "recorded_source": h.get("source"),
                 "snapshots": len(self), "duration": self.duration,
                 "truncated": self.truncated, "skipped": self.skipped}
+
+
+def unreadable_message(name: str, bad: int, total: int) -> str:
+    """The one line for a recording none of whose snapshot lines could be read."""
+    return (f"{name}: no snapshot could be read: {bad} of {total} snapshot lines "
+            "unreadable (corrupt, or not an infertop recording)")
 
 
 def open_replay(path: str | os.PathLike) -> ReplaySource:

@@ -9,7 +9,7 @@ Used by the scale Pilot test and by benchmarks/bench_panes.py.
 from __future__ import annotations
 
 from infertop.model import Capability, Sample, Snapshot
-from infertop.probes.sources.source import SnapshotSource
+from infertop.source import SnapshotSource
 from helpers.snapkit import reading
 
 ROLES = ("engine_core", "worker", "helper", "detokenizer")

@@ -99,6 +99,9 @@ class FakeGPU:
     nvlink_rx_bps: float = 90.0e9
     ecc_corrected: int | None = 0           # None: ECC NotSupported
     ecc_uncorrected: int | None = 0
+    mem_temp_c: int | None = 58             # HBM temperature (field 82); None: NotSupported
+    # (correctable rows, uncorrectable rows, pending, failure); None: NotSupported
+    remapped_rows: tuple[int, int, int, int] | None = (0, 0, 0, 0)
     mig: bool | None = False                # None: not MIG-capable (NotSupported)
     gpm: bool = True                        # nvmlGpmQueryDeviceSupport().isSupportedDevice
     gpm_values: dict[int, Any] = field(default_factory=_default_gpm)
@@ -382,6 +385,12 @@ class FakeNVML:
             _raise(_real.NVML_ERROR_NOT_SUPPORTED)
         return v
 
+    def nvmlDeviceGetRemappedRows(self, device):
+        g = self._gpu(device, "nvmlDeviceGetRemappedRows")
+        if g.remapped_rows is None:
+            _raise(_real.NVML_ERROR_NOT_SUPPORTED)
+        return tuple(g.remapped_rows)
+
     def nvmlDeviceGetMigMode(self, device):
         g = self._gpu(device, "nvmlDeviceGetMigMode")
         if g.mig is None:
@@ -403,6 +412,9 @@ class FakeNVML:
         """(nvmlReturn, valueType, value) for one field, counters integrated over the clock."""
         R = _real
         ull = R.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+        if fid == R.NVML_FI_DEV_MEMORY_TEMP:
+            return (R.NVML_SUCCESS, R.NVML_VALUE_TYPE_UNSIGNED_INT, g.mem_temp_c) \
+                if g.mem_temp_c is not None else (R.NVML_ERROR_NOT_SUPPORTED, 0, 0)
         if fid == R.NVML_FI_DEV_NVLINK_LINK_COUNT:
             return (R.NVML_SUCCESS, R.NVML_VALUE_TYPE_UNSIGNED_INT, g.nvlinks) if g.nvlinks \
                 else (R.NVML_ERROR_NOT_SUPPORTED, 0, 0)

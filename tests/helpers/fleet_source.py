@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 from infertop.model import Snapshot
-from infertop.probes.sources.source import SnapshotSource
+from infertop.source import SnapshotSource
 
 
 class DemoFleetSource(SnapshotSource):

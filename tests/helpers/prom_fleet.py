@@ -63,9 +63,11 @@ class PromFleet:
 
 def start_fleet(workdir: Path, *, nodes: int = 4, bad_node: int | None = 4,
                 dead: int = 1, scrape_interval: str = "1s", scenario: str | None = None,
-                ready_scrapes: int = 3, timeout: float = 60.0) -> PromFleet:
+                ready_scrapes: int = 3, timeout: float = 60.0,
+                rule_files: tuple[Path, ...] = ()) -> PromFleet:
     """Start the demo fleet and Prometheus; return once every live target was scraped
-    ``ready_scrapes`` times (so counters have a rate and histograms a window)."""
+    ``ready_scrapes`` times (so counters have a rate and histograms a window).
+    ``rule_files`` are loaded and evaluated every ``scrape_interval``."""
     binary = prometheus_binary()
     if binary is None:
         raise FileNotFoundError(INSTALL_HINT)
@@ -99,7 +101,9 @@ def start_fleet(workdir: Path, *, nodes: int = 4, bad_node: int | None = 4,
             "global:\n"
             f"  scrape_interval: {scrape_interval}\n"
             f"  scrape_timeout: {scrape_interval}\n"
-            "scrape_configs:\n"
+            f"  evaluation_interval: {scrape_interval}\n"
+            + (f"rule_files: {json.dumps([str(f) for f in rule_files])}\n" if rule_files else "")
+            + "scrape_configs:\n"
             "  - job_name: server\n"
             f"    file_sd_configs: [{{files: ['{sd}/server.json'], refresh_interval: 1s}}]\n"
             "  - job_name: dcgm\n"

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from infertop.config import DiagnosisConfig
 from infertop.findings import Finding
 from infertop.keys import SPECS
-from infertop.model import Kind, Reading, Sample, Snapshot, Status, make_labels
+from infertop.model import Kind, Reading, Snapshot, Status, make_labels
 from infertop.pipeline import Pipeline
 from infertop.rules.engine import Diagnoser
 

@@ -14,7 +14,7 @@ from functools import lru_cache
 from infertop.derive import derive
 from infertop.history import History
 from infertop.model import Reading, Snapshot
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
 
 WINDOW = 30.0
 

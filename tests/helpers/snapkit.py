@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from infertop.keys import SPECS
-from infertop.model import Kind, Reading, Sample, Snapshot, Status, make_labels
+from infertop.model import Reading, Sample, Snapshot, Status, make_labels
 
 
 def reading(key: str, value: float | None, *, status: Status = Status.OK, text: str | None = None,

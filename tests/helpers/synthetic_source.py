@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infertop.model import Capability, Sample, Snapshot
-from infertop.probes.sources.source import SnapshotSource
+from infertop.source import SnapshotSource
 from helpers.snapkit import hist, reading
 
 

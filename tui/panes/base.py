@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import heapq
 import re
+import statistics
 import textwrap
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from rich.console import RenderableType
+from rich.containers import Lines
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from rich.text import Span, Text
+from textual.app import RenderResult
 from textual.content import Content
 from textual.geometry import Region
 from textual.reactive import Reactive
@@ -50,7 +53,7 @@ class PaneContext:
     height: int = 0                 # content rows of the pane being drawn
     width: int = 0                  # content columns of the pane being drawn
     summaries: CaptureSummaries = field(default_factory=CaptureSummaries)  # capture results
-    extras_cache: dict[str, Any] = field(default_factory=dict)  # per-frame derived lookups
+    extras_cache: dict[Any, Any] = field(default_factory=dict)  # per-frame derived lookups
     zoom_key: str = ""              # the key that zooms the pane being drawn ("" = zoomed)
     layer: Layer | None = None      # the layer of the pane being drawn
     tagged: set = field(default_factory=set)   # subject evidence tagged in this pane's draw
@@ -231,7 +234,7 @@ class PaneContext:
         return t
 
     def spark(self, key: str, width: int = 16, lo: float | None = None, hi: float | None = None,
-              **labels: str) -> Text:
+              /, **labels: str) -> Text:
         history = self.frame.history
         # a new History (scenario switch, replay seek) is a new slot too
         slot = (id(history), int(history.now // TREND_SECONDS))
@@ -320,8 +323,7 @@ def subject_evidence(f: Finding) -> list[Evidence]:
         if len(members) < 2:
             out.append(e)
             continue
-        vals = sorted(float(c.value) for c in members)
-        median = vals[len(vals) // 2]
+        median = statistics.median(float(c.value) for c in members)
         out.append(max(members, key=lambda c: abs(float(c.value) - median)))
     return out
 
@@ -336,8 +338,15 @@ class Columns:
     """
 
     def __init__(self, headers: list[str] | None = None, *, header_style: str = "",
-                 widths: list[int] | None = None, max_width: int = 26, gap: int = 2) -> None:
+                 widths: list[int] | None = None, max_width: int = 26, gap: int = 2,
+                 cut: tuple[int, ...] = (0,), drop: tuple[int, ...] | None = None) -> None:
         self.headers = headers
+        # fitting a table into a narrow pane (``fit_columns``): a value with its unit is
+        # never cut.  Labels (``cut``: the first column, commands) shrink first; then whole
+        # columns go, in the order ``drop`` names (default: from the right)
+        self.cut = cut
+        self.cut_min = CUT_MIN       # a cut column keeps at least this many columns
+        self.drop = drop
         self.header_style = header_style
         self.widths = widths            # fixed widths (None: fit to content)
         self.max_width = max_width
@@ -414,7 +423,8 @@ class Columns:
         below = sum(1 for i in order[first + room:] if self.codes[i])
         self.hidden = 0          # the position line says what is not on screen
         out = self._draw(shown, arrowed(view.headers, view) if self.headers else None,
-                         width)
+                         width, skip=view.col_offset)
+        view.columns = len(view.headers)
         hidden_flags = sum(1 for c in self.codes if c) - sum(1 for i in order if self.codes[i])
         line = position_line(view, first, len(shown), len(order), above, below, self.more,
                              hidden_flags)
@@ -424,24 +434,36 @@ class Columns:
         return out
 
     def _draw(self, order: list[int], headers: list[str] | None = None,
-              width: int = 0) -> Text:
-        """The header and the rows ``order`` names, padded into columns."""
+              width: int = 0, skip: int = 0) -> Text:
+        """The header and the rows ``order`` names, padded into columns (``skip``: that
+        many columns after the first are scrolled out of view, ←/→ on a zoomed pane)."""
         headers = self.headers if headers is None else headers
         head = 1 if headers else 0
         rows = [self.rows[i] for i in order]
         if headers:
             rows.insert(0, [Text(h, style=self.header_style) for h in headers])
+        if skip:
+            rows = [r[:1] + r[1 + skip:] for r in rows]
         ncol = max((len(r) for r in rows), default=0)
         if self.widths:
             widths = list(self.widths) + [self.max_width] * (ncol - len(self.widths))
         else:
             widths = [min(self.max_width, max((r[i].cell_len for r in rows if i < len(r)),
                                               default=0)) for i in range(ncol)]
+        coded: set[int] = set()
         for r, row in zip(order, rows[head:]):   # a finding's code is never cut off
             if self.codes[r]:
                 for i, cell in enumerate(row):
-                    if CODE_RE.search(cell.plain) and i < len(widths) - 1:
-                        widths[i] = max(widths[i], cell.cell_len)
+                    if CODE_RE.search(cell.plain):
+                        coded.add(i)
+                        if i < len(widths) - 1:
+                            widths[i] = max(widths[i], cell.cell_len)
+        if width and _table_width(widths, self.gap) > width:
+            keep = fit_columns(widths, width, self.gap, self.cut, self.drop, coded,
+                               self.cut_min)
+            if len(keep) < ncol:
+                rows = [[r[i] for i in keep if i < len(r)] for r in rows]
+                widths = [widths[i] for i in keep]
         # the whole table as one plain string and one list of spans, offset by hand: a
         # Text.append per cell cleans and measures each piece again (most of a pane's cost)
         pad = " " * self.gap
@@ -467,8 +489,7 @@ class Columns:
                 w = widths[i]
                 cells = cell.cell_len
                 if cells > w:
-                    cell = cell.copy()
-                    cell.truncate(w, overflow="ellipsis")
+                    cell = cut_cell(cell, w)
                     cells = cell.cell_len
                 pos = _put(cell, pos, parts, spans)
                 if i < last and w > cells:
@@ -486,12 +507,92 @@ class Columns:
                 line.append(pad)
             w = widths[i]
             if cell.cell_len > w:
-                cell = cell.copy()
-                cell.truncate(w, overflow="ellipsis")
+                cell = cut_cell(cell, w)
             line.append_text(cell)
             if i < len(row) - 1:
                 line.append(" " * (w - cell.cell_len))
         return line
+
+
+def cut_cell(cell: Text, w: int) -> Text:
+    """``cell`` cut to ``w`` columns with a cut mark, never inside a number: "GPU 12…"
+    would read as a value, so the cut moves back before the digits ("GPU …")."""
+    out = cell.copy()
+    out.truncate(w, overflow="ellipsis")
+    plain = out.plain
+    if len(plain) >= 2 and plain.endswith("…") and plain[-2] in DIGITS:
+        keep = len(plain) - 1
+        while keep and plain[keep - 1] in DIGITS:
+            keep -= 1
+        out = out[:keep]
+        out.append("…")
+    return out
+
+
+DIGITS = frozenset("0123456789.,")
+
+
+def fit_lines(text: Text, width: int) -> Text:
+    """A free-form part of a pane (a line of readings, a note) in ``width`` columns: a
+    line too long loses whole fields from its end (fields are two spaces apart: "run 19
+    wait 222  queue p99 2.1 min"), then is cut between words, never inside a number."""
+    if text.cell_len <= width and "\n" not in text.plain:
+        return text
+    lines = text.split("\n", allow_blank=True)
+    if all(line.cell_len <= width for line in lines):
+        return text
+    out = []
+    for line in lines:
+        if line.cell_len > width:
+            plain = line.plain
+            cut = plain.rfind("  ", 0, width)
+            if cut <= 0:
+                cut = plain.rfind(" ", 0, width - 1)
+                line = line[:cut].copy() if cut > 0 else cut_cell(line, width)
+                if cut > 0:
+                    line.append(" …")
+            else:
+                line = line[:cut]
+            line.rstrip()
+        out.append(line)
+    return Text("\n", no_wrap=True, overflow="ellipsis", end="").join(out)
+
+
+def _table_width(widths: list[int], gap: int) -> int:
+    return sum(widths) + gap * max(0, len(widths) - 1)
+
+
+CUT_MIN = 6     # a label shrinks to this many columns ("0 H10…") before a column goes
+
+
+def fit_columns(widths: list[int], width: int, gap: int, cut: tuple[int, ...],
+                drop: tuple[int, ...] | None, coded: set[int],
+                cut_min: int = 6) -> list[int]:
+    """Make a table ``width`` columns wide without cutting a value: shrink the cuttable
+    columns (``cut``: labels, commands; ``widths`` is changed in place) to CUT_MIN, then
+    leave out whole columns in ``drop``'s order (default right to left), a column holding
+    a finding's code last; then give what is left over back to the cut columns.  Returns
+    the columns kept, in order.  Column 0 always stays (it says what the row is)."""
+    n = len(widths)
+    natural = list(widths)
+    for i in cut:
+        if i < n:
+            widths[i] = min(widths[i], cut_min)
+    keep = list(range(n))
+    order = [i for i in (drop if drop is not None else range(n - 1, 0, -1)) if 0 < i < n]
+    order += [i for i in range(n - 1, 0, -1) if i not in order]   # then any other
+    order = [i for i in order if i not in coded] + [i for i in order if i in coded]
+    for i in order:
+        if _table_width([widths[k] for k in keep], gap) <= width:
+            break
+        keep.remove(i)
+    spare = width - _table_width([widths[k] for k in keep], gap)
+    for i in cut:
+        if i in keep and spare > 0:
+            grow = min(spare, natural[i] - widths[i])
+            widths[i] += grow
+            spare -= grow
+    return keep
 
 
 def at_row(strip: Strip, y: int) -> Strip:
@@ -540,7 +641,7 @@ def more_line(n: int, hint: str = "") -> Text:
     return Text(f"+{n} more" + (f" ({hint})" if hint else ""), style="italic")
 
 
-def kv_table(rows: list[tuple[str, RenderableType, RenderableType | str]], *,
+def kv_table(rows: Sequence[tuple[str, RenderableType, RenderableType | str]], *,
              label_width: int = 14, narrow: bool = False) -> Columns:
     """Label / value / sparkline rows, the common pane body (narrow: 80x24 panes)."""
     longest = max((len(r[0]) for r in rows), default=0)   # engine-labelled rows: " e1"
@@ -591,8 +692,11 @@ def subject_lines(ctx: PaneContext, missing: list[tuple[Evidence, Finding]]) -> 
         if n:
             out.append("\n")
         sev = f.severity.value
+        text = short_evidence(ev)
+        if ctx.width and len(f.code) + 1 + len(text) > ctx.width:   # 80x24: the value
+            text = short_evidence(ev, compare=False)     # stays, its threshold goes
         out.append(f.code, style=ctx.styles.get(sev, ""))
-        out.append(" " + short_evidence(ev), style=ctx.styles.get(sev, ""))
+        out.append(" " + text, style=ctx.styles.get(sev, ""))
     return out
 
 
@@ -602,7 +706,7 @@ _NAMESPACE_SHOWN = {"kv": "KV"}
 _WHO = {"gpu": "GPU {}", "engine": "e{}", "pid": "pid {}", "gpus": "GPUs {}"}
 
 
-def short_evidence(ev: Evidence) -> str:
+def short_evidence(ev: Evidence, compare: bool = True) -> str:
     """'GPU 0 pcie rx 52.3 GiB/s >= 46.9 GiB/s': who, what, how much, against what; short
     enough for a 36-column pane (the full form is on the findings screen, `f`)."""
     who = " ".join(_WHO[k].format(v) for k, v in ev.labels if k in _WHO)
@@ -613,7 +717,8 @@ def short_evidence(ev: Evidence) -> str:
         if name.endswith(suf):
             name = name[: -len(suf)]
             break
-    plain = Evidence(ev.key, (), ev.value, ev.threshold, ev.op, ev.unit, bound=ev.bound).describe()
+    plain = Evidence(ev.key, (), ev.value, ev.threshold if compare else None, ev.op,
+                     ev.unit, bound=ev.bound).describe()
     return " ".join(x for x in (who, name.replace("_", " "), plain[len(ev.key) + 1:]) if x)
 
 
@@ -623,7 +728,8 @@ def fit(ctx: PaneContext, *parts: "Text | Columns | Optional | None") -> Text:
     with no row left is not drawn at all (a header alone says nothing), and one last line
     says how many rows the whole pane hides ("+N more (press K to zoom)").  A finding's
     row is never the one cut while others remain."""
-    items = [p for p in parts if p is not None and not (isinstance(p, Columns) and not p)
+    # Text, Columns or Optional(part) until the optional parts are settled below
+    items: list[Any] = [p for p in parts if p is not None and not (isinstance(p, Columns) and not p)
              and not (isinstance(p, Optional) and (p.part is None or
                                                    (isinstance(p.part, Columns) and not p.part)))]
     height = ctx.height or 10**9
@@ -668,6 +774,9 @@ def fit(ctx: PaneContext, *parts: "Text | Columns | Optional | None") -> Text:
                 give = 0
             limits[i] += give
             room -= give
+    if ctx.view is not None and ctx.width:    # zoomed: columns widen to the terminal
+        for i in tables:                        # (fit_columns narrows what cannot fit)
+            items[i].max_width = max(items[i].max_width, ctx.width - 10)
     lines: list[Text] = []
     hidden = 0
     for n, p in enumerate(items):
@@ -683,7 +792,7 @@ def fit(ctx: PaneContext, *parts: "Text | Columns | Optional | None") -> Text:
             if t.plain:
                 lines.append(t)
         else:
-            lines.append(p)
+            lines.append(fit_lines(p, ctx.width) if ctx.width else p)
     if hidden:
         lines.append(more_line(hidden, hint))
     return Text("\n", no_wrap=True, overflow="ellipsis", end="").join(lines)
@@ -729,7 +838,7 @@ class LayerPane(ZoomTableKeys, Static):
         self._last_ctx: PaneContext | None = None
         self._subtitle = ""
         self._painted: RenderableType | None = None   # what render() hands Textual
-        self._painted_lines: list[Text] | None = None   # ... line by line, when it is Text
+        self._painted_lines: Lines | None = None   # ... line by line, when it is Text
         self._strips: dict[int, Strip] = {}     # row -> its rendered line (paint drops changed)
         self._strips_key: tuple = ()             # (width, base style) the strips were made at
 
@@ -748,6 +857,13 @@ class LayerPane(ZoomTableKeys, Static):
             return self.render_frame(ctx)
         finally:
             ctx.view = None      # the context is shared by the six panes of a tick
+
+    def _framed_by_title(self) -> bool:
+        """The 80x24 layout: the pane has a title line and no bottom border (CSS)."""
+        try:
+            return self.screen.has_class("-small")
+        except Exception:     # no running app (drawn from a test)
+            return False
 
     def is_zoomed(self) -> bool:
         """Zoomed on the main screen (app.zoomed) or on a fleet node's screen."""
@@ -773,8 +889,8 @@ class LayerPane(ZoomTableKeys, Static):
 
     def show(self, ctx: PaneContext) -> None:
         findings = ctx.frame.findings_for(self.pane_layer)
-        worst = max((f.severity for f in findings), default=None)
-        worst = worst.value if worst is not None else None
+        sev = max((f.severity for f in findings), default=None)
+        worst = sev.value if sev is not None else None
         if worst != self.worst:
             for s in Severity:
                 self.set_class(s.value == worst, f"sev-{s.value}")
@@ -784,8 +900,16 @@ class LayerPane(ZoomTableKeys, Static):
         ctx.width = max(1, self.size.width)
         codes = " ".join(sorted({f.code for f in findings}))
         subtitle = f"{worst.upper()} {codes}" if worst else ""
+        if self._framed_by_title():   # 80x24: no bottom line, the codes go in the title
+            subtitle = "|" + subtitle
         if subtitle != self._subtitle:   # setting it repaints the whole pane, even unchanged
-            self._subtitle = self.border_subtitle = subtitle
+            self._subtitle = subtitle
+            name = f"{self.pane_layer.index + 1} {self.pane_layer.value}"
+            if subtitle.startswith("|"):
+                self.border_title = f"{name} {subtitle[1:]}" if subtitle[1:] else name
+                self.border_subtitle = ""
+            else:
+                self.border_title, self.border_subtitle = name, subtitle
         zoomed = self.is_zoomed()
         self._last_ctx = ctx
         content = self.draw(ctx, zoomed, self.table_view)
@@ -795,7 +919,7 @@ class LayerPane(ZoomTableKeys, Static):
             self.last_renderable = content
             self.paint(content)
 
-    def render(self) -> RenderableType:
+    def render(self) -> RenderResult:
         return self._painted if self._painted is not None else super().render()
 
     def paint(self, content: RenderableType) -> None:
@@ -811,7 +935,7 @@ class LayerPane(ZoomTableKeys, Static):
         self._painted = content
         width = self.size.width
         new = content.split("\n", allow_blank=True) if isinstance(content, Text) else None
-        if new is None or len(new) > self.size.height or \
+        if new is None or not isinstance(content, Text) or len(new) > self.size.height or \
                 (not content.no_wrap and any(line.cell_len > width for line in new)):
             self._painted_lines = None   # wraps, or not Text: Textual renders it whole
             self._strips.clear()

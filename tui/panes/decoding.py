@@ -22,6 +22,7 @@ class DecodingPane(LayerPane):
             return ctx.note(f"No decoding readings: {why}")
         window = int(ctx.frame.window)
         t = grid(["latency", "p50", "p90", "p99", "p99 (trend)"], styles=ctx.styles)
+        t.drop = (4, 2, 1)     # narrow: the trend goes first, p99 (the tail) last
         for key, label in LATENCIES:
             # one row per engine (the worst p99s when there are more than fit)
             p99s, left = ctx.top(ctx.readings(key, quantile="0.99"), ctx.row_cap)
@@ -42,10 +43,13 @@ class DecodingPane(LayerPane):
                            ("throughput.prompt_tokens_per_second", "prompt tok/s"),
                            ("server.requests_per_second", "req/s"),
                            ("server.error_ratio", "errors"),
+                           ("server.rejection_ratio", "refused"),
                            ("spec.acceptance_ratio", "spec accept"),
                            ("server.uptime_seconds", "uptime")):
             rs, left = ctx.top(ctx.readings(key), ctx.row_cap)
             more += left
+            if key == "server.rejection_ratio":   # a row only once requests are refused
+                rs = [r for r in rs if r.value or ctx.flag(r.key, r.labels)]
             for r in rs:   # repeated per engine: each row says which
                 trend = "" if key == "server.uptime_seconds" else \
                     ctx.spark(key, 16, 0, **dict(r.labels))

@@ -36,6 +36,7 @@ def gpu_process_table(ctx: PaneContext) -> Columns | None:
                 max_width=max(26, ctx.width - 60) if ctx.width else 60)
     t.more = left
     t.main = True
+    t.cut = (3, 6)    # role and command give way, never a PID or a reading
     for r in shown:
         pid, gpu = r.label("pid"), r.label("gpu")
         local = pid if pid in info else aliases.get(pid, "")

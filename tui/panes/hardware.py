@@ -6,7 +6,7 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from infertop.model import Layer
-from infertop.units import bar, fmt_value
+from infertop.units import bar
 
 from infertop.units import natural_key
 
@@ -46,6 +46,11 @@ class HardwarePane(LayerPane):
         if ctx.wide:
             cols += ["tensor", "DRAM bw", "PCIe tx/rx", "NVLink tx/rx", "util (60 s)"]
         t = grid(cols, styles=ctx.styles)
+        # narrow (80x24): one compact line per GPU, as nvitop's compact mode; the columns
+        # that do not fit go whole, least telling first (never a value cut in two)
+        compact = not ctx.wide
+        if compact:
+            t.gap, t.drop = 1, (7, 6, 4, 5, 2)
         shown, t.more = ctx.pick(gpus, "gpu")
         for g in shown:
             info = ctx.one("gpu.info", gpu=g)
@@ -84,7 +89,8 @@ class HardwarePane(LayerPane):
                 flag = ctx.flag("gpu.throttle_reasons", thr.labels)
                 if flag:
                     thr_text = Text(f"{txt} {flag[1]}", style=ctx.styles[flag[0]])
-            util_cell = Text(bar(util.value if util and util.ok else None, 5) + " ")
+            util_cell = Text(bar(util.value if util and util.ok else None, 3 if compact else 5)
+                             + " ")
             util_cell.append_text(ctx.value_text(util))
             row = [label, util_cell, ctx.value_text(ctx.one("gpu.sm_active_ratio", gpu=g)), mem,
                    power, ctx.value_text(ctx.one("gpu.temp_celsius", gpu=g)), clk, thr_text]

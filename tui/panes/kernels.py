@@ -36,7 +36,7 @@ class KernelsPane(LayerPane):
             parts.append(t)
         else:
             parts.append(ctx.note("No GPU activity counters (no NVML/GPM here)."))
-        rows = []
+        rows: list[tuple[str, Text, Text | str]] = []
         it = ctx.one("server.iteration_tokens_mean")
         if it is not None:
             rows.append(("tokens/step", ctx.value_text(it), ctx.spark("server.iteration_tokens_mean")))

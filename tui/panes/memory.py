@@ -18,7 +18,7 @@ class MemoryPane(LayerPane):
 
     def render_frame(self, ctx: PaneContext) -> RenderableType:
         parts: list = []
-        rows = []
+        rows: list[tuple[str, Text, Text | str]] = []
         more = 0
         kvs, left = ctx.top(ctx.readings("kv.usage_ratio"), ctx.row_cap)
         more += left
@@ -34,14 +34,16 @@ class MemoryPane(LayerPane):
             for r in rs:   # one row per engine, labelled with it when there are several
                 rows.append((label + ctx.engine_tag(r), ctx.value_text(r),
                              ctx.spark(key, 16, **dict(r.labels))))
+        rows += prompt_kv_rows(ctx)
+        rows += kv_event_rows(ctx)
         cfg = {r.label("name"): r.text for r in ctx.readings("kv.config")}
         if cfg.get("num_gpu_blocks"):
             rows.append(("KV blocks", Text(f"{cfg['num_gpu_blocks']} × {cfg.get('block_size', '?')}"
                                            " tokens"), ""))
         if rows:
-            kv = kv_table(rows, narrow=ctx.width < 70)
-            kv.more = more
-            parts.append(kv)
+            table = kv_table(rows, narrow=ctx.width < 70)
+            table.more = more
+            parts.append(table)
         elif not ctx.readings("server.info"):
             parts.append(ctx.note("No server metrics: KV cache unknown "
                                   f"({ctx.source_reason('server') or 'no --url / server found'})"))
@@ -88,3 +90,80 @@ class MemoryPane(LayerPane):
             parts.append(Text(f"host RAM {fmt_value(host_used.value, 'bytes')} / "
                               f"{fmt_value(host_total.value, 'bytes')}", style=ctx.styles["muted"]))
         return fit(ctx, *parts) if parts else ctx.note("no memory readings yet")
+
+
+# where a prompt's KV came from (vLLM prompt_tokens_by_source), in this order
+SOURCES = (("local_compute", "computed"), ("local_cache_hit", "cached"),
+           ("external_kv_transfer", "transferred"))
+
+
+def prompt_kv_rows(ctx: PaneContext) -> list[tuple]:
+    """'prompt KV' (the window's prompt tokens computed / cached / transferred; only when
+    some KV arrives by transfer: disaggregated serving or a KV connector), SGLang's KV
+    token pool, the external KV cache's hit rate and the mean tokens a prefill computed:
+    rows only for what the server reports."""
+    rows: list[tuple] = []
+    shares = [r for r in ctx.readings("kv.prompt_source_ratio") if r.ok]
+    engines = sorted({(r.label("instance"), r.label("engine")) for r in shares})
+    for inst, eng in engines[: max(1, ctx.row_cap)]:
+        mine = {r.label("source"): r for r in shares
+                if r.label("instance") == inst and r.label("engine") == eng}
+        moved = mine.get("external_kv_transfer")
+        if moved is None or not (moved.value or ctx.flag(moved.key, moved.labels)):
+            continue   # computed vs cached alone is the 'prefix hits' row already
+        cell = Text()
+        for src, name in SOURCES:
+            r = mine.get(src)
+            if r is not None:
+                if cell:
+                    cell.append(" · ")
+                cell.append(f"{name} ").append_text(ctx.value_text(r))
+        tag = ctx.engine_tag(next(iter(mine.values())))
+        rows.append(("prompt KV" + tag, cell, ""))
+    for r in ctx.readings("kv.used_tokens")[: max(1, ctx.row_cap)]:
+        lab = {k: v for k, v in r.labels if k in ("instance", "engine", "model")}
+        cell = Text("used ").append_text(ctx.value_text(r))
+        for key, name in (("kv.evictable_tokens", "cached"), ("kv.available_tokens", "free")):
+            other = ctx.one(key, **lab)
+            if other is not None and other.ok:
+                cell.append(f" · {name} ").append_text(ctx.value_text(other))
+        rows.append(("KV tokens" + ctx.engine_tag(r), cell, ""))
+    for key, label in (("kv.external_prefix_cache_hit_ratio", "ext. cache hits"),
+                       ("request.prefill_computed_tokens_mean", "prefill computed")):
+        for r in ctx.readings(key)[: max(1, ctx.row_cap)]:
+            if r.ok:
+                rows.append((label + ctx.engine_tag(r), ctx.value_text(r), ""))
+    return rows
+
+
+def kv_event_rows(ctx: PaneContext) -> list[tuple]:
+    """The KV-cache event stream's summary per engine (only when infertop subscribes), in
+    two rows that fit the value column: blocks stored / evicted per second, then the share
+    of evictions stored again soon after (thrash) and the blocks resident since it
+    subscribed; a third row when batches were lost (sequence gaps)."""
+    rows: list[tuple] = []
+    stored = ctx.readings("kv.blocks_stored_per_second")
+    for r in stored[: max(1, ctx.row_cap)]:
+        lab = {k: v for k, v in r.labels if k in ("instance", "engine", "medium")}
+        medium = "" if lab.get("medium", "GPU") == "GPU" else f" {lab['medium']}"
+        tag = medium + ctx.engine_tag(r)
+        evicted = ctx.one("kv.blocks_evicted_per_second", **lab)
+        rates = [x.value if x is not None and x.ok else None for x in (r, evicted)]
+        cell = Text(" / ".join("–" if v is None else f"{v:.1f}" for v in rates) + " blocks/s")
+        rows.append(("KV stored/evicted" + tag, cell,
+                     ctx.spark("kv.blocks_evicted_per_second", 16, 0, **lab)))
+        thrash = ctx.one("kv.prefix_thrash_ratio", **lab)
+        resident = ctx.one("kv.event_resident_blocks", **lab)
+        cell = Text()
+        if thrash is not None and (thrash.ok or ctx.flag(thrash.key, thrash.labels)):
+            cell.append_text(ctx.value_text(thrash))
+        if resident is not None and resident.ok:
+            cell.append((" · " if cell else "") + f"{resident.value:.0f} resident")
+        if cell:
+            rows.append(("KV re-stored" + tag, cell,
+                         ctx.spark("kv.prefix_thrash_ratio", 16, 0, 1, **lab)))
+    lost = sum(r.value or 0 for r in ctx.readings("kv.event_batches_dropped_total") if r.ok)
+    if stored and lost:
+        rows.append(("KV events lost", Text(f"{lost:.0f} batches (sequence gaps)",
+                                            style=ctx.styles["warn"]), ""))
+    return rows

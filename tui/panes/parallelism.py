@@ -68,10 +68,10 @@ class ParallelismPane(LayerPane):
                 where = inst if many else ":" + inst.rsplit(":", 1)[-1]
                 name = f"{where} e{eng}" if eng else where
 
-                def same(key: str):   # the same engine's reading: same labels, else a search
-                    got = ctx.exact(key, r.labels)
+                def same(key: str):   # the same engine's reading (called in this iteration)
+                    got = ctx.exact(key, r.labels)  # noqa: B023
                     if got is None:
-                        lab = {"instance": inst, "engine": eng} if eng else {"instance": inst}
+                        lab = {"instance": inst, "engine": eng} if eng else {"instance": inst}  # noqa: B023
                         got = ctx.one(key, **lab)
                     return got
                 t.add_row(name[-22:], ctx.value_text(r),
@@ -79,7 +79,43 @@ class ParallelismPane(LayerPane):
                           ctx.value_text(same("kv.usage_ratio")),
                           ctx.value_text(same("throughput.generation_tokens_per_second")))
             parts.append(t)
+        pd = disagg_lines(ctx)
+        if pd is not None:
+            parts.append(pd)
         return fit(ctx, *parts)
+
+
+def disagg_lines(ctx: PaneContext) -> Text | None:
+    """Disaggregated prefill/decode: each instance's role (SGLang's engine_type, vLLM's
+    --kv-transfer-config kv_role), prefill instances before decode ones so a pair reads
+    left to right, with the KV transfer's p99 time, rate and failures where the server
+    reports them.  None for unified engines without transfers (the usual case)."""
+    roles: dict[str, str] = {}
+    for r in ctx.readings("server.disagg_role"):
+        if r.text and r.text != "unified":
+            roles[r.label("instance")] = r.text
+    setting = next((r.text for r in ctx.readings("server.setting")
+                    if r.label("name") == "disagg_role" and r.text), None)
+    p99s = [r for r in ctx.readings("latency.kv_transfer_seconds", quantile="0.99")]
+    if setting and not roles:
+        inst = next((r.label("instance") for r in ctx.readings("server.requests_running")), "")
+        roles[inst] = setting
+    if not roles and not p99s:
+        return None
+    order = {"prefill": 0, "both": 1, "decode": 2}
+    out = Text(no_wrap=True)
+    out.append("P/D ")
+    for n, inst in enumerate(sorted(roles, key=lambda i: (order.get(roles[i], 3), i))):
+        out.append(("  →  " if n else "") + f"{roles[inst]} :{inst.rsplit(':', 1)[-1]}")
+    for r in p99s[: max(1, ctx.row_cap)]:
+        out.append("\nKV transfer p99 ").append_text(ctx.value_text(r))
+        rate = ctx.one("kv.transfer_bytes_per_second", instance=r.label("instance"))
+        if rate is not None and rate.ok:
+            out.append("  ").append_text(ctx.value_text(rate))
+        fails = ctx.one("kv.transfer_failures_total", instance=r.label("instance"))
+        if fails is not None and fails.ok and fails.value:
+            out.append(f"  {fails.value:.0f} failed", style=ctx.styles["warn"])
+    return out
 
 
 def pcie_cell(ctx: PaneContext, g: str) -> Text:

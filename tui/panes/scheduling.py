@@ -7,6 +7,7 @@ from rich.text import Text
 
 from infertop.model import Layer
 from infertop.textclean import clean
+from infertop.units import fmt_value
 
 from .base import LayerPane, Optional, PaneContext, fit, grid
 
@@ -70,14 +71,16 @@ def queue_line(ctx: PaneContext) -> Text:
     qp99 = ctx.readings("latency.queue_seconds", quantile="0.99")
     engines = max(ctx.distinct("server.requests_running"), ctx.distinct("server.requests_waiting"))
     if engines <= 1:
-        for label, rs in (("running", running), ("waiting", waiting), ("queue p99", qp99)):
+        names = ("run", "wait", "queue p99") if ctx.width and ctx.width < 50 else \
+            ("running", "waiting", "queue p99")    # 80x24: labels shrink, values stay whole
+        for label, rs in zip(names, (running, waiting, qp99)):
             for r in rs:
                 out.append(f"{label} ").append_text(ctx.value_text(r)).append("  ")
     else:
         for label, rs in (("running", running), ("waiting", waiting)):
             vals = [r.value for r in rs if r.ok and r.value is not None]
             if vals:
-                out.append(f"{label} {sum(vals):.0f}  ")
+                out.append(f"{label} {fmt_value(sum(vals), 'count')}  ")   # 1e308: no 309 digits
         # distinct() stops at 2 (one or several); the count is of the readings summed
         n = len({(r.label("instance"), r.label("engine")) for r in (running or waiting)})
         out.append(f"({n} engines)  ")
@@ -92,8 +95,45 @@ def queue_line(ctx: PaneContext) -> Text:
                     out.append(r.key.rsplit(".", 1)[-1].replace("requests_", "") +
                                ctx.engine_tag(r) + " ").append_text(ctx.value_text(r))
                     out.append("  ")
+    extra = deferral_and_sleep(ctx)
+    if extra:
+        out.append_text(extra)
     if out:
         out.append_text(ctx.spark("server.requests_waiting", 12, 0))
+    return out
+
+
+def deferral_and_sleep(ctx: PaneContext) -> Text:
+    """'deferred N' (of the waiting, the ones held for a KV transfer or a LoRA slot, not
+    for room) and 'asleep' per engine: shown only when they are not zero, or a finding
+    points at them, so the usual line stays as it was."""
+    out = Text(no_wrap=True)
+    deferred = [r for r in ctx.readings("server.requests_deferred") if r.ok and r.value]
+    if deferred:
+        out.append("deferred ").append_text(
+            ctx.value_text(deferred[0]) if len(deferred) == 1
+            else Text(f"{sum(r.value for r in deferred):.0f}"))
+        out.append("  ")
+    for r in ctx.readings("server.sleep_level"):
+        if r.ok and r.value:
+            out.append(f"asleep{ctx.engine_tag(r)} (level {r.value:.0f})  ",
+                       style=ctx.styles["warn"])
+    # paused / retracted requests and the disaggregation queues (SGLang, TensorRT-LLM)
+    for key, name in (("server.requests_paused", "paused"),
+                      ("server.requests_retracted", "retracted")):
+        n = sum(r.value for r in ctx.readings(key) if r.ok and r.value)
+        if n:
+            out.append(f"{name} {n:.0f}  ")
+    for r in ctx.readings("disagg.queue_requests"):
+        if r.ok and r.value:
+            out.append(f"{r.label('queue').replace('_', ' ')} {r.value:.0f}  ")
+    idle = ctx.one("server.scheduler_idle_ratio")
+    cpu = ctx.one("server.scheduler_cpu_cores")
+    if idle is not None and idle.ok:
+        out.append("scheduler idle ").append_text(ctx.value_text(idle))
+        if cpu is not None and cpu.ok:
+            out.append(" cpu ").append_text(ctx.value_text(cpu))
+        out.append("  ")
     return out
 
 
@@ -101,6 +141,9 @@ def process_table(ctx: PaneContext, procs):
     narrow = ctx.width < 70   # 80x24: names give way to the numbers
     t = grid(["PID", "process", "S", "CPU", "RSS", "thr", "csw/s"], styles=ctx.styles,
              max_width=16 if narrow else 30)
+    # the command gives way (never a PID or a reading), but keeps "VLLM::EngineC": the
+    # switch counts, threads and RSS go first
+    t.cut, t.cut_min, t.drop = (1,), 15, (6, 5, 4, 2)
     depth = _depths(procs)
     by_pid = {p.label("pid"): p for p in procs}
     ordered = sorted(by_pid, key=lambda pid: (depth.get(pid, 0), int(pid) if pid.isdigit() else 0))
@@ -162,7 +205,11 @@ def gil_lines(ctx: PaneContext) -> Text | None:
         if cost is not None and cost.ok and cost.value is not None:
             spent.append(f"{cost.value * 1000:.0f} ms/dump")
         if spent:
-            out.append("  sampler cost " + ", ".join(spent), style=ctx.styles["muted"])
+            cost_text = "sampler cost " + ", ".join(spent)
+            line = out.plain.rsplit("\n", 1)[-1]
+            # a narrow pane: the cost on a line of its own (never cut off at the edge)
+            sep = "\n  " if ctx.width and len(line) + 2 + len(cost_text) > ctx.width else "  "
+            out.append(sep + cost_text, style=ctx.styles["muted"])
         elif not r.ok:
             out.append(f"  {r.reason}", style=ctx.styles["muted"])
     return out

@@ -185,11 +185,11 @@ class CaptureScreen(Screen):
                 if r.fix:
                     t.append(f"\nfix: {r.fix}")
             else:
-                s = r.summary
+                ns = r.summary
                 t.append(f"nsys session {r.session!r}: {r.seconds:.1f} s window"
                          + (" (cancelled early)" if r.cancelled else ""))
-                if s:
-                    t.append(f".  host<->device copies: {_pct(s.memcpy_share)} of GPU busy time")
+                if ns:
+                    t.append(f".  host<->device copies: {_pct(ns.memcpy_share)} of GPU busy time")
             for n in r.notes:
                 t.append(f"\n{n}")
         elif isinstance(r, ProfileEndpointResult):
@@ -274,15 +274,15 @@ class CaptureScreen(Screen):
                 body.highlight_words([q], "reverse", case_sensitive=False)
             stacks.update(body)
         elif isinstance(r, NsysResult) and r.summary:
-            s = r.summary
+            ns = r.summary
             table.add_columns("kernel", "time", "calls", "avg µs")
-            for k in s.top_kernels:
+            for k in ns.top_kernels:
                 if q and q.lower() not in k.name.lower():
                     continue
                 table.add_row(k.name[:80], f"{k.time_share * 100:.1f}%", str(k.instances),
                               f"{k.avg_ns / 1000:.1f}")
             body = Text("launch-overhead signs\n", "bold")
-            for sign in s.launch_overhead_signs or ["none seen"]:
+            for sign in ns.launch_overhead_signs or ["none seen"]:
                 body.append(f"  - {sign}\n")
             stacks.update(body)
         else:

@@ -21,12 +21,15 @@ def _wall_clock(t: float) -> str:
 
 def findings_renderable(findings: list[Any], styles: dict[str, str],
                         clock=_wall_clock) -> Table | Text:
+    """One block per finding, in the engine's order: code, severity, title and onset on
+    its first line, then its evidence and remedy in one wide column.  Five columns side by
+    side gave each 14 cells at 80x24 and broke "evidence" and metric names mid-word."""
     if not findings:
         return Text("No active findings: every rule with inputs is within its thresholds.")
-    t = Table(box=None, padding=(0, 1), show_header=True, header_style="bold", expand=True)
-    for col in ("code", "severity", "finding", "evidence", "remedy"):
-        t.add_column(col, overflow="fold")
-    for f in findings:
+    t = Table(box=None, padding=(0, 1), show_header=False, expand=True)
+    t.add_column("what", no_wrap=True, width=9)
+    t.add_column("text", ratio=1, overflow="fold")
+    for n, f in enumerate(findings):
         sev = getattr(f.severity, "value", str(f.severity))
         ev = "\n".join(e.describe() for e in f.evidence)
         since = f"since {clock(f.since)}"   # as doctor and the report say it
@@ -41,9 +44,10 @@ def findings_renderable(findings: list[Any], styles: dict[str, str],
 def events_renderable(events: list[Any], clock=_wall_clock) -> Table | Text:
     if not events:
         return Text("no raises or clears yet", style="dim")
-    t = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
-    for col in ("time", "code", "event", "summary"):
-        t.add_column(col, overflow="fold")
+    t = Table(box=None, padding=(0, 1), show_header=True, header_style="bold", expand=True)
+    for col in ("time", "code", "event"):      # short: never wrapped
+        t.add_column(col, no_wrap=True)
+    t.add_column("summary", ratio=1, overflow="fold")
     for e in list(events)[-30:][::-1]:
         onset = getattr(e, "since", None)
         kind = f"{e.kind} (since {clock(onset)})" if e.kind == "raised" and onset else e.kind

@@ -9,24 +9,31 @@ History and rules), refreshed on every tick while it is open.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical
+from textual.coordinate import Coordinate
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from infertop.findings import Finding, Severity
 from infertop.fleet import FleetFrame, node_summary
 from infertop.model import LAYERS, Status
-from infertop.units import natural_key
+from infertop.units import HUGE, fmt_value, natural_key
 
 from ..panes.base import LayerPane, PaneContext
 from ..widgets.history_plot import HistoryPlot
+from ..widgets.filter_line import FilterLine
+from ..widgets.keybar import KeyBar
 from ..zoom_table import ZOOM_BINDINGS
+
+if TYPE_CHECKING:
+    from ..modes import FleetApp
 
 MAX_GPU_COLUMNS = 8
 
@@ -142,30 +149,42 @@ def _only_instance(frame, instance: str):
 
 
 # ---- formatting -------------------------------------------------------------------------------
+def _absurd(v: float) -> str | None:
+    """NaN, inf or past 1e15 (a node sending 1.7e308): units.fmt_value's short spelling,
+    never the 309 digits a fixed-point format prints."""
+    return fmt_value(v, "") if not math.isfinite(v) or abs(v) >= HUGE else None
+
+
 def _pct(v: float | None) -> str:
-    return "–" if v is None else f"{v * 100:.0f}%"
+    if v is None:
+        return "–"
+    return _absurd(v * 100 if abs(v) < HUGE else v) or f"{v * 100:.0f}%"
 
 
 def _secs(v: float | None) -> str:
     if v is None:
         return "–"
-    return f"{v * 1000:.0f}ms" if v < 1 else f"{v:.2f}s"
+    return _absurd(v) or (f"{v * 1000:.0f}ms" if v < 1 else f"{v:.2f}s")
 
 
 def _num(v: float | None, fmt: str = "{:.0f}") -> str:
-    return "–" if v is None else fmt.format(v)
+    return "–" if v is None else _absurd(v) or fmt.format(v)
 
 
 def _worst_cell(w: Worst, styles: dict[str, str]) -> Text:
     if w.severity is None:
         return Text("ok", style=styles.get("ok", ""))
-    return Text(f"{w.code} {w.title}", style=styles.get(w.severity.value, ""))
+    from ..app import fit_words
+    title = fit_words(w.title, WORST_WIDTH - len(w.code) - 1)
+    return Text(f"{w.code} {title}".rstrip(), style=styles.get(w.severity.value, ""))
 
 
-ENGINE_COLUMNS = (("node", "node"), ("server", "server"), ("model", "model"),
-                  ("TTFT p99", "ttft_p99"), ("ITL p50", "itl_p50"), ("KV", "kv"),
-                  ("run", "running"), ("wait", "waiting"), ("tok/s", "tok_s"),
-                  ("err", "errors"), ("worst finding", "worst"))
+# 80 columns show the node, its worst finding and its key latency; the rest by scrolling
+ENGINE_COLUMNS = (("node", "node"), ("worst finding", "worst"), ("TTFT p99", "ttft_p99"),
+                  ("ITL p50", "itl_p50"), ("KV", "kv"), ("run", "running"),
+                  ("wait", "waiting"), ("tok/s", "tok_s"), ("err", "errors"),
+                  ("server", "server"), ("model", "model"))
+WORST_WIDTH = 30     # a finding's title gives way (whole words) for the readings after it
 
 
 def engine_sort_key(column: str):
@@ -187,14 +206,45 @@ def matches(text: str, *fields: str) -> bool:
 
 
 # ---- widgets ----------------------------------------------------------------------------------
+class FleetTable(DataTable):
+    """A fleet table as htop's lists: Home/End move the cursor to the first/last row
+    (DataTable's own scroll to the first/last column), ←/→ scroll the columns past the
+    node, which stays (``fixed_columns``)."""
+
+    BINDINGS = [
+        Binding("home", "scroll_top", "top", show=False),
+        Binding("end", "scroll_bottom", "bottom", show=False),
+        Binding("left", "scroll_columns(-1)", "scroll left", show=False),
+        Binding("right", "scroll_columns(1)", "scroll right", show=False),
+    ]
+
+    user_moved = False    # until a key or a click moves it, the cursor stays on the worst row
+
+    def on_key(self, event) -> None:
+        if event.key in ("up", "down", "home", "end", "pageup", "pagedown"):
+            self.user_moved = True
+
+    def on_click(self, _event) -> None:
+        self.user_moved = True
+
+    def action_scroll_columns(self, direction: int) -> None:
+        step = max(8, (self.size.width or 80) // 3)
+        self.scroll_to(x=max(0, self.scroll_x + direction * step), animate=False)
+
+
 class FleetView(Vertical):
-    """The two tables and the filter line of the fleet's main screen."""
+    """The two tables and the filter line of the fleet's main screen; a source's error is
+    said here, in the body (in the header alone it was cut off at 80 columns)."""
 
     def compose(self) -> ComposeResult:
+        yield Static("", id="fleet-error")
         yield Static("GPUs by node", classes="fleet-title")
-        yield DataTable(id="fleet-gpus", cursor_type="row", zebra_stripes=True)
-        yield Static("engines", classes="fleet-title")
-        yield DataTable(id="fleet-engines", cursor_type="row", zebra_stripes=True)
+        yield FleetTable(id="fleet-gpus", cursor_type="row", zebra_stripes=True,
+                         fixed_columns=1)
+        yield Static("engines  (←/→ scroll the columns, Enter opens the node)",
+                     classes="fleet-title")
+        yield FleetTable(id="fleet-engines", cursor_type="row", zebra_stripes=True,
+                         fixed_columns=1)
         yield Input(placeholder="filter: node, server, model or finding code (Esc clears)",
                     id="fleet-filter")
 
@@ -211,19 +261,20 @@ def fill_tables(view: FleetView, frame: FleetFrame, styles: dict[str, str], *,
     order = {r.node: i for i, r in enumerate(e_rows)}
     g_rows.sort(key=lambda r: (order.get(r.node, len(order)), natural_key(r.node)))
     ncols = min(MAX_GPU_COLUMNS, max((len(r.gpus) for r in g_rows), default=0))
-    _refill(gpus, ["node"] + [f"GPU{i}" for i in range(ncols)] +
-            ["mem", "temp", "power", "age", "worst finding"],
-            [(r.node, [Text(r.node, style="bold")] + _gpu_cells(r, ncols) +
-              [_pct(r.mem_ratio), _num(r.temp_max, "{:.0f}C"), _num(r.power, "{:.0f}W"),
-               _num(r.age, "{:.1f}s"), _down_or_worst(r, styles)]) for r in g_rows])
+    _refill(gpus, ["node", "worst finding", "mem", "temp", "power", "age"] +
+            [f"GPU{i}" for i in range(ncols)],
+            [(r.node, [Text(r.node, style="bold"), _down_or_worst(r, styles),
+                       _pct(r.mem_ratio), _num(r.temp_max, "{:.0f}C"),
+                       _num(r.power, "{:.0f}W"), _num(r.age, "{:.1f}s")]
+              + _gpu_cells(r, ncols)) for r in g_rows])
     _refill(engines, [f"{label}{_arrow(col, sort, reverse)}" for label, col in ENGINE_COLUMNS],
             [(f"{r.node}|{r.server}",
-              [Text(r.node, style="bold"), r.server, r.model.rsplit("/", 1)[-1][:32],
+              [Text(r.node, style="bold"),
+               _worst_cell(r.worst, styles) if r.status == "ok"
+               else Text(f"server {r.status}", style=styles.get("crit", "")),
                _secs(r.values["ttft_p99"]), _secs(r.values["itl_p50"]), _pct(r.values["kv"]),
                _num(r.values["running"]), _num(r.values["waiting"]), _num(r.values["tok_s"]),
-               _pct(r.values["errors"]),
-               _worst_cell(r.worst, styles) if r.status == "ok"
-               else Text(f"server {r.status}", style=styles.get("crit", ""))])
+               _pct(r.values["errors"]), r.server, r.model.rsplit("/", 1)[-1][:32]])
              for r in e_rows])
 
 
@@ -253,7 +304,7 @@ def _refill(table: DataTable, columns: list[str], rows: list[tuple[str, list]]) 
     keep = None
     if table.row_count and table.cursor_row is not None:
         try:
-            keep = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+            keep = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
         except Exception:
             keep = None
     if [str(c.label) for c in table.columns.values()] != columns:
@@ -263,6 +314,10 @@ def _refill(table: DataTable, columns: list[str], rows: list[tuple[str, list]]) 
         table.clear()
     for key, cells in rows:
         table.add_row(*cells, key=key)
+    if not getattr(table, "user_moved", True):
+        keep = None
+        if table.row_count:
+            table.move_cursor(row=0, animate=False)   # the worst row (sorted worst first)
     if keep is not None:
         try:
             table.move_cursor(row=table.get_row_index(keep), animate=False)
@@ -289,7 +344,8 @@ class NodeScreen(Screen):
             for cls in self.pane_classes:
                 yield cls(id=f"pane-{cls.pane_layer.value}")
         yield HistoryPlot(id="history-plot")     # `h` on a zoomed pane: this node's History
-        yield Footer()
+        yield FilterLine(id="table-filter")
+        yield KeyBar()
 
     @property
     def panes(self) -> list[LayerPane]:
@@ -324,7 +380,12 @@ class NodeScreen(Screen):
         plot.wanted = not plot.wanted
         self._sync_plot()
         if getattr(self.app, "frame", None) is not None:
-            self.app.refresh_node_screen()
+            self.fleet_app.refresh_node_screen()
+
+    @property
+    def fleet_app(self) -> FleetApp:
+        """The app that shows this screen: only FleetApp pushes it."""
+        return cast("FleetApp", self.app)
 
     def action_back(self) -> None:
         self.app.pop_screen()
@@ -334,9 +395,10 @@ class NodeScreen(Screen):
         for i, pane in enumerate(self.panes):
             pane.display = self.zoomed is None or i == self.zoomed
         self.query_one("#panes").set_class(self.zoomed is not None, "-zoomed")
+        self.refresh_bindings()     # the key line: the zoomed table's keys, or not
         self._sync_plot()
         if self.zoomed is not None:     # its table keys (s, /, arrows) go to the pane
             self.panes[index].focus()
-        app = self.app
+        app = self.fleet_app
         if getattr(app, "frame", None) is not None:
             app.refresh_node_screen()

@@ -13,6 +13,19 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 
+_NAMES = {"question_mark": "?", "f1": "F1", "space": "space", "plus": "+",
+          "equals_sign": "=", "minus": "-", "slash": "/", "escape": "Esc",
+          "ctrl+c": "Ctrl+C", "right_square_bracket": "]", "left_square_bracket": "[",
+          "right_curly_bracket": "}", "left_curly_bracket": "{", "enter": "Enter",
+          "backspace": "Backspace", "greater_than_sign": ">", "less_than_sign": "<",
+          "full_stop": ".", "comma": ","}
+
+
+def all_keys(b: Binding) -> str:
+    """Every key of a binding ("space / Z", "? / F1"): the key line shows one."""
+    return " / ".join(_NAMES.get(k.strip(), k.strip()) for k in b.key.split(","))
+
+
 def bindings_table(app: Any) -> Table:
     t = Table(box=None, padding=(0, 2), show_header=True, header_style="bold")
     t.add_column("key")
@@ -21,11 +34,11 @@ def bindings_table(app: Any) -> Table:
     for b in app.BINDINGS + list(getattr(app, "EXTRA_HELP", [])):
         if not isinstance(b, Binding):
             continue
-        keys = b.key_display or b.key
+        keys = all_keys(b)
         if b.action.startswith("zoom(") or keys in seen:   # 1-6 get one row below
             continue
         seen.add(keys)
-        t.add_row(keys.replace(",", " / "), b.description or b.action)
+        t.add_row(keys, b.description or b.action)
     t.add_row("1-6", "zoom a pane / back (hardware kernels memory scheduling parallelism decoding)")
     t.add_row("tab", "move focus between panes")
     if any(b.action.startswith("zoom(") for b in app.BINDINGS if isinstance(b, Binding)):

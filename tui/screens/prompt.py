@@ -1,4 +1,5 @@
-"""Small modal questions: a number with a default (record seconds), or yes/no."""
+"""Small modal questions: a number with a default (record seconds), or yes/no.  (A zoomed
+table's filter is typed inline: widgets/filter_line.py.)"""
 
 from __future__ import annotations
 
@@ -61,29 +62,3 @@ class ConfirmPrompt(ModalScreen[bool]):
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)
-
-
-class TextPrompt(ModalScreen[str | None]):
-    """Ask for a line of text (a zoomed pane's filter); Enter accepts, Esc cancels.  The
-    text is kept as typed: it is matched against the rows, never drawn as markup."""
-
-    BINDINGS = [Binding("escape", "cancel", "cancel")]
-    DEFAULT_CSS = """
-    TextPrompt Vertical { width: 64; height: auto;
-        border: round $primary; background: $surface; padding: 0 1; }
-    """
-
-    def __init__(self, question: str, value: str = "") -> None:
-        super().__init__()
-        self.question, self.value = question, value
-
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Label(self.question, markup=False)
-            yield Input(value=self.value, id="prompt-text", max_length=200)
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip())
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

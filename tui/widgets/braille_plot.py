@@ -82,7 +82,7 @@ class Canvas:
         sy = ny / (y1 - y0) if y1 > y0 else 0.0
         prev_c = prev_r = None     # the last dot drawn in the previous column
         prev_x = None
-        col = lo = hi = first = last = None
+        col = lo = hi = last = None
         for x, y in zip(xs, ys):
             if y is None or y != y:  # None or NaN: a hole
                 prev_c = prev_x = None
@@ -112,7 +112,7 @@ class Canvas:
                         self.span(prev_c + k, rr, nr, who)
                         rr = nr
                     prev_r = rr
-                col, first, last = c, r, r
+                col, last = c, r
                 lo = hi = r
                 if prev_c is not None:   # join the previous column's last dot to this one
                     lo, hi = min(lo, prev_r), max(hi, prev_r)

@@ -14,6 +14,7 @@ does no I/O.  The widget redraws at most once a second of wall time while data a
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -254,8 +255,8 @@ def _title(pan: Panel, traces: list[Trace], values: list[float], muted: str) -> 
 
 def _gap(points: list[list[tuple[float, float]]]) -> float | None:
     """Points farther apart than 3x the usual tick are not joined (a hole in the data)."""
-    dts = sorted(b[0] - a[0] for pts in points for a, b in zip(pts, pts[1:]))
-    return 3 * dts[len(dts) // 2] if dts else None
+    dts = [b[0] - a[0] for pts in points for a, b in zip(pts, pts[1:])]
+    return 3 * statistics.median(dts) if dts else None
 
 
 class HistoryPlot(Static):
@@ -300,7 +301,9 @@ class HistoryPlot(Static):
         if not visible:
             self._shape = None   # drawn afresh when it comes back
 
-    @property
+    # shadows Textual's read-write Widget.visible (its compositor and layout read it too);
+    # kept as it was: renaming it is a behaviour change to weigh on its own
+    @property  # type: ignore[misc]
     def visible(self) -> bool:
         return self.has_class("-visible")
 

@@ -16,13 +16,15 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from pathlib import Path
 from typing import Callable
 
 from infertop.demo.exposition import render, render_dcgm
 from infertop.demo.sim import SimFrame
 
 from infertop.probes.base import stop_on_signals
-from infertop.demo.source import DemoSource
+from infertop.probes.sources.demo import DemoSource
+from infertop.safefile import write_files
 
 HEAD_TIMEOUT = 10.0
 # a kept-alive connection waits this long for its next request (Prometheus and infertop
@@ -208,6 +210,7 @@ class DemoServer:
                 keep = (parts[2] == "HTTP/1.1" and b"connection: close" not in low
                         and method in ("GET", "HEAD") and b"content-length:" not in low
                         and b"transfer-encoding:" not in low)
+                extra: dict[str, str]
                 if dcgm:
                     status, body, ctype, extra = (
                         (200, self._dcgm_body, CONTENT_TYPE, {}) if path == "/metrics" else
@@ -382,11 +385,11 @@ def serve_fleet(nodes: int, name: str | None = None, host: str = "127.0.0.1", po
         sd = fleet.file_sd()
         if targets:
             os.makedirs(targets, exist_ok=True)
-            for job, groups in sd.items():
-                path = os.path.join(targets, f"{job}.json")
-                with open(path + ".tmp", "w") as f:   # file_sd reloads: swap in whole files
-                    json.dump(groups, f)
-                os.replace(path + ".tmp", path)
+            # file_sd reloads on change: whole files swapped in (infertop.safefile), each
+            # start replacing the last one's; 0644, as Prometheus may run as another user
+            # (demo addresses only, nothing from a server)
+            write_files({Path(targets) / f"{job}.json": json.dumps(groups)
+                         for job, groups in sd.items()}, force=True, mode=0o644)
         for i, (srv, gpu) in enumerate(zip(sd["server"], sd["dcgm"])):
             what = f" plays {bad_scenario}" if i == bad_node else ""
             say(f"{FleetDemo.node_name(i)}: server {srv['targets'][0]}, "

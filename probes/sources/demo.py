@@ -23,7 +23,7 @@ from infertop.demo.readings import entry_process, nvml_sample, process_sample
 from infertop.demo.sim import DEMO_EPOCH, SimFrame, ScenarioRun
 
 from infertop.probes.server.metrics import refused_message
-from infertop.probes.sources.source import SnapshotSource
+from infertop.source import SnapshotSource, pace
 
 
 @dataclass(frozen=True)
@@ -59,11 +59,11 @@ class DemoSource(SnapshotSource):
         # n/p in the screen move through the whole catalogue, starting at the named one
         # (a scenario file of the instructor's own comes first, then the shipped ones)
         self.names = list_scenarios()
-        if not self.tour and name not in self.names:
+        if name is not None and name not in self.names:   # not the tour
             self.names.insert(0, name)
         if not self.names:
             raise ScenarioError("no scenarios are installed")
-        self._index = 0 if self.tour else self.names.index(name)
+        self._index = 0 if name is None else self.names.index(name)
         self._clock = DEMO_EPOCH if start_time is None else float(start_time)
         self._tick = 0
         self.epoch = 0
@@ -129,7 +129,7 @@ class DemoSource(SnapshotSource):
 
     @property
     def wall_interval(self) -> float:
-        return self.tick_seconds / self.speed
+        return pace(False, self.tick_seconds, self.speed)
 
     @property
     def realtime(self) -> bool:

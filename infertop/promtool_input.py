@@ -1,0 +1,252 @@
+"""An infertop recording as promtool's ``input_series`` (``infertop rules promtool-input``).
+
+A recording holds raw readings under infertop's keys (``recording.py``); Prometheus would
+have held the servers' own families and dcgm-exporter's fields.  This turns each reading
+back into the series Prometheus would have scraped, on a fixed grid of the recording's
+interval, so ``promtool test rules`` can run the exported rules (``infertop.promrules``)
+on the very ticks infertop's own doctor judged:
+
+* a server reading -> its dialect's family (``infertop.dialects``, the first table entry
+  for the key, with its selector labels; ``model``/``engine`` back to the dialect's own
+  label names; a finish ``reason`` back to its source label), job ``server``; a histogram
+  -> ``_bucket{le}``, ``_count`` and ``_sum``;
+* a GPU reading -> its DCGM field (``infertop.dcgm``, units back to the exporter's),
+  job ``dcgm``, label ``gpu``;
+* each server scrape -> ``up`` (0 when the source failed that tick, and its series go
+  ``stale`` as after a failed real scrape);
+* every series gets ``node`` (the recording's host), the label fleet mode groups by.
+
+Readings infertop makes itself (process, thread, host, settings) have no Prometheus
+series and are left out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+from .dcgm import DCGM_FIELDS, MIB
+from .dialects import DIALECTS, Dialect, FamilyMap
+from .keys import SPECS
+from .model import Kind, Reading, Snapshot, Status
+from .promrules import (
+    DCGM_CLOCK_REASONS,
+    DCGM_CORR_REMAP,
+    DCGM_ECC_DBE,
+    DCGM_FB_FREE,
+    DCGM_MEM_TEMP,
+    DCGM_REMAP_FAILURE,
+    DCGM_UNC_REMAP,
+    DCGM_XID,
+    sample_name,
+)
+from .recording import Decoded, iter_snapshots
+
+# GPU keys the exporter names, beyond DCGM_FIELDS (key -> (field, factor to its unit))
+EXTRA_GPU: dict[str, tuple[str, float]] = {
+    "gpu.throttle_reasons": (DCGM_CLOCK_REASONS[0], 1.0),
+    "gpu.xid_last": (DCGM_XID, 1.0),
+    "gpu.ecc_uncorrected_total": (DCGM_ECC_DBE, 1.0),
+    "gpu.mem_temp_celsius": (DCGM_MEM_TEMP, 1.0),
+    "gpu.remapped_rows_uncorrectable": (DCGM_UNC_REMAP, 1.0),
+    "gpu.remapped_rows_correctable": (DCGM_CORR_REMAP, 1.0),
+    "gpu.row_remap_failure": (DCGM_REMAP_FAILURE, 1.0),
+}
+GPU_FIELD: dict[str, tuple[str, float]] = {
+    **{key: (name, factor) for name, (key, factor) in DCGM_FIELDS.items()}, **EXTRA_GPU}
+
+
+@dataclass
+class InputSeries:
+    """The converted series: selector text -> value per grid step (None: no sample)."""
+
+    interval: float
+    start: float
+    steps: int = 0
+    series: dict[str, dict[int, float | str]] = field(default_factory=dict)
+
+    def put(self, selector: str, step: int, value: float | str) -> None:
+        if isinstance(value, float) and not math.isfinite(value):
+            return  # a NaN/Inf reading: Prometheus would hold it, promtool cannot say it
+        self.series.setdefault(selector, {})[step] = value
+
+    def values_text(self, selector: str) -> str:
+        """promtool's notation: a value per step, ``_`` for none, ``stale`` once after a
+        run of samples ends (a failed scrape marks its series stale)."""
+        got = self.series[selector]
+        out, prev = [], False
+        for i in range(self.steps):
+            v = got.get(i)
+            if v is None:
+                out.append("stale" if prev else "_")
+                prev = False
+            else:
+                out.append(_fmt(v))
+                prev = True
+        return " ".join(out)
+
+
+def _fmt(v: float | str) -> str:
+    if isinstance(v, str):
+        return v
+    return str(int(v)) if v.is_integer() and abs(v) < 1e15 else repr(v)
+
+
+def selector(name: str, labels: dict[str, str]) -> str:
+    """``name{a="b"}`` with PromQL string escapes (JSON's are a subset)."""
+    if not labels:
+        return name
+    return name + "{" + ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(labels.items())) + "}"
+
+
+def convert(dec: Decoded, interval: float | None = None) -> InputSeries:
+    """The recording on a grid of ``interval`` seconds (default: the recording's own)."""
+    header = dec.header
+    return convert_snapshots(list(iter_snapshots(dec)),
+                             float(interval or header.get("interval") or 1.0),
+                             str(header.get("host") or "localhost"),
+                             str((header.get("server") or {}).get("kind") or ""))
+
+
+def convert_snapshots(snaps: list[Snapshot], step: float, host: str,
+                      kind: str = "") -> InputSeries:
+    """Snapshots (a recording's, or a demo's played headless) on a grid of ``step`` s."""
+    start = snaps[0].time if snaps else 0.0
+    out = InputSeries(step, start)
+    for snap in snaps:
+        i = round((snap.time - start) / step)
+        out.steps = max(out.steps, i + 1)
+        _snapshot(out, snap, i, host, kind)
+    return out
+
+
+def _snapshot(out: InputSeries, snap: Snapshot, i: int, host: str, kind: str) -> None:
+    for name, sample in snap.samples.items():
+        if name.startswith("server"):
+            inst = name.split(":", 1)[1] if ":" in name else host
+            ok = sample.status in (Status.OK,)
+            out.put(selector("up", {"job": "server", "instance": inst, "node": host}), i,
+                    1.0 if ok else 0.0)
+            if not ok:
+                continue
+            dialect = DIALECTS.get(str(sample.meta.get("dialect") or kind))
+            if dialect is None:
+                continue
+            for r in sample.readings:
+                _server_reading(out, dialect, r, i, inst, host)
+        elif name == "nvml" and sample.status is Status.OK:
+            totals = {dict(r.labels).get("gpu", ""): r.value for r in sample.readings
+                      if r.key == "gpu.mem_total_bytes" and r.value is not None}
+            for r in sample.readings:
+                _gpu_reading(out, r, i, host, totals)
+
+
+def _server_reading(out: InputSeries, d: Dialect, r: Reading, i: int, inst: str,
+                    host: str) -> None:
+    if r.value is None or r.status not in (Status.OK, Status.STALE):
+        return
+    if r.key == "server.process_start_seconds":
+        out.put(selector("process_start_time_seconds",
+                         {"job": "server", "instance": inst, "node": host}), i, r.value)
+        return
+    found = _family_for(d, r)
+    if found is None:
+        return
+    m, labels = found
+    labels.update({"job": "server", "instance": inst, "node": host})
+    kind = SPECS[r.key].kind
+    if kind is Kind.HISTOGRAM:
+        if not r.buckets:
+            return
+        fam = m.families[0]
+        for le, c in r.buckets:
+            out.put(selector(f"{fam}_bucket", {**labels, "le": _le(le)}), i, c)
+        out.put(selector(f"{fam}_count", labels), i, r.value)
+        if r.hist_sum is not None:
+            out.put(selector(f"{fam}_sum", labels), i, r.hist_sum)
+        return
+    out.put(selector(sample_name(d.name, m.families[0], kind, m.part), labels), i, r.value)
+
+
+def _le(le: float) -> str:
+    return "+Inf" if math.isinf(le) else repr(float(le))
+
+
+def _family_for(d: Dialect, r: Reading) -> tuple[FamilyMap, dict[str, str]] | None:
+    """The table entry a reading came from, and the source labels it had."""
+    have = dict(r.labels)
+    for m in d.rules:
+        if m.key != r.key or len(m.families) != 1:
+            continue
+        if any(have.get(k) != v for k, v in m.const):
+            continue
+        labels: dict[str, str] = dict(m.select)
+        if "model" in have and d.model_labels:
+            labels[d.model_labels[0]] = have["model"]
+        if "engine" in have and d.engine_label:
+            labels[d.engine_label] = have["engine"]
+        extra = {k: v for k, v in have.items()
+                 if k not in ("instance", "model", "engine") and k not in dict(m.const)}
+        if m.keep:
+            back = {dst: src for src, dst in m.keep}
+            ok = True
+            for k, v in extra.items():
+                if k not in back:
+                    ok = False
+                    break
+                if m.rename:   # TGI err -> reason: "abort" was "dropped", an error any err
+                    inv = {dst: src for src, dst in m.rename if src != "*"}
+                    v = inv.get(v, v)
+                labels[back[k]] = v
+            if not ok:
+                continue
+        elif extra:
+            continue
+        return m, labels
+    return None
+
+
+def _gpu_reading(out: InputSeries, r: Reading, i: int, host: str,
+                 totals: dict[str, float]) -> None:
+    if r.value is None or r.status is not Status.OK:
+        return
+    gpu = dict(r.labels).get("gpu")
+    if not gpu or len(r.labels) != 1:
+        return
+    base = {"job": "dcgm", "instance": f"{host}:9400", "node": host, "gpu": gpu}
+    if r.key == "gpu.mem_total_bytes":
+        return  # written with the used bytes below, as FB_FREE
+    got = GPU_FIELD.get(r.key)
+    if got is None:
+        return
+    name, factor = got
+    out.put(selector(name, base), i, r.value / factor)
+    if r.key == "gpu.mem_used_bytes":
+        total = totals.get(gpu)
+        if total is not None:
+            out.put(selector(DCGM_FB_FREE, base), i, (total - r.value) / MIB)
+
+
+def render(series: InputSeries, rule_files: list[str], tests: str = "") -> str:
+    """A promtool test file: the rule files, the input series, and ``tests`` (YAML text
+    of ``alert_rule_test``/``promql_expr_test`` entries at six spaces, may be empty)."""
+    lines = ["# promtool test file made by `infertop rules promtool-input` from a recording",
+             f"# grid: {series.steps} steps of {series.interval:g} s from epoch "
+             f"{series.start:.3f} (promtool time 0)",
+             "rule_files:"] + [f"  - {json.dumps(f)}" for f in rule_files] + [
+             f"evaluation_interval: {_dur(series.interval)}",
+             "tests:",
+             f"  - interval: {_dur(series.interval)}",
+             "    input_series:"]
+    for sel in sorted(series.series):
+        lines += [f"      - series: {json.dumps(sel)}",
+                  f"        values: {json.dumps(series.values_text(sel))}"]
+    if tests:
+        lines.append(tests.rstrip("\n"))
+    return "\n".join(lines) + "\n"
+
+
+def _dur(s: float) -> str:
+    ms = round(s * 1000)
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
