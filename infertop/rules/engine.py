@@ -267,7 +267,7 @@ class Diagnoser:
                 first = causes_of[i][0]
                 # the cause's own title ("queue grows while the batch is at its cap"),
                 # not its catalogue title ("... while GPUs idle" on a box with no GPU)
-                names = ", ".join(f"{c.code} {_own_title(c)}" for c in causes_of[i])
+                names = ", ".join(f"{c.code} {self._cause_title(c)}" for c in causes_of[i])
                 symptoms.setdefault((first.code, first.subject), []).append(replace(
                     f, title=f"{f.title}: caused by {names}",
                     caused_by=tuple(c.code for c in causes_of[i])))
@@ -288,6 +288,14 @@ class Diagnoser:
         chains.sort(key=lambda ch: (-max(x.severity.rank for x in ch), ch[0].layer.index,
                                     ch[0].code, ch[0].subject))
         return [f for ch in chains for f in ch]
+
+    def _cause_title(self, f: Finding) -> str:
+        """How a symptom names its cause: the catalogue's short title when the cause's own
+        is only that plus its subject, else the cause's own ("queue grows while the batch
+        is at its cap", not the catalogue's "... while GPUs idle" on a box with no GPU)."""
+        spec_title = self._by_code[f.code].spec.title
+        own = _own_title(f)
+        return spec_title if own.startswith(spec_title) else own
 
     def _finding(self, code: str, c: Candidate, sev: Severity, since: float,
                  raised: float | None) -> Finding:

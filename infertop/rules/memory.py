@@ -115,7 +115,10 @@ def mem_headroom(ctx: Context) -> Iterator[Candidate]:
                                f"~{eta:.0f} s at this pace"))
         reserved = _reservation(ctx)
         level = None
-        if reserved is not None and used_share > reserved[0] + RESERVE_SLACK:
+        low = 1.0 - used_share < t.mem_headroom_ratio
+        if reserved is not None and used_share > reserved[0] + RESERVE_SLACK and low:
+            # beyond the reservation with little left: a neighbour's few GiB on a card
+            # with a quarter free is no incident, a leak towards the card's size is
             share, name = reserved
             level = "beyond the reservation"
             evidence.append(Evidence("gpu.mem_used_bytes", used.labels, used_share,
@@ -129,8 +132,7 @@ def mem_headroom(ctx: Context) -> Iterator[Candidate]:
                                      t.mem_full_ratio, ">=", "ratio",
                                      f"{free_note}; no reservation setting explains it"))
             sev = CRIT
-        elif 1.0 - used_share < t.mem_headroom_ratio and not _preallocated(ctx, gpu,
-                                                                          used_share):
+        elif low and not _preallocated(ctx, gpu, used_share):
             evidence.append(Evidence("gpu.mem_used_bytes", used.labels, used_share,
                                      1.0 - t.mem_headroom_ratio, ">", "ratio",
                                      f"{free_note} (servers that pre-allocate a KV "
@@ -345,10 +347,10 @@ RULES = (
         "MEM-003", MEM, "GPU memory headroom low or growing",
         "Free GPU memory under the headroom share (notice; not when a vLLM/SGLang/TGI/TRT-LLM "
         "process holds it or usage matches its gpu_memory_utilization/mem_fraction_static: "
-        "that reservation is by design); usage beyond that reservation (warning; critical "
-        "near the card's total), or near the total with no reservation known (critical), "
-        "for as long as it lasts; used memory rising steadily over the window (warning; "
-        "critical when full soon at that pace).",
+        "that reservation is by design); usage beyond that reservation with free memory "
+        "under the headroom share (warning; critical near the card's total), or near the "
+        "total with no reservation known (critical), for as long as it lasts; used memory "
+        "rising steadily over the window (warning; critical when full soon at that pace).",
         ("gpu.mem_used_bytes", "gpu.mem_total_bytes"),
         {"thresholds.mem_headroom_ratio": None, "thresholds.mem_growth_window": None,
          "thresholds.mem_growth_ratio": None, "thresholds.mem_oom_eta_seconds": None,
