@@ -91,7 +91,8 @@ class PacedApp(InfertopApp):
 class DemoApp(PacedApp):
     """A scenario, or the tour of them all.  A presenter's keys: `>`/`<` scenario, `]`
     the next phase (space pauses there), `r` restart; the capture keys as on a live
-    server, `p` showing a real py-spy dump bundled with infertop (labelled as such)."""
+    server, showing bundled captures labelled as such (tui/demo_captures.py): `p` a real
+    py-spy dump, `P` and `G` built from real dumps, `n` an nsys stats example."""
 
     BINDINGS = InfertopApp.BINDINGS + [
         Binding("greater_than_sign", "next_scenario", "next scenario", key_display=">"),
@@ -99,12 +100,20 @@ class DemoApp(PacedApp):
         Binding("right_square_bracket", "next_phase", "next phase", key_display="]"),
         Binding("r", "restart", "restart"),
         Binding("p", "pyspy_dump", "py-spy dump (bundled)"),
-        Binding("P", "live_only('py-spy record')", "py-spy record", show=False),
-        Binding("n", "live_only('GPU capture (nsys)')", "nsys", show=False),
-        Binding("G", "live_only('GIL sampler')", "GIL sampler", show=False),
+        Binding("P", "pyspy_record", "py-spy record (bundled)", show=False),
+        Binding("n", "nsys", "nsys (bundled example, krn-* scenarios)", show=False),
+        Binding("G", "gil_sampler", "GIL sampler (bundled)", show=False),
     ]
     MAX_SKIP = 900    # ticks `]` plays at most to reach the next phase
     source: DemoSource   # what main() gives it: the scenario player
+    bundled_for: str | None = None   # the scenario the panes' bundled summaries are of
+
+    async def after_snapshot(self, snap, frame) -> None:
+        await super().after_snapshot(snap, frame)
+        if self.bundled_for not in (None, self.source.scenario.name):
+            # another scenario (>, <, the tour): its captures are not the last one's
+            self.summaries.pyspy = self.summaries.nsys = self.summaries.gil = None
+            self.bundled_for = None
 
     def action_pyspy_dump(self) -> None:
         """What `p` shows on a live vLLM: a real dump, bundled, labelled as such."""
@@ -115,9 +124,68 @@ class DemoApp(PacedApp):
             title=f"DEMO: bundled py-spy dump of a real vLLM 0.32 server ({PYSPY_DUMP}), "
                   "not of this simulated one"))
 
-    def action_live_only(self, what: str) -> None:
-        self.notify(f"demo: a {what} needs a live server (infertop --url ...); `p` shows a "
-                    "bundled real py-spy dump", timeout=5)
+    # P, G, n: built from bundled files in a thread (as the live captures run off the
+    # loop), shown as the live ones are, every screen saying "bundled"
+    def _bundled_screen(self, title: str, build) -> None:
+        from .screens.capture import CaptureScreen
+        screen = CaptureScreen(title=title, running=True)
+        mounted = self.push_screen(screen)
+
+        async def fill() -> None:
+            result = await asyncio.to_thread(build)
+            await mounted                 # the screen's widgets are there to draw on
+            screen.set_result(result)
+            self.after_bundled(result)
+        self.run_worker(fill(), group="capture")
+
+    def after_bundled(self, result: Any) -> None:
+        """The panes' summary of a finished capture, as the live path sets it."""
+        from infertop.probes.capture.nsys import NsysResult
+        from infertop.probes.capture.pyspy_record import RecordResult, summary_lines
+        from .captures import nsys_text
+        if isinstance(result, RecordResult) and result.summary is not None:
+            lines = ["bundled " + ln if not i else ln
+                     for i, ln in enumerate(summary_lines(result.summary, width=70))]
+            self.summaries.pyspy = Text("\n".join(lines), style=self.role_styles.get("accent", ""))
+        elif isinstance(result, NsysResult) and result.summary is not None:
+            self.summaries.nsys = Text("bundled example, not from this machine: ",
+                                       style="bold") + nsys_text(result.summary)
+        self.bundled_for = self.source.scenario.name
+        self.redraw()
+
+    def action_pyspy_record(self) -> None:
+        from .demo_captures import PYSPY_SAMPLES, bundled_record
+        name = self.source.scenario.name
+        self._bundled_screen(f"DEMO: bundled py-spy record summary from real vLLM 0.32 dumps "
+                             f"({PYSPY_SAMPLES}), not of this simulated server",
+                             lambda: bundled_record(name))
+
+    def action_nsys(self) -> None:
+        from .demo_captures import bundled_nsys
+        if self.source.scenario.layer.value != "kernels":
+            self.notify("demo: `n` shows a bundled nsys example on the kernel scenarios "
+                        "(krn-*); a real capture needs a live server", timeout=5)
+            return
+        self._bundled_screen("DEMO: bundled example nsys capture, not from this machine",
+                             bundled_nsys)
+
+    def action_gil_sampler(self) -> None:
+        """As the live `G`: a toggle, its line in the scheduling pane (from bundled dumps)."""
+        if self.summaries.gil is not None:
+            self.summaries.gil = None
+            self.notify("GIL sampler (bundled) off")
+            self.redraw()
+            return
+        from .demo_captures import bundled_gil, gil_text
+        name = self.source.scenario.name
+
+        async def fill() -> None:
+            pid, role, agg = await asyncio.to_thread(bundled_gil, name)
+            self.summaries.gil = gil_text(pid, role, agg)
+            self.bundled_for = name
+            self.notify("GIL sampler (bundled): real vLLM 0.32 dumps, not this server")
+            self.redraw()
+        self.run_worker(fill(), group="gil")
 
     async def action_next_phase(self) -> None:
         """Play on to the next phase's first tick (the pipeline sees every tick, so its

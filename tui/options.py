@@ -27,4 +27,5 @@ class CaptureSummaries:
 
     pyspy: Any = None                  # scheduling pane: py-spy record summary
     nsys: Any = None                   # kernels pane: top kernels of the last capture
+    gil: Any = None                    # scheduling pane: the demo's bundled GIL line (G)
     gil_hint: str = ""                 # the key that turns the GIL sampler on ("" : none here)

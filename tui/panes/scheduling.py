@@ -52,7 +52,7 @@ class SchedulingPane(LayerPane):
             parts.append(ctx.note("No server process found" + (f": {why}" if why else "") +
                                   (f"\nLooked for {looked}." if looked else "")))
         gil = gil_lines(ctx)
-        if gil is not None and ctx.readings("python.gil_held_ratio"):
+        if gil is not None and (ctx.readings("python.gil_held_ratio") or ctx.summaries.gil):
             parts.insert(1 if queue else 0, gil)   # asked for with G: not the first to go
         elif gil is not None:
             parts.append(Optional(gil))            # the "off (press G)" hint gives way first
@@ -183,6 +183,8 @@ def gil_lines(ctx: PaneContext) -> Text | None:
     the sampler itself costs (py-spy's CPU per wall second, and the wall time of a dump).
     Off: one line saying how to turn it on, where a key does (the live screen)."""
     held = ctx.readings("python.gil_held_ratio")
+    if not held and ctx.summaries.gil is not None:
+        return ctx.summaries.gil      # the demo's G: a bundled line, labelled as such
     if not held:
         hint = ctx.summaries.gil_hint
         return Text(f"GIL sampler off (press {hint})", style=ctx.styles["muted"]) \
