@@ -75,7 +75,7 @@ async def test_P_and_G_on_gil_contention_show_the_bundled_summaries():
 
         await pilot.press("G")
         await wait_for(pilot, lambda: "GIL held 97% by MainThread (15092)" in pane())
-        assert "bundled sample set" in pane()
+        assert "bundled: 100 real vLLM 0.32 dumps" in pane()
         await pilot.press("G")
         await wait_for(pilot, lambda: "GIL held 97% by" not in pane())
         await pilot.press("G")

@@ -164,8 +164,8 @@ def gil_text(pid: int, role: str, agg: GilAggregate, style: str = "") -> Text:
     if agg.holder_share:
         t.append(f" by {next(iter(agg.holder_share))}")
     t.append(f" (pid {pid} {role})")
-    t.append(f"\n  bundled sample set ({agg.samples} dumps of a real vLLM 0.32), not this server",
-             style="dim")
+    # the label leads its line: a narrow pane cuts the end, never the word "bundled"
+    t.append(f"\n  bundled: {agg.samples} real vLLM 0.32 dumps, not this server", style="dim")
     return t
 
 
