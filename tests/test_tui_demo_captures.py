@@ -19,6 +19,9 @@ def test_bundled_record_counts_the_real_dumps_as_the_live_summary_does():
     threads = {name: (cpu, gil) for name, cpu, gil in busy.per_thread}
     assert threads["engine_core/MainThread (15571)"] == (0.88, 0.0)
     assert dict(busy.top_functions)["sched_yield (utils.py)"] == 0.5
+    assert not any("not measured" in n for n in bundled_record("healthy").notes)
+    staged_notes = bundled_record("sch-gil-contention").notes
+    assert any("set to what sch-gil-contention describes, not measured" in n for n in staged_notes)
     gil = bundled_record("sch-gil-contention").summary
     assert gil.gil_share == 0.97 and gil.per_process[0][0] == "api_server 15092"
     assert gil.per_thread[0] == ("api_server/MainThread (15092)", 0.97, 0.97)
@@ -75,7 +78,8 @@ async def test_P_and_G_on_gil_contention_show_the_bundled_summaries():
 
         await pilot.press("G")
         await wait_for(pilot, lambda: "GIL held 97% by MainThread (15092)" in pane())
-        assert "bundled: 100 real vLLM 0.32 dumps" in pane()
+        # this scenario's mix is staged (real stacks, the scenario's GIL share): said so
+        assert "bundled: the scenario's GIL mix on real stacks" in pane()
         await pilot.press("G")
         await wait_for(pilot, lambda: "GIL held 97% by" not in pane())
         await pilot.press("G")

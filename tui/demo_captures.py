@@ -99,6 +99,13 @@ def parse_sample_sets(text: str) -> dict[str, list[tuple[int, list[ProcessDump]]
             for name, samples in sets.items()}
 
 
+def staged(scenario: str) -> bool:
+    """True when the scenario has its own set: real stacks in the mix the scenario
+    describes (its GIL share is the scenario's, not a measurement), which the labels say."""
+    text = (Path(__file__).parent / "bundled" / PYSPY_SAMPLES).read_text(encoding="utf-8")
+    return scenario != "busy" and scenario in parse_sample_sets(text)
+
+
 def sample_set(scenario: str) -> list[tuple[int, list[ProcessDump]]]:
     """The scenario's own set where the file has one, else the busy vLLM's."""
     text = (Path(__file__).parent / "bundled" / PYSPY_SAMPLES).read_text(encoding="utf-8")
@@ -135,6 +142,9 @@ def bundled_record(scenario: str) -> RecordResult:
     result.summary = summarize(result)
     result.notes.append(f"DEMO: bundled sample set ({PYSPY_SAMPLES}): real py-spy dumps of a "
                         "vLLM 0.32 server, not a recording of this simulated one; nothing saved")
+    if staged(scenario):
+        result.notes.append(f"DEMO: the stacks are real; their mix (who holds the GIL, how "
+                            f"often) is set to what {scenario} describes, not measured")
     return result
 
 
@@ -157,7 +167,8 @@ def bundled_gil(scenario: str) -> tuple[int, str, GilAggregate]:
     return pid, procs[pid], sampler.aggregate(pid)
 
 
-def gil_text(pid: int, role: str, agg: GilAggregate, style: str = "") -> Text:
+def gil_text(pid: int, role: str, agg: GilAggregate, style: str = "",
+             staged: bool = False) -> Text:
     """The scheduling pane's GIL line (as `G` shows it live), labelled bundled."""
     held = "n/a" if agg.gil_held_share is None else f"{agg.gil_held_share * 100:.0f}%"
     t = Text(f"GIL held {held}", style=style, no_wrap=True)
@@ -165,7 +176,10 @@ def gil_text(pid: int, role: str, agg: GilAggregate, style: str = "") -> Text:
         t.append(f" by {next(iter(agg.holder_share))}")
     t.append(f" (pid {pid} {role})")
     # the label leads its line: a narrow pane cuts the end, never the word "bundled"
-    t.append(f"\n  bundled: {agg.samples} real vLLM 0.32 dumps, not this server", style="dim")
+    # short (the pane cuts a longer line to "bundled…"); a staged set says it is staged
+    what = ("the scenario's GIL mix on real stacks" if staged
+            else f"{agg.samples} real vLLM 0.32 dumps, not this server")
+    t.append(f"\n  bundled: {what}", style="dim")
     return t
 
 

@@ -176,12 +176,14 @@ class DemoApp(PacedApp):
             self.notify("GIL sampler (bundled) off")
             self.redraw()
             return
-        from .demo_captures import bundled_gil, gil_text
+        from .demo_captures import bundled_gil, gil_text, staged
         name = self.source.scenario.name
 
         async def fill() -> None:
-            pid, role, agg = await asyncio.to_thread(bundled_gil, name)
-            self.summaries.gil = gil_text(pid, role, agg)
+            # both read the bundled file: off the event loop
+            (pid, role, agg), own = await asyncio.to_thread(
+                lambda: (bundled_gil(name), staged(name)))
+            self.summaries.gil = gil_text(pid, role, agg, staged=own)
             self.bundled_for = name
             self.notify("GIL sampler (bundled): real vLLM 0.32 dumps, not this server")
             self.redraw()
