@@ -232,6 +232,13 @@ class Thresholds:
     kv_transfer_ttft_share: float = _f(0.5, "ratio",
                                        "PAR-004: KV-transfer p99 as a share of TTFT p99 "
                                        "from which the transfer dominates")
+    pd_running_ratio: float = _f(3.0, "factor",
+                                 "PAR-005: prefill engines' mean running requests over the "
+                                 "decode engines' that is an imbalance")
+    pd_prefill_queue: float = _f(100.0, "positive",
+                                 "PAR-006: requests waiting on a prefill engine that saturate it")
+    pd_decode_kv_full: float = _f(0.95, "ratio",
+                                  "PAR-007: KV usage of a decode engine that is critical")
     # ---- fleet (cross-node) ---------------------------------------------------------
     fleet_slow_factor: float = _f(2.0, "factor",
                                   "FLT-001: a node's TTFT/ITL p99 over the median of its peers "

@@ -92,6 +92,11 @@ NOT_EXPORTED: dict[str, str] = {
     "PAR-001": "needs which GPUs form a tensor-parallel group (NVML process lists or the "
                "server's tensor_parallel_size setting)",
     "PAR-002": "needs the GPU topology (NVML) and TP group membership",
+    "PAR-005": "needs each engine's P/D role: vLLM's comes from its command line "
+               "(--kv-transfer-config kv_role), SGLang's engine_type label is aggregated away; "
+               "llm-d's own alert selects pods by name, which infertop cannot know",
+    "PAR-006": "needs each engine's P/D role (command line or a dropped label, as PAR-005)",
+    "PAR-007": "needs each engine's P/D role (command line or a dropped label, as PAR-005)",
     "PAR-003": "compares data-parallel engines of one server; exported as-is it would need "
                "per-engine KV and load joins that differ per dialect (not in this version)",
     "FLT-001": "cross-node comparison judged by the fleet screen (peers by model); not "

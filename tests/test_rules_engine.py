@@ -26,7 +26,8 @@ REQUIRED = ["HW-001", "HW-002", "HW-003", "HW-004", "HW-005", "HW-006", "HW-007"
             "MEM-001",
             "MEM-002", "MEM-003", "MEM-004", "MEM-005", "SCH-001", "SCH-002", "SCH-003",
             "SCH-004", "SCH-005", "SCH-006",
-            "PAR-001", "PAR-002", "PAR-003", "PAR-004", "DEC-001", "DEC-002", "DEC-003",
+            "PAR-001", "PAR-002", "PAR-003", "PAR-004", "PAR-005", "PAR-006",
+            "PAR-007", "DEC-001", "DEC-002", "DEC-003",
             "DEC-004", "DEC-005", "DEC-006", "DEC-007", "FLT-001", "FLT-002", "FLT-003"]
 # rules judged from a source's status, not from readings (a dead server has none)
 STATUS_RULES = {"DEC-006"}

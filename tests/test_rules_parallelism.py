@@ -1,4 +1,4 @@
-"""Parallelism rules PAR-001..PAR-003."""
+"""Parallelism rules PAR-001..PAR-007."""
 
 from __future__ import annotations
 
@@ -126,7 +126,74 @@ class TransferDominatesTtft(Case):
         return self._t(0.9)
 
 
-CASES = [Straggler(), TpOverPcie(), DpUnbalanced(), TransferDominatesTtft()]
+# ---- P/D disaggregation (llm-d's alerts): engine 0 prefill, engine 1 decode ---------------
+PD_ROLES = {"server.disagg_role": {"engine=0,model=m": "prefill", "engine=1,model=m": "decode"}}
+
+
+def pd_tick(run=(4, 4), wait=(0, 0), kv=(0.3, 0.5)) -> dict:
+    eng = ("engine=0,model=m", "engine=1,model=m")
+    return {**PD_ROLES,
+            "server.requests_running": dict(zip(eng, run)),
+            "server.requests_waiting": dict(zip(eng, wait)),
+            "kv.usage_ratio": dict(zip(eng, kv))}
+
+
+class PdImbalance(Case):
+    """PAR-005: prefill engines' mean running > 3x the decode engines' (held 10 min)."""
+    code = "PAR-005"
+    missing = ("server.disagg_role",)
+
+    def good(self):
+        return pd_tick(run=(6, 4))
+
+    def bad(self):
+        return pd_tick(run=(24, 2))
+
+    def hi(self):
+        return pd_tick(run=(13, 4))   # 3.25
+
+    def lo(self):
+        return pd_tick(run=(11, 4))   # 2.75
+
+
+class PrefillQueue(Case):
+    """PAR-006: a prefill engine with more than 100 requests waiting (held 5 min)."""
+    code = "PAR-006"
+    missing = ("server.disagg_role",)
+
+    def good(self):
+        return pd_tick(wait=(10, 0))
+
+    def bad(self):
+        return pd_tick(wait=(250, 0))
+
+    def hi(self):
+        return pd_tick(wait=(104, 0))
+
+    def lo(self):
+        return pd_tick(wait=(96, 0))
+
+
+class DecodeKvFull(Case):
+    """PAR-007: a decode engine's KV cache past 95 % (held 5 min)."""
+    code = "PAR-007"
+    missing = ("server.disagg_role",)
+
+    def good(self):
+        return pd_tick(kv=(0.3, 0.7))
+
+    def bad(self):
+        return pd_tick(kv=(0.3, 0.99))
+
+    def hi(self):
+        return pd_tick(kv=(0.3, 0.97))
+
+    def lo(self):
+        return pd_tick(kv=(0.3, 0.93))
+
+
+CASES = [Straggler(), TpOverPcie(), DpUnbalanced(), TransferDominatesTtft(), PdImbalance(),
+         PrefillQueue(), DecodeKvFull()]
 
 
 # ---- closer looks ---------------------------------------------------------------------
@@ -185,3 +252,53 @@ def test_transfer_finding_explains_the_ttft_symptom():
     f.run(case.bad, 30)
     [ttft] = f.active("DEC-001")
     assert "caused by PAR-004" in ttft.title and ttft.caused_by == ("PAR-004",)
+
+
+def test_pd_rules_hold_as_long_as_llm_d_alerts():
+    """llm-d's `for:` clauses: 10 min for the imbalance, 5 min for the queue and the KV."""
+    for code, make, hold in (("PAR-005", PdImbalance().bad, 600),
+                             ("PAR-006", PrefillQueue().bad, 300),
+                             ("PAR-007", DecodeKvFull().bad, 300)):
+        f = Feed()
+        f.run(make, hold - 5)
+        assert not f.active(code), code
+        f.run(make, 10)
+        assert f.active(code), code
+        f.run(lambda: pd_tick(), 15)    # healthy again: clears after clear_after (10 s)
+        assert not f.active(code), code
+
+
+def test_decode_kv_full_is_critical_and_names_the_decode_engine():
+    f = Feed()
+    f.run(DecodeKvFull().bad, 305)
+    (got,) = f.active("PAR-007")
+    assert got.severity.value == "crit"
+    assert dict(got.evidence[0].labels)["engine"] == "1"
+
+
+def test_unified_engines_are_not_a_pd_pair():
+    """The same numbers on engines without a P/D role (or kv_both) raise nothing."""
+    for role in ("unified", "both"):
+        data = pd_tick(run=(24, 2), wait=(250, 0), kv=(0.3, 0.99))
+        data["server.disagg_role"] = {"engine=0,model=m": role, "engine=1,model=m": role}
+        f = Feed()
+        f.run(lambda d=data: d, 605)
+        assert not [x for x in f.findings if x.code in ("PAR-005", "PAR-006", "PAR-007")]
+
+
+def test_vllm_role_from_its_command_line_setting():
+    """A vLLM prefill instance knows its role only from --kv-transfer-config (setting)."""
+    data = {"server.setting": {"name=disagg_role": "prefill"},
+            "server.requests_running": {"model=m": 8}, "server.requests_waiting": {"model=m": 140}}
+    f = Feed()
+    f.run(lambda: data, 305)
+    (got,) = f.active("PAR-006")
+    assert "140 requests queued for prefill" in got.title
+
+
+def test_idle_decode_side_reads_as_imbalance():
+    """PromQL's x/0 is +Inf: llm-d's ratio fires for a busy prefill and an idle decode."""
+    f = Feed()
+    f.run(lambda: pd_tick(run=(6, 0)), 605)
+    (got,) = f.active("PAR-005")
+    assert "decode side idle" in got.title

@@ -17,8 +17,8 @@ import random
 from collections import deque
 from typing import Any, Mapping
 
-from infertop.demo.hist import (VLLM_ITERATION, VLLM_ITL, VLLM_REQUEST, VLLM_TTFT, Hist,
-                            request_tokens_buckets)
+from infertop.demo.hist import (NIXL_BYTES, NIXL_XFER, VLLM_ITERATION, VLLM_ITL,
+                                VLLM_REQUEST, VLLM_TTFT, Hist, request_tokens_buckets)
 
 DT = 1.0
 FINISH_REASONS = ("stop", "length", "abort", "error")
@@ -64,7 +64,9 @@ class EngineSim:
             "e2e": Hist(VLLM_REQUEST), "queue": Hist(VLLM_REQUEST),
             "prefill": Hist(VLLM_REQUEST), "decode": Hist(VLLM_REQUEST),
             "inference": Hist(VLLM_REQUEST), "prompt_len": Hist(tok), "gen_len": Hist(tok),
-            "iteration": Hist(VLLM_ITERATION)}
+            "iteration": Hist(VLLM_ITERATION),
+            # disaggregated decode instance: the KV each request receives over NIXL
+            "kv_xfer": Hist(NIXL_XFER), "kv_bytes": Hist(NIXL_BYTES)}
         # last tick's levels, for gauges some servers expose (rates, latencies)
         self.gen_rate = 0.0
         self.prompt_rate = 0.0
@@ -169,6 +171,8 @@ class EngineSim:
         ttft_sum = 0.0
         prefill_work = 0.0
         n_new = sum(n for _, n, pre in groups if not pre)
+        xfer_s = k["kv_transfer_ms"] / 1000.0
+        kv_per_token = float(setup["kv_bytes_per_token"])
         per_request = n_new <= 48
         for waited, n, pre in groups:
             if pre:
@@ -180,21 +184,31 @@ class EngineSim:
                     p = min(float(setup["max_model_len"]),
                             max(1.0, round(prompt * math.exp(0.3 * rng.gauss(0, 1)))))
                     pre_s = prefill_of(p) * math.exp(0.15 * rng.gauss(0, 1))
+                    moved = 0.0
+                    if xfer_s > 0:    # the KV arrives from the prefill instance first
+                        moved = xfer_s * math.exp(0.15 * rng.gauss(0, 1))
+                        h["kv_xfer"].add(moved)
+                        h["kv_bytes"].add(p * kv_per_token)
                     h["queue"].add(q)
                     h["prompt_len"].add(p)
                     h["prefill"].add(pre_s)
-                    h["ttft"].add(q + pre_s)
+                    h["ttft"].add(q + pre_s + moved)
                     new_prompt += p
-                    ttft_sum += q + pre_s
+                    ttft_sum += q + pre_s + moved
                     prefill_work += pre_s
             else:
                 q = max(waited, 0.002)
                 h["queue"].observe(rng, n, q, 0.6)
                 h["prompt_len"].observe(rng, n, prompt, 0.3)
                 h["prefill"].observe(rng, n, prefill_time, 0.3)
-                h["ttft"].observe(rng, n, q + prefill_time, 0.35)
+                moved = 0.0
+                if xfer_s > 0:
+                    h["kv_xfer"].observe(rng, n, xfer_s, 0.15)
+                    h["kv_bytes"].observe(rng, n, prompt * kv_per_token, 0.3)
+                    moved = xfer_s
+                h["ttft"].observe(rng, n, q + prefill_time + moved, 0.35)
                 new_prompt += n * prompt
-                ttft_sum += n * (q + prefill_time)
+                ttft_sum += n * (q + prefill_time + moved)
                 prefill_work += n * prefill_time
         # a preempted request's prompt is computed again (it counts as prefill work)
         recompute = sum(n for _, n, pre in groups if pre) * (prompt + gen / 2.0)

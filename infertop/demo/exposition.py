@@ -244,6 +244,18 @@ def render_vllm(frame: SimFrame) -> str:
         t.family(f"vllm:{name}_created", "gauge", help)
         for e in engines:
             t.sample(f"vllm:{name}_created", lab(e), created)
+    if "kv_transfer_config" in frame.setup["settings"]:
+        # --kv-transfer-config with the NixlConnector: vLLM's NixlPromMetrics, per engine
+        for name, key, help in (
+                ("nixl_xfer_time_seconds", "kv_xfer",
+                 "Histogram of transfer duration for NIXL KV Cache transfers."),
+                ("nixl_bytes_transferred", "kv_bytes",
+                 "Histogram of bytes transferred per NIXL KV Cache transfers.")):
+            t.family(f"vllm:{name}", "histogram", help)
+            for e in engines:
+                t.hist(f"vllm:{name}", lab(e), e.hists[key])
+        counter("vllm:nixl_num_failed_transfers",
+                "Number of failed NIXL KV Cache transfers.", [(lab(e), 0.0) for e in engines])
     s = frame.setup
     t.family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
     for e in engines:

@@ -19,6 +19,10 @@ VLLM_ITL = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 
             10.0, 20.0, 40.0, 80.0)
 VLLM_REQUEST = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
                 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+# vLLM NixlPromMetrics (distributed/kv_transfer/kv_connector/v1/nixl_connector.py):
+# transfer time buckets 0.005..5 s; bytes per transfer in powers of 4 from 2 KiB
+NIXL_XFER = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0)
+NIXL_BYTES = tuple(float(2 ** (10 + i)) for i in range(1, 25, 2))
 VLLM_ITERATION = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 

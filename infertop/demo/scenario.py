@@ -147,6 +147,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     _f("prefill_tok_per_s", 40_000.0, 1, 1e9, "prefill speed per engine, tokens/s"),
     _f("attn_quadratic", 0.002, 0, 1000, "prefill seconds per (1k prompt tokens)^2 (attention)"),
     _f("spec_acceptance", 0.7, 0, 1, "share of draft tokens accepted"),
+    _f("kv_transfer_ms", 0.0, 0, 1_000_000,
+       "KV transfer from the prefill instance per request, ms (a disaggregated decode "
+       "instance: adds to TTFT, fills the NIXL histograms; 0: not disaggregated)"),
     # GPUs (also settable per GPU in [phase.gpu.N])
     _f("gpu_busy", AUTO, 0, 1, "GPU util: time a kernel runs (auto: from the batch)", auto=True),
     _f("sm_efficiency", 0.92, 0, 1, "SM active / GPU util"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Iterator
 
@@ -162,6 +163,73 @@ def transfer_dominates_ttft(ctx: Context) -> Iterator[Candidate]:
         ), title=f"KV transfer is {xfer / ttft:.0%} of TTFT p99")
 
 
+# ---- PAR-005..PAR-007 after llm-d's P/D disaggregation alerts ---------------------------
+# llm-d/llm-d docs/monitoring/prometheus-alerting-rules.yaml (group llm-d-pd-disaggregation)
+# selects prefill and decode pods by name; infertop knows each engine's role instead
+# (SGLang's engine_type label, vLLM's --kv-transfer-config kv_role: server.disagg_role).
+def _by_role(ctx: Context, key: str) -> dict[str, list]:
+    """Readings of ``key`` grouped by their engine's P/D role (prefill, decode; "both"
+    counts as neither: a kv_both engine is not one side of a pair)."""
+    fallback = ctx.setting("disagg_role")
+    out: dict[str, list] = {}
+    for r in ctx.ok(key):
+        role = ctx.peer("server.disagg_role", r.labels)
+        name = role.text if role is not None and role.text else fallback
+        if name in ("prefill", "decode"):
+            out.setdefault(name, []).append(r)
+    return out
+
+
+def pd_imbalance(ctx: Context) -> Iterator[Candidate]:
+    """Mean running requests of the prefill engines over that of the decode engines
+    (llm-d's avg(prefill) / avg(decode) > 3)."""
+    t = ctx.t
+    sides = _by_role(ctx, "server.requests_running")
+    if not sides.get("prefill") or not sides.get("decode"):
+        return
+    pre = sum(r.value for r in sides["prefill"]) / len(sides["prefill"])
+    dec = sum(r.value for r in sides["decode"]) / len(sides["decode"])
+    if pre <= 0:
+        return
+    ratio = pre / dec if dec > 0 else math.inf   # PromQL's x/0 is +Inf, as llm-d's
+    if not ctx.past(ratio, ">", t.pd_running_ratio, ()):
+        return
+    busiest = max(sides["prefill"], key=lambda r: r.value)
+    yield Candidate((), WARN, (
+        Evidence("server.requests_running", busiest.labels, ratio, t.pd_running_ratio, ">",
+                 "factor", f"prefill engines run {pre:.1f} requests on average, decode "
+                           f"engines {dec:.1f} ({len(sides['prefill'])} prefill, "
+                           f"{len(sides['decode'])} decode)"),
+    ), title=f"prefill side {ratio:.1f}x busier than decode" if math.isfinite(ratio)
+        else "prefill side busy, decode side idle")
+
+
+def prefill_queue(ctx: Context) -> Iterator[Candidate]:
+    """A prefill engine with more than ``pd_prefill_queue`` requests waiting."""
+    t = ctx.t
+    for r in _by_role(ctx, "server.requests_waiting").get("prefill", ()):
+        subject = server_subject(r.labels)
+        if not ctx.past(r.value, ">", t.pd_prefill_queue, subject):
+            continue
+        yield Candidate(subject, WARN, (
+            ev(r, r.key, r.labels, r.value, t.pd_prefill_queue, ">",
+               "requests waiting on a prefill engine: each waits before its KV even "
+               "starts to move"),), title=f"{r.value:.0f} requests queued for prefill")
+
+
+def decode_kv_full(ctx: Context) -> Iterator[Candidate]:
+    """A decode engine whose KV cache is past ``pd_decode_kv_full``."""
+    t = ctx.t
+    for r in _by_role(ctx, "kv.usage_ratio").get("decode", ()):
+        subject = server_subject(r.labels)
+        if not ctx.past(r.value, ">", t.pd_decode_kv_full, subject):
+            continue
+        yield Candidate(subject, Severity.CRIT, (
+            ev(r, r.key, r.labels, r.value, t.pd_decode_kv_full, ">",
+               "KV usage of a decode engine: incoming transfers find no free blocks"),),
+            title=f"decode engine's KV cache {r.value:.0%} full")
+
+
 RULES = (
     Rule(RuleSpec(
         "PAR-001", PAR, "TP straggler",
@@ -210,4 +278,38 @@ RULES = (
         "put the pair on a fast path (NIXL/UCX over RDMA or NVLink, not TCP; same rack), "
         "check the transfer backend's logs for retries, shrink the KV (FP8 KV cache)",
         judged="p99s over diagnosis.window (derived, as on screen)"), transfer_dominates_ttft),
+    Rule(RuleSpec(
+        "PAR-005", PAR, "Prefill side much busier than decode",
+        "Disaggregated prefill/decode: the prefill engines' mean running requests is more "
+        "than pd_running_ratio times the decode engines' for 10 minutes (llm-d's "
+        "LLMDPrefillDecodeImbalance): the pair is sized for a shorter prompt than it gets.",
+        ("server.requests_running", "server.disagg_role|server.setting{name=disagg_role}"),
+        {"thresholds.pd_running_ratio": None},
+        "add prefill instances (or move GPUs from decode to prefill); let the autoscaler "
+        "watch the prefill queue; check the prompt/output length mix",
+        raise_after=600.0,
+        judged="each tick's running requests per role, held 10 min (llm-d's for: 10m)"),
+        pd_imbalance),
+    Rule(RuleSpec(
+        "PAR-006", PAR, "Prefill queue saturated",
+        "A prefill engine of a disaggregated pair has more than pd_prefill_queue requests "
+        "waiting for 5 minutes (llm-d's LLMDPrefillQueueSaturation): TTFT grows with the "
+        "queue before any KV moves.",
+        ("server.requests_waiting", "server.disagg_role|server.setting{name=disagg_role}"),
+        {"thresholds.pd_prefill_queue": None},
+        "scale the prefill instances now; enable prefix caching (less to prefill); admission "
+        "control in front of the router",
+        raise_after=300.0,
+        judged="each tick's waiting requests, held 5 min (llm-d's for: 5m)"), prefill_queue),
+    Rule(RuleSpec(
+        "PAR-007", PAR, "Decode KV cache critical",
+        "A decode engine of a disaggregated pair holds more than pd_decode_kv_full of its KV "
+        "cache for 5 minutes (llm-d's LLMDDecodeKVCacheCritical, critical): transferred KV "
+        "has nowhere to land, requests stall on the decode side or are preempted.",
+        ("kv.usage_ratio", "server.disagg_role|server.setting{name=disagg_role}"),
+        {"thresholds.pd_decode_kv_full": None},
+        "add decode instances or KV room (--gpu-memory-utilization, FP8 KV cache), cap "
+        "--max-num-seqs on decode, route fewer requests to this decode engine",
+        raise_after=300.0,
+        judged="each tick's KV usage, held 5 min (llm-d's for: 5m)"), decode_kv_full),
 )

@@ -18,6 +18,11 @@ DCGM = ("NVIDIA DCGM user guide, profiling metrics (SM Activity: 0.8 or more is 
 GPU_HEALTH = ("GPU health design citing Lablup (arXiv 2605.09370; "
               "reference/field-2026-12-update.md)")
 
+# llm-d's published P/D disaggregation alerts (PAR-005..PAR-007): the same numbers as
+# issue 25 quoted (ratio > 3 for 10m, prefill queue > 100 for 5m, decode KV > 0.95 for 5m)
+LLMD_PD = ("llm-d/llm-d docs/monitoring/prometheus-alerting-rules.yaml @ bdd5e5b400d1, "
+           "group llm-d-pd-disaggregation")
+
 SOURCES: dict[str, str] = {
     # ---- diagnosis ------------------------------------------------------------------
     "diagnosis.raise_after": "infertop: a few scrapes (1 s each) so one bad scrape is no "
@@ -91,6 +96,12 @@ SOURCES: dict[str, str] = {
     "thresholds.kv_transfer_ttft_share": "infertop: half of the first token's wait on the "
                                          "wire (vLLM #22454, #29474: TTFT high while each "
                                          "side looks fine)",
+    "thresholds.pd_running_ratio": LLMD_PD + ": LLMDPrefillDecodeImbalance, "
+                                   "avg(prefill running) / avg(decode running) > 3 for 10m",
+    "thresholds.pd_prefill_queue": LLMD_PD + ": LLMDPrefillQueueSaturation, prefill "
+                                   "num_requests_waiting > 100 for 5m",
+    "thresholds.pd_decode_kv_full": LLMD_PD + ": LLMDDecodeKVCacheCritical, decode "
+                                    "kv_cache_usage_perc > 0.95 for 5m",
     "thresholds.thrash_ratio": "infertop: a third of the evicted prefix blocks needed again "
                                "within a minute (vLLM's vmon shows the same re-store churn)",
     "thresholds.thrash_min_evictions": "infertop: 100 blocks (1,600 tokens at block 16) per "
