@@ -9,6 +9,8 @@ the TUI, not infertop/demo: the core does not import the probes' capture types.)
 
 from __future__ import annotations
 
+import functools
+
 import collections
 import re
 from pathlib import Path
@@ -99,17 +101,22 @@ def parse_sample_sets(text: str) -> dict[str, list[tuple[int, list[ProcessDump]]
             for name, samples in sets.items()}
 
 
+@functools.lru_cache(maxsize=1)
+def _sample_sets() -> dict[str, list[tuple[int, list[ProcessDump]]]]:
+    """The bundled file, read and parsed once (P, G and the labels all ask for it)."""
+    text = (Path(__file__).parent / "bundled" / PYSPY_SAMPLES).read_text(encoding="utf-8")
+    return parse_sample_sets(text)
+
+
 def staged(scenario: str) -> bool:
     """True when the scenario has its own set: real stacks in the mix the scenario
     describes (its GIL share is the scenario's, not a measurement), which the labels say."""
-    text = (Path(__file__).parent / "bundled" / PYSPY_SAMPLES).read_text(encoding="utf-8")
-    return scenario != "busy" and scenario in parse_sample_sets(text)
+    return scenario != "busy" and scenario in _sample_sets()
 
 
 def sample_set(scenario: str) -> list[tuple[int, list[ProcessDump]]]:
     """The scenario's own set where the file has one, else the busy vLLM's."""
-    text = (Path(__file__).parent / "bundled" / PYSPY_SAMPLES).read_text(encoding="utf-8")
-    sets = parse_sample_sets(text)
+    sets = _sample_sets()
     return sets.get(scenario) or sets["busy"]
 
 

@@ -118,11 +118,11 @@ class DemoApp(PacedApp):
     def action_pyspy_dump(self) -> None:
         """What `p` shows on a live vLLM: a real dump, bundled, labelled as such."""
         from .demo_captures import PYSPY_DUMP, bundled_dump
-        from .screens.capture import CaptureScreen
-        self.push_screen(CaptureScreen(
-            bundled_dump(self.frame.snapshot.time if self.frame else time.time()),
-            title=f"DEMO: bundled py-spy dump of a real vLLM 0.32 server ({PYSPY_DUMP}), "
-                  "not of this simulated one"))
+        now = self.frame.snapshot.time if self.frame else time.time()
+        # the bundled file is read in a thread, as P, G and n read theirs
+        self._bundled_screen(f"DEMO: bundled py-spy dump of a real vLLM 0.32 server "
+                             f"({PYSPY_DUMP}), not of this simulated one",
+                             lambda: bundled_dump(now))
 
     # P, G, n: built from bundled files in a thread (as the live captures run off the
     # loop), shown as the live ones are, every screen saying "bundled"
