@@ -149,5 +149,9 @@ async def test_demo_presenter_keys_tour_position_next_phase_and_a_bundled_captur
         await pilot.press("p")
         await pilot.pause()
         assert app.screen.__class__.__name__ == "CaptureScreen"
+        for _ in range(200):                 # the bundled dump is read in a thread
+            if not app.screen.capture_running:
+                break
+            await pilot.pause(0.05)
         shown = " ".join(str(w.render()) for w in app.screen.query("Static"))
         assert "bundled" in shown and "VLLM::EngineCore" in shown, shown[:2000]
