@@ -38,7 +38,8 @@ from infertop.source import SnapshotSource, pace
 from infertop.themes import DEFAULT_THEME, THEMES, roles, stylesheet_path
 
 from .options import AppOptions, CaptureSummaries
-from .panes.base import LayerPane, PaneContext
+from .panes.context import PaneContext
+from .panes.widget import LayerPane
 from .panes.decoding import DecodingPane
 from .panes.hardware import HardwarePane
 from .panes.kernels import KernelsPane
@@ -113,7 +114,7 @@ def strip_text(findings, styles: dict[str, str], width: int, lines: int) -> Text
 def finding_value(f) -> str:
     """What a finding is about, with its value: 'e0 KV usage 98 % >= 95 %' (its first
     subject; the findings screen, `f`, has them all)."""
-    from .panes.base import short_evidence, subject_evidence
+    from infertop.evidence_text import short_evidence, subject_evidence
     subjects = subject_evidence(f)
     return clean(short_evidence(subjects[0])) if subjects else ""
 
@@ -541,7 +542,7 @@ class InfertopApp(App):
             if len(model) > free - 1:    # the org goes, then the name's end
                 model = model.rsplit("/", 1)[-1]
             if len(model) > free - 1:
-                from .panes.base import cut_cell
+                from .panes.columns import cut_cell
                 model = cut_cell(Text(model), max(2, free - 1)).plain
         elif free < len(host):
             host = ""

@@ -7,7 +7,10 @@ from rich.text import Text
 
 from infertop.model import Layer, Status
 
-from .base import LayerPane, Optional, PaneContext, fit, grid, kv_table
+from .columns import grid, kv_table
+from .context import PaneContext
+from .layout import Expendable, fit
+from .widget import LayerPane
 
 LATENCIES = (("latency.ttft_seconds", "TTFT"), ("latency.itl_seconds", "ITL"),
              ("latency.e2e_seconds", "E2E"), ("latency.queue_seconds", "queue"))
@@ -61,4 +64,4 @@ class DecodingPane(LayerPane):
         trouble = ctx.note("\n".join(down), "warn") if down else None  # one server of several
         kv = kv_table(rows, narrow=ctx.width < 70)
         kv.more = more
-        return fit(ctx, trouble, t, kv, Optional(head))
+        return fit(ctx, trouble, t, kv, Expendable(head))

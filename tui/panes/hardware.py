@@ -10,7 +10,10 @@ from infertop.units import bar
 
 from infertop.units import natural_key
 
-from .base import Columns, LayerPane, Optional, PaneContext, fit, grid
+from .columns import Columns, grid
+from .context import PaneContext
+from .layout import Expendable, fit
+from .widget import LayerPane
 
 
 def gpu_indices(ctx: PaneContext) -> list[str]:
@@ -117,4 +120,4 @@ class HardwarePane(LayerPane):
                                ctx.spark("gpu.sm_active_ratio", 14, 0, 1, gpu=g),
                                ctx.spark("gpu.power_watts", 14, 0, None, gpu=g),
                                ctx.spark("gpu.sm_clock_hz", 14, 0, None, gpu=g))
-        return fit(ctx, t, Optional(legend), Optional(trends))
+        return fit(ctx, t, Expendable(legend), Expendable(trends))

@@ -8,7 +8,10 @@ from rich.text import Text
 from infertop.model import Layer
 from infertop.units import bar, fmt_value
 
-from .base import LayerPane, PaneContext, fit, grid, kv_table
+from .columns import grid, kv_table
+from .context import PaneContext
+from .layout import fit
+from .widget import LayerPane
 from .gpu_procs import gpu_process_table
 from .hardware import gpu_indices
 

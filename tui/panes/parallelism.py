@@ -7,7 +7,10 @@ from rich.text import Text
 
 from infertop.model import Layer
 
-from .base import LayerPane, Optional, PaneContext, fit, grid, kv_table
+from .columns import grid, kv_table
+from .context import PaneContext
+from .layout import Expendable, fit
+from .widget import LayerPane
 from .hardware import gpu_indices
 
 
@@ -54,7 +57,7 @@ class ParallelismPane(LayerPane):
             if links:
                 rows.append(("GPU links", Text(", ".join(sorted(links))), ""))
             if rows:
-                parts.append(Optional(kv_table(rows, narrow=ctx.width < 70)))
+                parts.append(Expendable(kv_table(rows, narrow=ctx.width < 70)))
         else:
             parts.append(ctx.note("Single host view: no GPUs visible for balance."))
         running = ctx.readings("server.requests_running")

@@ -9,7 +9,10 @@ from infertop.model import Layer
 from infertop.textclean import clean
 from infertop.units import fmt_value
 
-from .base import LayerPane, Optional, PaneContext, fit, grid
+from .columns import grid
+from .context import PaneContext
+from .layout import Expendable, fit
+from .widget import LayerPane
 
 # which processes keep their row when the pane is short: the ones doing the work first
 ROLE_PRIORITY = {"engine_core": 0, "scheduler": 0, "worker": 1, "shard": 1, "server": 2,
@@ -30,7 +33,7 @@ class SchedulingPane(LayerPane):
             line = Text("host CPU ").append_text(ctx.value_text(host))
             if cores and cores.ok:
                 line.append(f" of {cores.value:.0f} cores ")
-            parts.append(Optional(line.append_text(ctx.spark("host.cpu_ratio", 12, 0, 1))))
+            parts.append(Expendable(line.append_text(ctx.spark("host.cpu_ratio", 12, 0, 1))))
         procs = ctx.readings("process.info")
         server = ctx.frame.snapshot.meta("server")
         if procs and isinstance(server, dict) and server.get("found_by"):
@@ -44,7 +47,7 @@ class SchedulingPane(LayerPane):
                 tt = grid(["TID", "thread", "CPU", "of PID"], styles=ctx.styles)
                 for r in threads:
                     tt.add_row(r.label("tid"), r.label("name"), ctx.value_text(r), r.label("pid"))
-                parts.append(Optional(tt))
+                parts.append(Expendable(tt))
         else:
             snap = ctx.frame.snapshot
             looked = snap.meta("looked_for")
@@ -55,7 +58,7 @@ class SchedulingPane(LayerPane):
         if gil is not None and (ctx.readings("python.gil_held_ratio") or ctx.summaries.gil):
             parts.insert(1 if queue else 0, gil)   # asked for with G: not the first to go
         elif gil is not None:
-            parts.append(Optional(gil))            # the "off (press G)" hint gives way first
+            parts.append(Expendable(gil))            # the "off (press G)" hint gives way first
         if ctx.summaries.pyspy is not None:
             parts.append(ctx.summaries.pyspy)
         return fit(ctx, *parts)

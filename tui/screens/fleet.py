@@ -26,7 +26,8 @@ from infertop.fleet import FleetFrame, node_summary
 from infertop.model import LAYERS, Status
 from infertop.units import HUGE, fmt_value, natural_key
 
-from ..panes.base import LayerPane, PaneContext
+from ..panes.context import PaneContext
+from ..panes.widget import LayerPane
 from ..widgets.history_plot import HistoryPlot
 from ..widgets.filter_line import FilterLine
 from ..widgets.keybar import KeyBar

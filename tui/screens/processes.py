@@ -23,7 +23,10 @@ from infertop.model import Layer
 from infertop.textclean import clean
 from infertop.units import fmt_value, natural_key
 
-from ..panes.base import Columns, LayerPane, PaneContext, fit
+from ..panes.columns import Columns
+from ..panes.context import PaneContext
+from ..panes.layout import fit
+from ..panes.widget import LayerPane
 from ..widgets.filter_line import FilterLine
 from ..widgets.keybar import KeyBar
 
