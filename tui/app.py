@@ -38,7 +38,7 @@ from infertop.source import SnapshotSource, pace
 from infertop.themes import DEFAULT_THEME, THEMES, roles, stylesheet_path
 
 from .options import AppOptions, CaptureSummaries
-from .panes.context import PaneContext
+from .panes.context import FrameLookups
 from .panes.widget import LayerPane
 from .panes.decoding import DecodingPane
 from .panes.hardware import HardwarePane
@@ -274,7 +274,7 @@ class InfertopApp(App):
         self.role_styles: dict[str, str] = {}
         self._shown: dict[str, Text] = {}
         self._grid_rows = ""    # the panes grid's row sizes set by _fit_grid ("": CSS's)
-        self._trends: dict = {}     # sparklines of this trend slot, across ticks (PaneContext)
+        self._trends: dict = {}     # sparklines of this trend slot, across ticks (FrameLookups)
         self.host = socket.gethostname()   # once: the header is drawn every tick
         for extra in THEMES:
             self.register_theme(extra)
@@ -470,12 +470,12 @@ class InfertopApp(App):
             self._set_text("#header", self._header_text(frame), layout=False)
             self._update_strip(frame)
             self.update_banner()
-            ctx = PaneContext(frame, self.role_styles, summaries=self.summaries,
-                              trends=self._trends)
+            lookups = FrameLookups(frame, self.role_styles, summaries=self.summaries,
+                                   trends=self._trends)
             self._fit_grid(frame)
             for pane in self.panes:
                 if pane.display:
-                    pane.show(ctx)
+                    pane.show(lookups)
             sync_history_plot(self, frame)
             self._update_status()
             from .screens.processes import ProcessScreen

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import heapq
 import textwrap
-from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from rich.text import Text
@@ -28,24 +27,34 @@ from ..zoom_table import ZOOM_ROWS, TableView
 TREND_SECONDS = 5.0
 
 
-@dataclass
-class PaneContext:
-    frame: Frame
-    styles: dict[str, str]          # role -> Rich style, from the theme (themes/)
-    wide: bool = False              # zoomed or large terminal: show more columns/rows
-    height: int = 0                 # content rows of the pane being drawn
-    width: int = 0                  # content columns of the pane being drawn
-    summaries: CaptureSummaries = field(default_factory=CaptureSummaries)  # capture results
-    extras_cache: dict[Any, Any] = field(default_factory=dict)  # per-frame derived lookups
-    zoom_key: str = ""              # the key that zooms the pane being drawn ("" = zoomed)
-    layer: Layer | None = None      # the layer of the pane being drawn
-    tagged: set = field(default_factory=set)   # subject evidence tagged in this pane's draw
-    view: TableView | None = None   # a zoomed pane's sort/filter/scroll (None: not zoomed)
-    # sparklines drawn in this TREND_SECONDS slot, kept across frames by the app (a fresh
-    # context draws every sparkline from the newest values)
-    trends: dict = field(default_factory=dict)
+class FrameLookups:
+    """One Frame's lookups, shared by the panes that draw it: built once a tick (each
+    is computed on first use and kept in ``extras_cache``), read by six panes.  Nothing
+    about one pane is kept here: a pane draws through a PaneContext of its own
+    (``pane()``), so no pane's state can leak into the next pane's draw."""
 
-    # -- findings -----------------------------------------------------------------------
+    def __init__(self, frame: Frame, styles: dict[str, str], *,
+                 summaries: CaptureSummaries | None = None, trends: dict | None = None,
+                 extras_cache: dict[Any, Any] | None = None) -> None:
+        self.frame = frame
+        self.styles = styles          # role -> Rich style, from the theme (themes/)
+        # capture results the panes show (py-spy, nsys, GIL)
+        self.summaries = summaries if summaries is not None else CaptureSummaries()
+        # per-frame derived lookups (the panes of a tick share them)
+        self.extras_cache: dict[Any, Any] = {} if extras_cache is None else extras_cache
+        # sparklines drawn in this TREND_SECONDS slot, kept across frames by the app (a
+        # fresh one draws every sparkline from the newest values)
+        self.trends: dict = {} if trends is None else trends
+
+    def pane(self, *, layer: Layer | None = None, zoom_key: str = "",
+             view: TableView | None = None, wide: bool = False, height: int = 0,
+             width: int = 0) -> PaneContext:
+        """A context for one pane's draw: these lookups, and that pane's own state."""
+        return PaneContext(self.frame, self.styles, summaries=self.summaries,
+                           trends=self.trends, extras_cache=self.extras_cache, layer=layer,
+                           zoom_key=zoom_key, view=view, wide=wide, height=height,
+                           width=width)
+
     def subjects(self) -> dict[str, list[tuple[Evidence, Finding]]]:
         """key -> (evidence, finding) for the reading each finding is *about* (once per frame).
 
@@ -60,27 +69,6 @@ class PaneContext:
             self.extras_cache["subjects"] = idx
         return self.extras_cache["subjects"]
 
-    def flag(self, key: str, labels: Iterable[tuple[str, str]] = ()) -> tuple[str, str] | None:
-        """(severity, code) of the worst active finding whose subject is this reading."""
-        want = dict(labels)
-        best: tuple[Severity, str] | None = None
-        hit: Evidence | None = None
-        for ev, f in self.subjects().get(key, ()):
-            if any(want.get(k) != v for k, v in ev.labels if k in want):
-                continue
-            if best is None or f.severity > best[0]:
-                best, hit = (f.severity, f.code), ev
-        if best is None:
-            return None
-        self.tagged.add((hit, best[1]))
-        return best[0].value, best[1]
-
-    def untagged(self, layer: Layer) -> list[tuple[Evidence, Finding]]:
-        """This layer's finding subjects the pane drew no tag for (a column it does not
-        show at this width, a direction it does not show): they get a line of their own."""
-        return [(ev, f) for f in self.frame.findings_for(layer) for ev in subject_evidence(f)
-                if (ev, f.code) not in self.tagged]
-
     def severity_of(self, code: str) -> int:
         ranks = self.extras_cache.get("code_ranks")
         if ranks is None:
@@ -90,25 +78,16 @@ class PaneContext:
             self.extras_cache["code_ranks"] = ranks
         return ranks.get(code, 0)
 
-    # -- readings -----------------------------------------------------------------------
     def readings(self, key: str, **labels: str) -> list[Reading]:
         """Readings of ``key`` with these labels; indexed per (key, label names) once per
         frame, so a pane asking once per row stays linear (20,000 engine series)."""
-        rs = self.frame.by_key(key)
         if not labels:
-            return rs
+            return self.frame.by_key(key)
         if len(labels) == 1:     # most lookups (gpu=, pid=): the frame's index, built in
             (name, value), = labels.items()      # the pipeline's thread (Frame.prepare)
             return self.frame.by_label(key, name).get(str(value), [])
         names = tuple(sorted(labels))
-        ik = ("r", key, names)
-        idx = self.extras_cache.get(ik)
-        if idx is None:
-            idx = {}
-            for r in rs:
-                idx.setdefault(tuple(r.label(n) for n in names), []).append(r)
-            self.extras_cache[ik] = idx
-        return idx.get(tuple(str(labels[n]) for n in names), [])
+        return self.frame.by_labels(key, names).get(tuple(str(labels[n]) for n in names), [])
 
     def distinct(self, key: str) -> int:
         """1 if one engine (instance, engine) reports ``key``, 2 if more (then the rows of
@@ -126,11 +105,7 @@ class PaneContext:
     def exact(self, key: str, labels: tuple) -> Reading | None:
         """The reading of ``key`` with exactly these labels (a dict lookup: the same engine's
         other readings carry the same labels)."""
-        ck = ("x", key)
-        idx = self.extras_cache.get(ck)
-        if idx is None:
-            idx = self.extras_cache[ck] = {r.labels: r for r in self.frame.by_key(key)}
-        return idx.get(labels)
+        return self.frame.by_exact_labels(key).get(labels)
 
     def engine_tag(self, r: Reading) -> str:
         """' e1' / ' :8001 e1': which engine a repeated reading belongs to ('' if only one)."""
@@ -150,20 +125,6 @@ class PaneContext:
                                         if n.startswith("server:"))
         return self.extras_cache[ck]
 
-    def top(self, rs: list[Reading], n: int, relevance=None) -> tuple[list[Reading], int]:
-        """Flagged readings, then the ``n`` most relevant (default: largest value) in their
-        original order, and how many were left out: a pane builds rows only for what it
-        can show, in time linear in the readings."""
-        if len(rs) <= n:
-            return rs, 0
-        flagged = [r for r in rs if self.flag(r.key, r.labels)] \
-            if rs and rs[0].key in self.subjects() else []
-        rest = [r for r in rs if not self.flag(r.key, r.labels)] if flagged else rs
-        keyf = relevance or (lambda r: r.value if r.ok and r.value is not None else -1.0)
-        chosen = {id(r) for r in heapq.nlargest(max(0, n - len(flagged)), rest, key=keyf)}
-        keep = flagged + [r for r in rest if id(r) in chosen]
-        return keep, len(rs) - len(keep)
-
     def flagged_values(self, label: str) -> set[str]:
         """Values of ``label`` (gpu, pid, engine) that some finding is about."""
         ck = ("f", label)
@@ -172,49 +133,9 @@ class PaneContext:
                                      for k, v in ev.labels if k == label}
         return self.extras_cache[ck]
 
-    def pick(self, items: list[str], label: str, n: int | None = None) -> tuple[list[str], int]:
-        """The items (GPU indices, pids) worth a row: those a finding is about, then the
-        first others up to ``n`` (default: the pane's height); and how many were left out.
-        Rows are built only for these, so drawing is linear in what is shown."""
-        n = self.row_cap if n is None else n
-        if len(items) <= n:
-            return items, 0
-        flagged = self.flagged_values(label)
-        first = [i for i in items if i in flagged]
-        rest = [i for i in items if i not in flagged][:max(0, n - len(first))]
-        keep = set(first) | set(rest)
-        return [i for i in items if i in keep], len(items) - len(keep)
-
-    @property
-    def row_cap(self) -> int:
-        """At most this many rows of one table are worth building (the pane's height; a
-        zoomed pane's tables scroll, sort and filter: up to ZOOM_ROWS rows)."""
-        if self.view is not None:
-            return ZOOM_ROWS
-        return max(4, self.height) if self.height else 400
-
     def one(self, key: str, **labels: str) -> Reading | None:
         rs = self.readings(key, **labels)
         return rs[0] if rs else None
-
-    def value_text(self, r: Reading | None, *, key: str | None = None) -> Text:
-        """A reading's value styled by status and by any finding that points at it."""
-        txt = fmt_reading(r)
-        style = ""
-        if r is not None:
-            if r.status is Status.STALE:
-                style = self.styles["stale"]
-            elif r.status in (Status.ERROR,):
-                style = self.styles["crit"]
-            elif r.status in (Status.UNSUPPORTED, Status.NODATA):
-                style = self.styles["muted"]
-        flag = self.flag(key or (r.key if r else ""), r.labels if r else ())
-        t = Text(txt, style=style)
-        if flag:
-            sev, code = flag
-            t.stylize(self.styles[sev])
-            t.append(f" {code}", style=self.styles[sev])
-        return t
 
     def spark(self, key: str, width: int = 16, lo: float | None = None, hi: float | None = None,
               /, **labels: str) -> Text:
@@ -275,6 +196,102 @@ class PaneContext:
             elif s.reason or s.meta.get("reason"):
                 why.append(s.reason or s.meta["reason"])
         return "\n".join(why) or None
+
+
+class PaneContext(FrameLookups):
+    """What one pane draws through: its Frame's shared lookups (FrameLookups) and this
+    pane's own state, which no other pane sees: its layer, its size, its zoom, and the
+    finding subjects it tagged while drawing.  One per pane and draw (LayerPane.draw)."""
+
+    def __init__(self, frame: Frame, styles: dict[str, str], *, wide: bool = False,
+                 height: int = 0, width: int = 0, layer: Layer | None = None,
+                 zoom_key: str = "", view: TableView | None = None,
+                 summaries: CaptureSummaries | None = None, trends: dict | None = None,
+                 extras_cache: dict[Any, Any] | None = None) -> None:
+        super().__init__(frame, styles, summaries=summaries, trends=trends,
+                         extras_cache=extras_cache)
+        self.wide = wide              # zoomed or large terminal: show more columns/rows
+        self.height = height          # content rows of the pane being drawn
+        self.width = width            # content columns of the pane being drawn
+        self.layer = layer            # the layer of the pane being drawn
+        self.zoom_key = zoom_key      # the key that zooms the pane being drawn ("" = zoomed)
+        self.view = view              # a zoomed pane's sort/filter/scroll (None: not zoomed)
+        self.tagged: set = set()      # subject evidence tagged in this pane's draw
+
+    def flag(self, key: str, labels: Iterable[tuple[str, str]] = ()) -> tuple[str, str] | None:
+        """(severity, code) of the worst active finding whose subject is this reading."""
+        want = dict(labels)
+        best: tuple[Severity, str] | None = None
+        hit: Evidence | None = None
+        for ev, f in self.subjects().get(key, ()):
+            if any(want.get(k) != v for k, v in ev.labels if k in want):
+                continue
+            if best is None or f.severity > best[0]:
+                best, hit = (f.severity, f.code), ev
+        if best is None:
+            return None
+        self.tagged.add((hit, best[1]))
+        return best[0].value, best[1]
+
+    def untagged(self, layer: Layer) -> list[tuple[Evidence, Finding]]:
+        """This layer's finding subjects the pane drew no tag for (a column it does not
+        show at this width, a direction it does not show): they get a line of their own."""
+        return [(ev, f) for f in self.frame.findings_for(layer) for ev in subject_evidence(f)
+                if (ev, f.code) not in self.tagged]
+
+    def top(self, rs: list[Reading], n: int, relevance=None) -> tuple[list[Reading], int]:
+        """Flagged readings, then the ``n`` most relevant (default: largest value) in their
+        original order, and how many were left out: a pane builds rows only for what it
+        can show, in time linear in the readings."""
+        if len(rs) <= n:
+            return rs, 0
+        flagged = [r for r in rs if self.flag(r.key, r.labels)] \
+            if rs and rs[0].key in self.subjects() else []
+        rest = [r for r in rs if not self.flag(r.key, r.labels)] if flagged else rs
+        keyf = relevance or (lambda r: r.value if r.ok and r.value is not None else -1.0)
+        chosen = {id(r) for r in heapq.nlargest(max(0, n - len(flagged)), rest, key=keyf)}
+        keep = flagged + [r for r in rest if id(r) in chosen]
+        return keep, len(rs) - len(keep)
+
+    def pick(self, items: list[str], label: str, n: int | None = None) -> tuple[list[str], int]:
+        """The items (GPU indices, pids) worth a row: those a finding is about, then the
+        first others up to ``n`` (default: the pane's height); and how many were left out.
+        Rows are built only for these, so drawing is linear in what is shown."""
+        n = self.row_cap if n is None else n
+        if len(items) <= n:
+            return items, 0
+        flagged = self.flagged_values(label)
+        first = [i for i in items if i in flagged]
+        rest = [i for i in items if i not in flagged][:max(0, n - len(first))]
+        keep = set(first) | set(rest)
+        return [i for i in items if i in keep], len(items) - len(keep)
+
+    @property
+    def row_cap(self) -> int:
+        """At most this many rows of one table are worth building (the pane's height; a
+        zoomed pane's tables scroll, sort and filter: up to ZOOM_ROWS rows)."""
+        if self.view is not None:
+            return ZOOM_ROWS
+        return max(4, self.height) if self.height else 400
+
+    def value_text(self, r: Reading | None, *, key: str | None = None) -> Text:
+        """A reading's value styled by status and by any finding that points at it."""
+        txt = fmt_reading(r)
+        style = ""
+        if r is not None:
+            if r.status is Status.STALE:
+                style = self.styles["stale"]
+            elif r.status in (Status.ERROR,):
+                style = self.styles["crit"]
+            elif r.status in (Status.UNSUPPORTED, Status.NODATA):
+                style = self.styles["muted"]
+        flag = self.flag(key or (r.key if r else ""), r.labels if r else ())
+        t = Text(txt, style=style)
+        if flag:
+            sev, code = flag
+            t.stylize(self.styles[sev])
+            t.append(f" {code}", style=self.styles[sev])
+        return t
 
     def note(self, text: str, role: str = "muted") -> Text:
         """A message for the pane, wrapped to its width (a reason is worth reading whole)."""

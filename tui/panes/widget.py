@@ -27,7 +27,7 @@ from infertop.model import Layer
 
 from ..zoom_table import TABLE_BINDINGS, TableView, ZoomTableKeys
 from .columns import Columns
-from .context import PaneContext
+from .context import FrameLookups, PaneContext
 
 
 class LayerPane(ZoomTableKeys, Static):
@@ -46,7 +46,7 @@ class LayerPane(ZoomTableKeys, Static):
         self.worst: str | None = None
         self.last_renderable: RenderableType | None = None
         self.table_view = TableView()        # kept while zoomed out and in again
-        self._last_ctx: PaneContext | None = None
+        self._last_lookups: FrameLookups | None = None   # the frame drawn last
         self._subtitle = ""
         self._painted: RenderableType | None = None   # what render() hands Textual
         self._painted_lines: Lines | None = None   # ... line by line, when it is Text
@@ -58,16 +58,21 @@ class LayerPane(ZoomTableKeys, Static):
 
     def draw(self, ctx: PaneContext, zoomed: bool = False,
              view: TableView | None = None) -> RenderableType:
-        """render_frame with the context set for this pane (its layer, its zoom key, and
-        when zoomed its table's sort, filter and scroll)."""
-        ctx.layer = self.pane_layer
-        ctx.zoom_key = "" if zoomed else str(self.pane_layer.index + 1)
-        ctx.tagged = set()
-        ctx.view = view if zoomed else None
-        try:
-            return self.render_frame(ctx)
-        finally:
-            ctx.view = None      # the context is shared by the six panes of a tick
+        """render_frame at ``ctx``'s size, through a context of this pane's own (``ctx``
+        is left as it was)."""
+        return self._draw_own(ctx, zoomed, view, ctx.wide, ctx.height, ctx.width)
+
+    def _draw_own(self, lookups: FrameLookups, zoomed: bool, view: TableView | None,
+                  wide: bool, height: int, width: int) -> RenderableType:
+        """render_frame with a context for this pane alone: the frame's shared lookups,
+        its layer, its size, its zoom key, and when zoomed its table's sort, filter and
+        scroll; the findings it tags are its own (the six panes of a tick share only the
+        lookups)."""
+        ctx = lookups.pane(layer=self.pane_layer,
+                           zoom_key="" if zoomed else str(self.pane_layer.index + 1),
+                           view=view if zoomed else None, wide=wide, height=height,
+                           width=width)
+        return self.render_frame(ctx)
 
     def _framed_by_title(self) -> bool:
         """The 80x24 layout: the pane has a title line and no bottom border (CSS)."""
@@ -87,28 +92,26 @@ class LayerPane(ZoomTableKeys, Static):
     def on_resize(self, _event) -> None:
         """Zoomed in or out, or the terminal resized: draw the frame again at the new size
         (the zoom key draws before the layout gives the pane its new size)."""
-        if self._last_ctx is not None and self.display:
+        if self._last_lookups is not None and self.display:
             self.redraw_table()
 
     def redraw_table(self) -> None:
         """A table key was pressed: draw the same frame again with the new view.  While a
         poll feeds the pipeline in its thread History is not read; that poll draws next."""
-        ctx = self._last_ctx
-        if ctx is None or getattr(self.app, "polling", False):
+        lookups = self._last_lookups
+        if lookups is None or getattr(self.app, "polling", False):
             return
-        self.show(ctx)
+        self.show(lookups)
 
-    def show(self, ctx: PaneContext) -> None:
-        findings = ctx.frame.findings_for(self.pane_layer)
+    def show(self, lookups: FrameLookups) -> None:
+        """Draw the frame ``lookups`` is of at this pane's size, repainting what changed."""
+        findings = lookups.frame.findings_for(self.pane_layer)
         sev = max((f.severity for f in findings), default=None)
         worst = sev.value if sev is not None else None
         if worst != self.worst:
             for s in Severity:
                 self.set_class(s.value == worst, f"sev-{s.value}")
             self.worst = worst
-        ctx.wide = self.size.width >= 110
-        ctx.height = max(1, self.size.height)   # Widget.size is the content area already
-        ctx.width = max(1, self.size.width)
         codes = " ".join(sorted({f.code for f in findings}))
         subtitle = f"{worst.upper()} {codes}" if worst else ""
         if self._framed_by_title():   # 80x24: no bottom line, the codes go in the title
@@ -122,8 +125,10 @@ class LayerPane(ZoomTableKeys, Static):
             else:
                 self.border_title, self.border_subtitle = name, subtitle
         zoomed = self.is_zoomed()
-        self._last_ctx = ctx
-        content = self.draw(ctx, zoomed, self.table_view)
+        self._last_lookups = lookups
+        size = self.size                  # Widget.size is the content area already
+        content = self._draw_own(lookups, zoomed, self.table_view, size.width >= 110,
+                                 max(1, size.height), max(1, size.width))
         if isinstance(content, Columns):
             content = content.to_text()
         if content != self.last_renderable:   # Text compares by value: skip idle repaints

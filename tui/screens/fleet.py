@@ -26,7 +26,7 @@ from infertop.fleet import FleetFrame, node_summary
 from infertop.model import LAYERS, Status
 from infertop.units import HUGE, fmt_value, natural_key
 
-from ..panes.context import PaneContext
+from ..panes.context import FrameLookups
 from ..panes.widget import LayerPane
 from ..widgets.history_plot import HistoryPlot
 from ..widgets.filter_line import FilterLine
@@ -336,7 +336,7 @@ class NodeScreen(Screen):
         self.node = node
         self.pane_classes = pane_classes
         self.zoomed: int | None = None
-        self._trends: dict = {}   # this node's sparklines of the trend slot (PaneContext)
+        self._trends: dict = {}   # this node's sparklines of the trend slot (FrameLookups)
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"node {self.node}  (Esc: back to the fleet)", style="bold"),
@@ -357,10 +357,10 @@ class NodeScreen(Screen):
             self.query_one("#node-header", Static).update(
                 Text(f"node {self.node}: no longer in the fleet's answer", style="bold"))
             return
-        ctx = PaneContext(frame, styles, summaries=summaries, trends=self._trends)
+        lookups = FrameLookups(frame, styles, summaries=summaries, trends=self._trends)
         for pane in self.panes:
             if pane.display:
-                pane.show(ctx)
+                pane.show(lookups)
         self._sync_plot(frame, styles)
 
     def _sync_plot(self, frame: Any = None, styles: dict[str, str] | None = None) -> None:

@@ -24,7 +24,7 @@ from infertop.textclean import clean
 from infertop.units import fmt_value, natural_key
 
 from ..panes.columns import Columns
-from ..panes.context import PaneContext
+from ..panes.context import FrameLookups, PaneContext
 from ..panes.layout import fit
 from ..panes.widget import LayerPane
 from ..widgets.filter_line import FilterLine
@@ -90,8 +90,8 @@ class ProcessesPane(LayerPane):
     def is_zoomed(self) -> bool:
         return True
 
-    def show(self, ctx: PaneContext) -> None:
-        super().show(ctx)
+    def show(self, lookups: FrameLookups) -> None:
+        super().show(lookups)
         self.border_title = "processes: the server's tree and every GPU process"
         self.border_subtitle = "o / Esc: back"
 
@@ -123,10 +123,10 @@ class ProcessScreen(Screen):
         """Draw the app's newest frame (the app calls this every tick while on top)."""
         if app.frame is None:
             return
-        ctx = PaneContext(app.frame, app.role_styles, summaries=app.summaries,
-                          trends=app._trends)
+        lookups = FrameLookups(app.frame, app.role_styles, summaries=app.summaries,
+                               trends=app._trends)
         self.query_one("#header", Static).update(app._header_text(app.frame))
-        self.query_one(ProcessesPane).show(ctx)
+        self.query_one(ProcessesPane).show(lookups)
 
     def action_back(self) -> None:
         self.app.pop_screen()
