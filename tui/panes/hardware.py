@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.console import RenderableType
+from rich.style import Style
 from rich.text import Text
 
+from infertop.evidence_text import CODE_RE
 from infertop.model import Layer
 from infertop.units import bar
 
@@ -38,6 +42,64 @@ def no_gpu_note(ctx: PaneContext) -> Text:
     return ctx.note(f"No GPU readings: {why}")
 
 
+def drop_bars_if_short(t: Columns, width: int) -> None:
+    """80x24: when the GPU, util, SM act, mem and temp columns do not fit side by side
+    (a flagged GPU's label holds a 7-letter code: "3 PAR-001"), the util bars go (they
+    only draw the number beside them) before a column of values would."""
+    core = [0, 1, 2, 3, 5]
+    rows = [r for r in t.rows if len(r) > 5]
+    if not rows:
+        return
+    need = sum(max([len(t.headers[i]) if t.headers else 0] + [r[i].cell_len for r in rows])
+               for i in core) + t.gap * (len(core) - 1)
+    if need <= width:
+        return
+    for r in rows:
+        cell = r[1]
+        if cell.plain[:1] in BAR_CHARS:
+            r[1] = cell[cell.plain.index(" ") + 1:]
+
+
+BAR_CHARS = frozenset("█░·")   # what units.bar draws
+
+
+def codes_to_label(row: list[Text], gpu: str, rank) -> list[Text]:
+    """80x24: a flagged GPU's finding code moves from its values ("90 % HW-001") to its
+    label, in place of the model's name ("3 HW-001"): with a code after each flagged
+    value the row was ~14 columns wider than a plain one, and whole columns of values
+    (memory, temperature) went to make room.  The values keep their severity's colour;
+    the model's name is a label, it gives way first.  One code (the worst; the first the
+    row shows of equals): the pane's title lists them all."""
+    codes: dict[str, str | Style] = {}     # code -> its style, in the order the row shows them
+    cells = [row[0]]
+    for cell in row[1:]:
+        plain = cell.plain
+        while (m := _TRAILING_CODE.search(plain)) is not None:
+            codes.setdefault(m.group(1), style_at_end(cell))
+            cell = cell[:m.start()]
+            plain = cell.plain
+        cells.append(cell)
+    if not codes:
+        return row
+    code = max(codes, key=rank)      # max keeps the first of equals
+    style = codes[code]
+    label = Text(f"{gpu} ")
+    label.append(code, style=style)
+    return [label, *cells[1:]]
+
+
+_TRAILING_CODE = re.compile(r" (" + CODE_RE.pattern + r")$")
+
+
+def style_at_end(cell: Text) -> str | Style:
+    """The style of ``cell``'s last character (the last span over it, else the cell's)."""
+    end = len(cell.plain) - 1
+    for span in reversed(cell.spans):
+        if span.start <= end < span.end:
+            return span.style
+    return cell.style
+
+
 class HardwarePane(LayerPane):
     pane_layer = Layer.HARDWARE
 
@@ -54,6 +116,7 @@ class HardwarePane(LayerPane):
         compact = not ctx.wide
         if compact:     # the model name may shrink to "2 …": the index says which GPU
             t.gap, t.drop, t.cut_min = 1, (7, 6, 4, 5, 2), 3
+            t.headers = ["GPU", "util", "SM", *cols[3:]]   # "SM act": 2 columns a value lacks
         shown, t.more = ctx.pick(gpus, "gpu")
         for g in shown:
             info = ctx.one("gpu.info", gpu=g)
@@ -97,6 +160,10 @@ class HardwarePane(LayerPane):
             util_cell.append_text(ctx.value_text(util))
             row = [label, util_cell, ctx.value_text(ctx.one("gpu.sm_active_ratio", gpu=g)), mem,
                    power, ctx.value_text(ctx.one("gpu.temp_celsius", gpu=g)), clk, thr_text]
+            if compact:
+                row = codes_to_label(row, g, ctx.severity_of)
+                if row[0].cell_len > t.cut_min:   # a code in the label is never cut
+                    t.cut_min = row[0].cell_len
             if ctx.wide:
                 pcie = ctx.value_text(ctx.one("gpu.pcie_tx_bytes_per_second", gpu=g))
                 pcie.append(" / ").append_text(
@@ -110,7 +177,10 @@ class HardwarePane(LayerPane):
                         ctx.value_text(ctx.one("gpu.dram_bw_util_ratio", gpu=g)), pcie, nvl,
                         ctx.spark("gpu.util_ratio", 16, 0, 1, gpu=g)]
             t.add_row(*row)
-        legend = ctx.note("util = a kernel was running; SM act = SMs actually busy (GPM)")
+        if compact:
+            drop_bars_if_short(t, ctx.width)
+        legend = ctx.note(f"util = a kernel was running; {'SM' if compact else 'SM act'} = SMs "
+                          "actually busy (GPM)")
         trends = None
         if ctx.height >= 2 * len(shown) + 4:   # room to spare: the last minute per GPU
             trends = Columns(["trend", "util", "SM act", "power", "SM clk"],
