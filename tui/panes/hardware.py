@@ -42,25 +42,37 @@ def no_gpu_note(ctx: PaneContext) -> Text:
     return ctx.note(f"No GPU readings: {why}")
 
 
-def drop_bars_if_short(t: Columns, width: int) -> None:
-    """80x24: when the GPU, util, SM act, mem and temp columns do not fit side by side
-    (a flagged GPU's label holds a 7-letter code: "3 PAR-001"), the util bars go (they
-    only draw the number beside them) before a column of values would."""
-    core = [0, 1, 2, 3, 5]
-    rows = [r for r in t.rows if len(r) > 5]
-    if not rows:
-        return
-    need = sum(max([len(t.headers[i]) if t.headers else 0] + [r[i].cell_len for r in rows])
-               for i in core) + t.gap * (len(core) - 1)
-    if need <= width:
-        return
-    for r in rows:
-        cell = r[1]
-        if cell.plain[:1] in BAR_CHARS:
-            r[1] = cell[cell.plain.index(" ") + 1:]
-
-
+CORE = (0, 1, 2, 3, 5)     # GPU, util, SM act, mem, temp: what a compact line must keep
 BAR_CHARS = frozenset("█░·")   # what units.bar draws
+
+
+def core_width(t: Columns) -> int:
+    """The width of the core columns of the GPU table (as Columns draws them)."""
+    rows = [r for r in t.rows if len(r) > max(CORE)]
+    return sum(max([len(t.headers[i]) if t.headers else 0] + [r[i].cell_len for r in rows])
+               for i in CORE) + t.gap * (len(CORE) - 1)
+
+
+def fit_compact(t: Columns, width: int, rank) -> None:
+    """One line per GPU, values with their units whole: when the core columns do not
+    fit side by side (a flagged GPU's codes, "91 % HW-001 45 % HW-001", made its row ~14
+    columns wider and memory and temperature went), labels shrink first: the codes move
+    into the GPU's label in place of the model's name ("3 HW-001") and "SM act" becomes
+    "SM"; then the util bars go (they only draw the number beside them)."""
+    if core_width(t) <= width:
+        return
+    for n, row in enumerate(t.rows):
+        if len(row) > max(CORE) and t.codes[n]:
+            t.rows[n] = row = codes_to_label(row, row[0].plain.split(" ", 1)[0], rank)
+            t.codes[n] = tuple(CODE_RE.findall(row[0].plain))
+            t.cut_min = max(t.cut_min, row[0].cell_len)    # a code is never cut
+    if t.headers:
+        t.headers = [*t.headers[:2], "SM", *t.headers[3:]]
+    if core_width(t) <= width:
+        return
+    for row in t.rows:
+        if len(row) > max(CORE) and row[1].plain[:1] in BAR_CHARS:
+            row[1] = row[1][row[1].plain.index(" ") + 1:]
 
 
 def codes_to_label(row: list[Text], gpu: str, rank) -> list[Text]:
@@ -116,7 +128,6 @@ class HardwarePane(LayerPane):
         compact = not ctx.wide
         if compact:     # the model name may shrink to "2 …": the index says which GPU
             t.gap, t.drop, t.cut_min = 1, (7, 6, 4, 5, 2), 3
-            t.headers = ["GPU", "util", "SM", *cols[3:]]   # "SM act": 2 columns a value lacks
         shown, t.more = ctx.pick(gpus, "gpu")
         for g in shown:
             info = ctx.one("gpu.info", gpu=g)
@@ -160,10 +171,6 @@ class HardwarePane(LayerPane):
             util_cell.append_text(ctx.value_text(util))
             row = [label, util_cell, ctx.value_text(ctx.one("gpu.sm_active_ratio", gpu=g)), mem,
                    power, ctx.value_text(ctx.one("gpu.temp_celsius", gpu=g)), clk, thr_text]
-            if compact:
-                row = codes_to_label(row, g, ctx.severity_of)
-                if row[0].cell_len > t.cut_min:   # a code in the label is never cut
-                    t.cut_min = row[0].cell_len
             if ctx.wide:
                 pcie = ctx.value_text(ctx.one("gpu.pcie_tx_bytes_per_second", gpu=g))
                 pcie.append(" / ").append_text(
@@ -178,9 +185,9 @@ class HardwarePane(LayerPane):
                         ctx.spark("gpu.util_ratio", 16, 0, 1, gpu=g)]
             t.add_row(*row)
         if compact:
-            drop_bars_if_short(t, ctx.width)
-        legend = ctx.note(f"util = a kernel was running; {'SM' if compact else 'SM act'} = SMs "
-                          "actually busy (GPM)")
+            fit_compact(t, ctx.width, ctx.severity_of)
+        legend = ctx.note(f"util = a kernel was running; {t.headers[2]} = SMs actually busy "
+                          "(GPM)")
         trends = None
         if ctx.height >= 2 * len(shown) + 4:   # room to spare: the last minute per GPU
             trends = Columns(["trend", "util", "SM act", "power", "SM clk"],
