@@ -12,6 +12,7 @@ from typing import Iterable
 from . import qbound
 from .history import History, Series
 from .keys import SPECS
+from .pdsplit import derive_split
 from .model import Labels, Reading, Status, make_labels
 from .sol_derive import derive_sol
 from .rules.window import covered, value_at
@@ -159,6 +160,8 @@ def derive(history: History, window: float = 60.0,
                     v = bound[1]
                 out.append(_reading(s.key, labels, v,
                                     reason=qbound.note(*bound) if bound else ""))
+    # ---- disaggregated prefill/decode: where the first token waits (window means) -------
+    out += derive_split(history, window)
     # ---- newest 10 s generation rate against the best of the last 2 minutes ------------
     trend = _throughput_steps(history)
     if trend is not None:

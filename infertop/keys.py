@@ -289,6 +289,12 @@ _SPECS: tuple[KeySpec, ...] = (
        "share of wall time the scheduler was idle (window)", True),
     _k("server.scheduler_cpu_cores", "cores", G, SCH,
        "scheduler process CPU in cores (window)", True),
+    _k("pd.ttft_split_seconds", "s", G, (PAR, DEC),
+       "mean TTFT of a disaggregated pair split by where it waits (label part: prefill = "
+       "the prefill instance's TTFT, transfer = the KV transfer, decode = the decode "
+       "instance's TTFT less the transfer, total; label prefill = the prefill instances): "
+       "window means, additive whatever the buckets (infertop/pdsplit.py); NODATA with the "
+       "reason for a part not measured", True),
     _k("kv.transfer_bytes_per_second", "bytes/s", G, PAR,
        "KV-cache transfer rate between prefill and decode instances", True),
     _k("kv.blocks_stored_per_second", "blocks/s", G, MEM, "KV blocks stored per second", True),
