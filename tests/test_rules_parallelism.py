@@ -254,6 +254,20 @@ def test_transfer_finding_explains_the_ttft_symptom():
     assert "caused by PAR-004" in ttft.title and ttft.caused_by == ("PAR-004",)
 
 
+def test_ttft_symptom_caused_by_the_transfer_points_its_remedy_at_the_transfer():
+    """DEC-001's own remedy guesses queue or prefill from the queue time; with PAR-004 as
+    its cause it names the transfer, not chunked prefill (the generic prefill remedy)."""
+    from infertop.config import DiagnosisConfig, SLO
+    from infertop.rules.decoding import PREFILL_REMEDY, QUEUE_REMEDY
+    f = Feed(DiagnosisConfig(slo=SLO(ttft_p99_seconds=0.5)))
+    case = TransferDominatesTtft()
+    f.run(case.bad, 30)
+    [ttft] = f.active("DEC-001")
+    assert "KV transfer" in ttft.remedy and "PAR-004" in ttft.remedy
+    assert ttft.remedy not in (PREFILL_REMEDY, QUEUE_REMEDY)
+    assert "enable chunked prefill and prefix caching" not in ttft.remedy
+
+
 def test_pd_rules_hold_as_long_as_llm_d_alerts():
     """llm-d's `for:` clauses: 10 min for the imbalance, 5 min for the queue and the KV."""
     for code, make, hold in (("PAR-005", PdImbalance().bad, 600),
