@@ -97,10 +97,14 @@ _PATH_RANK = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
 # ---- PAR-003 DP engines unevenly loaded ---------------------------------------------------
 def dp_unbalanced(ctx: Context) -> Iterator[Candidate]:
     t = ctx.t
-    by_model: dict[str, list] = {}
+    # engines compare with their peers: the same model and the same P/D role (a prefill
+    # instance runs few requests briefly, a decode instance many for long: not imbalance)
+    by_model: dict[tuple[str, str], list] = {}
     for r in ctx.ok("server.requests_running"):
-        by_model.setdefault(r.label("model"), []).append(r)
-    for model, engines in sorted(by_model.items()):
+        role = ctx.peer("server.disagg_role", r.labels)
+        by_model.setdefault((r.label("model"), (role.text or "") if role else ""),
+                            []).append(r)
+    for (model, _), engines in sorted(by_model.items()):
         if len(engines) < 2:
             continue
         loads = []
