@@ -29,6 +29,7 @@ RATES = {
     "server.scheduler_idle_seconds_total": "server.scheduler_idle_ratio",
     "server.scheduler_cpu_seconds_total": "server.scheduler_cpu_cores",
     "kv.transfer_bytes_total": "kv.transfer_bytes_per_second",
+    "kv.transfer_failures_total": "kv.transfer_failures_per_second",
     "kv.event_blocks_stored_total": "kv.blocks_stored_per_second",
     "kv.event_blocks_evicted_total": "kv.blocks_evicted_per_second",
     "kv.event_batches_dropped_total": "kv.event_batches_dropped_per_second",
