@@ -138,7 +138,7 @@ def derive_split(history: History, window: float) -> list[Reading]:
                 out.append(_r(make_labels(pl, part="decode"), dec))
         missing = [name for name, v in (("prefill", p_mean), ("transfer", t_mean),
                                         ("decode", dec)) if v is None]
-        if not missing:
+        if p_mean is not None and t_mean is not None and dec is not None:
             out.append(_r(make_labels(pl, part="total"), p_mean + t_mean + dec))
         else:
             out.append(_r(make_labels(pl, part="total"), None,

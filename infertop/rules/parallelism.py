@@ -296,8 +296,8 @@ RULES = (
         tp_over_pcie),
     Rule(RuleSpec(
         "PAR-003", PAR, "DP engines unevenly loaded",
-        "Data-parallel engines (or replicas) of one model carry very different loads "
-        "(running+waiting) or KV usage: the load balancer favours some.",
+        "Data-parallel engines (or replicas) of one model, and of one P/D role, carry very "
+        "different loads (running+waiting) or KV usage: the load balancer favours some.",
         ("server.requests_running",),
         {"thresholds.dp_load_ratio": None, "thresholds.dp_load_min_gap": None,
          "thresholds.dp_kv_gap": None},
