@@ -62,6 +62,9 @@ def test_doctor_names_the_transfer_as_the_cause_of_the_ttft_breach():
     # the RDMA baseline (first 30 s) raised nothing: both began in the TCP phase
     assert "since    00:00:3" in out[par:out.index("DECODING")]
     assert "put the pair on a fast path" in out
+    # DEC-001's remedy names the transfer (its cause), not its generic prefill remedy
+    assert "chunked prefill or more capacity will not help" in out
+    assert "enable chunked prefill and prefix caching, or cap" not in out
 
 
 async def test_demo_server_serves_both_sides_of_the_pair_on_their_own_ports():
