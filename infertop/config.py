@@ -230,8 +230,8 @@ class Thresholds:
                                 "PAR-003: smallest load difference (requests) that counts")
     dp_kv_gap: float = _f(0.3, "ratio", "PAR-003: KV-usage spread between engines that counts")
     kv_transfer_ttft_share: float = _f(0.5, "ratio",
-                                       "PAR-004: KV-transfer p99 as a share of TTFT p99 "
-                                       "from which the transfer dominates")
+                                       "PAR-004: mean KV transfer as a share of the mean "
+                                       "TTFT from which the transfer dominates")
     pd_running_ratio: float = _f(3.0, "factor",
                                  "PAR-005: prefill engines' mean running requests over the "
                                  "decode engines' that is an imbalance")

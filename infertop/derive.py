@@ -12,6 +12,7 @@ from typing import Iterable
 from . import qbound
 from .history import History, Series
 from .keys import SPECS
+from .pdsplit import derive_split
 from .model import Labels, Reading, Status, make_labels
 from .sol_derive import derive_sol
 from .rules.window import covered, value_at
@@ -28,6 +29,7 @@ RATES = {
     "server.scheduler_idle_seconds_total": "server.scheduler_idle_ratio",
     "server.scheduler_cpu_seconds_total": "server.scheduler_cpu_cores",
     "kv.transfer_bytes_total": "kv.transfer_bytes_per_second",
+    "kv.transfer_failures_total": "kv.transfer_failures_per_second",
     "kv.event_blocks_stored_total": "kv.blocks_stored_per_second",
     "kv.event_blocks_evicted_total": "kv.blocks_evicted_per_second",
     "kv.event_batches_dropped_total": "kv.event_batches_dropped_per_second",
@@ -159,6 +161,8 @@ def derive(history: History, window: float = 60.0,
                     v = bound[1]
                 out.append(_reading(s.key, labels, v,
                                     reason=qbound.note(*bound) if bound else ""))
+    # ---- disaggregated prefill/decode: where the first token waits (window means) -------
+    out += derive_split(history, window)
     # ---- newest 10 s generation rate against the best of the last 2 minutes ------------
     trend = _throughput_steps(history)
     if trend is not None:

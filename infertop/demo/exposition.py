@@ -205,9 +205,11 @@ def render_vllm(frame: SimFrame) -> str:
     by_source = []
     for e in engines:
         cached = e.counters["prompt_cached"]
-        by_source += [(lab(e, source="local_compute"), e.counters["prompt_tokens"] - cached),
+        moved = e.counters.get("prompt_external", 0.0)
+        by_source += [(lab(e, source="local_compute"),
+                       e.counters["prompt_tokens"] - cached - moved),
                       (lab(e, source="local_cache_hit"), cached),
-                      (lab(e, source="external_kv_transfer"), 0.0)]
+                      (lab(e, source="external_kv_transfer"), moved)]
     counter("vllm:prompt_tokens_by_source", "Number of prompt tokens by source.", by_source)
     counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).",
             [(lab(e), e.counters["prompt_cached"]) for e in engines])

@@ -125,6 +125,11 @@ SETUP: dict[str, Knob] = {k.name: k for k in (
     _f("host_mem_gib", 512.0, 1, 1 << 20, "host memory, GiB"),
     _f("noise", 0.02, 0, 0.5, "relative noise on gauges"),
     Knob("settings", "settings", {}, help="extra server settings (name = \"value\")"),
+    Knob("pd_pair", "bool", False,
+         help="a disaggregated prefill/decode pair: the server is the decode instance "
+              "(kv_role kv_consumer in settings.kv_transfer_config) and a prefill instance "
+              "of the same model (kv_producer) runs on another node, its /metrics served "
+              "beside it (demo: server:<instance>-prefill; demo-server: the next port)"),
 )}
 
 # ---- phase knobs: inherited from the previous phase unless set --------------------------
@@ -472,6 +477,9 @@ def _setup(raw: Any, fail) -> dict[str, Any]:
     if out["tp"] * out["dp"] > out["gpus"]:
         raise fail(f"[setup]: tp ({out['tp']}) x dp ({out['dp']}) needs more GPUs than "
                    f"gpus = {out['gpus']}")
+    if out["pd_pair"] and "kv_role" not in out["settings"].get("kv_transfer_config", ""):
+        raise fail("[setup]: pd_pair needs settings.kv_transfer_config with a kv_role "
+                   "(the decode instance's, e.g. kv_consumer)")
     if out["weights_gib"] / out["tp"] > out["gpu_mem_gib"] * out["gpu_memory_utilization"]:
         raise fail("[setup]: the weights do not fit in gpu_memory_utilization x gpu_mem_gib")
     return out

@@ -66,6 +66,18 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "PAR-004": ("DEC-001",),             # the first token waits for the KV transfer
 }
 
+# (cause, symptom) -> the symptom's remedy while that cause explains it.  A symptom's own
+# remedy guesses from its own readings (DEC-001: queue or prefill, from the queue time);
+# a cause that explains it knows better.  TTFT over the SLO because the KV transfer
+# dominates is not fixed by chunked prefill or prefix caching: the remedy is the wire.
+REMEDY_FROM_CAUSE: dict[tuple[str, str], str] = {
+    ("PAR-004", "DEC-001"): (
+        "the first token waits for the KV transfer from the prefill instance (PAR-004), "
+        "not for prefill or the queue: put the pair on a fast path (NIXL/UCX over RDMA or "
+        "NVLink, not TCP; same rack), check the transfer backend's logs for retries, "
+        "shrink the KV (FP8 KV cache); chunked prefill or more capacity will not help"),
+}
+
 
 @dataclass
 class _Track:
@@ -268,8 +280,10 @@ class Diagnoser:
                 # the cause's own title ("queue grows while the batch is at its cap"),
                 # not its catalogue title ("... while GPUs idle" on a box with no GPU)
                 names = ", ".join(f"{c.code} {self._cause_title(c)}" for c in causes_of[i])
+                remedy = next((REMEDY_FROM_CAUSE[(c.code, f.code)] for c in causes_of[i]
+                               if (c.code, f.code) in REMEDY_FROM_CAUSE), f.remedy)
                 symptoms.setdefault((first.code, first.subject), []).append(replace(
-                    f, title=f"{f.title}: caused by {names}",
+                    f, title=f"{f.title}: caused by {names}", remedy=remedy,
                     caused_by=tuple(c.code for c in causes_of[i])))
         for f in active:
             if (f.code, f.subject) in {(a.code, a.subject) for a in out}:

@@ -12,7 +12,8 @@ History (counters of a new simulated server begin at zero).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
 from typing import Any
 
 from infertop.keys import SPECS
@@ -147,13 +148,26 @@ class DemoSource(SnapshotSource):
         if s["nvlink"]:
             feats.add("nvlink")
         src = self.server_source
-        return {"nvml": Capability("nvml", True, "", frozenset(feats)),
-                "process": Capability("process", True),
-                src: Capability(src, True, "", frozenset({self.server_kind}))}
+        out = {"nvml": Capability("nvml", True, "", frozenset(feats)),
+               "process": Capability("process", True),
+               src: Capability(src, True, "", frozenset({self.server_kind}))}
+        if s.get("pd_pair"):
+            pre = self.prefill_source
+            out[pre] = Capability(pre, True, "", frozenset({self.server_kind}))
+        return out
 
     @property
     def server_source(self) -> str:
         return f"server:{self.instance}"
+
+    @property
+    def prefill_instance(self) -> str:
+        """A pair's prefill instance (setup pd_pair): its own /metrics, another node."""
+        return f"{self.instance}-prefill"
+
+    @property
+    def prefill_source(self) -> str:
+        return f"server:{self.prefill_instance}"
 
     async def next(self) -> Snapshot | None:
         return self.next_sync()
@@ -185,6 +199,8 @@ class DemoSource(SnapshotSource):
         samples = {"nvml": nvml_sample(frame),
                    "process": process_sample(frame, self._settings(frame)),
                    self.server_source: self.server_sample(frame)}
+        if frame.prefill is not None:
+            samples[self.prefill_source] = self.prefill_sample(frame.prefill)
         return Snapshot(time=frame.time, samples=samples, tick=self._tick,
                         capabilities=self.capabilities())
 
@@ -195,8 +211,17 @@ class DemoSource(SnapshotSource):
             return Sample(src, frame.time, (), Status.ERROR, refused_message(url),
                           dict(self._last_meta))
         text = render(frame, self.dialect or frame.kind)
-        return sample_from_exposition(src, frame, text, self.instance, url=url,
-                                      remember=self._last_meta)
+        got = sample_from_exposition(src, frame, text, self.instance, url=url,
+                                     remember=self._last_meta)
+        return with_role(got, frame, self.instance) if frame.prefill is not None else got
+
+    def prefill_sample(self, frame: SimFrame) -> Sample:
+        """The pair's prefill instance, scraped as a second --url would be."""
+        url = f"demo://{self.scenario.name}/prefill/metrics"
+        text = render(frame, self.dialect or frame.kind)
+        got = sample_from_exposition(self.prefill_source, frame, text,
+                                     self.prefill_instance, url=url)
+        return with_role(got, frame, self.prefill_instance)
 
     def _settings(self, frame: SimFrame) -> dict[str, str]:
         root = entry_process(frame)
@@ -223,6 +248,27 @@ class DemoSource(SnapshotSource):
                 "server": {"kind": self.server_kind, "model": s["model"]},
                 "gpus": [{"index": i, "name": s["gpu_name"]} for i in range(s["gpus"])],
                 "capabilities": {n: c.to_dict() for n, c in self.capabilities().items()}}
+
+
+# vLLM KVTransferConfig.kv_role -> the part in the pair (as probes/server/settings.py)
+_KV_ROLES = {"kv_producer": "prefill", "kv_consumer": "decode", "kv_both": "both"}
+
+
+def with_role(sample: Sample, frame: SimFrame, instance: str) -> Sample:
+    """``sample`` plus the instance's P/D role read from its own --kv-transfer-config.
+    Live, the process probe reads the role from the command line of the one server it
+    follows (a host-wide setting); each instance of the demo's pair has its own, so the
+    demo labels it with the instance, as SGLang's engine_type label does."""
+    try:
+        cfg = json.loads(frame.setup["settings"].get("kv_transfer_config", ""))
+    except ValueError:
+        return sample
+    role = _KV_ROLES.get(cfg.get("kv_role", "")) if isinstance(cfg, dict) else None
+    if role is None:
+        return sample
+    r = Reading("server.disagg_role", 1.0, "", make_labels(instance=instance),
+                kind=SPECS["server.disagg_role"].kind, text=role)
+    return replace(sample, readings=(*sample.readings, r))
 
 
 def sample_from_exposition(source: str, frame: SimFrame, text: str, instance: str, *, url: str,
