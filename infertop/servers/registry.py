@@ -20,8 +20,8 @@ from .mapping import Dialect
 from .spec import ServerKind
 
 __all__ = ["ServerKind", "KINDS", "kind", "kinds", "names", "register", "unregister",
-           "dialects", "default_port", "is_python", "is_preallocating", "role_priority",
-           "demo_kinds", "looked_for"]
+           "dialects", "default_port", "is_python", "python_title_prefixes",
+           "is_preallocating", "role_priority", "demo_kinds", "looked_for"]
 
 # Roles the process probe gives to members no kind claims: the server's own root process
 # ("server") and anything else in its tree ("helper").  Display priority as for the kinds'.
@@ -128,6 +128,13 @@ def is_python(name: str, role: str = "") -> bool:
         return True
     k = kind(name)
     return k is not None and (k.python or role in k.python_roles)
+
+
+def python_title_prefixes() -> tuple[str, ...]:
+    """Lower-case title prefixes of the Python kinds ('vllm', 'sglang'): a process named
+    so runs Python even when nothing else is known about it."""
+    return _cached("pyprefixes", lambda: tuple(
+        k.titles.prefix.lower() for k in _KINDS.values() if k.python and k.titles))
 
 
 def is_preallocating(name: str | None) -> bool:
