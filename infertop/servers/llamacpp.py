@@ -84,5 +84,7 @@ KIND = ServerKind(
     match_argv=_match_argv, default_port=8080, settings=settings,
     python=False, preallocating=False,   # C++; allocates its context as it is sized, no pool
     demo_render="infertop.demo.exposition:render_llamacpp",
+    demo_health='{"status":"ok"}',
+    start_time_header="Process-Start-Time-Unix",
     reference="docs/metrics.md#llamacpp",
 )

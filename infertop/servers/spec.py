@@ -93,5 +93,9 @@ class ServerKind:
     nsys_env: str = ""          # environment to prefix a restart under nsys with
     # -- the demo: "module:function" rendering a SimFrame as this kind's /metrics page --
     demo_render: str = ""
+    demo_health: str = ""       # the body its /health answers (demo-server mimics it)
+    # a response header giving the process start time in Unix seconds, when the page has
+    # no process_start_time_seconds (llama.cpp); the demo sends it as the server does
+    start_time_header: str = ""
     # where its facts come from (docs/metrics.md section), for the contributor reading it
     reference: str = ""

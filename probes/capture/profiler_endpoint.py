@@ -10,7 +10,6 @@ Facts: ../shared/reference/metrics.md sections 1.5 and 2.
 from __future__ import annotations
 
 import asyncio
-import json
 import shlex
 import time
 from dataclasses import dataclass

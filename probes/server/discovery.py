@@ -151,17 +151,17 @@ def _classify_title(title: str) -> tuple[str, str] | None:
     def named(t) -> str | None:
         return next((role for word, role in t.names if is_(word)), None)
 
-    kinds = [k for k in registry.kinds() if k.titles is not None]
+    titled = [(k.name, k.titles) for k in registry.kinds() if k.titles is not None]
     # a kind's own prefix first ('sglang::Worker' is SGLang's), then names any prefix may
     # carry (vLLM's prefix is configurable: comm cuts 'VLLM::EngineCore' to 'VLLM::EngineCor')
-    for k in kinds:
-        if prefix.lower() == k.titles.prefix.lower():
-            return k.name, named(k.titles) or k.titles.default_role
-    for k in kinds:
-        if k.titles.any_prefix:
-            role = named(k.titles)
+    for name, t in titled:
+        if prefix.lower() == t.prefix.lower():
+            return name, named(t) or t.default_role
+    for name, t in titled:
+        if t.any_prefix:
+            role = named(t)
             if role:
-                return k.name, role
+                return name, role
     return None
 
 
