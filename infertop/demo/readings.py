@@ -177,7 +177,8 @@ def process_sample(frame: SimFrame, settings: dict[str, str] | None = None) -> S
     root = entry_process(frame)
     if root is not None:
         meta.update(server={"pid": root.pid, "kind": frame.kind, "name": root.name,
-                            "reason": "demo scenario", "port": registry.default_port(frame.kind)},
+                            "reason": "demo scenario",
+                            "port": registry.default_port(frame.kind)},
                     tree=[p.pid for p in frame.procs])
         return Sample("process", frame.time, tuple(readings), Status.OK, "", meta)
     why = "server pid exited (the server is down)"

@@ -13,7 +13,6 @@ from infertop.units import fmt_value
 from .base import LayerPane, Optional, PaneContext, fit, grid
 
 
-
 class SchedulingPane(LayerPane):
     pane_layer = Layer.SCHEDULING
 
