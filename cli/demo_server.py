@@ -25,6 +25,7 @@ from infertop.demo.sim import SimFrame
 from infertop.probes.base import stop_on_signals
 from infertop.probes.sources.demo import DemoSource
 from infertop.safefile import write_files
+from infertop.servers import registry
 
 HEAD_TIMEOUT = 10.0
 # a kept-alive connection waits this long for its next request (Prometheus and infertop
@@ -277,13 +278,14 @@ class DemoServer:
             return 405, b'{"detail":"Method Not Allowed"}', "application/json", {}
         extra: dict[str, str] = {}
         frame = self.frame
-        if frame is not None and self.dialect == "llamacpp":
-            extra["Process-Start-Time-Unix"] = str(int(frame.start_time))
+        kind = registry.kind(self.dialect)
+        if frame is not None and kind is not None and kind.start_time_header:
+            extra[kind.start_time_header] = str(int(frame.start_time))
         if path == "/metrics":
             self.scrapes += 1
             return 200, self._body, CONTENT_TYPE, extra
         if path == "/health":
-            body = b'{"status":"ok"}' if self.dialect == "llamacpp" else b""
+            body = kind.demo_health.encode() if kind is not None else b""
             return 200, body, "application/json", extra
         if path in ("/v1/models", "/models"):
             return 200, self._models(), "application/json", extra

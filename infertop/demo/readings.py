@@ -11,6 +11,7 @@ from infertop.keys import SPECS
 from infertop.model import Kind, Reading, Sample, Status, make_labels
 from infertop.demo.scenario import THROTTLE_NAMES
 from infertop.demo.sim import SimFrame
+from infertop.servers import registry
 
 _GPU_KEYS = (
     ("gpu.util_ratio", "util"), ("gpu.mem_util_ratio", "mem_util"),
@@ -176,7 +177,8 @@ def process_sample(frame: SimFrame, settings: dict[str, str] | None = None) -> S
     root = entry_process(frame)
     if root is not None:
         meta.update(server={"pid": root.pid, "kind": frame.kind, "name": root.name,
-                            "reason": "demo scenario", "port": DEFAULT_PORTS[frame.kind]},
+                            "reason": "demo scenario",
+                            "port": registry.default_port(frame.kind)},
                     tree=[p.pid for p in frame.procs])
         return Sample("process", frame.time, tuple(readings), Status.OK, "", meta)
     why = "server pid exited (the server is down)"
@@ -200,9 +202,6 @@ def model_readings(s) -> list[Reading]:
             _r("model.params", params, lab), _r("model.active_params", active, lab),
             _r("model.weight_bytes", s["weights_gib"] * 2**30, lab),
             _r("model.kv_bytes_per_token", float(s["kv_bytes_per_token"]), lab)]
-
-
-DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "tgi": 3000, "llamacpp": 8080}
 
 
 def entry_process(frame: SimFrame):

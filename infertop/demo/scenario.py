@@ -50,10 +50,12 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from infertop.model import Layer
+from infertop.servers import registry
 
 AUTO = None  # a knob set to "auto" is computed from the load each tick
 
-DIALECTS = ("vllm", "sglang", "llamacpp", "tgi")
+# the server kinds the demo can play: those with a demo renderer (infertop/servers)
+DIALECTS = registry.demo_kinds()
 FINDING_CODE = re.compile(r"^(HW|KRN|MEM|SCH|PAR|DEC)-\d{3}$")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 THROTTLE_NAMES = ("idle", "app_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
@@ -472,8 +474,9 @@ def _setup(raw: Any, fail) -> dict[str, Any]:
                                     else k.default) for k in SETUP.values()}
     for key, v in raw.items():
         out[key] = _value(SETUP[key], v, "[setup]", fail)
-    if out["server"] not in DIALECTS:
-        raise fail(f"[setup]: server '{out['server']}' is not one of {', '.join(DIALECTS)}")
+    kinds = registry.demo_kinds()
+    if out["server"] not in kinds:
+        raise fail(f"[setup]: server '{out['server']}' is not one of {', '.join(kinds)}")
     if out["tp"] * out["dp"] > out["gpus"]:
         raise fail(f"[setup]: tp ({out['tp']}) x dp ({out['dp']}) needs more GPUs than "
                    f"gpus = {out['gpus']}")

@@ -20,6 +20,7 @@ from ..history import History, Series
 from ..keys import SPECS
 from ..model import Kind, Labels, Reading, Snapshot, Status, make_labels
 from ..pidmap import map_gpu_pids
+from ..servers import registry
 from ..units import natural_key
 from ..windowstat import median, recent_values, share
 
@@ -45,8 +46,6 @@ QUEUED_SHARE = 0.5
 
 # process roles that run the model (their threads launch kernels)
 ENGINE_ROLES = ("engine_core", "worker", "scheduler", "shard", "server")
-# server kinds whose processes run Python (their threads share a GIL)
-PYTHON_KINDS = ("vllm", "sglang", "python", "trtllm")
 
 
 @dataclass(slots=True)
@@ -116,8 +115,8 @@ class Proc:
 
     @property
     def is_python(self) -> bool:
-        return self.kind in PYTHON_KINDS or (self.kind == "tgi" and self.role == "shard") or \
-            "python" in self.name.lower()
+        # the kind says (infertop/servers: vLLM, SGLang, TRT-LLM, TGI's shards, "python")
+        return registry.is_python(self.kind, self.role) or "python" in self.name.lower()
 
 
 class Context:

@@ -7,6 +7,7 @@ from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
 from ..model import Layer
+from ..servers import registry
 from ..units import fmt_bytes
 from .base import JUDGED_RAISE_AFTER, QUEUED_SHARE, Candidate, Context, Rule, ev, server_subject, sub
 from .window import covered, value_at
@@ -157,8 +158,6 @@ def mem_headroom(ctx: Context) -> Iterator[Candidate]:
         yield Candidate(sub(gpu=gpu), sev, tuple(evidence), title=title, remedy=remedy)
 
 
-# servers that reserve most of a GPU for their KV cache at start-up, by design
-PREALLOCATING = ("vllm", "sglang", "trtllm", "tgi")
 PREALLOC_SETTINGS = ("gpu_memory_utilization", "mem_fraction_static")
 
 
@@ -187,7 +186,8 @@ def _preallocated(ctx: Context, gpu: str, used_share: float) -> bool:
     for r in ctx.ok("process.gpu_mem_bytes"):
         if r.label("gpu") == gpu:
             p = ctx.procs.get(r.label("pid"))
-            if p is not None and p.kind in PREALLOCATING:
+            # the kind says whether it reserves most of a GPU for its KV cache by design
+            if p is not None and registry.is_preallocating(p.kind):
                 return True
     return False
 

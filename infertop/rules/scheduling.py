@@ -6,6 +6,7 @@ from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
 from ..model import Layer, make_labels
+from ..servers import registry
 from ..units import fmt_value
 from .base import JUDGED_RAISE_AFTER, QUEUED_SHARE, Candidate, Context, Rule, ev, server_subject, sub
 from ..derive import THROUGHPUT_LOOKBACK
@@ -21,7 +22,7 @@ def _python_pid(ctx: Context, r) -> bool:
     if p is not None:
         return p.is_python
     name = r.label("name").lower()  # no process.info: judge by the process name
-    return "python" in name or name.startswith(("vllm::", "sglang"))
+    return "python" in name or name.startswith(registry.python_title_prefixes())
 
 
 def gil_contention(ctx: Context) -> Iterator[Candidate]:

@@ -32,7 +32,8 @@ import time
 from typing import Any
 
 from infertop.dcgm import DCGM_NAMES, families_from_series, gpu_readings
-from infertop.dialects import DIALECTS, GENERIC, readings_from_families
+from infertop.dialects import GENERIC, readings_from_families
+from infertop.servers import registry
 from infertop.model import Capability, Reading, Sample, Snapshot, Status, make_labels
 from infertop.source import SnapshotSource
 
@@ -57,7 +58,7 @@ def server_name_regex() -> str:
     alternation (anchored by Prometheus): the query returns what infertop maps, nothing
     else, which keeps a 64-node answer small."""
     fams: set[str] = set()
-    for d in DIALECTS.values():
+    for d in registry.dialects().values():   # every server kind's table (infertop/servers)
         for rule in d.rules:
             fams.update(rule.families)
         fams.update(d.extra_families)   # what the dialect's extras read

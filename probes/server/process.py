@@ -33,8 +33,8 @@ from infertop.probes.server import discovery
 from infertop.pidmap import map_gpu_pids  # noqa: F401  (re-exported)
 
 from infertop.probes.base import BlockingProbe, sample
-from infertop.probes.server.discovery import (LOOKED_FOR, ROOT_ROLES, SERVER_KINDS, ServerProcess, classify,
-                        clean_cmdline, server_settings)
+from infertop.probes.server.discovery import (ROOT_ROLES, ServerProcess, classify,
+                        clean_cmdline, is_server_kind, looked_for, server_settings)
 
 from infertop.probes.server.host_top import NAME_MAX, HostTopCpu
 from infertop.probes.server.model_config import ModelConfigReader
@@ -221,7 +221,7 @@ class ProcessProbe(BlockingProbe):
             self._prev_cpu.clear()
             self._prev_thr.clear()
             why = "; ".join(w for w in (self._exited, self._why) if w)
-            meta.update(server=None, tree=[], looked_for=LOOKED_FOR, reason=why)
+            meta.update(server=None, tree=[], looked_for=looked_for(), reason=why)
             return sample(self.name, readings, meta=meta, started=started, reason=why)
         seen: set[tuple[int, float]] = set()
         pids = []
@@ -417,7 +417,7 @@ class ProcessProbe(BlockingProbe):
         if not role:
             role = "server" if pid == server.pid else "helper"
         info_labels = {"pid": pid, "ppid": ppid if ppid is not None else "", "name": name,
-                       "role": role, "kind": kind if kind in SERVER_KINDS else
+                       "role": role, "kind": kind if is_server_kind(kind) else
                        (server.kind if pid == server.pid else kind)}
         user = user_name(uids.real) if uids else None
         if user:   # the GPU process list's user column (nvitop's); another user's: unknown

@@ -24,6 +24,7 @@ from infertop.demo.readings import entry_process, nvml_sample, process_sample
 from infertop.demo.sim import DEMO_EPOCH, SimFrame, ScenarioRun
 
 from infertop.probes.server.metrics import refused_message
+from infertop.servers import registry
 from infertop.source import SnapshotSource, pace
 
 
@@ -278,9 +279,11 @@ def sample_from_exposition(source: str, frame: SimFrame, text: str, instance: st
 
     expo = readings_from_exposition(text, instance)
     readings = list(expo.readings)
-    if expo.dialect == "llamacpp" and \
+    kind = registry.kind(expo.dialect)
+    if kind is not None and kind.start_time_header and \
             not any(r.key == "server.process_start_seconds" for r in readings):
-        # llama.cpp sends its start time as a response header, as the live probe reads it
+        # the kind sends its start time as a response header (llama.cpp), as the live
+        # probe reads it
         readings.append(Reading("server.process_start_seconds", float(int(frame.start_time)),
                                 SPECS["server.process_start_seconds"].unit,
                                 make_labels(instance=instance)))

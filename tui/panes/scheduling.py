@@ -6,14 +6,11 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from infertop.model import Layer
+from infertop.servers import registry
 from infertop.textclean import clean
 from infertop.units import fmt_value
 
 from .base import LayerPane, Optional, PaneContext, fit, grid
-
-# which processes keep their row when the pane is short: the ones doing the work first
-ROLE_PRIORITY = {"engine_core": 0, "scheduler": 0, "worker": 1, "shard": 1, "server": 2,
-                 "api_server": 3, "router": 3, "launcher": 4, "detokenizer": 4, "helper": 5}
 
 
 class SchedulingPane(LayerPane):
@@ -150,8 +147,13 @@ def process_table(ctx: PaneContext, procs):
     # rows only for what can be shown: flagged pids, then the workers, then by CPU
     cpu = {r.label("pid"): (r.value or 0.0) for r in ctx.readings("process.cpu_ratio") if r.ok}
 
+    # which processes keep their row when the pane is short: the ones doing the work
+    # first (each server kind ranks its roles: infertop/servers)
+    priority = registry.role_priority()
+
     def relevance(pid: str) -> tuple:
-        return (ROLE_PRIORITY.get(by_pid[pid].label("role"), 6), -cpu.get(pid, 0.0))
+        return (priority.get(by_pid[pid].label("role"), registry.UNKNOWN_ROLE_PRIORITY),
+                -cpu.get(pid, 0.0))
 
     cap = ctx.row_cap
     if len(ordered) > cap:
