@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # every package that names keys: panes and screens, the commands, the core (report,
 # compare, htmlreport, rules, derive, the demo) and the probes that emit them
 SCANNED = ("tui", "cli", "infertop", "probes")
-KEY_SHAPE = re.compile(r"(%s)\.[a-z][a-z0-9_]*" % "|".join(sorted(NAMESPACES)))
+KEY_SHAPE = re.compile(r"(%s)\.[a-z][a-z0-9_]*[a-z0-9]" % "|".join(sorted(NAMESPACES)))
 DECLARED = set(SPECS) | set(EVIDENCE_KEYS)
 # a file name is not a key ("server.py", "process.json")
 FILE_SUFFIXES = {"py", "json", "jsonl", "toml", "md", "html", "txt", "gz", "tcss", "svg"}

@@ -17,6 +17,7 @@ from infertop.probes.base import Probe
 from infertop.probes.capture.files import CaptureError
 from infertop.probes.capture.gil_sampler import GilSampler
 from infertop.probes.capture.pyspy_run import find_pyspy
+from infertop.probes.registry import ProbeSpec, register
 
 
 class GilProbe(Probe):
@@ -58,3 +59,12 @@ class GilProbe(Probe):
                 await self._task
             except (asyncio.CancelledError, Exception):
                 pass
+
+
+SPEC = register(ProbeSpec(
+    name="gil",
+    keys=("python.gil_held_ratio", "python.gil_holder", "python.thread_active_ratio",
+          "python.gil_sampler_cost_seconds", "python.gil_sampler_cpu_ratio"),
+    needs="py-spy, and permission to read the engine process (ptrace)",
+    build=None,   # started on demand by the live screen (key G), not by a flag
+))

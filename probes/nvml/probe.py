@@ -32,6 +32,7 @@ from infertop.probes.nvml.gpu import (LOST_REASON, MHZ, GpuState, dead_readings,
 from infertop.probes.nvml.links import link_rates, refresh_nvlink
 from infertop.probes.nvml.owners import GpuProcessOwners
 from infertop.probes.nvml.slow import read_slow, topology
+from infertop.probes.registry import ProbeSpec, register
 
 __all__ = ["NvmlProbe", "LOST_REASON"]
 
@@ -381,3 +382,30 @@ def _try(fn: Callable[[], Any], default: Any) -> Any:
         raise
     except Exception:
         return default
+
+
+def _flags(g) -> None:
+    g.add_argument("--no-gpu", action="store_true", help="do not load NVML")
+
+
+SPEC = register(ProbeSpec(
+    name="nvml",
+    keys=("gpu.info", "gpu.lost", "gpu.util_ratio", "gpu.mem_util_ratio", "gpu.mem_used_bytes",
+          "gpu.mem_total_bytes", "gpu.power_watts", "gpu.power_limit_watts", "gpu.temp_celsius",
+          "gpu.mem_temp_celsius", "gpu.sm_clock_hz", "gpu.sm_clock_max_hz", "gpu.mem_clock_hz",
+          "gpu.mem_clock_max_hz", "gpu.throttle_reasons", "gpu.pcie_tx_bytes_per_second",
+          "gpu.pcie_rx_bytes_per_second", "gpu.pcie_link_gen", "gpu.pcie_link_width",
+          "gpu.nvlink_tx_bytes_per_second", "gpu.nvlink_rx_bytes_per_second",
+          "gpu.nvlink_links_active", "gpu.ecc_uncorrected_total", "gpu.ecc_corrected_total",
+          "gpu.xid_last", "gpu.xid_total", "gpu.mig_enabled", "gpu.remapped_rows_uncorrectable",
+          "gpu.remapped_rows_correctable", "gpu.row_remap_pending", "gpu.row_remap_failure",
+          "gpu.mem_bus_width_bits", "gpu.cuda_cores", "gpu.compute_capability",
+          "gpu.sm_active_ratio", "gpu.sm_occupancy_ratio", "gpu.tensor_active_ratio",
+          "gpu.dram_bw_util_ratio", "gpu.topology", "process.gpu_mem_bytes",
+          "process.gpu_sm_ratio", "process.gpu_owner"),
+    needs="NVML (nvidia-ml-py and an NVIDIA driver); GPM readings need Hopper or newer",
+    build=lambda args, target: [NvmlProbe()],
+    add_flags=_flags,
+    off=lambda args: "GPU readings off (--no-gpu)" if getattr(args, "no_gpu", False) else "",
+    demo="infertop.demo.readings:nvml_sample",
+))

@@ -33,6 +33,7 @@ from infertop.textclean import clean, one_line
 from infertop.probes.base import Probe, sample
 
 from infertop.probes.server.http11 import ConnectFailed, Http11Client, HttpError, Response
+from infertop.probes.registry import LiveTarget, ProbeSpec, register
 
 __all__ = ["ServerMetricsProbe", "ServerMetricsError", "normalize_url"]
 
@@ -369,3 +370,32 @@ def _add_start_header(readings: list[Reading], headers: dict[str, str], instance
     readings.append(Reading("server.process_start_seconds", value,
                             SPECS["server.process_start_seconds"].unit,
                             make_labels(instance=instance)))
+
+
+def server_probes(args: Any, target: LiveTarget) -> list[ServerMetricsProbe]:
+    """One probe per server URL (given or discovered); two spellings of one URL, one probe."""
+    out: list[ServerMetricsProbe] = []
+    seen: set[str] = set()
+    for u in target.urls:
+        probe = ServerMetricsProbe(u)
+        if probe.name not in seen:
+            seen.add(probe.name)
+            out.append(probe)
+    return out
+
+
+# what a /metrics page maps onto: every probe reading of these namespaces but the process
+# probe's server.setting and the KV-event subscriber's kv.event_* (the dialects' tables in
+# infertop/dialects.py name them; tests/test_probe_registry.py checks the two agree)
+SERVER_KEYS = tuple(k for k, s in SPECS.items()
+                    if not s.derived and k.split(".")[0] in
+                    ("server", "kv", "spec", "latency", "request", "disagg")
+                    and k != "server.setting" and not k.startswith("kv.event_"))
+
+SPEC = register(ProbeSpec(
+    name="server",
+    keys=SERVER_KEYS,
+    needs="the server's /metrics URL (--url, or the port of a discovered server)",
+    build=server_probes,
+    demo="infertop.probes.sources.demo:sample_from_exposition",
+))

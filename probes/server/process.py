@@ -38,6 +38,7 @@ from infertop.probes.server.discovery import (LOOKED_FOR, ROOT_ROLES, SERVER_KIN
 
 from infertop.probes.server.host_top import NAME_MAX, HostTopCpu
 from infertop.probes.server.model_config import ModelConfigReader
+from infertop.probes.registry import ProbeSpec, register
 
 CMDLINE_MAX = 300
 
@@ -482,3 +483,19 @@ class ProcessProbe(BlockingProbe):
         out.append(_reading("host.mem_used_bytes", float(vm.total - vm.available), {}))
         out.append(_reading("host.mem_total_bytes", float(vm.total), {}))
         return out
+
+
+SPEC = register(ProbeSpec(
+    name="process",
+    keys=("host.cpu_ratio", "host.cpu_count", "host.load1", "host.top_cpu_cores",
+          "host.mem_used_bytes", "host.mem_total_bytes", "process.info", "process.cpu_ratio",
+          "process.rss_bytes", "process.threads", "process.state", "process.ctx_switches_total",
+          "thread.cpu_ratio", "server.setting", "model.info", "model.params",
+          "model.active_params", "model.weight_bytes", "model.kv_bytes_per_token"),
+    needs="psutil and /proc (the server's process tree, host CPU and memory); the "
+          "model's config.json for model.*",
+    # the server --url or --pid names (discovered by name with neither)
+    build=lambda args, target: [ProcessProbe(
+        pid=target.pid, url=target.given_urls[0] if target.given_urls else None)],
+    demo="infertop.demo.readings:process_sample",
+))
