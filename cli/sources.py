@@ -7,6 +7,7 @@ import asyncio
 import math
 import time
 
+from infertop.meta import ProcessMeta
 from infertop.source import pace
 
 from .errors import UsageError
@@ -170,9 +171,9 @@ def sources_status(frame) -> dict[str, dict[str, str]]:
             out[name] = {"status": "unavailable", "reason": cap.reason}
     for name, s in snap.samples.items():
         out[name] = {"status": s.status.value, "reason": s.reason}
-        server = s.meta.get("server")
-        if isinstance(server, dict) and server.get("found_by"):
+        server = s.meta.server if isinstance(s.meta, ProcessMeta) else None
+        if server is not None and server.found_by:
             # the process tree is a name search's guess, not --url's port owner
-            out[name]["found_by"] = server["found_by"]
-            out[name]["reason"] = s.reason or str(server.get("reason", ""))
+            out[name]["found_by"] = server.found_by
+            out[name]["reason"] = s.reason or server.reason
     return out

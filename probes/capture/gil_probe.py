@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from infertop.meta import GilMeta
 from infertop.model import Capability, Sample, Status
 
 from infertop.probes.base import Probe
@@ -49,7 +50,7 @@ class GilProbe(Probe):
             return Sample(self.name, time.time(), (), Status.ERROR, self.error)
         readings = self.sampler.readings(self.pid, self.role)
         return Sample(self.name, time.time(), tuple(readings),
-                      meta={"gil_pid": self.pid})
+                      meta=GilMeta(gil_pid=self.pid))
 
     async def close(self) -> None:
         self._stop.set()

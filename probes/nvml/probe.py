@@ -21,6 +21,7 @@ import time
 from types import ModuleType
 from typing import Any, Callable
 
+from infertop.meta import GpuName, NvmlMeta
 from infertop.model import Capability, Reading, Sample, Status, make_labels
 
 from infertop.probes.base import BlockingProbe, sample
@@ -55,7 +56,7 @@ class NvmlProbe(BlockingProbe):
         self._topology: list[Reading] = []
         self._owners = GpuProcessOwners()   # user and command of each GPU process
         self._owner_readings: list[Reading] = []
-        self._meta: dict[str, Any] = {}
+        self._meta = NvmlMeta()
         self._tick = 0
         self._initialized = False
         self.capability = Capability(self.name, False, "not opened")
@@ -108,12 +109,11 @@ class NvmlProbe(BlockingProbe):
         self._open_xid()
         self._topology = topology(calls, self._gpus)
         live = [g for g in self._gpus if not g.dead]
-        self._meta = {
-            "gpus": [{"index": g.index, "name": g.name, "uuid": g.uuid} for g in self._gpus],
-            "driver": driver,
-            "gpm": [g.index for g in live if g.gpm is not None],
-            "xid": [g.index for g in live if g.xid],
-        }
+        self._meta = NvmlMeta(
+            gpus=tuple(GpuName(g.index, g.name, g.uuid) for g in self._gpus),
+            driver=driver,
+            gpm=tuple(g.index for g in live if g.gpm is not None),
+            xid=tuple(g.index for g in live if g.xid))
         features = {f for f, has in (("gpm", any(g.gpm is not None for g in live)),
                                      ("nvlink", any(g.nvlink_count for g in live)),
                                      ("mig", any(g.mig for g in live)),

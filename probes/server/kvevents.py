@@ -22,6 +22,7 @@ from typing import Any
 
 from infertop.kvevents import (MISSING_DEPENDENCY, KvEventsError, KvEventTracker, decode_batch,
                                parse_frames)
+from infertop.meta import KvEventsMeta
 from infertop.model import Capability, Sample, Status
 from infertop.textclean import clean
 
@@ -155,9 +156,7 @@ class KvEventsProbe(Probe):
             readings = tuple(self.tracker.readings(self.instance))
             since = self.tracker.since
         alive = [t for t in self._threads if t.is_alive()]
-        meta: dict[str, object] = {"endpoints": list(self.endpoints)}
-        if since is not None:
-            meta["since"] = since
+        meta = KvEventsMeta(endpoints=tuple(self.endpoints), since=since)
         if not alive:
             why = "; ".join(self._errors.values()) or "every subscriber stopped"
             return Sample(self.name, now, readings, Status.ERROR, why[:300], meta)

@@ -19,12 +19,14 @@ import html
 import re
 import time
 import zlib
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from infertop import __version__
 from infertop.dialects import readings_from_families
 from infertop.keys import SPECS
+from infertop.meta import NvmlMeta, ServerMeta
 from infertop.model import Capability, Reading, Sample, make_labels
 from infertop.promtext import ParseError, parse
 from infertop.redact import redact_text, redact_url
@@ -143,24 +145,24 @@ class ServerMetricsProbe(Probe):
             readings, meta = self._map(text, headers)
         except ParseError as e:
             raise ServerMetricsError(clean(f"{url} did not return Prometheus metrics: {e}")) from None
-        meta.update(url=redact_url(url), scrape_bytes=len(body))
-        if meta.get("series_dropped"):
-            warnings += [n for n in meta.get("notes", ()) if "cardinality cap" in n]
-        if warnings:   # read, but not all of it: the reason says what was left out
-            meta["warnings"] = warnings
+        if isinstance(meta, ServerMeta) and meta.series_dropped:
+            warnings += [n for n in meta.notes if "cardinality cap" in n]
+        # warnings: read, but not all of it; the reason says what was left out
+        meta = replace(meta, url=redact_url(url), scrape_bytes=len(body),
+                       warnings=tuple(warnings))
         return sample(self.name, readings, meta=meta, started=started,
                       reason="; ".join(warnings))
 
-    def _map(self, text: str, headers) -> tuple[list[Reading], dict[str, Any]]:
+    def _map(self, text: str, headers) -> tuple[list[Reading], ServerMeta | NvmlMeta]:
         """The page's readings and meta (ParseError when it is not an exposition); the
         fleet's direct probe also maps a dcgm-exporter page here (fleet_hub.py)."""
         return self._map_families(parse(text), headers)
 
-    def _map_families(self, families, headers) -> tuple[list[Reading], dict[str, Any]]:
+    def _map_families(self, families, headers) -> tuple[list[Reading], ServerMeta]:
         expo = readings_from_families(families, self.instance)
         readings = list(expo.readings)
         _add_start_header(readings, headers, self.instance)
-        return readings, dict(expo.meta)
+        return readings, expo.meta
 
     # ---- HTTP --------------------------------------------------------------------------
 
