@@ -56,7 +56,7 @@ class ProbeSpec:
 
     ``name``: its source name (a server probe's Samples are ``name:instance``).
     ``keys``: every reading key it may emit (declared in infertop/keys.py, not derived).
-    ``needs``: what it needs to read anything, in words (shown in docs and --help).
+    ``needs``: what it needs to read anything, in words (for a reader of the registry).
     ``add_flags``: adds its own flags to the "sources" argument group.
     ``build``: its probes for the live Hub from the parsed flags ([] = off); None for a
     probe the screen starts on demand (the GIL sampler, key G).
