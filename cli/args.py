@@ -53,11 +53,9 @@ def add_source_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--prometheus", metavar="URL",
                    help="read a fleet through Prometheus (dcgm-exporter and servers' /metrics "
                         "it scrapes) instead of this machine")
-    g.add_argument("--no-gpu", action="store_true", help="do not load NVML")
-    g.add_argument("--kv-events", action="append", default=[], metavar="ENDPOINT",
-                   help="subscribe to the server's KV-cache events at this ZMQ endpoint "
-                        "(tcp://HOST:PORT; repeat per data-parallel rank); default: from "
-                        "the server's --kv-events-config (needs infertop[kv-events])")
+    # each probe's own flags (--no-gpu, --kv-events...): declared by the probe
+    from infertop.probes.registry import add_probe_flags
+    add_probe_flags(g)
     g.add_argument("--source", default="live", metavar="live|demo:NAME|replay:FILE",
                    help="where snapshots come from (default: live)")
     g.add_argument("--speed", type=_positive(float), default=None,

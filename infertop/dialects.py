@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator, Mapping
 
 from .keys import SPECS
+from .meta import ServerMeta
 from .model import Kind, Reading, Status, make_labels
 from .promtext import Family, FrozenLabels, ParseError, parse
 from .servers import registry
@@ -37,7 +38,7 @@ __all__ = ["Exposition", "ParseError", "readings_from_families", "readings_from_
 class Exposition:
     dialect: str
     readings: list[Reading]
-    meta: dict
+    meta: ServerMeta
     family_count: int
 
 
@@ -91,12 +92,10 @@ def readings_from_families(families: list[Family], instance: str) -> Exposition:
     readings.append(Reading("server.info", 1.0, "", server_labels, kind=Kind.INFO, text=info))
     readings.append(Reading("server.families", float(len(families)), SPECS["server.families"].unit,
                             make_labels(instance=instance)))
-    meta: dict = {"dialect": dialect.name, "model": ", ".join(models), "engines": engines}
     if dropped:
-        meta["series_dropped"] = dropped
         ctx.notes.append(cardinality_note(dropped, worst_family))
-    if ctx.notes:
-        meta["notes"] = ctx.notes
+    meta = ServerMeta(dialect=dialect.name, model=", ".join(models), engines=tuple(engines),
+                      series_dropped=dropped, notes=tuple(ctx.notes))
     return Exposition(dialect.name, readings, meta, len(families))
 
 

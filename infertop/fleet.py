@@ -25,9 +25,9 @@ from .pipeline import Evaluator, Frame, Pipeline
 from .units import natural_key
 
 def node_of(name: str, sample: Sample | None = None) -> str | None:
-    """The node of a fleet sample: ``meta["node"]``, else the part after ``@``."""
-    if sample is not None and sample.meta.get("node"):
-        return str(sample.meta["node"])
+    """The node of a fleet sample: its meta's ``node``, else the part after ``@``."""
+    if sample is not None and sample.meta.node:
+        return sample.meta.node
     return name.rpartition("@")[2] if "@" in name else None
 
 

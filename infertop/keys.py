@@ -369,6 +369,15 @@ FAMILY_VIEWS: dict[str, tuple[str, ...]] = {
                                            "pd.ttft_split_seconds"),
 }
 
+# Names a rule's evidence carries that no probe reads: computed by the rule itself (how
+# long a server has been unreachable).  Declared here so every use is checked like a
+# reading key (tests/test_keys_declared.py); they are not readings, so not in SPECS.
+EVIDENCE_KEYS: frozenset[str] = frozenset({"server.downtime_seconds"})
+
+# The first part of every declared key: a string literal "<namespace>.<name>" anywhere in
+# the code is taken for a key and must be declared (tests/test_keys_declared.py).
+NAMESPACES: frozenset[str] = frozenset(k.split(".", 1)[0] for k in SPECS)
+
 
 def spec(key: str) -> KeySpec | None:
     return SPECS.get(key)

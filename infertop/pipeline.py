@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from .findings import Finding
 from .history import History
 from .keys import SPECS
+from .meta import ProcessMeta
 from .model import LAYERS, Kind, Layer, Reading, Snapshot, Status
 
 
@@ -117,8 +118,8 @@ SERVER_PREFIX = "server:"
 def server_pid(snap: Snapshot) -> Any:
     """The server process the process source follows this tick (None when unknown)."""
     s = snap.samples.get("process")
-    server = s.meta.get("server") if s is not None else None
-    return server.get("pid") if isinstance(server, dict) else None
+    meta = s.meta if s is not None else None
+    return meta.server.pid if isinstance(meta, ProcessMeta) and meta.server else None
 
 
 def unreachable_servers(snap: Snapshot) -> dict[str, str]:

@@ -244,11 +244,11 @@ def test_process_tree_reads_like_a_live_one(kind):
         assert (got_kind, got_role) == (kind, r.label("role")) or \
             (got_kind == "python" and r.label("role") == "helper"), (r.label("name"), r.text)
     meta = snap.samples["process"].meta
-    assert meta["server"]["kind"] == kind and set(meta["tree"]) == \
+    assert meta.server.kind == kind and set(meta.tree) == \
         {int(r.label("pid")) for r in infos}
     # the GPU holders are processes of the tree
     holders = {int(r.label("pid")) for r in snap.readings("process.gpu_mem_bytes")}
-    assert holders - set(meta["tree"]) == {7320}  # only the neighbour on GPU 2 is foreign
+    assert holders - set(meta.tree) == {7320}  # only the neighbour on GPU 2 is foreign
 
 
 # ---- signatures ---------------------------------------------------------------------------
@@ -373,7 +373,7 @@ def test_gpu_memory_creeps_towards_oom():
 def test_weights_held_twice_by_an_orphan():
     snap = play("mem-weights-twice").snaps[-1]
     held = {int(r.label("pid")): r.value for r in snap.readings("process.gpu_mem_bytes")}
-    tree = set(snap.samples["process"].meta["tree"])
+    tree = set(snap.samples["process"].meta.tree)
     big = [pid for pid, v in held.items() if v > 16 * GIB]
     assert len(big) == 2 and set(big) <= tree  # two engines of one server, one GPU
     names = {int(r.label("pid")): r.label("name") for r in snap.readings("process.info")}
@@ -392,7 +392,7 @@ def test_gil_contention_more_threads_less_throughput():
     cpu = p.mean(ph, "process.cpu_ratio", name="vllm")
     assert 0.85 < cpu < 1.15  # capped near one core however many threads
     snap = p.phase_snaps(ph)[-1]
-    pid = snap.samples["process"].meta["server"]["pid"]
+    pid = snap.samples["process"].meta.server.pid
     threads = sorted((r.value for r in snap.readings("thread.cpu_ratio")
                       if r.label("pid") == str(pid)), reverse=True)
     assert threads[0] > 0.45 * snap.value("process.cpu_ratio", name="vllm")  # holds the GIL
@@ -494,7 +494,7 @@ def test_error_burst_downtime_and_restart():
     for s in down:
         srv = s.samples["server:demo"]
         assert srv.status is Status.ERROR and "connection refused" in srv.reason
-        assert s.samples["process"].meta["server"] is None
+        assert s.samples["process"].meta.server is None
         assert s.value("gpu.mem_used_bytes") < 1 * GIB
     gen = p.history.get("server.generation_tokens_total",
                         p.snaps[-1].first("server.generation_tokens_total").labels)
@@ -502,8 +502,8 @@ def test_error_burst_downtime_and_restart():
     before = p.phase_snaps("errors")[-1].value("server.process_start_seconds")
     after = p.phase_snaps("warm-up")[0].value("server.process_start_seconds")
     assert after > before
-    assert p.phase_snaps("warm-up")[0].samples["process"].meta["server"]["pid"] != \
-        p.phase_snaps("errors")[0].samples["process"].meta["server"]["pid"]
+    assert p.phase_snaps("warm-up")[0].samples["process"].meta.server.pid != \
+        p.phase_snaps("errors")[0].samples["process"].meta.server.pid
     assert p.derived_value("recovered", "server.error_ratio") == 0
 
 

@@ -112,7 +112,7 @@ def test_its_settings_are_read_from_the_command_line(toy):
 
 def test_its_metrics_page_is_detected_and_mapped(toy):
     e = readings_from_exposition(TOY_PAGE, "127.0.0.1:7777")
-    assert e.dialect == "toyserve" and e.meta["engines"] == ["0", "1"]
+    assert e.dialect == "toyserve" and e.meta.engines == ("0", "1")
     running = {r.label("engine"): r.value for r in e.readings
                if r.key == "server.requests_running"}
     assert running == {"0": 3.0, "1": 4.0}

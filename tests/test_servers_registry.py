@@ -59,7 +59,7 @@ def test_every_kind_has_a_metrics_fixture_that_maps_to_its_readings(kind):
         text = page.read_text()
         assert detect_dialect(parse(text)) == kind, page.name
         e = readings_from_exposition(text, INST)
-        assert e.dialect == kind and e.meta["dialect"] == kind
+        assert e.dialect == kind and e.meta.dialect == kind
         got = {r.key for r in e.readings if r.status is Status.OK}
         # the basics every kind maps, read from its own page
         assert {"server.requests_running", "server.requests_waiting"} <= got, page.name

@@ -30,6 +30,7 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from infertop import __version__
+from infertop.meta import meta_url
 from infertop.model import Status
 from infertop.pipeline import Frame, Pipeline
 from infertop.textclean import clean
@@ -523,12 +524,12 @@ class InfertopApp(App):
         for name, cap in sorted(snap.capabilities.items()):
             if not cap.available:
                 t.append(f" –{name.split(':', 1)[0]}", style=styles.get("muted", ""))
-        server = snap.meta("server")
-        kind = snap.meta("dialect") or (server.get("kind") if isinstance(server, dict) else None)
-        model = clean(str(snap.meta("model") or ""))
-        url = clean(str(snap.meta("url") or ""))
-        engines = snap.meta("engines")
-        gpus = snap.meta("gpus")
+        pm, sm, nm = snap.process_meta(), snap.server_meta(), snap.nvml_meta()
+        kind = (sm.dialect if sm else None) or (pm.server.kind if pm and pm.server else None)
+        model = clean(str((sm.model if sm else None) or ""))
+        url = clean(str(meta_url(snap) or ""))
+        engines = sm.engines if sm else None
+        gpus = nm.gpus if nm else None
         counts = f"  {len(gpus) if gpus else 0} GPU" + \
             (f"  {len(engines)} engines" if engines and len(engines) > 1 else "") + \
             f"  {self.interval:g}s"

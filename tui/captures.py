@@ -13,6 +13,7 @@ from rich.text import Text
 if TYPE_CHECKING:
     from .screens.capture import CaptureScreen
 
+from infertop.meta import meta_url
 from infertop.probes.capture.files import CaptureError, capture_dir, capture_path
 
 ROLE_ORDER = ("api_server", "engine_core", "scheduler", "worker", "server", "router", "shard")
@@ -55,9 +56,10 @@ class CaptureController:
 
     def server_name(self) -> str:
         frame = self.app.frame
-        server = frame.snapshot.meta("server") if frame else None
-        kind = server.get("kind") if isinstance(server, dict) else None
-        return kind or (frame.snapshot.meta("dialect") if frame else None) or "server"
+        pm = frame.snapshot.process_meta() if frame else None
+        sm = frame.snapshot.server_meta() if frame else None
+        kind = pm.server.kind if pm and pm.server else None
+        return kind or (sm.dialect if sm else None) or "server"
 
     def _dir(self):
         return capture_dir(self.app.options.capture_dir)
@@ -189,7 +191,7 @@ class CaptureController:
         from infertop.probes.capture.profiler_endpoint import start_stop_profile
         self.running = "profiler capture"
         frame = self.app.frame
-        url = frame.snapshot.meta("url") if frame else None
+        url = meta_url(frame.snapshot) if frame else None
         try:
             if not url:
                 raise CaptureError("no server URL known", "start infertop with --url URL")

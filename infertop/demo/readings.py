@@ -8,6 +8,7 @@ from exposition text (``scenario_expo``) through the same parser as live data.
 from __future__ import annotations
 
 from infertop.keys import SPECS
+from infertop.meta import GpuName, NvmlMeta, ProcessMeta, ServerInfo
 from infertop.model import Kind, Reading, Sample, Status, make_labels
 from infertop.demo.scenario import THROTTLE_NAMES
 from infertop.demo.sim import SimFrame
@@ -73,7 +74,7 @@ def nvml_sample(frame: SimFrame) -> Sample:
         uuid = gpu_uuid(g.index)
         bus = f"00000000:{0x18 + 0x10 * g.index:02X}:00.0"
         info = make_labels(gpu=g.index, uuid=uuid, pci_bus_id=bus)
-        gpus_meta.append({"index": g.index, "name": s["gpu_name"], "uuid": uuid})
+        gpus_meta.append(GpuName(g.index, s["gpu_name"], uuid))
         xid = [_r("gpu.xid_total", float(g.xid_total), lab)]
         if g.xid_total:
             xid.append(_r("gpu.xid_last", float(g.xid_last), lab))
@@ -136,9 +137,9 @@ def nvml_sample(frame: SimFrame) -> Sample:
             for x, y in ((a, b), (b, a)):
                 readings.append(_r("gpu.topology", 1.0, make_labels(gpu=x.index, peer=y.index),
                                    text=path))
-    meta = {"gpus": gpus_meta, "driver": "580.95.05",
-            "gpm": [g.index for g in live if s["gpm"]],
-            "xid": [g.index for g in live], "demo": True}
+    meta = NvmlMeta(gpus=tuple(gpus_meta), driver="580.95.05",
+                    gpm=tuple(g.index for g in live if s["gpm"]),
+                    xid=tuple(g.index for g in live), demo=True)
     return Sample("nvml", frame.time, tuple(readings), Status.OK, "", meta)
 
 
@@ -173,16 +174,14 @@ def process_sample(frame: SimFrame, settings: dict[str, str] | None = None) -> S
     for name, value in (settings or {}).items():
         readings.append(_r("server.setting", 1.0, make_labels(name=name), text=value))
     readings += model_readings(frame.setup)
-    meta: dict = {"in_container": False}
     root = entry_process(frame)
     if root is not None:
-        meta.update(server={"pid": root.pid, "kind": frame.kind, "name": root.name,
-                            "reason": "demo scenario",
-                            "port": registry.default_port(frame.kind)},
-                    tree=[p.pid for p in frame.procs])
+        meta = ProcessMeta(in_container=False, server=ServerInfo(
+            root.pid, frame.kind, root.name, "demo scenario", registry.default_port(frame.kind)),
+            tree=tuple(p.pid for p in frame.procs))
         return Sample("process", frame.time, tuple(readings), Status.OK, "", meta)
     why = "server pid exited (the server is down)"
-    meta.update(server=None, tree=[], reason=why)
+    meta = ProcessMeta(in_container=False, server=None, tree=(), reason=why)
     return Sample("process", frame.time, tuple(readings), Status.OK, why, meta)
 
 

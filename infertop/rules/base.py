@@ -352,7 +352,8 @@ class Context:
             if known:   # NVML's host pids matched to the tree as the screen does (pidmap):
                 # directly or through the PID-namespace aliases; another program's are not
                 tree = {int(p) for p in known if p.isdigit()}
-                aliases = [(int(a), int(p)) for a, p in self.snapshot.meta("pid_aliases") or ()]
+                pm = self.snapshot.process_meta()
+                aliases = list(pm.pid_aliases) if pm else []
                 matched, _ = map_gpu_pids(tree, held, aliases)
             else:       # no process tree read: each GPU process stands for itself
                 matched = {}

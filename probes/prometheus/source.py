@@ -29,10 +29,12 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from dataclasses import replace
 from typing import Any
 
 from infertop.dcgm import DCGM_NAMES, families_from_series, gpu_readings
 from infertop.dialects import GENERIC, readings_from_families
+from infertop.meta import NvmlMeta, PrometheusMeta, ServerMeta
 from infertop.servers import registry
 from infertop.model import Capability, Reading, Sample, Snapshot, Status, make_labels
 from infertop.source import SnapshotSource
@@ -176,7 +178,7 @@ class PrometheusSource(SnapshotSource):
                 self._by_instance, self._seen = {}, {}   # start over when it answers
         if self._cached is None:
             s = Sample("prometheus", now, (), Status.ERROR, self.last_error,
-                       {"url": self.client.base})
+                       PrometheusMeta(url=self.client.base))
             return Snapshot(now, {"prometheus": s}, self._tick,
                             {"prometheus": Capability("prometheus", False, self.last_error)})
         # mapping ~20k series takes a few hundred ms: in a thread, off the event loop
@@ -186,7 +188,7 @@ class PrometheusSource(SnapshotSource):
             why = (f"Prometheus at {self.client.base} answered {len(self._cached[0])} usable "
                    "targets and no usable series (labels must be strings)")
             samples = {"prometheus": Sample("prometheus", now, (), Status.ERROR, why,
-                                            {"url": self.client.base})}
+                                            PrometheusMeta(url=self.client.base))}
         caps = {n: Capability(n, True) for n in samples}
         self.capabilities = caps
         return Snapshot(now, samples, self._tick, caps)
@@ -243,8 +245,8 @@ def build_samples(targets: list[Target], dcgm: list, servers: list, *,
     for node, series in per_node.items():
         def gpu_sample(node=node, series=series) -> Sample:
             readings, meta = gpu_readings(series)
-            meta.update(node=node, via="prometheus dcgm-exporter",
-                        instances=sorted(dcgm_instances[node]))
+            meta = replace(meta, node=node, via="prometheus dcgm-exporter",
+                           instances=tuple(sorted(dcgm_instances[node])))
             return Sample(f"nvml@{node}", now, tuple(readings), Status.OK, "", meta)
         samples[f"nvml@{node}"] = cache.get(("nvml", node), series, gpu_sample)
     # ---- servers: one "server:<instance>" sample per server target -----------------------
@@ -256,8 +258,7 @@ def build_samples(targets: list[Target], dcgm: list, servers: list, *,
         def server_sample(node=node, inst=inst, series=series) -> Sample:
             expo = readings_from_families(families_from_series(series), inst)
             t = by_instance.get(inst)
-            meta = dict(expo.meta)
-            meta.update(node=node, url=t.url if t else "", via="prometheus")
+            meta = replace(expo.meta, node=node, url=t.url if t else "", via="prometheus")
             name = f"server:{inst}@{node}"
             return Sample(name, now, tuple(expo.readings), Status.OK, "", meta)
         samples[f"server:{inst}@{node}"] = cache.get(("server", node, inst), series,
@@ -285,9 +286,10 @@ def build_samples(targets: list[Target], dcgm: list, servers: list, *,
             is_gpu = "dcgm" in t.job.lower() or t.instance.endswith(":9400")
             name = f"nvml@{node}" if is_gpu else f"server:{t.instance}@{node}"
             if name not in samples:
-                samples[name] = Sample(name, now, (), Status.ERROR, clean_text(reason),
-                                       {"node": node, "url": t.url, "via": "prometheus"})
+                meta = NvmlMeta(node=node, url=t.url, via="prometheus") if is_gpu else \
+                    ServerMeta(node=node, url=t.url, via="prometheus")
+                samples[name] = Sample(name, now, (), Status.ERROR, clean_text(reason), meta)
     for node, rs in per_node_targets.items():
         name = f"prometheus@{node}"
-        samples[name] = Sample(name, now, tuple(rs), Status.OK, "", {"node": node})
+        samples[name] = Sample(name, now, tuple(rs), Status.OK, "", PrometheusMeta(node=node))
     return dict(sorted(samples.items()))

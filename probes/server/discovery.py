@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from infertop.probes.server.settings import _pick, parse_flags
 from infertop.probes.server.settings import server_settings as server_settings
 from infertop.redact import redact_argv
+from infertop.meta import ServerInfo
 from infertop.servers import registry
 from infertop.textclean import clean
 
@@ -59,12 +60,9 @@ class ServerProcess:
     members: list[int] = field(default_factory=list)  # tree pids seen when found
     by_name_not_port: bool = False  # --url given, but its port's owner could not be read
 
-    def to_meta(self) -> dict[str, object]:
-        d: dict[str, object] = {"pid": self.pid, "kind": self.kind, "name": self.name,
-                                "reason": self.reason, "port": self.port}
-        if self.by_name_not_port:
-            d["found_by"] = "name, not port"
-        return d
+    def to_meta(self) -> ServerInfo:
+        return ServerInfo(self.pid, self.kind, self.name, self.reason, self.port,
+                          "name, not port" if self.by_name_not_port else "")
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ Also here: the /proc side of matching NVML's process list to the tree (``read_ns
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 import math
 import os
 import pwd
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from infertop.keys import SPECS
+from infertop.meta import ProcessMeta
 from infertop.model import Capability, Reading, Sample, Status, make_labels
 from infertop.textclean import clean
 
@@ -38,6 +40,7 @@ from infertop.probes.server.discovery import (ROOT_ROLES, ServerProcess, classif
 
 from infertop.probes.server.host_top import NAME_MAX, HostTopCpu
 from infertop.probes.server.model_config import ModelConfigReader
+from infertop.probes.registry import ProbeSpec, register
 
 CMDLINE_MAX = 300
 
@@ -212,16 +215,15 @@ class ProcessProbe(BlockingProbe):
         readings = self._host(psutil)
         readings += self._top_consumers(readings)
         server = self._ensure_server(psutil)
-        meta: dict[str, Any] = {"in_container": self._container[0]}
-        if self._container[0]:
-            meta["in_container_why"] = self._container[1]
+        meta = ProcessMeta(in_container=self._container[0],
+                           in_container_why=self._container[1] if self._container[0] else "")
         tree = self._tree(psutil, server) if server else None
         if server is None or tree is None:
             self.tree = []
             self._prev_cpu.clear()
             self._prev_thr.clear()
             why = "; ".join(w for w in (self._exited, self._why) if w)
-            meta.update(server=None, tree=[], looked_for=looked_for(), reason=why)
+            meta = replace(meta, server=None, tree=(), looked_for=looked_for(), reason=why)
             return sample(self.name, readings, meta=meta, started=started, reason=why)
         seen: set[tuple[int, float]] = set()
         pids = []
@@ -249,10 +251,10 @@ class ProcessProbe(BlockingProbe):
         # the model's shape for the speed-of-light estimate (cached; read once per model)
         readings += self._model_config.readings(settings, pid=server.pid)
         self.tree = pids
-        meta.update(server=server.to_meta(), tree=pids)
         aliases = ns_pid_aliases(pids)
-        if aliases:  # only when the tree lives in a nested PID namespace
-            meta["pid_aliases"] = sorted([a, p] for a, p in aliases.items())
+        # pid_aliases only when the tree lives in a nested PID namespace
+        meta = replace(meta, server=server.to_meta(), tree=tuple(pids),
+                       pid_aliases=tuple(sorted(aliases.items())))
         return sample(self.name, readings, meta=meta, started=started)
 
     # -- server discovery and liveness
@@ -482,3 +484,19 @@ class ProcessProbe(BlockingProbe):
         out.append(_reading("host.mem_used_bytes", float(vm.total - vm.available), {}))
         out.append(_reading("host.mem_total_bytes", float(vm.total), {}))
         return out
+
+
+SPEC = register(ProbeSpec(
+    name="process",
+    keys=("host.cpu_ratio", "host.cpu_count", "host.load1", "host.top_cpu_cores",
+          "host.mem_used_bytes", "host.mem_total_bytes", "process.info", "process.cpu_ratio",
+          "process.rss_bytes", "process.threads", "process.state", "process.ctx_switches_total",
+          "thread.cpu_ratio", "server.setting", "model.info", "model.params",
+          "model.active_params", "model.weight_bytes", "model.kv_bytes_per_token"),
+    needs="psutil and /proc (the server's process tree, host CPU and memory); the "
+          "model's config.json for model.*",
+    # the server --url or --pid names (discovered by name with neither)
+    build=lambda args, target: [ProcessProbe(
+        pid=target.pid, url=target.given_urls[0] if target.given_urls else None)],
+    demo="infertop.demo.readings:process_sample",
+))

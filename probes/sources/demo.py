@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from infertop.keys import SPECS
+from infertop.meta import ServerMeta
 from infertop.model import Capability, Reading, Sample, Snapshot, Status, make_labels
 from infertop.demo.scenario import Scenario, ScenarioError, list_scenarios, load_scenario
 from infertop.demo.exposition import render
@@ -71,7 +72,7 @@ class DemoSource(SnapshotSource):
         self.epoch = 0
         self._ended = False
         self._settings_cache: dict[tuple, dict[str, str]] = {}
-        self._last_meta: dict[str, Any] = {}
+        self._last_meta = ServerMeta()
         self._run = self._new_run(self.names[self._index])
 
     # ---- scenario control --------------------------------------------------------------
@@ -210,10 +211,11 @@ class DemoSource(SnapshotSource):
         url = f"demo://{self.scenario.name}/metrics"
         if frame.down:
             return Sample(src, frame.time, (), Status.ERROR, refused_message(url),
-                          dict(self._last_meta))
+                          self._last_meta)
         text = render(frame, self.dialect or frame.kind)
-        got = sample_from_exposition(src, frame, text, self.instance, url=url,
-                                     remember=self._last_meta)
+        got = sample_from_exposition(src, frame, text, self.instance, url=url)
+        if isinstance(got.meta, ServerMeta):
+            self._last_meta = got.meta
         return with_role(got, frame, self.instance) if frame.prefill is not None else got
 
     def prefill_sample(self, frame: SimFrame) -> Sample:
@@ -272,8 +274,8 @@ def with_role(sample: Sample, frame: SimFrame, instance: str) -> Sample:
     return replace(sample, readings=(*sample.readings, r))
 
 
-def sample_from_exposition(source: str, frame: SimFrame, text: str, instance: str, *, url: str,
-                           remember: dict[str, Any] | None = None) -> Sample:
+def sample_from_exposition(source: str, frame: SimFrame, text: str, instance: str, *,
+                           url: str) -> Sample:
     """Parse demo exposition text with the live dialect mapper into the server Sample."""
     from infertop.dialects import readings_from_exposition
 
@@ -287,12 +289,8 @@ def sample_from_exposition(source: str, frame: SimFrame, text: str, instance: st
         readings.append(Reading("server.process_start_seconds", float(int(frame.start_time)),
                                 SPECS["server.process_start_seconds"].unit,
                                 make_labels(instance=instance)))
-    meta = dict(expo.meta or {})
-    meta.setdefault("dialect", expo.dialect)
-    meta.setdefault("model", frame.model)
-    meta.update(url=url, scrape_bytes=len(text.encode("utf-8")),
-                engines=[str(e.index) for e in frame.engines])
-    if remember is not None:
-        remember.clear()
-        remember.update(meta)
+    meta = replace(expo.meta, dialect=expo.meta.dialect or expo.dialect,
+                   model=frame.model if expo.meta.model is None else expo.meta.model,
+                   url=url, scrape_bytes=len(text.encode("utf-8")),
+                   engines=tuple(str(e.index) for e in frame.engines))
     return Sample(source, frame.time, tuple(readings), Status.OK, "", meta)

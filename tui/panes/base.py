@@ -28,6 +28,7 @@ from textual.visual import Visual, visualize
 from textual.widgets import Static
 
 from infertop.history import Series
+from infertop.meta import ProcessMeta
 from infertop.model import Layer, Reading, Status
 from infertop.findings import Evidence, Finding, Severity
 from infertop.pidmap import gpu_holders
@@ -273,8 +274,9 @@ class PaneContext:
             procs = [(int(r.label("gpu") or 0), int(r.label("pid")), r.value or 0.0)
                      for r in self.readings("process.gpu_mem_bytes") if r.label("pid").isdigit()]
             snap = self.frame.snapshot
-            held, outside = gpu_holders(snap.meta("tree") or list(names), procs,
-                                        [tuple(a) for a in snap.meta("pid_aliases") or []], names)
+            pm = snap.process_meta()
+            held, outside = gpu_holders(list(pm.tree) if pm and pm.tree else list(names),
+                                        procs, list(pm.pid_aliases) if pm else [], names)
             self.extras_cache["gpu_holders"] = ({str(k): v for k, v in held.items()}, outside)
         return self.extras_cache["gpu_holders"]
 
@@ -289,8 +291,10 @@ class PaneContext:
                 continue
             if s.status is not Status.OK:
                 why.append(f"{s.status.value}: {s.reason}")
-            elif s.reason or s.meta.get("reason"):
-                why.append(s.reason or s.meta["reason"])
+            elif s.reason:
+                why.append(s.reason)
+            elif isinstance(s.meta, ProcessMeta) and s.meta.reason:
+                why.append(s.meta.reason)
         return "\n".join(why) or None
 
     def note(self, text: str, role: str = "muted") -> Text:

@@ -82,7 +82,7 @@ class MemoryPane(LayerPane):
         if procs:
             if outside:
                 where = " (in a container, host PIDs may be invisible)" \
-                    if ctx.frame.snapshot.meta("in_container") else ""
+                    if (pm := ctx.frame.snapshot.process_meta()) and pm.in_container else ""
                 parts.append(ctx.note(f"{len(outside)} GPU process(es) outside the server's "
                                       f"tree{where}"))
         host_used, host_total = ctx.one("host.mem_used_bytes"), ctx.one("host.mem_total_bytes")

@@ -29,10 +29,11 @@ class SchedulingPane(LayerPane):
                 line.append(f" of {cores.value:.0f} cores ")
             parts.append(Optional(line.append_text(ctx.spark("host.cpu_ratio", 12, 0, 1))))
         procs = ctx.readings("process.info")
-        server = ctx.frame.snapshot.meta("server")
-        if procs and isinstance(server, dict) and server.get("found_by"):
+        pm = ctx.frame.snapshot.process_meta()
+        server = pm.server if pm else None
+        if procs and server is not None and server.found_by:
             # --url's port owner could not be read: this tree is a guess, and says so
-            parts.append(ctx.note(f"found by name, not by port: {server.get('reason', '')}"))
+            parts.append(ctx.note(f"found by name, not by port: {server.reason}"))
         if procs:
             parts.append(process_table(ctx, procs))
             threads = sorted((r for r in ctx.readings("thread.cpu_ratio") if r.ok),
@@ -44,7 +45,7 @@ class SchedulingPane(LayerPane):
                 parts.append(Optional(tt))
         else:
             snap = ctx.frame.snapshot
-            looked = snap.meta("looked_for")
+            looked = pm.looked_for if (pm := snap.process_meta()) else None
             why = ctx.source_reason("process")
             parts.append(ctx.note("No server process found" + (f": {why}" if why else "") +
                                   (f"\nLooked for {looked}." if looked else "")))

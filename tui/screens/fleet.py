@@ -23,6 +23,7 @@ from textual.widgets import DataTable, Input, Static
 
 from infertop.findings import Finding, Severity
 from infertop.fleet import FleetFrame, node_summary
+from infertop.meta import ServerMeta
 from infertop.model import LAYERS, Status
 from infertop.units import HUGE, fmt_value, natural_key
 
@@ -128,7 +129,7 @@ def engine_rows(frame: FleetFrame) -> list[EngineRow]:
             findings = [f for f in frame.node_findings(node)
                         if dict(f.subject).get("instance") in (None, inst)]
             status = s.status.value if s.status is not Status.OK else "ok"
-            rows.append(EngineRow(node, inst, str(s.meta.get("model") or ""),
+            rows.append(EngineRow(node, inst, _model_of(s),
                                   Worst.of(findings), node_summary(sub), status))
     return rows
 
@@ -402,3 +403,7 @@ class NodeScreen(Screen):
         app = self.fleet_app
         if getattr(app, "frame", None) is not None:
             app.refresh_node_screen()
+
+
+def _model_of(s) -> str:
+    return (s.meta.model or "") if isinstance(s.meta, ServerMeta) else ""

@@ -34,7 +34,8 @@ def process_rows(ctx: PaneContext) -> Columns:
     """One row per PID of the server's tree and of every GPU process."""
     info = {r.label("pid"): r for r in ctx.readings("process.info") if r.label("pid")}
     owners = {r.label("pid"): r for r in ctx.readings("process.gpu_owner") if r.label("pid")}
-    aliases = {str(a): str(p) for a, p in ctx.frame.snapshot.meta("pid_aliases") or []}
+    pm = ctx.frame.snapshot.process_meta()
+    aliases = {str(a): str(p) for a, p in (pm.pid_aliases if pm else ())}
     held, _outside = ctx.gpu_holders()
     gpu_mem: dict[str, list] = {}
     for r in ctx.readings("process.gpu_mem_bytes"):
