@@ -49,7 +49,7 @@ class ParallelismPane(LayerPane):
             rows = []
             for key, label in (("gpu.sm_active_ratio", "SM act spread"),
                                ("gpu.util_ratio", "util spread")):
-                vals = [r.value for r in ctx.readings(key) if r.ok]
+                vals = [v for r in ctx.readings(key) if r.ok and (v := r.value) is not None]
                 s = spread(vals)
                 if s is not None:
                     rows.append((label, Text(f"{s * 100:.0f} pts"), ""))

@@ -88,7 +88,7 @@ def queue_line(ctx: PaneContext) -> Text:
         n = len({(r.label("instance"), r.label("engine")) for r in (running or waiting)})
         out.append(f"({n} engines)  ")
         worst = max((r for r in qp99 if r.ok and r.value is not None),
-                    key=lambda r: r.value, default=None)
+                    key=lambda r: r.value or 0.0, default=None)   # None is left out above
         if worst is not None:
             out.append("queue p99 ").append_text(ctx.value_text(worst))
             out.append(ctx.engine_tag(worst) + "  ")
@@ -115,7 +115,7 @@ def deferral_and_sleep(ctx: PaneContext) -> Text:
     if deferred:
         out.append("deferred ").append_text(
             ctx.value_text(deferred[0]) if len(deferred) == 1
-            else Text(f"{sum(r.value for r in deferred):.0f}"))
+            else Text(f"{sum(r.value or 0.0 for r in deferred):.0f}"))   # all non-zero
         out.append("  ")
     for r in ctx.readings("server.sleep_level"):
         if r.ok and r.value:
@@ -169,7 +169,8 @@ def process_table(ctx: PaneContext, procs):
         name = p.label("name") or "?"
         role = p.label("role")
         indent = "  " * depth.get(pid, 0)
-        csw = [r.value for r in ctx.readings("process.ctx_switches_per_second", pid=pid) if r.ok]
+        csw = [v for r in ctx.readings("process.ctx_switches_per_second", pid=pid)
+               if r.ok and (v := r.value) is not None]
         state = ctx.one("process.state", pid=pid)
         code = STATE_CODES.get(state.text, "?") if state is not None and state.text else "–"
         t.add_row(pid, f"{indent}{name}" + (f" ({role})" if role and role not in name.lower() else ""),

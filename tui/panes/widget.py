@@ -20,14 +20,23 @@ from textual.geometry import Region
 from textual.reactive import Reactive
 from textual.strip import Strip
 from textual.visual import Visual, visualize
+from textual.screen import Screen
 from textual.widgets import Static
 
 from infertop.findings import Severity
 from infertop.model import Layer
 
+from ..app_of import infertop_app
 from ..zoom_table import TABLE_BINDINGS, TableView, ZoomTableKeys
 from .columns import Columns
 from .context import FrameLookups, PaneContext
+
+
+class ZoomingScreen(Screen):
+    """A screen that zooms its own panes (a fleet node's), where the main screen's panes
+    zoom with the app (``InfertopApp.zoomed``)."""
+
+    zoomed: int | None = None     # the layer index zoomed on this screen (None: none)
 
 
 class LayerPane(ZoomTableKeys, Static):
@@ -84,10 +93,12 @@ class LayerPane(ZoomTableKeys, Static):
     def is_zoomed(self) -> bool:
         """Zoomed on the main screen (app.zoomed) or on a fleet node's screen."""
         try:
-            holder = self.screen if hasattr(self.screen, "zoomed") else self.app
+            screen = self.screen
+            zoomed = screen.zoomed if isinstance(screen, ZoomingScreen) else \
+                infertop_app(self).zoomed
         except Exception:     # no running app (drawn from a test)
             return False
-        return getattr(holder, "zoomed", None) == self.pane_layer.index
+        return zoomed == self.pane_layer.index
 
     def on_resize(self, _event) -> None:
         """Zoomed in or out, or the terminal resized: draw the frame again at the new size
@@ -99,7 +110,7 @@ class LayerPane(ZoomTableKeys, Static):
         """A table key was pressed: draw the same frame again with the new view.  While a
         poll feeds the pipeline in its thread History is not read; that poll draws next."""
         lookups = self._last_lookups
-        if lookups is None or getattr(self.app, "polling", False):
+        if lookups is None or infertop_app(self).polling:
             return
         self.show(lookups)
 

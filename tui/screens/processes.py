@@ -10,7 +10,7 @@ probe's ``process.*`` for the server's tree, NVML's ``process.gpu_mem_bytes`` /
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import RenderableType
 from rich.text import Text
@@ -23,12 +23,16 @@ from infertop.model import Layer
 from infertop.textclean import clean
 from infertop.units import fmt_value, natural_key
 
+from ..app_of import infertop_app
 from ..panes.columns import Columns
 from ..panes.context import FrameLookups, PaneContext
 from ..panes.layout import fit
 from ..panes.widget import LayerPane
 from ..widgets.filter_line import FilterLine
 from ..widgets.keybar import KeyBar
+
+if TYPE_CHECKING:    # the app imports this screen
+    from ..app import InfertopApp
 
 HEADERS = ["PID", "user", "role", "GPU", "GPU mem", "SM", "CPU", "RSS", "command"]
 
@@ -115,11 +119,11 @@ class ProcessScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one(ProcessesPane).focus()
-        app: Any = self.app
+        app = infertop_app(self)
         self.query_one("#header", Static).update(app._header_text(app.frame))
         self.show(app)
 
-    def show(self, app: Any) -> None:
+    def show(self, app: InfertopApp) -> None:
         """Draw the app's newest frame (the app calls this every tick while on top)."""
         if app.frame is None:
             return
