@@ -27,7 +27,7 @@ from helpers.panes import PANES  # noqa: E402
 from infertop.cli.main import build_parser, make_pipeline  # noqa: E402
 from infertop.pipeline import Pipeline  # noqa: E402
 from infertop.themes import roles  # noqa: E402
-from infertop.tui.panes.base import PaneContext  # noqa: E402
+from infertop.tui.panes.context import PaneContext  # noqa: E402
 
 
 async def frames(src, pipe, ticks):

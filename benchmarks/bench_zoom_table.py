@@ -24,7 +24,7 @@ from helpers.big_source import BigSource  # noqa: E402
 from helpers.panes import PANES  # noqa: E402
 from infertop.pipeline import Pipeline  # noqa: E402
 from infertop.themes import roles  # noqa: E402
-from infertop.tui.panes.base import PaneContext  # noqa: E402
+from infertop.tui.panes.context import PaneContext  # noqa: E402
 from infertop.tui.zoom_table import ZOOM_ROWS, TableView  # noqa: E402
 
 

@@ -13,11 +13,13 @@ from .findings import Finding
 from .history import History
 from .keys import SPECS
 from .meta import ProcessMeta
-from .model import LAYERS, Kind, Layer, Reading, Snapshot, Status
+from .model import LAYERS, Labels, Layer, Reading, Snapshot, Status
+from .reading_index import CUMULATIVE, ReadingIndex
 
 
 class Evaluator(Protocol):
-    def evaluate(self, history: History, snapshot: Snapshot, derived: list[Reading]) -> list[Finding]:
+    def evaluate(self, history: History, snapshot: Snapshot, derived: list[Reading],
+                 index: ReadingIndex | None = None) -> list[Finding]:
         ...
 
     def missing_inputs(self, history: History) -> dict[str, list[str]]:
@@ -38,25 +40,45 @@ class Frame:
     # by SRV rules, not on old values)
     stale: list[Reading] = field(default_factory=list)
     _all: list[Reading] | None = field(default=None, repr=False, compare=False)
+    # the tick's readings by key, shared with the rules' Context (the pipeline builds it
+    # once; a Frame made by hand builds its own on first use)
+    readings_index: ReadingIndex | None = field(default=None, repr=False, compare=False)
     _index: dict[str, list[Reading]] | None = field(default=None, repr=False, compare=False)
     _by_label: dict[tuple[str, str], dict[str, list[Reading]]] | None = field(
         default=None, repr=False, compare=False)
+    _by_labels: dict[tuple[str, tuple[str, ...]], dict[tuple[str, ...], list[Reading]]] = \
+        field(default_factory=dict, repr=False, compare=False)
+    _exact: dict[str, dict[Labels, Reading]] = field(default_factory=dict, repr=False,
+                                                      compare=False)
 
     def all_readings(self) -> list[Reading]:
         """Current readings as a user reads them: raw gauges and infos, derived rates and
         quantiles; raw cumulative counters and histogram buckets stay in History."""
         if self._all is None:
             self._all = [r for r in self.snapshot.readings()
-                         if r.kind not in (Kind.COUNTER, Kind.HISTOGRAM)] + self.derived + \
-                [r for r in self.stale if r.kind not in (Kind.COUNTER, Kind.HISTOGRAM)]
+                         if r.kind not in CUMULATIVE] + self.derived + \
+                [r for r in self.stale if r.kind not in CUMULATIVE]
         return self._all
 
+    def reading_index(self) -> ReadingIndex:
+        """The tick's readings by key (reading_index.py), the one the rules read."""
+        if self.readings_index is None:
+            self.readings_index = ReadingIndex(self.snapshot, self.derived)
+        return self.readings_index
+
     def by_key(self, key: str) -> list[Reading]:
-        """Readings of one key (indexed once per frame: panes ask hundreds of times)."""
+        """Readings of one key as all_readings has them (the tick's index, plus this
+        frame's STALE readings: panes ask hundreds of times)."""
         if self._index is None:
-            idx: dict[str, list[Reading]] = {}
-            for r in self.all_readings():
-                idx.setdefault(r.key, []).append(r)
+            idx = self.reading_index().shown
+            stale = [r for r in self.stale if r.kind not in CUMULATIVE]
+            if stale:
+                extra: dict[str, list[Reading]] = {}
+                for r in stale:
+                    extra.setdefault(r.key, []).append(r)
+                idx = dict(idx)      # the shared lists stay as the rules saw them
+                for key_, rs in extra.items():
+                    idx[key_] = idx.get(key_, []) + rs
             self._index = idx
         return self._index.get(key, [])
 
@@ -72,6 +94,25 @@ class Frame:
             for r in self.by_key(key):
                 got.setdefault(r.label(name), []).append(r)
             idx[(key, name)] = got
+        return got
+
+    def by_labels(self, key: str,
+                  names: tuple[str, ...]) -> dict[tuple[str, ...], list[Reading]]:
+        """Readings of ``key`` grouped by their values of several labels (``names``, in
+        that order; "" when absent), built once per frame: rows looked up by (gpu, pid)."""
+        got = self._by_labels.get((key, names))
+        if got is None:
+            got = self._by_labels[(key, names)] = {}
+            for r in self.by_key(key):
+                got.setdefault(tuple(r.label(n) for n in names), []).append(r)
+        return got
+
+    def by_exact_labels(self, key: str) -> dict[Labels, Reading]:
+        """The reading of ``key`` for each label set (the last, when several share one),
+        built once per frame: the same engine's other readings carry the same labels."""
+        got = self._exact.get(key)
+        if got is None:
+            got = self._exact[key] = {r.labels: r for r in self.by_key(key)}
         return got
 
     def prepare(self, names: tuple[str, ...] = ("gpu", "pid")) -> "Frame":
@@ -192,10 +233,11 @@ class Pipeline:
         self.history.add(snap)
         derived = self._derive(self.history, self.window, **self._derive_opts)
         self.history.add_readings(snap.time, derived)
-        findings = (self.diagnoser.evaluate(self.history, snap, derived)
+        index = ReadingIndex(snap, derived)    # read by the rules, then the panes
+        findings = (self.diagnoser.evaluate(self.history, snap, derived, index)
                     if self.diagnoser is not None else [])
         frame = Frame(snap, derived, self.history, findings, self.window,
-                      stale=self._stale_last_good(snap, derived))
+                      stale=self._stale_last_good(snap, derived), readings_index=index)
         if self.first_time is None:
             self.first_time = snap.time
         if frame.sources_ok():

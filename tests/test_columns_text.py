@@ -1,4 +1,4 @@
-"""Columns._draw builds a table's Text as one string and one span list (tui/panes/base.py):
+"""Columns._draw builds a table's Text as one string and one span list (tui/panes/columns.py):
 it must give exactly the Text that appending each cell with Rich does (the oracle below,
 the code it replaced), styles, spans, wide characters, cut cells and flagged rows included."""
 
@@ -9,7 +9,7 @@ import random
 import pytest
 from rich.text import Text
 
-from infertop.tui.panes.base import Columns
+from infertop.tui.panes.columns import Columns
 
 STYLES = ["", "bold", "red", "bold #ff8800", "italic dim"]
 WORDS = ["GPU", "0", "87 %", "60.0 GiB", "tx 1.9 GiB/s", "VLLM::EngineCore", "日本語",
@@ -26,7 +26,8 @@ def oracle(cols: Columns, order: list[int], width: int) -> Text:
     ncol = max((len(r) for r in rows), default=0)
     widths = [min(cols.max_width, max((r[i].cell_len for r in rows if i < len(r)), default=0))
               for i in range(ncol)]
-    from infertop.tui.panes.base import CODE_RE, _keep_codes
+    from infertop.evidence_text import CODE_RE
+    from infertop.tui.panes.columns import _keep_codes
     for r, row in zip(order, rows[head:]):
         if cols.codes[r]:
             for i, cell in enumerate(row):

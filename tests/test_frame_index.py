@@ -11,7 +11,7 @@ from helpers.synthetic_source import SyntheticSource
 from infertop.pipeline import Pipeline
 from infertop.tui.app import InfertopApp
 from infertop.tui.options import AppOptions
-from infertop.tui.panes.base import PaneContext
+from infertop.tui.panes.context import PaneContext
 
 
 def frame_of(readings):

@@ -13,7 +13,7 @@ from infertop.history import History
 from infertop.pipeline import Frame
 from infertop.rules.base import Context
 from infertop.themes import roles
-from infertop.tui.panes.base import PaneContext
+from infertop.tui.panes.context import PaneContext
 
 GIB = float(1 << 30)
 # the tree sees itself as 7 (API server) and 8, 9 (workers); NVML says 4107, 4108, 4109

@@ -1,4 +1,4 @@
-"""A pane renders each changed line alone (tui/panes/base.py LayerPane.line_strip): the
+"""A pane renders each changed line alone (tui/panes/widget.py LayerPane.line_strip): the
 strip must be what Textual itself makes of that line (Visual.to_strips, the oracle), with
 the selection offsets of the row it is on, so a mouse drag on row 5 selects row 5's text.
 Checked on every line of every pane of several demo scenarios, at 80x24 and 160x48,
@@ -15,7 +15,7 @@ from infertop.cli.main import build_parser, make_pipeline
 from infertop.probes.sources.demo import DemoSource
 from infertop.tui.modes import DemoApp
 from infertop.tui.options import AppOptions
-from infertop.tui.panes.base import at_row
+from infertop.tui.panes.widget import at_row
 
 pytestmark = pytest.mark.slow   # every pane line against Textual's own render, per scenario
 

@@ -16,7 +16,7 @@ from infertop.findings import Evidence, Finding, Severity
 from infertop.model import Layer
 from infertop.pipeline import Frame, Pipeline
 from infertop.tui.app import strip_text
-from infertop.tui.panes.base import Columns
+from infertop.tui.panes.columns import Columns
 
 
 @functools.lru_cache(maxsize=None)
@@ -54,7 +54,8 @@ def test_small_pane_keeps_the_flagged_row_and_says_how_many_are_hidden():
 
 
 def test_a_cut_pane_says_one_more_line_and_draws_no_table_without_rows():
-    from infertop.tui.panes.base import PaneContext, fit
+    from infertop.tui.panes.context import PaneContext
+    from infertop.tui.panes.layout import fit
     from infertop.themes import roles
     a, b, c = Columns(["k", "v"]), Columns(["x", "y"]), Columns()
     for i in range(5):
@@ -178,7 +179,7 @@ def test_cuda_graphs_default_is_not_claimed_without_a_gpu():
 
 
 def test_a_finding_reading_without_a_column_names_what_it_is():
-    from infertop.tui.panes.base import short_evidence
+    from infertop.evidence_text import short_evidence
     ev = Evidence("kv.usage_ratio", (("engine", "0"),), 0.0, 0.7, "<=", "ratio")
     assert short_evidence(ev).startswith("e0 KV usage 0 %")      # not a bare "usage"
     ev = Evidence("gpu.pcie_rx_bytes_per_second", (("gpu", "0"),), 5e10, 4.6e10, ">=", "B/s")

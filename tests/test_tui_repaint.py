@@ -132,7 +132,7 @@ def test_sparklines_move_every_trend_slot_and_start_over_with_a_new_history():
     from infertop.history import History
     from infertop.pipeline import Frame
     from infertop.themes import roles
-    from infertop.tui.panes.base import TREND_SECONDS, PaneContext
+    from infertop.tui.panes.context import PaneContext, TREND_SECONDS
     from helpers.snapkit import reading, sample, snap
 
     def history(values, t0=1000.0):

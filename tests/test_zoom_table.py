@@ -17,7 +17,7 @@ from infertop.probes.sources.demo import DemoSource
 from infertop.pipeline import Frame, Pipeline
 from infertop.tui.app import InfertopApp
 from infertop.tui.options import AppOptions
-from infertop.tui.panes.base import Columns
+from infertop.tui.panes.columns import Columns
 from infertop.tui.zoom_table import TableView, cell_value, sort_key, view_order
 
 pytestmark = pytest.mark.slow   # zoomed tables driven through the whole app

@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import work
@@ -39,7 +39,8 @@ from infertop.source import SnapshotSource, pace
 from infertop.themes import DEFAULT_THEME, THEMES, roles, stylesheet_path
 
 from .options import AppOptions, CaptureSummaries
-from .panes.base import LayerPane, PaneContext
+from .panes.context import FrameLookups
+from .panes.widget import LayerPane
 from .panes.decoding import DecodingPane
 from .panes.hardware import HardwarePane
 from .panes.kernels import KernelsPane
@@ -50,6 +51,9 @@ from .widgets.history_plot import HistoryPlot, sync_history_plot, toggle_history
 from .widgets.filter_line import FilterLine
 from .widgets.keybar import KeyBar
 from .zoom_table import ZOOM_BINDINGS
+
+if TYPE_CHECKING:    # imported when `R` is pressed (aiofiles)
+    from infertop.probes.sources.recorder import Recorder
 
 PANE_CLASSES: tuple[type[LayerPane], ...] = (HardwarePane, KernelsPane, MemoryPane,
                                              SchedulingPane, ParallelismPane, DecodingPane)
@@ -114,7 +118,7 @@ def strip_text(findings, styles: dict[str, str], width: int, lines: int) -> Text
 def finding_value(f) -> str:
     """What a finding is about, with its value: 'e0 KV usage 98 % >= 95 %' (its first
     subject; the findings screen, `f`, has them all)."""
-    from .panes.base import short_evidence, subject_evidence
+    from infertop.evidence_text import short_evidence, subject_evidence
     subjects = subject_evidence(f)
     return clean(short_evidence(subjects[0])) if subjects else ""
 
@@ -267,14 +271,16 @@ class InfertopApp(App):
         self.ticks = 0
         self.zoomed: int | None = None
         self.summaries = CaptureSummaries()     # capture results shown in panes
-        self.recorder: Any = None               # the Recorder while `R` records
+        self.recorder: Recorder | None = None   # while `R` records
+        self._signals: list[int] = []     # the signals whose handlers on_mount set
+        self._exit_signalled = False      # a signal asked the app to exit
         self.status_note = ""
         self._timer: Timer | None = None
         self._wake = asyncio.Event()     # the timer's tick, for _serve_ticks
         self.role_styles: dict[str, str] = {}
         self._shown: dict[str, Text] = {}
         self._grid_rows = ""    # the panes grid's row sizes set by _fit_grid ("": CSS's)
-        self._trends: dict = {}     # sparklines of this trend slot, across ticks (PaneContext)
+        self._trends: dict = {}     # sparklines of this trend slot, across ticks (FrameLookups)
         self.host = socket.gethostname()   # once: the header is drawn every tick
         for extra in THEMES:
             self.register_theme(extra)
@@ -304,6 +310,7 @@ class InfertopApp(App):
         if not self.screen_stack or not self.is_running:
             return True
         main = self.screen_stack[0]
+        # Textual's private flags (read with a default: not part of its API)
         return bool(getattr(main, "_closing", False) or getattr(main, "_closed", False)
                     or getattr(self, "_closing", False))
 
@@ -341,7 +348,7 @@ class InfertopApp(App):
         and a deadline is armed, so the process ends within EXIT_GRACE however shutdown
         goes; a second signal ends it at once."""
         loop = asyncio.get_running_loop()
-        self._signals: list[int] = []
+        self._signals = []
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             try:
                 loop.add_signal_handler(sig, self.exit, None, 128 + sig)
@@ -352,14 +359,14 @@ class InfertopApp(App):
 
     def _signal_now(self, sig: int, _frame: object) -> None:
         from .driver import QuietLinuxDriver, exit_deadline
-        if getattr(self, "_exit_signalled", False):
+        if self._exit_signalled:
             os._exit(128 + sig)   # asked twice: the user means it
         self._exit_signalled = True
         driver = self._driver
         if isinstance(driver, QuietLinuxDriver):
             driver.leaving = True     # writes stop waiting on the terminal
-        exit_deadline(128 + sig, restore=getattr(driver, "attrs_before", None),
-                      fd=getattr(driver, "fileno", -1))
+        exit_deadline(128 + sig, restore=getattr(driver, "attrs_before", None),  # Textual's
+                      fd=getattr(driver, "fileno", -1))    # driver's, Linux drivers only
 
     def on_resize(self, event) -> None:
         # small terminals (80x24): banner and findings strip give their rows to the panes
@@ -376,8 +383,8 @@ class InfertopApp(App):
                 style="bold"))
 
     def watch_theme(self, _theme: str) -> None:
-        if not hasattr(self, "frame"):
-            return  # set during __init__, before there is anything to draw
+        if not hasattr(self, "frame"):   # Textual calls this from App.__init__, before
+            return  # ours has set anything (nothing to draw yet)
         self.role_styles = roles(self.get_css_variables())
         if self.frame is not None and self.is_running:
             self.redraw()
@@ -430,7 +437,7 @@ class InfertopApp(App):
             # History, derived readings and rules in a thread: with thousands of series
             # they take long enough to hold `q` up (the panes draw only after it returns,
             # and the next feed starts only after they drew: one poll at a time)
-            frame = await in_daemon_thread(self._feed, snap,
+            frame = await in_daemon_thread(self._feed, snap,   # demo sources have an epoch
                                            getattr(self.source, "epoch", None))
             self.ticks += 1
             await self.after_snapshot(snap, frame)
@@ -470,12 +477,12 @@ class InfertopApp(App):
             self._set_text("#header", self._header_text(frame), layout=False)
             self._update_strip(frame)
             self.update_banner()
-            ctx = PaneContext(frame, self.role_styles, summaries=self.summaries,
-                              trends=self._trends)
+            lookups = FrameLookups(frame, self.role_styles, summaries=self.summaries,
+                                   trends=self._trends)
             self._fit_grid(frame)
             for pane in self.panes:
                 if pane.display:
-                    pane.show(ctx)
+                    pane.show(lookups)
             sync_history_plot(self, frame)
             self._update_status()
             from .screens.processes import ProcessScreen
@@ -542,7 +549,7 @@ class InfertopApp(App):
             if len(model) > free - 1:    # the org goes, then the name's end
                 model = model.rsplit("/", 1)[-1]
             if len(model) > free - 1:
-                from .panes.base import cut_cell
+                from .panes.columns import cut_cell
                 model = cut_cell(Text(model), max(2, free - 1)).plain
         elif free < len(host):
             host = ""
@@ -577,7 +584,7 @@ class InfertopApp(App):
             parts.append(f"{self.overruns} late ticks skipped")
         rec = self.recorder
         if rec is not None:
-            parts.append(f"● REC {getattr(rec, 'path', '')}")
+            parts.append(f"● REC {rec.path}")
         if self.status_note:
             parts.append(self.status_note)
         self._set_text("#status", Text(" · ".join(parts)), layout=False)
@@ -623,7 +630,8 @@ class InfertopApp(App):
 
     def _set_interval(self, interval: float) -> None:
         self.interval = interval
-        if hasattr(self.source, "deadline"):   # a source must answer within its tick
+        if hasattr(self.source, "deadline"):   # a source waiting on probes (Hub, FleetHub)
+            # must answer within its tick
             self.source.deadline = deadline_for(interval)
         if self._timer is not None:
             self._timer.stop()
@@ -667,6 +675,10 @@ class InfertopApp(App):
         if self.polling or self.frame is None:
             return
         self._apply(self.frame)
+
+    def on_history_plot_shown(self, _message: HistoryPlot.Shown) -> None:
+        """The plot was shown or resized: draw it from the current frame."""
+        self.redraw()
 
     def action_history_plot(self) -> None:
         toggle_history_plot(self)
@@ -714,7 +726,7 @@ class InfertopApp(App):
 
     async def on_unmount(self) -> None:
         loop = asyncio.get_running_loop()
-        for sig in getattr(self, "_signals", ()):   # the loop may outlive the app (tests)
+        for sig in self._signals:   # the loop may outlive the app (tests)
             loop.remove_signal_handler(sig)
         rec, self.recorder = self.recorder, None
         if rec is not None:

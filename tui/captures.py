@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import shlex
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
 if TYPE_CHECKING:
+    from infertop.probes.capture.nsys import NsysSummary
+
+    from .modes import LiveApp
     from .screens.capture import CaptureScreen
 
 from infertop.meta import meta_url
@@ -20,7 +23,7 @@ ROLE_ORDER = ("api_server", "engine_core", "scheduler", "worker", "server", "rou
 
 
 class CaptureController:
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: LiveApp) -> None:
         self.app = app
         self.cancel: asyncio.Event | None = None
         self.screen: CaptureScreen | None = None
@@ -160,7 +163,7 @@ class CaptureController:
             from .screens.prompt import ConfirmPrompt
             kind = self.server_name()
 
-            def confirmed(yes: bool) -> None:
+            def confirmed(yes: bool | None) -> None:   # None: dismissed without an answer
                 if yes:
                     screen = self._open_screen(f"{kind} profiler")
                     self.app.run_worker(self._endpoint(screen, kind, root), group="capture")
@@ -179,9 +182,8 @@ class CaptureController:
             result = await nsys_capture(session, seconds, base, self.cancel,
                                         progress=lambda f: screen.set_progress(f, "collecting…"))
             screen.set_result(result)
-            summary = getattr(result, "summary", None)
-            if summary is not None:
-                self.app.summaries.nsys = nsys_text(summary)
+            if result.summary is not None:
+                self.app.summaries.nsys = nsys_text(result.summary)
         except CaptureError as e:
             screen.set_result(e)
         finally:
@@ -211,8 +213,9 @@ class CaptureController:
 
     async def _toggle_gil(self) -> None:
         from infertop.probes.capture.gil_probe import GilProbe
+        from infertop.probes.sources.hub import Hub
         hub = self.app.source
-        if not hasattr(hub, "add_probe"):
+        if not isinstance(hub, Hub):     # a demo or a replay: no probes to add
             self.app.notify("the GIL sampler needs a live source", severity="warning")
             return
         if any(p.name == "gil" for p in hub.probes):
@@ -232,16 +235,15 @@ class CaptureController:
             self.app.notify(f"GIL sampler: {cap.reason}", severity="error")
 
 
-def nsys_text(summary) -> Text:
+def nsys_text(summary: NsysSummary) -> Text:
     t = Text("last nsys capture: ", style="bold")
-    share = getattr(summary, "memcpy_share", None)
+    share = summary.memcpy_share
     if share is not None:
         t.append(f"host-device copies {share * 100:.0f}% of GPU time\n")
-    for k in list(getattr(summary, "top_kernels", []))[:5]:
-        name = getattr(k, "name", str(k))
-        pct = getattr(k, "time_share", None) or getattr(k, "share", None)
+    for k in summary.top_kernels[:5]:
+        pct = k.time_share or None      # 0: no share shown
         t.append(f"  {pct * 100:5.1f}% " if isinstance(pct, float) else "  ")
-        t.append(f"{name[:60]}\n")
-    for sign in getattr(summary, "launch_overhead_signs", [])[:3]:
+        t.append(f"{k.name[:60]}\n")
+    for sign in summary.launch_overhead_signs[:3]:
         t.append(f"  ! {sign}\n")
     return t

@@ -20,6 +20,7 @@ from ..history import History, Series
 from ..keys import SPECS
 from ..model import Kind, Labels, Reading, Snapshot, Status, make_labels
 from ..pidmap import map_gpu_pids
+from ..reading_index import ReadingIndex
 from ..servers import registry
 from ..units import natural_key
 from ..windowstat import median, recent_values, share
@@ -124,7 +125,8 @@ class Context:
 
     def __init__(self, history: History, snapshot: Snapshot, derived: list[Reading],
                  cfg: DiagnosisConfig, series_index: dict[str, list[Series]],
-                 state: dict, raised: frozenset = frozenset()) -> None:
+                 state: dict, raised: frozenset = frozenset(),
+                 index: ReadingIndex | None = None) -> None:
         self.history = history
         self.snapshot = snapshot
         self.cfg = cfg
@@ -138,17 +140,12 @@ class Context:
         self._medians: dict[tuple[str, Labels], float] = {}
         self.state = state  # the Diagnoser's scratch: memoised fits, highest link seen
         self._hidx = series_index
-        by_key: dict[str, list[Reading]] = {}
-        for s in snapshot.samples.values():
-            for r in s.readings:
-                lst = by_key.get(r.key)
-                if lst is None:
-                    by_key[r.key] = [r]
-                else:
-                    lst.append(r)
-        self._by_key = by_key
-        self._derived_list = derived
-        self._derived_idx: dict[str, dict[Labels, Reading]] | None = None
+        # the tick's readings by key: the Pipeline's, which its Frame (the panes) reads too
+        if index is None:
+            index = ReadingIndex(snapshot, derived)
+        self._by_key = index.raw
+        self._derived_by_key = index.derived
+        self._derived_idx: dict[str, dict[Labels, Reading]] = {}
         self._ok: dict[str, list[Reading]] = {}
         self._exact: dict[str, dict[Labels, Reading]] = {}
         self._per_gpu: dict[str, dict[str, Reading]] = {}
@@ -233,15 +230,11 @@ class Context:
         return None
 
     def _derived_of(self, key: str) -> dict[Labels, Reading]:
-        if self._derived_idx is None:  # built on first use: most ticks need a few keys
-            idx: dict[str, dict[Labels, Reading]] = {}
-            for r in self._derived_list:
-                d = idx.get(r.key)
-                if d is None:
-                    idx[r.key] = d = {}
-                d[r.labels] = r
-            self._derived_idx = idx
-        return self._derived_idx.get(key, {})
+        got = self._derived_idx.get(key)
+        if got is None:   # built on first use: most ticks need a few keys
+            got = self._derived_idx[key] = {r.labels: r for r in
+                                            self._derived_by_key.get(key, ())}
+        return got
 
     def derived_of(self, key: str) -> list[Reading]:
         return [r for r in self._derived_of(key).values() if r.ok]

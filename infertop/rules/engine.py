@@ -36,6 +36,7 @@ from ..config import DiagnosisConfig
 from ..findings import Finding, FindingEvent, RuleSpec, Severity
 from ..history import History, Series
 from ..model import Labels, Reading, Snapshot, Status
+from ..reading_index import ReadingIndex
 from .base import FACT_MAX_AGE, JUDGED_RAISE_AFTER, Candidate, Context, Rule, describe_subject
 from .registry import all_rules
 
@@ -187,13 +188,15 @@ class Diagnoser:
         return list(self._events)
 
     # -- one tick -----------------------------------------------------------------------
-    def evaluate(self, history: History, snapshot: Snapshot,
-                 derived: list[Reading]) -> list[Finding]:
+    def evaluate(self, history: History, snapshot: Snapshot, derived: list[Reading],
+                 index: ReadingIndex | None = None) -> list[Finding]:
+        """This tick's findings.  ``index``: the tick's readings by key, when the caller
+        built it (the Pipeline, whose Frame reads the same); else built here."""
         now = snapshot.time
         self._track_sources(snapshot)
         raised = frozenset(k for k, tr in self._tracks.items() if tr.finding is not None)
         ctx = Context(history, snapshot, derived, self.config, self._series_index(history),
-                      self._state, raised)
+                      self._state, raised, index=index)
         cands: dict[tuple[str, Labels], Candidate] = {}
         for rule in self.rules:
             if not all(ctx.has_input(i) for i in rule.required):

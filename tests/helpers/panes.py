@@ -11,7 +11,7 @@ from rich.console import Console
 from infertop.pipeline import Frame, Pipeline
 from infertop.themes import roles
 from infertop.tui.app import PANE_CLASSES
-from infertop.tui.panes.base import PaneContext
+from infertop.tui.panes.context import PaneContext
 
 PANES = {cls.pane_layer.value: cls for cls in PANE_CLASSES}
 

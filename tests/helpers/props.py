@@ -28,7 +28,7 @@ from infertop.pipeline import Frame, Pipeline
 from infertop.probes.sources.source import SnapshotSource
 from infertop.themes import roles
 from infertop.tui.app import PANE_CLASSES
-from infertop.tui.panes.base import PaneContext
+from infertop.tui.panes.context import PaneContext
 
 EXAMPLES = int(os.environ.get("INFERTOP_PROPS_EXAMPLES", "0") or 0)
 

@@ -16,7 +16,8 @@ from rich.text import Text
 from infertop.textclean import clean
 from infertop.units import natural_key
 
-from .base import Columns, PaneContext
+from .columns import Columns
+from .context import PaneContext
 
 HEADERS = ["GPU", "PID", "user", "role", "GPU mem", "SM", "command"]
 

@@ -9,7 +9,10 @@ from infertop.model import Layer, Status
 from infertop.settings_shown import cuda_graphs_text
 from infertop.units import bar
 
-from .base import Columns, LayerPane, Optional, PaneContext, fit, grid, kv_table
+from .columns import Columns, grid, kv_table
+from .context import PaneContext
+from .layout import Expendable, fit
+from .widget import LayerPane
 from .hardware import gpu_indices
 
 SETTINGS_SHOWN = ("cuda_graphs", "compilation", "max_num_seqs", "max_num_batched_tokens",
@@ -70,8 +73,8 @@ class KernelsPane(LayerPane):
         if nsys:
             parts.append(nsys)
         else:
-            parts.append(Optional(ctx.note("top kernels: press n for an Nsight Systems capture")))
-        return fit(ctx, *parts, Optional(trends))
+            parts.append(Expendable(ctx.note("top kernels: press n for an Nsight Systems capture")))
+        return fit(ctx, *parts, Expendable(trends))
 
 
 def _cuda_graphs(ctx: PaneContext, value: Text, gpus: bool) -> Text:

@@ -8,7 +8,10 @@ from rich.text import Text
 from infertop.model import Layer
 from infertop.units import bar, fmt_value
 
-from .base import LayerPane, PaneContext, fit, grid, kv_table
+from .columns import grid, kv_table
+from .context import PaneContext
+from .layout import fit
+from .widget import LayerPane
 from .gpu_procs import gpu_process_table
 from .hardware import gpu_indices
 
@@ -55,7 +58,8 @@ class MemoryPane(LayerPane):
                 used = ctx.one("gpu.mem_used_bytes", gpu=g)
                 total = ctx.one("gpu.mem_total_bytes", gpu=g)
                 free = head = Text("–")
-                if used and total and used.ok and total.ok and total.value:
+                if used and total and used.ok and total.ok and total.value and \
+                        used.value is not None:
                     free = Text(fmt_value(total.value - used.value, "bytes"))
                     ratio = 1 - used.value / total.value
                     head = Text(f"{ratio * 100:.0f} %")

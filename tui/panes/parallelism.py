@@ -7,7 +7,10 @@ from rich.text import Text
 
 from infertop.model import Layer, Reading
 
-from .base import LayerPane, Optional, PaneContext, fit, grid, kv_table
+from .columns import grid, kv_table
+from .context import PaneContext
+from .layout import Expendable, fit
+from .widget import LayerPane
 from .hardware import gpu_indices
 
 
@@ -46,7 +49,7 @@ class ParallelismPane(LayerPane):
             rows = []
             for key, label in (("gpu.sm_active_ratio", "SM act spread"),
                                ("gpu.util_ratio", "util spread")):
-                vals = [r.value for r in ctx.readings(key) if r.ok]
+                vals = [v for r in ctx.readings(key) if r.ok and (v := r.value) is not None]
                 s = spread(vals)
                 if s is not None:
                     rows.append((label, Text(f"{s * 100:.0f} pts"), ""))
@@ -54,7 +57,7 @@ class ParallelismPane(LayerPane):
             if links:
                 rows.append(("GPU links", Text(", ".join(sorted(links))), ""))
             if rows:
-                parts.append(Optional(kv_table(rows, narrow=ctx.width < 70)))
+                parts.append(Expendable(kv_table(rows, narrow=ctx.width < 70)))
         else:
             parts.append(ctx.note("Single host view: no GPUs visible for balance."))
         running = ctx.readings("server.requests_running")
@@ -145,16 +148,16 @@ def ttft_split(ctx: PaneContext, out: Text) -> None:
         why = ""
         total = parts.get("total")
         for n, name in enumerate(SPLIT_PARTS):
-            r = parts.get(name)
+            got = parts.get(name)
             out.append(" · " if n else "")
             out.append(f"{name} ")
-            if r is None or not r.ok:
+            if got is None or not got.ok:
                 out.append("not measured", style=ctx.styles["muted"])
-                why = why or (r.reason if r is not None else "")
+                why = why or (got.reason if got is not None else "")
                 continue
-            out.append_text(ctx.value_text(r))
+            out.append_text(ctx.value_text(got))
             if total is not None and total.ok and total.value and name == "transfer":
-                out.append(f" ({(r.value or 0.0) / total.value:.0%})")
+                out.append(f" ({(got.value or 0.0) / total.value:.0%})")
         if total is not None and total.ok:
             out.append(" = ").append_text(ctx.value_text(total))
         if why:

@@ -10,7 +10,10 @@ from infertop.servers import registry
 from infertop.textclean import clean
 from infertop.units import fmt_value
 
-from .base import LayerPane, Optional, PaneContext, fit, grid
+from .columns import grid
+from .context import PaneContext
+from .layout import Expendable, fit
+from .widget import LayerPane
 
 
 class SchedulingPane(LayerPane):
@@ -27,7 +30,7 @@ class SchedulingPane(LayerPane):
             line = Text("host CPU ").append_text(ctx.value_text(host))
             if cores and cores.ok:
                 line.append(f" of {cores.value:.0f} cores ")
-            parts.append(Optional(line.append_text(ctx.spark("host.cpu_ratio", 12, 0, 1))))
+            parts.append(Expendable(line.append_text(ctx.spark("host.cpu_ratio", 12, 0, 1))))
         procs = ctx.readings("process.info")
         pm = ctx.frame.snapshot.process_meta()
         server = pm.server if pm else None
@@ -42,7 +45,7 @@ class SchedulingPane(LayerPane):
                 tt = grid(["TID", "thread", "CPU", "of PID"], styles=ctx.styles)
                 for r in threads:
                     tt.add_row(r.label("tid"), r.label("name"), ctx.value_text(r), r.label("pid"))
-                parts.append(Optional(tt))
+                parts.append(Expendable(tt))
         else:
             snap = ctx.frame.snapshot
             looked = pm.looked_for if (pm := snap.process_meta()) else None
@@ -53,7 +56,7 @@ class SchedulingPane(LayerPane):
         if gil is not None and (ctx.readings("python.gil_held_ratio") or ctx.summaries.gil):
             parts.insert(1 if queue else 0, gil)   # asked for with G: not the first to go
         elif gil is not None:
-            parts.append(Optional(gil))            # the "off (press G)" hint gives way first
+            parts.append(Expendable(gil))            # the "off (press G)" hint gives way first
         if ctx.summaries.pyspy is not None:
             parts.append(ctx.summaries.pyspy)
         return fit(ctx, *parts)
@@ -83,7 +86,7 @@ def queue_line(ctx: PaneContext) -> Text:
         n = len({(r.label("instance"), r.label("engine")) for r in (running or waiting)})
         out.append(f"({n} engines)  ")
         worst = max((r for r in qp99 if r.ok and r.value is not None),
-                    key=lambda r: r.value, default=None)
+                    key=lambda r: r.value or 0.0, default=None)   # None is left out above
         if worst is not None:
             out.append("queue p99 ").append_text(ctx.value_text(worst))
             out.append(ctx.engine_tag(worst) + "  ")
@@ -110,7 +113,7 @@ def deferral_and_sleep(ctx: PaneContext) -> Text:
     if deferred:
         out.append("deferred ").append_text(
             ctx.value_text(deferred[0]) if len(deferred) == 1
-            else Text(f"{sum(r.value for r in deferred):.0f}"))
+            else Text(f"{sum(r.value or 0.0 for r in deferred):.0f}"))   # all non-zero
         out.append("  ")
     for r in ctx.readings("server.sleep_level"):
         if r.ok and r.value:
@@ -169,7 +172,8 @@ def process_table(ctx: PaneContext, procs):
         name = p.label("name") or "?"
         role = p.label("role")
         indent = "  " * depth.get(pid, 0)
-        csw = [r.value for r in ctx.readings("process.ctx_switches_per_second", pid=pid) if r.ok]
+        csw = [v for r in ctx.readings("process.ctx_switches_per_second", pid=pid)
+               if r.ok and (v := r.value) is not None]
         state = ctx.one("process.state", pid=pid)
         code = STATE_CODES.get(state.text, "?") if state is not None and state.text else "–"
         t.add_row(pid, f"{indent}{name}" + (f" ({role})" if role and role not in name.lower() else ""),

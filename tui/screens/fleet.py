@@ -11,30 +11,29 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical
 from textual.coordinate import Coordinate
-from textual.screen import Screen
+from textual.message import Message
 from textual.widgets import DataTable, Input, Static
 
 from infertop.findings import Finding, Severity
 from infertop.fleet import FleetFrame, node_summary
 from infertop.meta import ServerMeta
 from infertop.model import LAYERS, Status
+from infertop.pipeline import Frame
 from infertop.units import HUGE, fmt_value, natural_key
 
-from ..panes.base import LayerPane, PaneContext
+from ..options import CaptureSummaries
+from ..panes.context import FrameLookups
+from ..panes.widget import LayerPane, ZoomingScreen
 from ..widgets.history_plot import HistoryPlot
 from ..widgets.filter_line import FilterLine
 from ..widgets.keybar import KeyBar
 from ..zoom_table import ZOOM_BINDINGS
-
-if TYPE_CHECKING:
-    from ..modes import FleetApp
 
 MAX_GPU_COLUMNS = 8
 
@@ -79,6 +78,11 @@ class EngineRow:
     status: str = "ok"
 
 
+def values_by_gpu(frame: Frame, key: str) -> dict[str, float]:
+    """GPU index -> value of ``key``'s readings that have one (``r.ok``)."""
+    return {r.label("gpu"): v for r in frame.by_key(key) if r.ok and (v := r.value) is not None}
+
+
 def _max(values) -> float | None:
     vals = [v for v in values if v is not None]
     return max(vals) if vals else None
@@ -92,7 +96,7 @@ def _ages(frame: FleetFrame) -> dict[str, float]:
         if name.startswith(("prometheus@", "scrape@")):
             node = name.split("@", 1)[1]
             for r in s.readings:
-                if r.key == "node.scrape_age_seconds" and r.ok:
+                if r.key == "node.scrape_age_seconds" and r.ok and r.value is not None:
                     out[node] = max(out.get(node, 0.0), r.value)
     return out
 
@@ -101,13 +105,11 @@ def gpu_rows(frame: FleetFrame) -> list[GpuRow]:
     rows = []
     ages = _ages(frame)
     for node, fr in frame.nodes.items():
-        util = {r.label("gpu"): r.value for r in fr.by_key("gpu.util_ratio") if r.ok}
-        sm = {r.label("gpu"): r.value for r in fr.by_key("gpu.sm_active_ratio") if r.ok}
-        used = {r.label("gpu"): r.value for r in fr.by_key("gpu.mem_used_bytes") if r.ok}
-        total = {r.label("gpu"): r.value for r in fr.by_key("gpu.mem_total_bytes") if r.ok}
+        util, sm, used, total = (values_by_gpu(fr, key) for key in (
+            "gpu.util_ratio", "gpu.sm_active_ratio", "gpu.mem_used_bytes", "gpu.mem_total_bytes"))
         gpus = sorted({r.label("gpu") for r in fr.by_key("gpu.info")} | set(util),
                       key=natural_key)
-        power = [r.value for r in fr.by_key("gpu.power_watts") if r.ok]
+        power = list(values_by_gpu(fr, "gpu.power_watts").values())
         rows.append(GpuRow(
             node, Worst.of(frame.node_findings(node)),
             [(g, util.get(g), sm.get(g)) for g in gpus],
@@ -192,8 +194,10 @@ def engine_sort_key(column: str):
     def key(row: EngineRow):
         if column == "node":
             return natural_key(row.node)
-        if column in ("server", "model"):
-            return getattr(row, column)
+        if column == "server":
+            return row.server
+        if column == "model":
+            return row.model
         if column == "worst":
             return row.worst.rank
         v = row.values.get(column)
@@ -315,7 +319,7 @@ def _refill(table: DataTable, columns: list[str], rows: list[tuple[str, list]]) 
         table.clear()
     for key, cells in rows:
         table.add_row(*cells, key=key)
-    if not getattr(table, "user_moved", True):
+    if isinstance(table, FleetTable) and not table.user_moved:
         keep = None
         if table.row_count:
             table.move_cursor(row=0, animate=False)   # the worst row (sorted worst first)
@@ -326,8 +330,12 @@ def _refill(table: DataTable, columns: list[str], rows: list[tuple[str, list]]) 
             pass
 
 
-class NodeScreen(Screen):
+class NodeScreen(ZoomingScreen):
     """One node's six panes, fed from the fleet's per-node Frame on every tick."""
+
+    class ShowAgain(Message):
+        """Draw the node's current Frame again (a pane zoomed, its plot toggled): the
+        app that holds the fleet's Frame does (FleetApp.refresh_node_screen)."""
 
     BINDINGS = [Binding("escape,backspace", "back", "fleet"), *ZOOM_BINDINGS]
 
@@ -336,7 +344,7 @@ class NodeScreen(Screen):
         self.node = node
         self.pane_classes = pane_classes
         self.zoomed: int | None = None
-        self._trends: dict = {}   # this node's sparklines of the trend slot (PaneContext)
+        self._trends: dict = {}   # this node's sparklines of the trend slot (FrameLookups)
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"node {self.node}  (Esc: back to the fleet)", style="bold"),
@@ -352,18 +360,20 @@ class NodeScreen(Screen):
     def panes(self) -> list[LayerPane]:
         return list(self.query(LayerPane))
 
-    def show(self, frame: Any, styles: dict[str, str], summaries: Any) -> None:
+    def show(self, frame: Frame | None, styles: dict[str, str],
+             summaries: CaptureSummaries) -> None:
         if frame is None:
             self.query_one("#node-header", Static).update(
                 Text(f"node {self.node}: no longer in the fleet's answer", style="bold"))
             return
-        ctx = PaneContext(frame, styles, summaries=summaries, trends=self._trends)
+        lookups = FrameLookups(frame, styles, summaries=summaries, trends=self._trends)
         for pane in self.panes:
             if pane.display:
-                pane.show(ctx)
+                pane.show(lookups)
         self._sync_plot(frame, styles)
 
-    def _sync_plot(self, frame: Any = None, styles: dict[str, str] | None = None) -> None:
+    def _sync_plot(self, frame: Frame | None = None,
+                   styles: dict[str, str] | None = None) -> None:
         """Show the plot while `h` wants it and a pane is zoomed; draw this node's History
         for the zoomed pane's layer (no frame: only show or hide)."""
         plot = self.query_one(HistoryPlot)
@@ -380,13 +390,7 @@ class NodeScreen(Screen):
         plot = self.query_one(HistoryPlot)
         plot.wanted = not plot.wanted
         self._sync_plot()
-        if getattr(self.app, "frame", None) is not None:
-            self.fleet_app.refresh_node_screen()
-
-    @property
-    def fleet_app(self) -> FleetApp:
-        """The app that shows this screen: only FleetApp pushes it."""
-        return cast("FleetApp", self.app)
+        self.post_message(self.ShowAgain())
 
     def action_back(self) -> None:
         self.app.pop_screen()
@@ -400,9 +404,7 @@ class NodeScreen(Screen):
         self._sync_plot()
         if self.zoomed is not None:     # its table keys (s, /, arrows) go to the pane
             self.panes[index].focus()
-        app = self.fleet_app
-        if getattr(app, "frame", None) is not None:
-            app.refresh_node_screen()
+        self.post_message(self.ShowAgain())
 
 
 def _model_of(s) -> str:

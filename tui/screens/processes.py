@@ -10,7 +10,7 @@ probe's ``process.*`` for the server's tree, NVML's ``process.gpu_mem_bytes`` /
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import RenderableType
 from rich.text import Text
@@ -23,9 +23,16 @@ from infertop.model import Layer
 from infertop.textclean import clean
 from infertop.units import fmt_value, natural_key
 
-from ..panes.base import Columns, LayerPane, PaneContext, fit
+from ..app_of import infertop_app
+from ..panes.columns import Columns
+from ..panes.context import FrameLookups, PaneContext
+from ..panes.layout import fit
+from ..panes.widget import LayerPane
 from ..widgets.filter_line import FilterLine
 from ..widgets.keybar import KeyBar
+
+if TYPE_CHECKING:    # the app imports this screen
+    from ..app import InfertopApp
 
 HEADERS = ["PID", "user", "role", "GPU", "GPU mem", "SM", "CPU", "RSS", "command"]
 
@@ -88,8 +95,8 @@ class ProcessesPane(LayerPane):
     def is_zoomed(self) -> bool:
         return True
 
-    def show(self, ctx: PaneContext) -> None:
-        super().show(ctx)
+    def show(self, lookups: FrameLookups) -> None:
+        super().show(lookups)
         self.border_title = "processes: the server's tree and every GPU process"
         self.border_subtitle = "o / Esc: back"
 
@@ -113,18 +120,18 @@ class ProcessScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one(ProcessesPane).focus()
-        app: Any = self.app
+        app = infertop_app(self)
         self.query_one("#header", Static).update(app._header_text(app.frame))
         self.show(app)
 
-    def show(self, app: Any) -> None:
+    def show(self, app: InfertopApp) -> None:
         """Draw the app's newest frame (the app calls this every tick while on top)."""
         if app.frame is None:
             return
-        ctx = PaneContext(app.frame, app.role_styles, summaries=app.summaries,
-                          trends=app._trends)
+        lookups = FrameLookups(app.frame, app.role_styles, summaries=app.summaries,
+                               trends=app._trends)
         self.query_one("#header", Static).update(app._header_text(app.frame))
-        self.query_one(ProcessesPane).show(ctx)
+        self.query_one(ProcessesPane).show(lookups)
 
     def action_back(self) -> None:
         self.app.pop_screen()

@@ -1,0 +1,235 @@
+"""LayerPane: the widget a layer pane is, and how it repaints only the lines that changed.
+
+A pane is a Static whose content is rebuilt from a Frame by a pure ``render`` function;
+panes never do I/O and never call probes.  Severity shows twice: the pane's CSS class
+(border colour, from the theme) and the flagged reading itself (styled, code beside it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import RenderableType
+from rich.containers import Lines
+from rich.segment import Segment
+from rich.style import Style as RichStyle
+from rich.text import Text
+from textual.app import RenderResult
+from textual.content import Content
+from textual.geometry import Region
+from textual.reactive import Reactive
+from textual.strip import Strip
+from textual.visual import Visual, visualize
+from textual.screen import Screen
+from textual.widgets import Static
+
+from infertop.findings import Severity
+from infertop.model import Layer
+
+from ..app_of import infertop_app
+from ..zoom_table import TABLE_BINDINGS, TableView, ZoomTableKeys
+from .columns import Columns
+from .context import FrameLookups, PaneContext
+
+
+class ZoomingScreen(Screen):
+    """A screen that zooms its own panes (a fleet node's), where the main screen's panes
+    zoom with the app (``InfertopApp.zoomed``)."""
+
+    zoomed: int | None = None     # the layer index zoomed on this screen (None: none)
+
+
+class LayerPane(ZoomTableKeys, Static):
+    """A pane for one layer; subclasses set ``layer`` and implement ``render_frame``."""
+
+    pane_layer: Layer = Layer.HARDWARE
+    can_focus = True
+    # no links in a pane: Textual would restyle every rendered line for them (112 -> 78 us
+    # a changed line at 160x48, ~30 changed lines a tick)
+    auto_links: Reactive[bool] = Reactive(False)
+    BINDINGS = TABLE_BINDINGS     # zoomed: scroll, sort, filter its table (zoom_table.py)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("waiting for the first tick…", classes="pane", **kwargs)
+        self.border_title = f"{self.pane_layer.index + 1} {self.pane_layer.value}"
+        self.worst: str | None = None
+        self.last_renderable: RenderableType | None = None
+        self.table_view = TableView()        # kept while zoomed out and in again
+        self._last_lookups: FrameLookups | None = None   # the frame drawn last
+        self._subtitle = ""
+        self._painted: RenderableType | None = None   # what render() hands Textual
+        self._painted_lines: Lines | None = None   # ... line by line, when it is Text
+        self._strips: dict[int, Strip] = {}     # row -> its rendered line (paint drops changed)
+        self._strips_key: tuple = ()             # (width, base style) the strips were made at
+
+    def render_frame(self, ctx: PaneContext) -> RenderableType:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def draw(self, ctx: PaneContext, zoomed: bool = False,
+             view: TableView | None = None) -> RenderableType:
+        """render_frame at ``ctx``'s size, through a context of this pane's own (``ctx``
+        is left as it was)."""
+        return self._draw_own(ctx, zoomed, view, ctx.wide, ctx.height, ctx.width)
+
+    def _draw_own(self, lookups: FrameLookups, zoomed: bool, view: TableView | None,
+                  wide: bool, height: int, width: int) -> RenderableType:
+        """render_frame with a context for this pane alone: the frame's shared lookups,
+        its layer, its size, its zoom key, and when zoomed its table's sort, filter and
+        scroll; the findings it tags are its own (the six panes of a tick share only the
+        lookups)."""
+        ctx = lookups.pane(layer=self.pane_layer,
+                           zoom_key="" if zoomed else str(self.pane_layer.index + 1),
+                           view=view if zoomed else None, wide=wide, height=height,
+                           width=width)
+        return self.render_frame(ctx)
+
+    def _framed_by_title(self) -> bool:
+        """The 80x24 layout: the pane has a title line and no bottom border (CSS)."""
+        try:
+            return self.screen.has_class("-small")
+        except Exception:     # no running app (drawn from a test)
+            return False
+
+    def is_zoomed(self) -> bool:
+        """Zoomed on the main screen (app.zoomed) or on a fleet node's screen."""
+        try:
+            screen = self.screen
+            zoomed = screen.zoomed if isinstance(screen, ZoomingScreen) else \
+                infertop_app(self).zoomed
+        except Exception:     # no running app (drawn from a test)
+            return False
+        return zoomed == self.pane_layer.index
+
+    def on_resize(self, _event) -> None:
+        """Zoomed in or out, or the terminal resized: draw the frame again at the new size
+        (the zoom key draws before the layout gives the pane its new size)."""
+        if self._last_lookups is not None and self.display:
+            self.redraw_table()
+
+    def redraw_table(self) -> None:
+        """A table key was pressed: draw the same frame again with the new view.  While a
+        poll feeds the pipeline in its thread History is not read; that poll draws next."""
+        lookups = self._last_lookups
+        if lookups is None or infertop_app(self).polling:
+            return
+        self.show(lookups)
+
+    def show(self, lookups: FrameLookups) -> None:
+        """Draw the frame ``lookups`` is of at this pane's size, repainting what changed."""
+        findings = lookups.frame.findings_for(self.pane_layer)
+        sev = max((f.severity for f in findings), default=None)
+        worst = sev.value if sev is not None else None
+        if worst != self.worst:
+            for s in Severity:
+                self.set_class(s.value == worst, f"sev-{s.value}")
+            self.worst = worst
+        codes = " ".join(sorted({f.code for f in findings}))
+        subtitle = f"{worst.upper()} {codes}" if worst else ""
+        if self._framed_by_title():   # 80x24: no bottom line, the codes go in the title
+            subtitle = "|" + subtitle
+        if subtitle != self._subtitle:   # setting it repaints the whole pane, even unchanged
+            self._subtitle = subtitle
+            name = f"{self.pane_layer.index + 1} {self.pane_layer.value}"
+            if subtitle.startswith("|"):
+                self.border_title = f"{name} {subtitle[1:]}" if subtitle[1:] else name
+                self.border_subtitle = ""
+            else:
+                self.border_title, self.border_subtitle = name, subtitle
+        zoomed = self.is_zoomed()
+        self._last_lookups = lookups
+        size = self.size                  # Widget.size is the content area already
+        content = self._draw_own(lookups, zoomed, self.table_view, size.width >= 110,
+                                 max(1, size.height), max(1, size.width))
+        if isinstance(content, Columns):
+            content = content.to_text()
+        if content != self.last_renderable:   # Text compares by value: skip idle repaints
+            self.last_renderable = content
+            self.paint(content)
+
+    def render(self) -> RenderResult:
+        return self._painted if self._painted is not None else super().render()
+
+    def paint(self, content: RenderableType) -> None:
+        """Show ``content``, repainting only the lines that changed.
+
+        Textual repaints (and writes to the terminal) the whole region of a widget that
+        is refreshed; a pane changes a few values a tick, so refreshing only the changed
+        lines' regions cuts the bytes written and the compositor's work several times
+        over.  Line by line only when line n of the Text is row n of the pane: no line
+        wraps (a no_wrap Text, or every line fits the width) and the line count is the
+        same as before; otherwise the whole pane.  The grid fixes the size: never a re-layout."""
+        old = self._painted_lines
+        self._painted = content
+        width = self.size.width
+        new = content.split("\n", allow_blank=True) if isinstance(content, Text) else None
+        if new is None or not isinstance(content, Text) or len(new) > self.size.height or \
+                (not content.no_wrap and any(line.cell_len > width for line in new)):
+            self._painted_lines = None   # wraps, or not Text: Textual renders it whole
+            self._strips.clear()
+            self.refresh()
+            return
+        self._painted_lines = new
+        if old is None or len(old) != len(new):
+            self._strips.clear()
+            self.refresh()
+            return
+        changed = [y for y, (a, b) in enumerate(zip(old, new)) if a != b]
+        for y in changed:
+            self._strips.pop(y, None)
+        if changed:
+            self.refresh(*(Region(0, y, width, 1) for y in changed))
+
+    def render_line(self, y: int) -> Strip:
+        """One row of the pane: its line of the painted Text, rendered alone and kept until
+        paint changes it (Textual's default renders the whole content for any dirty row).
+        While text is selected, Textual renders the whole Text: its highlight and the
+        offsets a drag records span lines."""
+        lines = self._painted_lines
+        if lines is None or self.text_selection is not None:
+            return super().render_line(y)
+        self._dirty_regions.clear()     # nothing for the default whole-content render
+        width, style = self.size.width, self.visual_style
+        key = (width, style)
+        if key != self._strips_key:     # resized, or a new theme: every line anew
+            self._strips.clear()
+            self._strips_key = key
+        strip = self._strips.get(y)
+        if strip is None:
+            if y < len(lines):
+                strip = self.line_strip(lines[y], y, width, style)
+            else:
+                strip = Strip.blank(width, style.rich_style)
+            self._strips[y] = strip
+        return strip
+
+    def line_strip(self, line: Text, y: int, width: int, style) -> Strip:
+        """``line`` as Textual renders row ``y`` of the whole Text: each segment's style
+        carries its (x, y) offset, which a mouse selection reads (rendering the line alone
+        through Visual.to_strips stamped every row y=0, so a drag on row 5 selected row 0's
+        text).  A line that fits and holds no tab needs no wrapping or cropping: its
+        segments are made here directly (Content.render, as FormattedLine.to_strip does),
+        about a third cheaper; any other goes through Textual and gets its row stamped."""
+        content = visualize(self, line)
+        if isinstance(content, Content) and content.cell_length <= width \
+                and "\t" not in content.plain:
+            segments = []
+            x = 0
+            for text, text_style in content.render(style, end="", parse_style=self._get_style):
+                segments.append(Segment(text, (style + text_style).rich_style_with_offset(x, y)))
+                x += len(text)
+            return Strip(segments, content.cell_length)
+        return at_row(Visual.to_strips(self, content, width, 1, style)[0], y)
+
+
+def at_row(strip: Strip, y: int) -> Strip:
+    """``strip`` (rendered as row 0) with the selection offsets of row ``y``."""
+    if not y:
+        return strip
+    out = []
+    for seg in strip:
+        st = seg.style
+        if st is not None and st._meta is not None and "offset" in st.meta:
+            ox, oy = st.meta["offset"]
+            st = st + RichStyle.from_meta({"offset": (ox, oy + y)})
+        out.append(Segment(seg.text, st, seg.control))
+    return Strip(out, strip.cell_length)
