@@ -24,6 +24,10 @@ from .model import Capability, Reading, Sample, Snapshot, Status, make_labels
 from .pipeline import Evaluator, Frame, Pipeline
 from .units import natural_key
 
+# fleet-wide samples of a Prometheus fleet (probes/prometheus/aggregates.py): no node
+ALERTS_SAMPLE = "prometheus-alerts"
+AGGREGATES_SAMPLE = "prometheus-aggregates"
+
 def node_of(name: str, sample: Sample | None = None) -> str | None:
     """The node of a fleet sample: ``meta["node"]``, else the part after ``@``."""
     if sample is not None and sample.meta.get("node"):
@@ -113,6 +117,16 @@ class FleetFrame(Frame):
 
     nodes: dict[str, Frame] = field(default_factory=dict)
     fleet_findings: list[Finding] = field(default_factory=list)
+    # node -> Prometheus's alerts as findings, when the exported rules judge the fleet
+    # (None: infertop judges each node itself)
+    prometheus_findings: dict[str, list[Finding]] | None = None
+    # the fleet as Prometheus counts it (aggregate mode: only the worst nodes are in
+    # ``nodes``): the prometheus-aggregates sample's readings and meta, else None
+    overview: Sample | None = None
+
+    @property
+    def judged_by(self) -> str:
+        return "prometheus" if self.prometheus_findings is not None else "infertop"
 
     @property
     def raw(self) -> Snapshot:
@@ -151,6 +165,9 @@ class FleetFrame(Frame):
         """A node's own findings and the cross-node ones about it, worst first, each
         cause before the symptoms it explains."""
         from .rules.engine import cause_first
+        if self.prometheus_findings is not None:   # judged by Prometheus, sorted there
+            cross = [f for f in self.fleet_findings if dict(f.subject).get("node") == node]
+            return cross + list(self.prometheus_findings.get(node, ()))
         cross = [f for f in self.fleet_findings if dict(f.subject).get("node") == node]
         own = node_findings_shown(node, self.nodes[node].findings, cross) \
             if node in self.nodes else []
@@ -235,12 +252,15 @@ class FleetPipeline:
         if self.fleet_diagnoser is not None and hasattr(self.fleet_diagnoser, "reset"):
             self.fleet_diagnoser.reset()
 
-    def _pipeline(self, node: str) -> Pipeline:
-        p = self.pipelines.get(node)
+    def _pipeline(self, node: str, judged: bool = True) -> Pipeline:
+        """A node's Pipeline; ``judged=False`` (a row Prometheus computed, judged there):
+        one without rules, kept apart so the node's judged History is not mixed with it."""
+        key = node if judged else f"{node}\0rows"
+        p = self.pipelines.get(key)
         if p is None:
-            diag = self.make_diagnoser(False) if self.make_diagnoser else None
-            p = self.pipelines[node] = Pipeline(diag, window=self.window,
-                                                max_points=self.max_points)
+            diag = self.make_diagnoser(False) if self.make_diagnoser and judged else None
+            p = self.pipelines[key] = Pipeline(diag, window=self.window,
+                                               max_points=self.max_points)
         return p
 
     def feed(self, snap: Snapshot, timeline=None) -> FleetFrame:
@@ -252,6 +272,13 @@ class FleetPipeline:
             node = node_of(name, s)
             if node is not None and not name.startswith(("prometheus@", "scrape@")):
                 by_node.setdefault(node, []).append(s)
+        from .prom_findings import findings_by_node
+        alerts = snap.samples.get(ALERTS_SAMPLE)
+        overview = snap.samples.get(AGGREGATES_SAMPLE)
+        prom = (findings_by_node(alerts.meta.get("alerts"), snap.time)
+                if alerts is not None and alerts.meta.get("loaded") else None)
+        # aggregate mode: only the pinned nodes are read whole and judged here
+        detail = set(overview.meta.get("detail") or ()) if overview is not None else None
         frames: dict[str, Frame] = {}
         for node, part in split_nodes(snap).items():
             same = tuple(by_node.get(node, ()))
@@ -261,22 +288,28 @@ class FleetPipeline:
                 frames[node] = last[1]
                 self.reused += 1
                 continue
-            frames[node] = self._pipeline(node).feed(part, timeline)
+            frames[node] = self._pipeline(node, detail is None or node in detail).feed(
+                part, timeline)
             self._last[node] = (same, frames[node])
         for gone in [n for n in self._last if n not in frames]:
             del self._last[gone]
         derived = [with_node(r, node) for node, fr in frames.items() for r in fr.derived
                    if r.key in FLEET_RULE_KEYS]
+        # the cross-node rules compare every node: not run on the worst few (aggregate mode)
         fleet = (self.fleet_diagnoser.evaluate(self._empty, relabel(snap, FLEET_RULE_KEYS),
                                                derived)
-                 if self.fleet_diagnoser is not None else [])
+                 if self.fleet_diagnoser is not None and overview is None else [])
         findings = list(fleet)
-        for node, fr in frames.items():
-            findings += node_findings_shown(node, fr.findings, fleet)
+        if prom is not None:
+            findings += [f for fs in prom.values() for f in fs]
+        else:
+            for node, fr in frames.items():
+                findings += node_findings_shown(node, fr.findings, fleet)
         findings.sort(key=lambda f: (-f.severity.rank, f.layer.index, f.code, f.subject))
         history = next(iter(frames.values())).history if frames else self._empty
         return FleetFrame(snap, [], history, findings, self.window, nodes=frames,
-                          fleet_findings=list(fleet))
+                          fleet_findings=list(fleet), prometheus_findings=prom,
+                          overview=overview)
 
 
 def diagnoser_factory(config=None) -> Callable[[bool], Evaluator]:

@@ -56,6 +56,11 @@ DROP_LABELS: dict[str, tuple[str, ...]] = {
 
 # dialects whose exporters write counters without the ``_total`` suffix on the wire
 # (docs/metrics.md#tgi; Triton core's nv_inference_* counters)
+# the two rule groups of the export (the fleet source finds the alerting one by name in
+# /api/v1/rules: probes/prometheus/aggregates.py)
+RECORDING_GROUP = "infertop-quantities"
+ALERTING_GROUP = "infertop-findings"
+
 BARE_COUNTERS = ("tgi",)
 BARE_COUNTER_PREFIXES = ("nv_inference_",)
 
@@ -699,11 +704,11 @@ def render(export: Export) -> str:
            "# not exported (Prometheus lacks their inputs):"]
     for code, why in export.not_exported.items():
         out.append(f"#   {code}: {why}")
-    out += ["groups:", "  - name: infertop-quantities", "    rules:"]
+    out += ["groups:", f"  - name: {RECORDING_GROUP}", "    rules:"]
     for r in export.recordings:
         out += [f"      - record: {_q(r.record)}",
                 f"        expr: {_block(r.expr, '          ')}"]
-    out += ["  - name: infertop-findings", "    rules:"]
+    out += [f"  - name: {ALERTING_GROUP}", "    rules:"]
     for a in export.alerts:
         sev = SEVERITY_LABEL[a.severity]
         sources = "; ".join(f"{k}: {SOURCES.get(k, 'infertop')}" for k in a.sources) or \
