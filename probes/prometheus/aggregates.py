@@ -38,7 +38,8 @@ VIA_AGGREGATES = "prometheus aggregates"   # meta["via"] of a node sample built 
 MAX_ALERTS = 5000        # alerts read from one rules answer (a storm is still bounded)
 KEY_LABEL = "infertop_key"
 Q_LABEL = "infertop_q"
-QUANTILES = (0.5, 0.9, 0.99)
+QUANTILES = (0.5, 0.99)                   # the summary line's p50/p99 across nodes
+QUANTILE_COLUMNS = ("kv", "ttft_p99", "itl_p50")   # of these (each is one more evaluation)
 
 # engines-table column -> (recording rule or expression, reading key, unit, extra labels,
 # how one node's series combine).  ``tok_s`` has no recording rule: its rate is written here
@@ -114,7 +115,8 @@ def overview_query(k: int, records: bool) -> str:
     for col in SERVER_KEYS:
         e = per_node(col, records)
         parts.append(_tag(f"topk({k}, {e})", col))
-        parts += [_tag(f"quantile({q:g}, {e})", col, q) for q in QUANTILES]
+        if col in QUANTILE_COLUMNS:
+            parts += [_tag(f"quantile({q:g}, {e})", col, q) for q in QUANTILES]
     for col, e in GPU_KEYS.items():
         parts += [_tag(f"quantile({q:g}, {e})", col, q) for q in QUANTILES]
     host = 'label_replace(up, "infertop_host", "$1", "instance", "(.*):[0-9]+")'

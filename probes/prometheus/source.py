@@ -190,12 +190,15 @@ class PrometheusSource(SnapshotSource):
         # mapping ~20k series takes a few hundred ms: in a thread, off the event loop
         samples = await asyncio.to_thread(build_samples, *self._cached[:3], now=now,
                                           cache=self.cache)
-        samples.update(self._cached[3])   # aggregate rows, overview, alerts: built already
-        if not samples:   # every target and series dropped (null or list labels), or none
+        # every target and series dropped (null or list labels), or none; aggregate mode's
+        # rows are nodes too
+        if not samples and not any("@" in n for n in self._cached[3]):
             why = (f"Prometheus at {self.client.base} answered {len(self._cached[0])} usable "
                    "targets and no usable series (labels must be strings)")
             samples = {"prometheus": Sample("prometheus", now, (), Status.ERROR, why,
                                             {"url": self.client.base})}
+        else:
+            samples.update(self._cached[3])   # aggregate rows, overview, alerts: built already
         caps = {n: Capability(n, True) for n in samples}
         self.capabilities = caps
         return Snapshot(now, samples, self._tick, caps)
