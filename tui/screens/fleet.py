@@ -126,11 +126,15 @@ def engine_rows(frame: FleetFrame) -> list[EngineRow]:
     rows = []
     for node, fr in frame.nodes.items():
         servers = [(n, s) for n, s in fr.snapshot.samples.items() if n.startswith("server:")]
+        insts = {name.split(":", 1)[1] for name, _ in servers}
         for name, s in servers:
             inst = name.split(":", 1)[1]
             sub = _only_instance(fr, inst)
+            # a finding about another server of the node is that server's; one about no
+            # server (a GPU's: Prometheus names the dcgm-exporter's instance) is every one's
             findings = [f for f in frame.node_findings(node)
-                        if dict(f.subject).get("instance") in (None, inst)]
+                        if dict(f.subject).get("instance") in (None, inst)
+                        or dict(f.subject).get("instance") not in insts]
             status = s.status.value if s.status is not Status.OK else "ok"
             rows.append(EngineRow(node, inst, str(s.meta.get("model") or ""),
                                   Worst.of(findings), node_summary(sub), status))
