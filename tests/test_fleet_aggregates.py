@@ -17,7 +17,7 @@ from textual.strip import Strip
 
 from infertop.findings import Severity
 from infertop.fleet import ALERTS_SAMPLE, FleetPipeline, diagnoser_factory
-from infertop.model import Layer, Sample, Snapshot
+from infertop.model import Layer, Snapshot
 from infertop.prom_findings import findings_by_node, is_pending
 from infertop.probes.prometheus.aggregates import (SERVER_KEYS, Overview, alerting_groups,
                                                    inline, node_matcher, overview_query,
