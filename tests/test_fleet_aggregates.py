@@ -199,7 +199,7 @@ def _prom(rules: dict | None, asked: list[str]) -> httpx.MockTransport:
             return httpx.Response(200, json=_vector(
                 ({"infertop_key": "kv", "node": "n1", "instance": "n1:8000"}, 0.97),
                 ({"infertop_key": "nodes"}, 300)))
-        if 'infertop_key", "kv"' in q and "and on (instance)" in q:
+        if 'infertop:kv_usage:ratio{node=~"n1"}' in q:   # the shown node's row
             return httpx.Response(200, json=_vector(
                 ({"infertop_key": "kv", "node": "n1", "instance": "n1:8000"}, 0.97)))
         if q.startswith("up{"):

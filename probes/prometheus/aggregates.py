@@ -44,10 +44,11 @@ QUANTILE_COLUMNS = ("kv", "ttft_p99", "itl_p50")   # of these (each is one more 
 # engines-table column -> (recording rule or expression, reading key, unit, extra labels,
 # how one node's series combine).  ``tok_s`` has no recording rule: its rate is written here
 # over the recording rules' window (60 s).
-_TOK = ("rate(vllm:generation_tokens_total[60s]) or sum without (tp_rank, pp_rank, ep_rank, "
-        "moe_ep_rank, engine_type) (rate(sglang:generation_tokens_total[60s])) or "
-        "rate(tgi_request_generated_tokens_sum[60s]) or "
-        "rate(llamacpp:tokens_predicted_total[60s]) or rate(trtllm_generation_tokens_total[60s])")
+_TOK = ("rate(vllm:generation_tokens_total{m}[60s]) or sum without (tp_rank, pp_rank, "
+        "ep_rank, moe_ep_rank, engine_type) (rate(sglang:generation_tokens_total{m}[60s])) or "
+        "rate(tgi_request_generated_tokens_sum{m}[60s]) or "
+        "rate(llamacpp:tokens_predicted_total{m}[60s]) or "
+        "rate(trtllm_generation_tokens_total{m}[60s])")
 SERVER_KEYS: dict[str, tuple[str, str, str, tuple[tuple[str, str], ...], str]] = {
     "kv": ("infertop:kv_usage:ratio", "kv.usage_ratio", "ratio", (), "max"),
     "ttft_p99": ("infertop:ttft_seconds:p99_60s", "latency.ttft_seconds", "s",
@@ -93,11 +94,20 @@ def inline(expr: str) -> str:
     return _RECORD.sub(sub, expr)
 
 
-def per_node(column: str, records: bool) -> str:
+def per_node(column: str, records: bool, matcher: str = "") -> str:
     """One column's value per node and server (``node, instance``): a node whose server has
-    several series (engines, tp ranks) is its worst (or, for counts, their sum)."""
+    several series (engines, tp ranks) is its worst (or, for counts, their sum).
+    ``matcher`` (records only) selects the nodes at the source: Prometheus reads those
+    nodes' series alone."""
     expr, _key, _unit, _labels, how = SERVER_KEYS[column]
-    return f"{how} by (node, instance) ({expr if records else inline(expr)})"
+    sel = f"{{{matcher}}}" if matcher else ""
+    if expr is _TOK:
+        expr = _TOK.replace("{m}", sel)
+    elif records:
+        expr += sel
+    else:
+        expr = inline(expr)
+    return f"{how} by (node, instance) ({expr})"
 
 
 def _tag(expr: str, key: str, q: float | None = None) -> str:
@@ -160,13 +170,19 @@ def rows_queries(nodes: dict[str, bool], records: bool) -> dict[str, str]:
     def each(fmt: str) -> str:
         return " or ".join(fmt.format(m=m) for m in matchers)
     up = each("up{{{m}}}")
-    values = " or ".join(
-        _tag(f"({per_node(col, records)}) and on (instance) ({up})", col)
-        for col in SERVER_KEYS)
+    if records:   # the recording rules' series of the shown nodes alone
+        values = " or ".join(_tag(per_node(col, True, m), col)
+                             for col in SERVER_KEYS for m in matchers)
+    else:         # inlined expressions: computed for all, kept for the shown nodes
+        values = " or ".join(
+            _tag(f"({per_node(col, False)}) and on (instance) ({up})", col)
+            for col in SERVER_KEYS)
     # the model a server serves (vLLM/TRT-LLM: model_name; SGLang/TGI/llama.cpp: model)
     running = SERVER_KEYS["running"][0]
-    model = (f"group by (node, instance, model_name, model) "
-             f"({running if records else inline(running)}) and on (instance) ({up})")
+    model = (" or ".join(f"group by (node, instance, model_name, model) ({running}{{{m}}})"
+                         for m in matchers) if records else
+             f"group by (node, instance, model_name, model) ({inline(running)}) "
+             f"and on (instance) ({up})")
     gpus = each('{{__name__=~"' + "|".join(GPU_FIELDS) + '", {m}}}')
     seen = each("timestamp(up{{{m}}})")
     took = each("scrape_duration_seconds{{{m}}}")
@@ -373,15 +389,23 @@ class AggregateFetcher:
         self._interval_at = -math.inf
         self.shown = 0
 
-    async def fetch(self, client, pinned: set[str], records: bool, alerts: list[dict],
+    async def fetch(self, client, pinned: set[str], rules: RulesCheck, check: bool,
                     now: float, node_of) -> tuple[list, list, list, dict[str, Sample]]:
+        """``check``: ask the rules API too, at once with the overview (which reads the
+        recording rules when they were loaded at the last check)."""
         import asyncio
         from .client import Target
         if now - self._interval_at >= self.TARGETS_EVERY:
             self._interval_at = now
             ivals = [t.scrape_interval for t in await client.targets() if t.scrape_interval]
             self.interval = min(ivals) if ivals else None
-        ov = Overview.parse(await client.query(overview_query(self.rows, records)))
+        ask = client.query(overview_query(self.rows, rules.loaded))
+        if check:
+            _, series = await asyncio.gather(rules.check(client, now), ask)
+        else:
+            series = await ask
+        ov = Overview.parse(series)
+        records, alerts = rules.loaded, rules.alerts
         shown = shown_nodes(ov, alerts, pinned, self.rows, node_of)
         self.shown = len(shown)
         rows = rows_queries({n: v for n, v in shown.items() if n not in pinned}, records)

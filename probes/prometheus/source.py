@@ -205,18 +205,25 @@ class PrometheusSource(SnapshotSource):
 
     async def _read(self, now: float) -> tuple[list[Target], list, list, dict[str, Sample]]:
         """One refresh in the mode in use; the alerts whenever the rules are loaded."""
-        loaded, alerts = await self.rules.check(self.client, now)
+        aggregate = self.mode == "aggregate" or (self.mode == "auto" and self.rules.loaded)
+        if not aggregate:   # are the rules loaded now?  (then aggregates from this refresh)
+            await self.rules.check(self.client, now)
+            aggregate = self.mode == "auto" and self.rules.loaded
+            checked = True
+        else:
+            checked = False   # asked below at once with the overview
         extra: dict[str, Sample] = {}
-        if self.mode == "aggregate" or (self.mode == "auto" and loaded):
+        if aggregate:
             self.mode_in_use = "aggregate"
             started = time.perf_counter()
             targets, dcgm, servers, extra = await self.aggregates.fetch(
-                self.client, set(self.pinned), loaded, alerts, now, node_of)
+                self.client, set(self.pinned), self.rules, not checked, now, node_of)
             self.fetch_seconds = time.perf_counter() - started
         else:
             self.mode_in_use = "series"
             targets, dcgm, servers = await self.fetch()
-        extra[ALERTS_SAMPLE] = alerts_sample(loaded, alerts, now, self.rules.why)
+        extra[ALERTS_SAMPLE] = alerts_sample(self.rules.loaded, self.rules.alerts, now,
+                                             self.rules.why)
         return targets, dcgm, servers, extra
 
     def describe(self) -> dict[str, Any]:
