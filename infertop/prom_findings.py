@@ -7,7 +7,8 @@ these findings).  Each alert becomes the finding it was exported from: ``alertna
 the code, ``severity`` and ``layer`` its labels, the annotations its title, value against
 threshold and remedy.  The subject keeps the series' identifying labels and says where the
 finding comes from: ``via=prometheus``, and ``alertstate=pending`` while Prometheus holds it
-within ``for:`` (shown as pending, ranked below a firing one).  Label values and
+within ``for:``: shown as "(pending warn)", a notice until it fires (the doctor's exit code
+counts raised findings only).  Label values and
 annotations were cleaned when read (textclean); they are cleaned again here because a
 recording can carry them too.
 """
@@ -69,8 +70,11 @@ def alert_finding(alert: Mapping[str, Any], node: str, now: float) -> Finding | 
         (f" (thresholds: {source})" if source else "")
     since = alert.get("active_at")
     since = float(since) if isinstance(since, (int, float)) and math.isfinite(since) else now
-    return Finding(code, layer, _SEVERITY.get(str(labels.get("severity", "")), Severity.NOTICE),
-                   (title or code) + (" (pending)" if state == "pending" else ""),
+    severity = _SEVERITY.get(str(labels.get("severity", "")), Severity.NOTICE)
+    if state == "pending":   # not raised yet: worth knowing, not an action (doctor's exit)
+        title = f"{title or code} (pending {severity.value})"
+        severity = Severity.NOTICE
+    return Finding(code, layer, severity, title or code,
                    (Evidence("prometheus.alert", make_labels(subject), number, None, "", "",
                              note),),
                    one_line(notes.get("remedy", ""), 300), since, make_labels(subject),

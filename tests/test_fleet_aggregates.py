@@ -59,7 +59,8 @@ def test_alerts_of_the_exported_group_become_findings_labelled_as_prometheus():
     assert "Prometheus alert firing" in mem.evidence[0].note
     assert "0.97 against 0.85" in mem.evidence[0].note and mem.remedy.startswith("lower")
     (dec,) = by_node["n2"]
-    assert is_pending(dec) and dec.title.endswith("(pending)") and dec.raised is None
+    assert is_pending(dec) and dec.title.endswith("(pending warn)") and dec.raised is None
+    assert dec.severity is Severity.NOTICE   # not raised yet: no exit code of its own
 
 
 def test_another_group_is_not_infertops_rules():
@@ -95,10 +96,9 @@ def test_worst_puts_firing_before_pending_and_says_pending():
                                 "infertop-findings", node_of)
     fs = findings_by_node(alerts, 0.0)["n1"]
     w = Worst.of(fs)
-    assert w.code == "MEM-001" and w.severity is Severity.CRIT   # crit pending > warn firing
-    assert w.pending and w.prometheus
-    w2 = Worst.of([f for f in fs if f.code == "DEC-001"])
-    assert not w2.pending
+    assert w.code == "DEC-001" and w.severity is Severity.WARN and not w.pending
+    w2 = Worst.of([f for f in fs if f.code == "MEM-001"])
+    assert w2.pending and w2.prometheus and w2.title.endswith("(pending crit)")
 
 
 # ---- the fleet pipeline and screen with Prometheus judging -----------------------------------
