@@ -128,8 +128,10 @@ async def measure(url: str, at: float, mode: str, refreshes: int, prom_pid: int)
         # a backfill has no targets, whose bookkeeping would drop every series: the two
         # queries of a refresh at which every target was scraped since the last one
         async def every_series():
+            t0 = time.perf_counter()
             dcgm, servers = await asyncio.gather(src.client.query(src._dcgm_query),
                                                  src.client.query(src._server_query))
+            src.fetch_seconds = time.perf_counter() - t0
             return [], dcgm, servers
         src.fetch = every_series   # type: ignore[method-assign]
     got = [0]
@@ -154,7 +156,7 @@ async def measure(url: str, at: float, mode: str, refreshes: int, prom_pid: int)
             if src.last_error:
                 raise RuntimeError(src.last_error)
             if i:   # the first builds every History
-                rows.append((w1 - w0, c1 - c0, p1 - p0, got[0]))
+                rows.append((w1 - w0, c1 - c0, p1 - p0, got[0], src.fetch_seconds))
             await asyncio.sleep(0.3)
     finally:
         await src.stop()
@@ -165,6 +167,7 @@ async def measure(url: str, at: float, mode: str, refreshes: int, prom_pid: int)
             "cpu": statistics.median(r[1] for r in rows),
             "prom_cpu": statistics.median(r[2] for r in rows),
             "bytes": max(r[3] for r in rows), "nodes_read": len(frame.nodes),
+            "fetch": statistics.median(r[4] for r in rows),
             "fleet_nodes": int(count.get("fleet.nodes", len(frame.nodes))),
             "gpus": int(count.get("fleet.gpus", 0)) or sum(
                 len({r.label("gpu") for r in fr.by_key("gpu.info")})
@@ -272,13 +275,15 @@ def table(results: dict[int, dict[str, dict]], load: str) -> str:
     out = [f"box load average at the end: {load} (2 cores shared with other work; CPU is "
            "this process's CPU time, not wall)", "",
            "| nodes x 8 GPUs | mode | nodes read | answer MB | refresh wall ms (median / max) "
-           "| infertop CPU ms | % of a core at 5 s scrape | Prometheus CPU ms |",
-           "|---|---|---|---|---|---|---|---|"]
+           "| of which Prometheus's answers ms | infertop CPU ms | % of a core at 5 s scrape "
+           "| Prometheus CPU ms |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for n, by_mode in sorted(results.items()):
         for mode, r in by_mode.items():
             out.append(f"| {n} | {MODES[mode]}"
                        f" | {r['nodes_read']} of {n} | {r['bytes'] / 1e6:.2f} "
                        f"| {r['wall'] * 1000:.0f} / {r['wall_max'] * 1000:.0f} "
+                       f"| {r['fetch'] * 1000:.0f} "
                        f"| {r['cpu'] * 1000:.0f} | {r['cpu'] / 2.5:.1%} "
                        f"| {r['prom_cpu'] * 1000:.0f} |")
     return "\n".join(out)
@@ -303,7 +308,7 @@ def main() -> int:
             for mode, r in results[n].items():
                 print(f"  {MODES[mode]:28s}: read {r['nodes_read']:3d} nodes, answer "
                       f"{r['bytes'] / 1e6:6.2f} MB, wall {r['wall'] * 1000:6.0f} ms "
-                      f"(max {r['wall_max'] * 1000:.0f}), CPU {r['cpu'] * 1000:6.0f} ms = "
+                      f"(max {r['wall_max'] * 1000:.0f}; answers {r['fetch'] * 1000:.0f}), CPU {r['cpu'] * 1000:6.0f} ms = "
                       f"{r['cpu'] / 2.5:6.1%} of a core at a 5 s scrape; Prometheus CPU "
                       f"{r['prom_cpu'] * 1000:.0f} ms", flush=True)
     finally:

@@ -27,6 +27,7 @@ from .units import natural_key
 # fleet-wide samples of a Prometheus fleet (probes/prometheus/aggregates.py): no node
 ALERTS_SAMPLE = "prometheus-alerts"
 AGGREGATES_SAMPLE = "prometheus-aggregates"
+ROWS = "\0rows"   # a node's Pipeline key suffix for rows Prometheus computed and judged
 
 def node_of(name: str, sample: Sample | None = None) -> str | None:
     """The node of a fleet sample: ``meta["node"]``, else the part after ``@``."""
@@ -225,7 +226,7 @@ class FleetPipeline:
         """A node rule is not checked when it lacks inputs on every node (reasons as the
         first node gives them; a rule checked on some nodes was checked); the cross-node
         rules read the nodes' readings and are checked whenever a node is."""
-        per_node = [p.missing_inputs() for p in self.pipelines.values()]
+        per_node = [p.missing_inputs() for p in self._judged()]
         if not per_node:
             return {}
         common = set(per_node[0]).intersection(*per_node[1:])
@@ -234,14 +235,14 @@ class FleetPipeline:
     @property
     def rules_total(self) -> int:
         """Every node rule and every cross-node rule."""
-        node = next(iter(self.pipelines.values()), None)
+        node = next(iter(self._judged()), None)
         return (node.rules_total if node else 0) + len(getattr(self.fleet_diagnoser, "scope", ()))
 
     @property
     def events(self) -> list:
         """Every node's raises and clears (subject + node) and the cross-node ones, by time."""
         out = [replace(e, subject=node_labels(e.subject, node))
-               for node, p in self.pipelines.items() for e in p.events]
+               for node, p in self.pipelines.items() if ROWS not in node for e in p.events]
         out += list(getattr(self.fleet_diagnoser, "events", ()))
         return sorted(out, key=lambda e: e.time)
 
@@ -252,10 +253,14 @@ class FleetPipeline:
         if self.fleet_diagnoser is not None and hasattr(self.fleet_diagnoser, "reset"):
             self.fleet_diagnoser.reset()
 
+    def _judged(self) -> list[Pipeline]:
+        """The Pipelines that run infertop's rules (not the rows Prometheus judged)."""
+        return [p for key, p in self.pipelines.items() if ROWS not in key]
+
     def _pipeline(self, node: str, judged: bool = True) -> Pipeline:
         """A node's Pipeline; ``judged=False`` (a row Prometheus computed, judged there):
         one without rules, kept apart so the node's judged History is not mixed with it."""
-        key = node if judged else f"{node}\0rows"
+        key = node if judged else node + ROWS
         p = self.pipelines.get(key)
         if p is None:
             diag = self.make_diagnoser(False) if self.make_diagnoser and judged else None

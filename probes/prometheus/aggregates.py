@@ -30,6 +30,7 @@ from typing import Any
 
 # the fleet-wide samples (no @node): the alerts; the quantiles and counts
 from infertop.fleet import AGGREGATES_SAMPLE, ALERTS_SAMPLE
+from infertop.keys import SPECS
 from infertop.model import Reading, Sample, Status, make_labels
 from infertop.textclean import one_line
 
@@ -41,8 +42,8 @@ Q_LABEL = "infertop_q"
 QUANTILES = (0.5, 0.99)                   # the summary line's p50/p99 across nodes
 QUANTILE_COLUMNS = ("kv", "ttft_p99", "itl_p50")   # of these (each is one more evaluation)
 
-# engines-table column -> (recording rule or expression, reading key, unit, extra labels,
-# how one node's series combine).  ``tok_s`` has no recording rule: its rate is written here
+# engines-table column -> (recording rule or expression, reading key, unit (as the key's
+# spec), extra labels, how one node's series combine).  ``tok_s`` has no recording rule: its rate is written here
 # over the recording rules' window (60 s).
 _TOK = ("rate(vllm:generation_tokens_total{m}[60s]) or sum without (tp_rank, pp_rank, "
         "ep_rank, moe_ep_rank, engine_type) (rate(sglang:generation_tokens_total{m}[60s])) or "
@@ -55,9 +56,11 @@ SERVER_KEYS: dict[str, tuple[str, str, str, tuple[tuple[str, str], ...], str]] =
                  (("quantile", "0.99"),), "max"),
     "itl_p50": ("infertop:itl_seconds:p50_60s", "latency.itl_seconds", "s",
                 (("quantile", "0.5"),), "max"),
-    "running": ("infertop:requests_running:count", "server.requests_running", "", (), "sum"),
-    "waiting": ("infertop:requests_waiting:count", "server.requests_waiting", "", (), "sum"),
-    "tok_s": (_TOK, "throughput.generation_tokens_per_second", "tok/s", (), "sum"),
+    "running": ("infertop:requests_running:count", "server.requests_running", "count", (),
+                "sum"),
+    "waiting": ("infertop:requests_waiting:count", "server.requests_waiting", "count", (),
+                "sum"),
+    "tok_s": (_TOK, "throughput.generation_tokens_per_second", "tokens/s", (), "sum"),
     "errors": ("infertop:error:ratio60s", "server.error_ratio", "ratio", (), "max"),
 }
 # the GPU fields of the shown nodes (the GPU table: per-GPU util/SM, memory, temp, power)
@@ -261,7 +264,8 @@ def aggregate_samples(rows: dict[str, list], node_of, now: float) -> dict[str, S
         col = labels.get(KEY_LABEL, "")
         if col not in SERVER_KEYS:
             continue
-        _expr, key, unit, extra, _how = SERVER_KEYS[col]
+        _expr, key, _unit, extra, _how = SERVER_KEYS[col]
+        unit = SPECS[key].unit    # the unit the screen and a recording expect of the key
         node, inst = node_of(labels), labels.get("instance", "")
         lab = make_labels(dict(extra)) if extra else ()
         ok = math.isfinite(value)
