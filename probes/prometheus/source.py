@@ -22,6 +22,10 @@ filter; all of them when nearly all changed) and keeps the rest, whose unchanged
 the very Samples of before (``SampleCache``), which the fleet pipeline does not re-feed.
 The timing uses the target's lastScrape against this machine's clock: a skewed clock only
 makes a target asked again (or, skewed the other way by more than a scrape, one scrape late).
+
+All of the above is series mode.  While ``infertop rules export``'s rules are loaded in
+Prometheus (``mode="auto"``), the source reads their alerts and what the screen shows,
+computed there, instead (aggregate mode: ``aggregates.py``).
 """
 
 from __future__ import annotations
