@@ -171,8 +171,12 @@ def test_shown_nodes_are_the_worst_by_each_column_down_alerting_and_pinned():
     ])
     assert ov.quantiles == {"kv": {"0.5": 0.2}} and ov.counts == {"nodes": 512.0}
     alerts = [{"labels": {"node": "d", "severity": "crit"}, "state": "firing"}]
-    shown = shown_nodes(ov, alerts, {"e"}, 8, node_of)
-    assert list(shown) == ["a", "b", "c", "d", "e"]
+    shown = shown_nodes(ov, alerts, {"e", "10.0.0.9"}, 8, node_of, {"10.0.0.9": False})
+    assert list(shown) == ["a", "b", "c", "d", "10.0.0.9", "e"]
+    assert shown["10.0.0.9"] is False   # a host, asked by instance, as it was seen before
+    inf = Overview.parse([({"infertop_key": "kv", "node": "x", "instance": "x:1"},
+                           float("inf"))])
+    assert inf.worst["kv"][0][0]["node"] == "x"   # +Inf is the worst, not nothing
 
 
 # ---- the source: aggregate mode while the rules are loaded -----------------------------------

@@ -209,8 +209,8 @@ class Overview:
             key = labels.get(KEY_LABEL, "")
             q = labels.get(Q_LABEL)
             rest = {k: v for k, v in labels.items() if k not in (KEY_LABEL, Q_LABEL)}
-            if not math.isfinite(value) and key != "down":
-                continue   # NaN quantiles of an empty window say nothing
+            if math.isnan(value) and key != "down":
+                continue   # NaN: a quantile of an empty window, 0/0: says nothing
             if q is not None:
                 out.quantiles.setdefault(key, {})[q] = value
             elif key in SERVER_KEYS:
@@ -223,10 +223,10 @@ class Overview:
 
 
 def shown_nodes(ov: Overview, alerts: list[dict], pinned: set[str], k: int,
-                node_of) -> dict[str, bool]:
+                node_of, known: dict[str, bool] | None = None) -> dict[str, bool]:
     """node -> named by a ``node`` label: the worst by each column, up to ``k`` nodes with
-    alerts (critical first) and ``k`` down, and the pinned ones (the cursor's, the open
-    node's)."""
+    alerts (critical first) and ``k`` down, and the pinned ones (the open node's: named as
+    ``known`` saw it last, else by label)."""
     out: dict[str, bool] = {}
 
     def add(labels: dict[str, str]) -> None:
@@ -248,7 +248,7 @@ def shown_nodes(ov: Overview, alerts: list[dict], pinned: set[str], k: int,
         add(a.get("labels", {}))
         added += len(out) - before
     for node in sorted(pinned):
-        out.setdefault(node, True)
+        out.setdefault(node, (known or {}).get(node, True))
     return out
 
 
@@ -392,6 +392,7 @@ class AggregateFetcher:
         self.interval: float | None = None
         self._interval_at = -math.inf
         self.shown = 0
+        self._named: dict[str, bool] = {}   # node -> named by a label (else a host)
 
     async def fetch(self, client, pinned: set[str], rules: RulesCheck, check: bool,
                     now: float, node_of) -> tuple[list, list, list, dict[str, Sample]]:
@@ -410,7 +411,10 @@ class AggregateFetcher:
             series = await ask
         ov = Overview.parse(series)
         records, alerts = rules.loaded, rules.alerts
-        shown = shown_nodes(ov, alerts, pinned, self.rows, node_of)
+        shown = shown_nodes(ov, alerts, pinned, self.rows, node_of, self._named)
+        self._named.update(shown)
+        if len(self._named) > 100_000:   # bounded: a fleet that keeps renaming its nodes
+            self._named = dict(shown)
         self.shown = len(shown)
         rows = rows_queries({n: v for n, v in shown.items() if n not in pinned}, records)
         detail = {n: v for n, v in shown.items() if n in pinned}
