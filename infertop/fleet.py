@@ -29,6 +29,7 @@ ALERTS_SAMPLE = "prometheus-alerts"
 AGGREGATES_SAMPLE = "prometheus-aggregates"
 ROWS = "\0rows"   # a node's Pipeline key suffix for rows Prometheus computed and judged
 
+
 def node_of(name: str, sample: Sample | None = None) -> str | None:
     """The node of a fleet sample: ``meta["node"]``, else the part after ``@``."""
     if sample is not None and sample.meta.get("node"):
@@ -163,13 +164,12 @@ class FleetFrame(Frame):
         return {}
 
     def node_findings(self, node: str) -> list[Finding]:
-        """A node's own findings and the cross-node ones about it, worst first, each
-        cause before the symptoms it explains."""
+        """A node's own findings (Prometheus's alerts when its rules judge) and the
+        cross-node ones about it, worst first, each cause before the symptoms it explains."""
         from .rules.engine import cause_first
-        if self.prometheus_findings is not None:   # judged by Prometheus, sorted there
-            cross = [f for f in self.fleet_findings if dict(f.subject).get("node") == node]
-            return cross + list(self.prometheus_findings.get(node, ()))
         cross = [f for f in self.fleet_findings if dict(f.subject).get("node") == node]
+        if self.prometheus_findings is not None:   # judged by Prometheus, sorted already
+            return cross + list(self.prometheus_findings.get(node, ()))
         own = node_findings_shown(node, self.nodes[node].findings, cross) \
             if node in self.nodes else []
         return cause_first(sorted(own + cross, key=lambda f: -f.severity.rank),
