@@ -152,8 +152,37 @@ class PrometheusMeta:
         return _changed(self)
 
 
+@dataclass(frozen=True, slots=True)
+class AlertsMeta:
+    """The fleet's Prometheus alerts of infertop's exported rules (probes/prometheus/
+    aggregates.py): whether the rule group is loaded, its active alerts (each a cleaned dict:
+    labels, annotations, state, value, active_at, node), and why they were not read."""
+
+    loaded: bool = False
+    alerts: tuple[Mapping[str, Any], ...] = ()
+    why: str = ""
+    node: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return _changed(self)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetOverviewMeta:
+    """Aggregate mode's fleet-wide sample: how many nodes are shown, which are read whole."""
+
+    mode: str = ""
+    shown: int = 0
+    detail: tuple[str, ...] = ()
+    rows_per_column: int | None = None
+    node: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return _changed(self)
+
+
 SampleMeta = Union[NoMeta, NvmlMeta, ProcessMeta, ServerMeta, KvEventsMeta, GilMeta,
-                   PrometheusMeta]
+                   PrometheusMeta, AlertsMeta, FleetOverviewMeta]
 NO_META = NoMeta()
 
 
@@ -183,6 +212,10 @@ def meta_class(source: str) -> type:
         return GilMeta
     if base == "prometheus":
         return PrometheusMeta
+    if base == "prometheus-alerts":       # infertop.fleet.ALERTS_SAMPLE
+        return AlertsMeta
+    if base == "prometheus-aggregates":   # infertop.fleet.AGGREGATES_SAMPLE
+        return FleetOverviewMeta
     return NoMeta
 
 
@@ -254,6 +287,25 @@ def _tuple_of(item: Any) -> Any:
     return conv
 
 
+def _mappings(v: Any) -> Any:
+    """Dicts from a recording (anything else in the list is left out), their non-finite
+    numbers (JSON's NaN/Infinity, which Python's reader accepts) as None: the recorder
+    writes with allow_nan=False."""
+    if not isinstance(v, (list, tuple)):
+        return _BAD
+    return tuple(_finite_json(dict(x)) for x in v if isinstance(x, Mapping))
+
+
+def _finite_json(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, Mapping):
+        return {str(k): _finite_json(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite_json(x) for x in v]
+    return v
+
+
 def _str_or_int(v: Any) -> Any:
     return v if isinstance(v, str) else _int(v)
 
@@ -311,6 +363,11 @@ _CONVERT: dict[tuple[str, str], Any] = {
     ("KvEventsMeta", "node"): _str,
     ("GilMeta", "gil_pid"): _opt_int, ("GilMeta", "node"): _str,
     ("PrometheusMeta", "url"): _opt_str, ("PrometheusMeta", "node"): _str,
+    ("AlertsMeta", "loaded"): _bool, ("AlertsMeta", "alerts"): _mappings,
+    ("AlertsMeta", "why"): _str, ("AlertsMeta", "node"): _str,
+    ("FleetOverviewMeta", "mode"): _str, ("FleetOverviewMeta", "shown"): _int,
+    ("FleetOverviewMeta", "detail"): _tuple_of(_str),
+    ("FleetOverviewMeta", "rows_per_column"): _opt_int, ("FleetOverviewMeta", "node"): _str,
 }
 
 
@@ -319,6 +376,8 @@ def _json(v: Any) -> Any:
         return v.to_dict()
     if isinstance(v, tuple):
         return [_json(x) for x in v]
+    if isinstance(v, Mapping):
+        return {k: _json(x) for k, x in v.items()}
     return v
 
 

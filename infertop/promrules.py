@@ -42,6 +42,11 @@ from .model import Kind
 from .rules.engine import Diagnoser
 from .rules.threshold_sources import SOURCES
 
+# the two rule groups of the export (the fleet source finds the alerting one by name in
+# /api/v1/rules: probes/prometheus/aggregates.py)
+RECORDING_GROUP = "infertop-quantities"
+ALERTING_GROUP = "infertop-findings"
+
 # DCGM field names (dcgm-exporter metric name = field name; docs/metrics.md#dcgm)
 DCGM_UTIL = "DCGM_FI_DEV_GPU_UTIL"                  # percent
 DCGM_SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"           # ratio, opt-in profiling field
@@ -690,11 +695,11 @@ def render(export: Export) -> str:
            "# not exported (Prometheus lacks their inputs):"]
     for code, why in export.not_exported.items():
         out.append(f"#   {code}: {why}")
-    out += ["groups:", "  - name: infertop-quantities", "    rules:"]
+    out += ["groups:", f"  - name: {RECORDING_GROUP}", "    rules:"]
     for r in export.recordings:
         out += [f"      - record: {_q(r.record)}",
                 f"        expr: {_block(r.expr, '          ')}"]
-    out += ["  - name: infertop-findings", "    rules:"]
+    out += [f"  - name: {ALERTING_GROUP}", "    rules:"]
     for a in export.alerts:
         sev = SEVERITY_LABEL[a.severity]
         sources = "; ".join(f"{k}: {SOURCES.get(k, 'infertop')}" for k in a.sources) or \

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from infertop.meta import (NO_META, GilMeta, GpuName, KvEventsMeta, NoMeta, NvmlMeta,
+from infertop.meta import (NO_META, AlertsMeta, FleetOverviewMeta, GilMeta, GpuName, KvEventsMeta, NoMeta, NvmlMeta,
                            ProcessMeta, PrometheusMeta, ServerInfo, ServerMeta, meta_from_dict,
                            meta_url)
 from infertop.model import Sample, Snapshot, Status
@@ -34,6 +34,11 @@ OLD = {
                 "dcgm": True},
     "prometheus": {"url": "http://prom:9090"},
     "scrape@n1": {"node": "n1"},
+    "prometheus-alerts": {"loaded": True, "alerts": [
+        {"labels": {"alertname": "MEM-001", "node": "n1"}, "state": "firing", "value": 0.97,
+         "active_at": 12.0, "annotations": {"title": "KV cache full"}, "node": "n1"}]},
+    "prometheus-aggregates": {"mode": "aggregate", "shown": 8, "detail": ["n1"],
+                              "rows_per_column": 8},
 }
 
 
@@ -48,7 +53,8 @@ def test_an_old_meta_dict_reads_typed_and_writes_back_the_same(source):
 def test_each_source_gets_its_class():
     want = {"nvml": NvmlMeta, "process": ProcessMeta, "server:127.0.0.1:8000": ServerMeta,
             "kvevents:127.0.0.1:8000": KvEventsMeta, "gil": GilMeta, "nvml@n1": NvmlMeta,
-            "prometheus": PrometheusMeta, "scrape@n1": NoMeta}
+            "prometheus": PrometheusMeta, "scrape@n1": NoMeta,
+            "prometheus-alerts": AlertsMeta, "prometheus-aggregates": FleetOverviewMeta}
     for source, cls in want.items():
         assert type(meta_from_dict(source, OLD[source])) is cls, source
     p = meta_from_dict("process", OLD["process"])
@@ -89,6 +95,18 @@ def test_hostile_meta_is_left_at_defaults_never_an_exception(hostile):
     p = meta_from_dict("process", {"tree": [1, "x"], "server": {"pid": "42", "kind": "v"}})
     assert isinstance(p, ProcessMeta)
     assert p.tree == () and p.server == ServerInfo(kind="v")   # the bad pid left out
+
+
+def test_an_alert_read_back_from_a_recording_can_be_recorded_again():
+    """JSON's NaN/Infinity (Python's reader takes them) inside a recorded alert become None:
+    the recorder writes with allow_nan=False, so replaying and recording again works."""
+    hostile = {"loaded": True, "alerts": [{"labels": {"alertname": "X"}, "value": float("nan"),
+                                           "nested": [float("inf"), {"v": float("-inf")}]},
+                                          "not a dict"]}
+    meta = meta_from_dict("prometheus-alerts", hostile)
+    assert isinstance(meta, AlertsMeta) and meta.loaded
+    json.dumps(meta.to_dict(), allow_nan=False)
+    assert meta.alerts[0]["value"] is None and meta.alerts[0]["nested"] == [None, {"v": None}]
 
 
 def test_typed_lookups_on_a_snapshot():

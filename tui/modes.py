@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual.binding import Binding
@@ -435,6 +435,13 @@ class FleetApp(InfertopApp):
     def refresh_node_screen(self) -> None:
         from .screens.fleet import NodeScreen
         screen = self.screen
+        # the open node is read whole (aggregate mode reads only rows): the source's next
+        # refresh asks for it (an attribute the poll reads; no I/O here)
+        pinned = getattr(self.source, "pinned", None)   # only the Prometheus source has it
+        if isinstance(pinned, set):
+            want = {screen.node} if isinstance(screen, NodeScreen) else set()
+            if pinned != want:   # a new set, never changed in place (the poll reads it)
+                cast(Any, self.source).pinned = want
         if isinstance(screen, NodeScreen) and isinstance(self.frame, FleetFrame):
             screen.show(self.frame.nodes.get(screen.node), self.role_styles, self.summaries)
 
@@ -452,7 +459,13 @@ class FleetApp(InfertopApp):
             return t
         gpus = sum(len({r.label("gpu") for r in fr.by_key("gpu.info")})
                    for fr in frame.nodes.values())
-        t.append(f"  {len(frame.nodes)} nodes  {gpus} GPUs")
+        nodes = len(frame.nodes)
+        overview = getattr(frame, "overview", None)
+        if overview is not None:   # aggregate mode: the fleet as Prometheus counts it
+            count = {r.key: r.value for r in overview.readings if not r.labels}
+            nodes = int(count.get("fleet.nodes", nodes))
+            gpus = int(count.get("fleet.gpus", gpus))
+        t.append(f"  {nodes} nodes  {gpus} GPUs")
         refresh = getattr(self.source, "refresh_interval", 0.0)
         t.append(f"  tick {self.interval:g}s" + (f", refresh {refresh:g}s" if refresh else ""))
         return t
