@@ -20,7 +20,7 @@ from typing import Callable
 
 from .findings import Finding
 from .history import History
-from .model import Capability, Reading, Sample, Snapshot, Status, make_labels
+from .model import Capability, Reading, Sample, Snapshot, Status, has_value, make_labels
 from .pipeline import Evaluator, Frame, Pipeline
 from .units import natural_key
 
@@ -273,7 +273,7 @@ class FleetPipeline:
         findings = list(fleet)
         for node, fr in frames.items():
             findings += node_findings_shown(node, fr.findings, fleet)
-        findings.sort(key=lambda f: (-f.severity.rank, f.layer.index, f.code, f.subject))
+        findings.sort(key=lambda f: (-f.severity.rank, f.layer.position, f.code, f.subject))
         history = next(iter(frames.values())).history if frames else self._empty
         return FleetFrame(snap, [], history, findings, self.window, nodes=frames,
                           fleet_findings=list(fleet))
@@ -293,12 +293,12 @@ def diagnoser_factory(config=None) -> Callable[[bool], Evaluator]:
 def node_summary(frame: Frame) -> dict[str, float | None]:
     """The engines-table numbers of one node's Frame (None where it has none)."""
     def val(key: str, **labels: str) -> float | None:
-        vals = [r.value for r in frame.by_key(key) if r.ok and
+        vals = [r.value for r in frame.by_key(key) if has_value(r) and
                 all(r.label(k) == v for k, v in labels.items())]
         return max(vals) if vals else None
 
     def total(key: str) -> float | None:
-        vals = [r.value for r in frame.by_key(key) if r.ok and not r.label("quantile")]
+        vals = [r.value for r in frame.by_key(key) if has_value(r) and not r.label("quantile")]
         return sum(vals) if vals else None
 
     return {

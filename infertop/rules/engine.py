@@ -246,7 +246,7 @@ class Diagnoser:
                     f"{f.code} {f.title}: cleared after {now - f.since:.0f} s"))
                 del self._tracks[key]
         active = [tr.finding for tr in self._tracks.values() if tr.finding is not None]
-        active.sort(key=lambda f: (-f.severity.rank, f.layer.index, f.code, f.subject))
+        active.sort(key=lambda f: (-f.severity.rank, f.layer.position, f.code, f.subject))
         self.active = self._chain(active)
 
     def _chain(self, active: list[Finding]) -> list[Finding]:
@@ -285,7 +285,7 @@ class Diagnoser:
                 chains[-1].append(f)
             else:
                 chains.append([f])
-        chains.sort(key=lambda ch: (-max(x.severity.rank for x in ch), ch[0].layer.index,
+        chains.sort(key=lambda ch: (-max(x.severity.rank for x in ch), ch[0].layer.position,
                                     ch[0].code, ch[0].subject))
         return [f for ch in chains for f in ch]
 

@@ -129,7 +129,7 @@ def queue_while_idle(ctx: Context) -> Iterator[Candidate]:
             reached = at_cap is not None and at_cap >= QUEUED_SHARE
             cap_note = f"{cap[0]}={cap[1] if cap[1] is not None else '?'}" + \
                 (" reached" if reached else "")
-            if (not busy or kv is None) and at_cap is not None:
+            if (not busy or kv is None) and at_cap is not None and running is not None:
                 evidence.append(Evidence(running.key, running.labels, at_cap, QUEUED_SHARE,
                                          ">=", "ratio",
                                          f"share of the ticks of the last "

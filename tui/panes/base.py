@@ -831,7 +831,7 @@ class LayerPane(ZoomTableKeys, Static):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("waiting for the first tick…", classes="pane", **kwargs)
-        self.border_title = f"{self.pane_layer.index + 1} {self.pane_layer.value}"
+        self.border_title = f"{self.pane_layer.position + 1} {self.pane_layer.value}"
         self.worst: str | None = None
         self.last_renderable: RenderableType | None = None
         self.table_view = TableView()        # kept while zoomed out and in again
@@ -850,7 +850,7 @@ class LayerPane(ZoomTableKeys, Static):
         """render_frame with the context set for this pane (its layer, its zoom key, and
         when zoomed its table's sort, filter and scroll)."""
         ctx.layer = self.pane_layer
-        ctx.zoom_key = "" if zoomed else str(self.pane_layer.index + 1)
+        ctx.zoom_key = "" if zoomed else str(self.pane_layer.position + 1)
         ctx.tagged = set()
         ctx.view = view if zoomed else None
         try:
@@ -871,7 +871,7 @@ class LayerPane(ZoomTableKeys, Static):
             holder = self.screen if hasattr(self.screen, "zoomed") else self.app
         except Exception:     # no running app (drawn from a test)
             return False
-        return getattr(holder, "zoomed", None) == self.pane_layer.index
+        return getattr(holder, "zoomed", None) == self.pane_layer.position
 
     def on_resize(self, _event) -> None:
         """Zoomed in or out, or the terminal resized: draw the frame again at the new size
@@ -904,7 +904,7 @@ class LayerPane(ZoomTableKeys, Static):
             subtitle = "|" + subtitle
         if subtitle != self._subtitle:   # setting it repaints the whole pane, even unchanged
             self._subtitle = subtitle
-            name = f"{self.pane_layer.index + 1} {self.pane_layer.value}"
+            name = f"{self.pane_layer.position + 1} {self.pane_layer.value}"
             if subtitle.startswith("|"):
                 self.border_title = f"{name} {subtitle[1:]}" if subtitle[1:] else name
                 self.border_subtitle = ""
