@@ -214,6 +214,14 @@ class FleetPipeline:
         common = set(per_node[0]).intersection(*per_node[1:])
         return {code: why for code, why in per_node[0].items() if code in common}
 
+    def window_needed(self) -> dict[str, float]:
+        """The node rules' (every node runs the same) and the cross-node rules'."""
+        node = next(iter(self.pipelines.values()), None)
+        out = node.window_needed() if node else {}
+        if self.fleet_diagnoser is not None:
+            out.update(self.fleet_diagnoser.window_needed())
+        return out
+
     @property
     def rules_total(self) -> int:
         """Every node rule and every cross-node rule."""

@@ -340,6 +340,15 @@ class Diagnoser:
         d = self.config.diagnosis
         return max(d.raise_after, d.judge_window / 2 + JUDGED_RAISE_AFTER)
 
+    def window_needed(self) -> dict[str, float]:
+        """Enabled rule code -> seconds of samples before its finding can raise: its raise
+        delay, plus half the judge window for rules that compare a window's median (the
+        median needs that much History).  A shorter run cannot raise it (doctor says so)."""
+        half = self.config.diagnosis.judge_window / 2
+        return {r.code: self._timing[r.code][0] + (half if "judge_window" in r.spec.judged
+                                                   else 0.0)
+                for r in self.rules}
+
     # -- what the help screen and docs show -----------------------------------------------
     def catalogue(self) -> list[RuleSpec]:
         """Every rule (enabled or not) with the thresholds and timing in force."""
