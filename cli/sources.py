@@ -80,7 +80,9 @@ def make_live_source(args: argparse.Namespace):
     if not args.no_gpu:
         from infertop.probes.nvml.probe import NvmlProbe
         probes.append(NvmlProbe())
-    probes.append(ProcessProbe(pid=args.pid, url=urls[0] if urls else None))
+    th = load_thresholds(args)
+    probes.append(ProcessProbe(pid=args.pid, url=urls[0] if urls else None,
+                               host_top_at=min(th.host_top_scan_at, th.host_cpu_saturated)))
     if not urls:
         urls = discovered_urls(args.pid)
     seen = set()
@@ -137,14 +139,24 @@ def discovered_urls(pid: int | None) -> list[str]:
     return out
 
 
-def make_pipeline(args: argparse.Namespace, source=None):
+def load_diagnosis_config(args: argparse.Namespace):
     from infertop.config import ConfigError, load_config
-    from infertop.pipeline import Pipeline
-    from infertop.rules.engine import Diagnoser
     try:
-        cfg = load_config(getattr(args, "config", None))
+        return load_config(getattr(args, "config", None))
     except ConfigError as e:
         raise UsageError(f"config: {e}") from None
+
+
+def load_thresholds(args: argparse.Namespace):
+    """The config's thresholds (--config or the user's file): probes read a few of them
+    (the host's top consumers are scanned from thresholds.host_top_scan_at)."""
+    return load_diagnosis_config(args).thresholds
+
+
+def make_pipeline(args: argparse.Namespace, source=None):
+    from infertop.pipeline import Pipeline
+    from infertop.rules.engine import Diagnoser
+    cfg = load_diagnosis_config(args)
     # one window for the screen's quantiles and the rules' evidence, so they agree
     if is_fleet_args(args) or getattr(source, "fleet", False):
         from infertop.fleet import FleetPipeline, diagnoser_factory

@@ -361,7 +361,7 @@ RULES = (
         "The whole host's CPUs are nearly all busy: scheduling, tokenization and kernel "
         "launches wait for a core.",
         ("host.cpu_ratio",),
-        {"thresholds.host_cpu_saturated": None},
+        {"thresholds.host_cpu_saturated": None, "thresholds.host_top_scan_at": None},
         "find the top consumers (listed: any program on the host, and whether the server's "
         "own tree is among them); move other work off this host, or give the server more "
         "cores",

@@ -36,7 +36,7 @@ from infertop.probes.base import BlockingProbe, sample
 from infertop.probes.server.discovery import (LOOKED_FOR, ROOT_ROLES, SERVER_KINDS, ServerProcess, classify,
                         clean_cmdline, server_settings)
 
-from infertop.probes.server.host_top import NAME_MAX, HostTopCpu
+from infertop.probes.server.host_top import NAME_MAX, SCAN_AT, HostTopCpu
 from infertop.probes.server.model_config import ModelConfigReader
 
 CMDLINE_MAX = 300
@@ -158,7 +158,8 @@ class ProcessProbe(BlockingProbe):
     def __init__(self, *, pid: int | None = None, url: str | None = None,
                  max_threads_per_process: int = 20, rediscover_every: float = 5.0,
                  locate: Callable[..., tuple[ServerProcess | None, str]] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 host_top_at: float = SCAN_AT) -> None:
         super().__init__()
         self.pid, self.url = pid, url
         self.max_threads = max(0, max_threads_per_process)
@@ -190,7 +191,7 @@ class ProcessProbe(BlockingProbe):
         self._static: dict[tuple[int, float], tuple] = {}
         self._settings: tuple[tuple, dict[str, str]] = ((), {})
         self._model_config = ModelConfigReader()
-        self._top = HostTopCpu(clock=clock)
+        self._top = HostTopCpu(clock=clock, at=host_top_at)   # thresholds.host_top_scan_at
 
     # -- lifecycle
     def open_blocking(self) -> Capability:
