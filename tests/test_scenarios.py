@@ -417,6 +417,30 @@ def test_host_cpu_saturated():
     assert p.mean("noisy neighbour", "host.load1") > p.mean("noisy neighbour", "host.cpu_count")
 
 
+def test_host_cpu_saturated_names_the_hosts_top_consumers_as_live_does():
+    # the live process probe reads the host's top CPU consumers (host.top_cpu_cores) while
+    # the host is near saturation, and SCH-004 names them; the demo had none, so its
+    # finding fell back to "the server's own processes" (not what the screen shows live)
+    from infertop.pipeline import Pipeline
+    from infertop.rules.engine import Diagnoser
+    p = play("sch-host-cpu-saturated")
+    assert not any(list(s.readings("host.top_cpu_cores")) for s in p.phase_snaps("quiet host"))
+    snap = p.phase_snaps("noisy neighbour")[-1]
+    top = sorted(snap.readings("host.top_cpu_cores"), key=lambda r: -r.value)
+    assert top and top[0].label("server") == "no" and top[0].value > 8   # the batch job
+    assert any(r.label("server") == "yes" for r in top)                    # the engine
+    assert all(r.label("pid") and r.label("name") for r in top) and len(top) <= 5
+    src = DemoSource("sch-host-cpu-saturated", loop=False)
+    pipeline = Pipeline(Diagnoser())
+    finding = None
+    while (s := src.next_sync()) is not None:
+        finding = next((f for f in pipeline.feed(s).findings if f.code == "SCH-004"), finding)
+    assert finding is not None
+    assert any(e.key == "host.top_cpu_cores" and "not the server" in e.note
+               for e in finding.evidence)
+    assert "shares the CPUs with dataprep" in finding.remedy    # named, not guessed
+
+
 def test_thread_oversubscription():
     p = play("sch-thread-oversubscription")
     snap = p.phase_snaps("a thread per core each")[-1]
