@@ -15,7 +15,8 @@ from helpers.prom_fleet import INSTALL_HINT, prometheus_binary, start_fleet
 
 from infertop.promrules import export_text
 
-pytestmark = pytest.mark.skipif(prometheus_binary() is None, reason=INSTALL_HINT)
+pytestmark = [pytest.mark.skipif(prometheus_binary() is None, reason=INSTALL_HINT),
+              pytest.mark.integration]   # a real Prometheus scraping a demo server
 
 
 def query(url: str, q: str) -> list[dict]:
