@@ -79,8 +79,10 @@ def make_live_source(args: argparse.Namespace):
         if args.pid:
             raise UsageError("--pid is a process of this machine: not with remote --url nodes")
         return FleetHub(nodes, deadline=deadline_for(args.interval))
+    th = load_thresholds(args)
     target = LiveTarget(pid=args.pid, given_urls=tuple(urls),
-                        urls=tuple(urls or discovered_urls(args.pid)))
+                        urls=tuple(urls or discovered_urls(args.pid)),
+                        host_top_at=min(th.host_top_scan_at, th.host_cpu_saturated))
     try:
         probes, disabled = build_probes(args, target)
     except ProbeUsageError as e:
@@ -104,14 +106,24 @@ def discovered_urls(pid: int | None) -> list[str]:
     return out
 
 
-def make_pipeline(args: argparse.Namespace, source=None):
+def load_diagnosis_config(args: argparse.Namespace):
     from infertop.config import ConfigError, load_config
-    from infertop.pipeline import Pipeline
-    from infertop.rules.engine import Diagnoser
     try:
-        cfg = load_config(getattr(args, "config", None))
+        return load_config(getattr(args, "config", None))
     except ConfigError as e:
         raise UsageError(f"config: {e}") from None
+
+
+def load_thresholds(args: argparse.Namespace):
+    """The config's thresholds (--config or the user's file): probes read a few of them
+    (the host's top consumers are scanned from thresholds.host_top_scan_at)."""
+    return load_diagnosis_config(args).thresholds
+
+
+def make_pipeline(args: argparse.Namespace, source=None):
+    from infertop.pipeline import Pipeline
+    from infertop.rules.engine import Diagnoser
+    cfg = load_diagnosis_config(args)
     # one window for the screen's quantiles and the rules' evidence, so they agree
     if is_fleet_args(args) or getattr(source, "fleet", False):
         from infertop.fleet import FleetPipeline, diagnoser_factory

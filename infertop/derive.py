@@ -86,8 +86,7 @@ def derive(history: History, window: float = 60.0,
     for s in history.find("server.requests_finished_total"):
         groups.setdefault(_without(s.labels, "reason"), []).append(s)
     for labels, series in groups.items():
-        incs = [(s.label("reason"), s.increase(window)) for s in series]
-        incs = [(r, i) for r, i in incs if i is not None]
+        incs = [(s.label("reason"), i) for s in series if (i := s.increase(window)) is not None]
         if not incs:
             continue
         total = sum(i[0] for _, i in incs)
@@ -191,6 +190,8 @@ def _throughput_steps(history: History) -> tuple[float, float] | None:
     valid = [False] * n
     for s in series:
         first_t = s.first_time()
+        if first_t is None:
+            continue   # (covered() above: not reached)
         vals = [value_at(s, now - k * THROUGHPUT_STEP) for k in range(n + 1)]
         for k in range(n):
             if now - (k + 1) * THROUGHPUT_STEP < first_t - 1.0:

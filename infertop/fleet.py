@@ -21,7 +21,7 @@ from typing import Callable
 from .findings import Finding
 from .history import History
 from .meta import AlertsMeta, FleetOverviewMeta
-from .model import Capability, Reading, Sample, Snapshot, Status, make_labels
+from .model import Capability, Reading, Sample, Snapshot, Status, has_value, make_labels
 from .pipeline import Evaluator, Frame, Pipeline
 from .units import natural_key
 
@@ -233,6 +233,14 @@ class FleetPipeline:
         common = set(per_node[0]).intersection(*per_node[1:])
         return {code: why for code, why in per_node[0].items() if code in common}
 
+    def window_needed(self) -> dict[str, float]:
+        """The node rules' (every node runs the same) and the cross-node rules'."""
+        node = next(iter(self.pipelines.values()), None)
+        out = node.window_needed() if node else {}
+        if self.fleet_diagnoser is not None:
+            out.update(self.fleet_diagnoser.window_needed())
+        return out
+
     @property
     def rules_total(self) -> int:
         """Every node rule and every cross-node rule."""
@@ -313,7 +321,7 @@ class FleetPipeline:
         else:
             for node, fr in frames.items():
                 findings += node_findings_shown(node, fr.findings, fleet)
-        findings.sort(key=lambda f: (-f.severity.rank, f.layer.index, f.code, f.subject))
+        findings.sort(key=lambda f: (-f.severity.rank, f.layer.position, f.code, f.subject))
         history = next(iter(frames.values())).history if frames else self._empty
         return FleetFrame(snap, [], history, findings, self.window, nodes=frames,
                           fleet_findings=list(fleet), prometheus_findings=prom,
@@ -334,12 +342,12 @@ def diagnoser_factory(config=None) -> Callable[[bool], Evaluator]:
 def node_summary(frame: Frame) -> dict[str, float | None]:
     """The engines-table numbers of one node's Frame (None where it has none)."""
     def val(key: str, **labels: str) -> float | None:
-        vals = [r.value for r in frame.by_key(key) if r.ok and
+        vals = [r.value for r in frame.by_key(key) if has_value(r) and
                 all(r.label(k) == v for k, v in labels.items())]
         return max(vals) if vals else None
 
     def total(key: str) -> float | None:
-        vals = [r.value for r in frame.by_key(key) if r.ok and not r.label("quantile")]
+        vals = [r.value for r in frame.by_key(key) if has_value(r) and not r.label("quantile")]
         return sum(vals) if vals else None
 
     return {

@@ -11,7 +11,7 @@ import enum
 import math
 from dataclasses import dataclass, field
 from collections.abc import Mapping  # typing.Mapping's isinstance is 5x slower: hot path
-from typing import Any, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Iterator, TypeGuard, TypeVar
 
 from .meta import (NO_META, GilMeta, KvEventsMeta, NvmlMeta, ProcessMeta, SampleMeta,
                    ServerMeta, meta_from_dict)
@@ -30,9 +30,10 @@ class Layer(str, enum.Enum):
     PARALLELISM = "parallelism"
     DECODING = "decoding"
 
-    # shadows str.index on purpose: Layer.X.index is the pane's number - 1 everywhere
+    # not `index`: that would shadow str.index (Layer is a str)
     @property
-    def index(self) -> int:  # type: ignore[override]
+    def position(self) -> int:
+        """The layer's place on screen, 0-5: its pane's number less one."""
         return LAYERS.index(self)
 
 
@@ -149,6 +150,21 @@ class Reading:
                           for le, c in buckets) if buckets else None,
             hist_sum=_num_in(d.get("sum")),
         )
+
+
+if TYPE_CHECKING:
+    class Valued(Reading):
+        """A Reading known to carry a value (OK or STALE, ``value`` not None): what
+        ``has_value`` narrows to, so code past that check reads ``value`` as a float."""
+
+        value: float
+else:
+    Valued = Reading   # the same objects at run time: only the type checker tells them apart
+
+
+def has_value(r: Reading) -> TypeGuard[Valued]:
+    """``r.ok`` as a type guard: OK or STALE with a value (a dead source's reading is not)."""
+    return r.value is not None and r.status in (Status.OK, Status.STALE)
 
 
 def _num_out(v: float | None) -> Any:

@@ -25,6 +25,9 @@ class Evaluator(Protocol):
     def missing_inputs(self, history: History) -> dict[str, list[str]]:
         ...
 
+    def window_needed(self) -> dict[str, float]:
+        ...
+
 
 @dataclass
 class Frame:
@@ -205,6 +208,10 @@ class Pipeline:
     def missing_inputs(self) -> dict[str, list[str]]:
         """Rules not checked, and why (the Diagnoser's missing_inputs on this History)."""
         return self.diagnoser.missing_inputs(self.history) if self.diagnoser else {}
+
+    def window_needed(self) -> dict[str, float]:
+        """Rule code -> seconds a run needs before that rule can raise (the Diagnoser's)."""
+        return self.diagnoser.window_needed() if self.diagnoser else {}
 
     @property
     def rules_total(self) -> int:

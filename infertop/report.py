@@ -9,7 +9,9 @@ tick, for "since ... ago"), ``any_source_ok`` (False: nothing could be read),
 clear times and whether it is still active),
 ``rules_total`` (rules in the catalogue: the verdict says how many were checked),
 ``unreachable`` ({server source: why}: printed above the verdict; the run exits 3),
-``gpu_off`` (why there are no GPU readings: "no NVML ..."; names the unchecked GPU rules).
+``gpu_off`` (why there are no GPU readings: "no NVML ..."; names the unchecked GPU rules),
+``too_short`` ({code: seconds}: checked rules that cannot raise in a run as short as
+``duration``; the verdict does not count them as judged, WINDOW TOO SHORT names them).
 """
 
 from __future__ import annotations
@@ -212,7 +214,15 @@ def coverage(meta: Mapping[str, Any]) -> str:
         return ""
     unchecked = meta.get("unchecked") or {}
     checked = max(0, total - len(unchecked))
-    out = f"{checked} of {total} rules checked" if unchecked else f"all {total} rules checked"
+    short = meta.get("too_short") or {}
+    if short:
+        dur = meta.get("duration")
+        run = f"a {_dur(dur)} run" if isinstance(dur, (int, float)) else "this run"
+        out = f"{max(0, checked - len(short))} of {total} rules judged; {run} is too short " \
+              f"for {len(short)} more (see WINDOW TOO SHORT)"
+    else:
+        out = f"{checked} of {total} rules checked" if unchecked else \
+            f"all {total} rules checked"
     gpu = [c for c, why in unchecked.items()
            if any(w.startswith("gpu.") for w in why)]
     if gpu and meta.get("gpu_off"):
@@ -316,6 +326,7 @@ def _text(findings, readings, meta) -> str:
         lines.append("")
     lines += _chain_lines(findings)
     lines += _episode_lines(meta)
+    lines += _short_lines(meta)
     unchecked = meta.get("unchecked") or {}
     if unchecked:
         lines.append("NOT CHECKED (inputs missing)")
@@ -323,6 +334,29 @@ def _text(findings, readings, meta) -> str:
             lines.append(f"  {code}: {'; '.join(why)}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _short_groups(meta: Mapping[str, Any]) -> list[tuple[float, list[str]]]:
+    """(seconds needed, codes) of ``too_short``, shortest need first."""
+    groups: dict[float, list[str]] = {}
+    for code, need in (meta.get("too_short") or {}).items():
+        groups.setdefault(need, []).append(code)
+    return sorted(groups.items())
+
+
+def _short_advice(meta: Mapping[str, Any]) -> str:
+    need = max((meta.get("too_short") or {}).values(), default=0.0)
+    return f"a finding raises only after its condition held long enough: " \
+           f"--duration {need + 1:g} or more judges them all"
+
+
+def _short_lines(meta: Mapping[str, Any]) -> list[str]:
+    groups = _short_groups(meta)
+    if not groups:
+        return []
+    lines = ["WINDOW TOO SHORT (checked, but could not raise in this run)"]
+    lines += [f"  need {_dur(need)}: {', '.join(codes)}" for need, codes in groups]
+    return lines + [f"  {_short_advice(meta)}", ""]
 
 
 def _chains(findings: Sequence[Finding]) -> list[tuple[Finding, list[Finding]]]:
@@ -441,6 +475,11 @@ def _markdown(findings, readings, meta) -> str:
                 out.append(f"| {_md(ep['code'])} | {_md(ep['severity'])} | {_clock(ep.get('since', ep['raised']))} | "
                            f"{_clock(ep['raised'])} | {cleared} | {_md(ep['summary'])} |")
             out.append("")
+    groups = _short_groups(meta)
+    if groups:
+        out += ["## window too short", ""]
+        out += [f"- need {_dur(need)}: {_md(', '.join(codes))}" for need, codes in groups]
+        out += ["", _md(_short_advice(meta)), ""]
     unchecked = meta.get("unchecked") or {}
     if unchecked:
         out += ["## not checked", ""]

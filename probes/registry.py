@@ -45,6 +45,9 @@ class LiveTarget:
     pid: int | None = None
     given_urls: tuple[str, ...] = ()
     urls: tuple[str, ...] = ()
+    # the config's host CPU share from which the host's top consumers are scanned
+    # (thresholds.host_top_scan_at, capped at host_cpu_saturated); None: the probe's own
+    host_top_at: float | None = None
 
 
 Build = Callable[[argparse.Namespace, LiveTarget], Sequence[Probe]]

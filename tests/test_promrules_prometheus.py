@@ -22,7 +22,8 @@ from infertop.probes.prometheus.source import PrometheusSource
 from infertop.promrules import export_text
 from infertop.tui.screens.fleet import engine_rows, judging_line
 
-pytestmark = pytest.mark.skipif(prometheus_binary() is None, reason=INSTALL_HINT)
+pytestmark = [pytest.mark.skipif(prometheus_binary() is None, reason=INSTALL_HINT),
+              pytest.mark.integration]   # a real Prometheus scraping a demo server
 
 
 def query(url: str, q: str) -> list[dict]:

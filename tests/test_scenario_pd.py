@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import httpx
+import pytest
 
 from infertop.cli.demo_server import DemoServer
 from infertop.probes.server.metrics import ServerMetricsProbe
@@ -51,6 +52,7 @@ def test_the_decode_role_comes_from_the_kv_transfer_config_on_its_command_line()
     assert "NixlConnector" in settings["kv_transfer_config"]
 
 
+@pytest.mark.slow   # doctor over 90 s of the scenario, as a user runs it
 def test_doctor_names_the_transfer_as_the_cause_of_the_ttft_breach():
     r = subprocess.run([sys.executable, "-m", "infertop", "doctor", "--source", f"demo:{NAME}",
                         "--duration", "90"], capture_output=True, text=True, timeout=120)

@@ -93,18 +93,18 @@ async def test_fleet_screen_sort_filter_and_drill_down():
         plot = app.screen.query_one(HistoryPlot)
         await pilot.press("h")                  # nothing zoomed: a hint, no plot
         await pilot.pause()
-        assert not plot.visible
+        assert not plot.shown
         await pilot.press("1")
         await pilot.press("h")
         await app._poll()
         await pilot.pause()
-        assert plot.visible and plot.draws >= 1
+        assert plot.shown and plot.draws >= 1
         drawn = plot.last_text.plain
         assert "history: hardware" in str(plot.border_title) and "gpu" in drawn.lower()
         assert plot.last_text is not None
         await pilot.press("h")
         await pilot.pause()
-        assert not plot.visible
+        assert not plot.shown
         await pilot.press("1")
         await pilot.press("escape")
         await pilot.pause()

@@ -261,7 +261,7 @@ class Diagnoser:
                     f"{f.code} {f.title}: cleared after {now - f.since:.0f} s"))
                 del self._tracks[key]
         active = [tr.finding for tr in self._tracks.values() if tr.finding is not None]
-        active.sort(key=lambda f: (-f.severity.rank, f.layer.index, f.code, f.subject))
+        active.sort(key=lambda f: (-f.severity.rank, f.layer.position, f.code, f.subject))
         self.active = self._chain(active)
 
     def _chain(self, active: list[Finding]) -> list[Finding]:
@@ -302,7 +302,7 @@ class Diagnoser:
                 chains[-1].append(f)
             else:
                 chains.append([f])
-        chains.sort(key=lambda ch: (-max(x.severity.rank for x in ch), ch[0].layer.index,
+        chains.sort(key=lambda ch: (-max(x.severity.rank for x in ch), ch[0].layer.position,
                                     ch[0].code, ch[0].subject))
         return [f for ch in chains for f in ch]
 
@@ -356,6 +356,15 @@ class Diagnoser:
         list must not read as healthy."""
         d = self.config.diagnosis
         return max(d.raise_after, d.judge_window / 2 + JUDGED_RAISE_AFTER)
+
+    def window_needed(self) -> dict[str, float]:
+        """Enabled rule code -> seconds of samples before its finding can raise: its raise
+        delay, plus half the judge window for rules that compare a window's median (the
+        median needs that much History).  A shorter run cannot raise it (doctor says so)."""
+        half = self.config.diagnosis.judge_window / 2
+        return {r.code: self._timing[r.code][0] + (half if "judge_window" in r.spec.judged
+                                                   else 0.0)
+                for r in self.rules}
 
     # -- what the help screen and docs show -----------------------------------------------
     def catalogue(self) -> list[RuleSpec]:

@@ -59,7 +59,7 @@ def kv_pressure(ctx: Context) -> Iterator[Candidate]:
         if preempting:
             evidence.append(ev(None, "server.preemptions_per_second", pre_labels, rate, 0, ">",
                                f"over the last {ctx.window:.0f} s"))
-        if queued:
+        if queued and waiting is not None and queue is not None:
             evidence.append(ctx.queue_evidence(waiting, queue, 1.0))
         sev = CRIT if rate is not None and rate >= t.kv_preempt_crit_per_second else WARN
         yield Candidate(subject, sev, tuple(evidence))
@@ -199,7 +199,10 @@ def _growth(ctx: Context, used, total: float) -> tuple[float, float, float] | No
     w = t.mem_growth_window
     if s is None or not covered(s, w / 2, ctx.now):
         return None
-    start_t = max(ctx.now - w, s.first_time())
+    first_t = s.first_time()
+    if first_t is None:
+        return None
+    start_t = max(ctx.now - w, first_t)
     # the window's first value moves slowly: look it up once per 5 s, not every tick
     memo = ctx.state.setdefault("mem003", {})
     slot = int(start_t // 5)
@@ -212,8 +215,9 @@ def _growth(ctx: Context, used, total: float) -> tuple[float, float, float] | No
         return None
     n = 6
     span = ctx.now - start_t
-    vals = [value_at(s, start_t + span * k / n) for k in range(n + 1)]
-    if any(v is None for v in vals):
+    at = [value_at(s, start_t + span * k / n) for k in range(n + 1)]
+    vals = [v for v in at if v is not None]
+    if len(vals) < len(at):
         return None
     # the rise shown is over exactly ``span``: the memo's first value can be up to 5 s
     # older than the window's start (it overstated a steady rise by up to 4 %)

@@ -27,8 +27,9 @@ def tp_straggler(ctx: Context) -> Iterator[Candidate]:
         if not all(g in src for g in group):
             continue
         gl = ",".join(group)
-        vals = {g: ctx.median(src[g]) for g in group}
-        if any(v is None for v in vals.values()):
+        meds = {g: ctx.median(src[g]) for g in group}
+        vals = {g: m for g, m in meds.items() if m is not None}
+        if len(vals) < len(meds):
             continue
         mean = sum(vals.values()) / len(vals)
         spread = max(vals.values()) - min(vals.values())
@@ -117,10 +118,11 @@ def dp_unbalanced(ctx: Context) -> Iterator[Candidate]:
         lo = min(loads, key=lambda x: x[0])
         by_load = hi[0] - lo[0] >= t.dp_load_min_gap and \
             hi[0] >= t.dp_load_ratio * (lo[0] + 1.0)
-        kvs = [x for x in loads if x[2] is not None]
-        kv_hi = max(kvs, key=lambda x: x[2]) if kvs else None
-        kv_lo = min(kvs, key=lambda x: x[2]) if kvs else None
-        by_kv = kv_hi is not None and kv_hi[2] - kv_lo[2] >= t.dp_kv_gap and kv_hi[2] >= 0.5
+        kvs = [(kv, r) for _, r, kv in loads if kv is not None]
+        kv_hi = max(kvs, key=lambda x: x[0]) if kvs else None
+        kv_lo = min(kvs, key=lambda x: x[0]) if kvs else None
+        by_kv = kv_hi is not None and kv_lo is not None and \
+            kv_hi[0] - kv_lo[0] >= t.dp_kv_gap and kv_hi[0] >= 0.5
         if not (by_load or by_kv):
             continue
         evidence = []
@@ -129,10 +131,10 @@ def dp_unbalanced(ctx: Context) -> Iterator[Candidate]:
                                      t.dp_load_ratio * (lo[0] + 1.0), ">=", "count",
                                      f"running+waiting {hi[0]:.0f} against {lo[0]:.0f} on "
                                      f"{_who(lo[1])}"))
-        if by_kv:
-            evidence.append(Evidence("kv.usage_ratio", kv_hi[1].labels, kv_hi[2],
-                                     kv_lo[2] + t.dp_kv_gap, ">=", "ratio",
-                                     f"against {kv_lo[2]:.0%} on {_who(kv_lo[1])}"))
+        if by_kv and kv_hi is not None and kv_lo is not None:
+            evidence.append(Evidence("kv.usage_ratio", kv_hi[1].labels, kv_hi[0],
+                                     kv_lo[0] + t.dp_kv_gap, ">=", "ratio",
+                                     f"against {kv_lo[0]:.0%} on {_who(kv_lo[1])}"))
         yield Candidate(sub(model=model) if model else (), WARN, tuple(evidence),
                         title=f"data-parallel engines unevenly loaded ({_who(hi[1])} busiest)")
 

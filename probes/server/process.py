@@ -38,7 +38,7 @@ from infertop.probes.base import BlockingProbe, sample
 from infertop.probes.server.discovery import (ROOT_ROLES, ServerProcess, classify,
                         clean_cmdline, is_server_kind, looked_for, server_settings)
 
-from infertop.probes.server.host_top import NAME_MAX, HostTopCpu
+from infertop.probes.server.host_top import NAME_MAX, SCAN_AT, HostTopCpu
 from infertop.probes.server.model_config import ModelConfigReader
 from infertop.probes.registry import ProbeSpec, register
 
@@ -161,7 +161,8 @@ class ProcessProbe(BlockingProbe):
     def __init__(self, *, pid: int | None = None, url: str | None = None,
                  max_threads_per_process: int = 20, rediscover_every: float = 5.0,
                  locate: Callable[..., tuple[ServerProcess | None, str]] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 host_top_at: float = SCAN_AT) -> None:
         super().__init__()
         self.pid, self.url = pid, url
         self.max_threads = max(0, max_threads_per_process)
@@ -193,7 +194,7 @@ class ProcessProbe(BlockingProbe):
         self._static: dict[tuple[int, float], tuple] = {}
         self._settings: tuple[tuple, dict[str, str]] = ((), {})
         self._model_config = ModelConfigReader()
-        self._top = HostTopCpu(clock=clock)
+        self._top = HostTopCpu(clock=clock, at=host_top_at)   # thresholds.host_top_scan_at
 
     # -- lifecycle
     def open_blocking(self) -> Capability:
@@ -497,6 +498,7 @@ SPEC = register(ProbeSpec(
           "model's config.json for model.*",
     # the server --url or --pid names (discovered by name with neither)
     build=lambda args, target: [ProcessProbe(
-        pid=target.pid, url=target.given_urls[0] if target.given_urls else None)],
+        pid=target.pid, url=target.given_urls[0] if target.given_urls else None,
+        host_top_at=SCAN_AT if target.host_top_at is None else target.host_top_at)],
     demo="infertop.demo.readings:process_sample",
 ))

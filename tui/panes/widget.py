@@ -51,7 +51,7 @@ class LayerPane(ZoomTableKeys, Static):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("waiting for the first tick…", classes="pane", **kwargs)
-        self.border_title = f"{self.pane_layer.index + 1} {self.pane_layer.value}"
+        self.border_title = f"{self.pane_layer.position + 1} {self.pane_layer.value}"
         self.worst: str | None = None
         self.last_renderable: RenderableType | None = None
         self.table_view = TableView()        # kept while zoomed out and in again
@@ -78,7 +78,7 @@ class LayerPane(ZoomTableKeys, Static):
         scroll; the findings it tags are its own (the six panes of a tick share only the
         lookups)."""
         ctx = lookups.pane(layer=self.pane_layer,
-                           zoom_key="" if zoomed else str(self.pane_layer.index + 1),
+                           zoom_key="" if zoomed else str(self.pane_layer.position + 1),
                            view=view if zoomed else None, wide=wide, height=height,
                            width=width)
         return self.render_frame(ctx)
@@ -98,7 +98,7 @@ class LayerPane(ZoomTableKeys, Static):
                 infertop_app(self).zoomed
         except Exception:     # no running app (drawn from a test)
             return False
-        return zoomed == self.pane_layer.index
+        return zoomed == self.pane_layer.position
 
     def on_resize(self, _event) -> None:
         """Zoomed in or out, or the terminal resized: draw the frame again at the new size
@@ -129,7 +129,7 @@ class LayerPane(ZoomTableKeys, Static):
             subtitle = "|" + subtitle
         if subtitle != self._subtitle:   # setting it repaints the whole pane, even unchanged
             self._subtitle = subtitle
-            name = f"{self.pane_layer.index + 1} {self.pane_layer.value}"
+            name = f"{self.pane_layer.position + 1} {self.pane_layer.value}"
             if subtitle.startswith("|"):
                 self.border_title = f"{name} {subtitle[1:]}" if subtitle[1:] else name
                 self.border_subtitle = ""

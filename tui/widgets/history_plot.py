@@ -308,16 +308,17 @@ class HistoryPlot(Static):
         if not visible:
             self._shape = None   # drawn afresh when it comes back
 
-    # shadows Textual's read-write Widget.visible (its compositor and layout read it too);
-    # kept as it was: renaming it is a behaviour change to weigh on its own
-    @property  # type: ignore[misc]
-    def visible(self) -> bool:
+    # not `visible`: that is Textual's read-write Widget.visible (visibility, read by its
+    # compositor and layout), which this must not shadow
+    @property
+    def shown(self) -> bool:
+        """Displayed under the zoomed pane (``set_visible``; the class -visible)."""
         return self.has_class("-visible")
 
     def show(self, history: History, layer: Layer, *, origin: float | None = None,
              muted: str = "dim") -> bool:
         """Draw if due; True when it drew."""
-        if not self.visible:
+        if not self.shown:
             return False
         w, h = self.size.width, self.size.height
         if w <= 0 or h <= 0:
@@ -341,7 +342,7 @@ class HistoryPlot(Static):
         while a poll writes History: redraw() waits for that poll, which draws when done)."""
 
     def on_resize(self, _event) -> None:
-        if self.visible:
+        if self.shown:
             self.post_message(self.Shown())
 
 
