@@ -105,6 +105,9 @@ def derive(history: History, window: float = 60.0,
     # ---- where prompt KV came from: computed, local cache, transferred ----------------
     out += _shares(history, "kv.prompt_source_ratio", "kv.prompt_tokens_by_source_total",
                    "source", window)
+    # ---- which cache tier the prefix hits came from: HBM, host DRAM, disk, a peer -----
+    out += _shares(history, "kv.cached_source_ratio", "kv.cached_tokens_by_source_total",
+                   "source", window)
     # ---- windowed ratios of two counters ----------------------------------------------
     out += _ratio(history, "kv.prefix_cache_hit_ratio", "kv.prefix_cache_hits_total",
                   "kv.prefix_cache_queries_total", window)

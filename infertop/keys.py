@@ -285,6 +285,9 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("kv.prefix_cache_hit_ratio", "ratio", G, MEM, "prefix-cache token hit rate (window)", True),
     _k("kv.prompt_source_ratio", "ratio", G, MEM,
        "share of the window's prompt tokens by where their KV came from (label source)", True),
+    _k("kv.cached_source_ratio", "ratio", G, MEM,
+       "share of the window's prefix-cache hit tokens by the cache tier that supplied them "
+       "(label source: device, host, disk, p2p, external_unspecified)", True),
     _k("server.scheduler_idle_ratio", "ratio", G, SCH,
        "share of wall time the scheduler was idle (window)", True),
     _k("server.scheduler_cpu_cores", "cores", G, SCH,
@@ -347,6 +350,7 @@ SPECS: dict[str, KeySpec] = {s.key: s for s in _SPECS}
 FAMILY_VIEWS: dict[str, tuple[str, ...]] = {
     "vllm:num_requests_waiting_by_reason": ("server.requests_deferred",),
     "vllm:prompt_tokens_by_source": ("kv.prompt_source_ratio",),
+    "vllm:prompt_tokens_cached_by_source": ("kv.cached_source_ratio",),
     "vllm:external_prefix_cache_{queries,hits}": ("kv.external_prefix_cache_hit_ratio",),
     "vllm:admission_rejections": ("server.requests_rejected", "server.rejection_ratio"),
     "vllm:engine_sleep_state": ("server.sleep_level",),

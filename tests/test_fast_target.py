@@ -35,6 +35,7 @@ WHOLE = {
     "test_nsys.py": "a stand-in nsys run as a subprocess",
     "test_fleet_prometheus.py": "a real Prometheus scraping a demo fleet",
     "test_promrules_prometheus.py": "a real Prometheus scraping a demo server",
+    "test_tui_messages.py": "the typed messages between screens and the app, in the app",
 }
 
 
