@@ -53,11 +53,9 @@ def add_source_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--prometheus", metavar="URL",
                    help="read a fleet through Prometheus (dcgm-exporter and servers' /metrics "
                         "it scrapes) instead of this machine")
-    g.add_argument("--no-gpu", action="store_true", help="do not load NVML")
-    g.add_argument("--kv-events", action="append", default=[], metavar="ENDPOINT",
-                   help="subscribe to the server's KV-cache events at this ZMQ endpoint "
-                        "(tcp://HOST:PORT; repeat per data-parallel rank); default: from "
-                        "the server's --kv-events-config (needs infertop[kv-events])")
+    # each probe's own flags (--no-gpu, --kv-events...): declared by the probe
+    from infertop.probes.registry import add_probe_flags
+    add_probe_flags(g)
     g.add_argument("--source", default="live", metavar="live|demo:NAME|replay:FILE",
                    help="where snapshots come from (default: live)")
     g.add_argument("--speed", type=_positive(float), default=None,
@@ -193,7 +191,8 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
         p.add_argument("name", nargs="?", default="healthy")
         p.add_argument("--port", type=_port, default=8000, help="0: any free port")
         p.add_argument("--host", default="127.0.0.1")
-        p.add_argument("--dialect", choices=("vllm", "sglang", "llamacpp", "tgi", "dcgm"),
+        from infertop.servers import registry   # the kinds the demo can play
+        p.add_argument("--dialect", choices=(*registry.demo_kinds(), "dcgm"),
                        default=None, help="dcgm: the GPUs' dcgm-exporter page")
         p.add_argument("--speed", type=_positive(float), default=1.0)
         p.add_argument("--nodes", type=_positive(int), metavar="N",

@@ -27,8 +27,7 @@ def cmd_demo_server(args: argparse.Namespace) -> int:
 def cmd_demo_list() -> int:
     from infertop.demo.scenario import catalogue
     for sc in catalogue():
-        layer = getattr(sc.layer, "value", sc.layer)
-        print(f"{sc.name:30} {layer:12} {sc.title}")
+        print(f"{sc.name:30} {sc.layer.value:12} {sc.title}")
     # flush here, inside main's try: a pipe reader that left (`| head -1`) is then a
     # BrokenPipeError main handles, not one at interpreter exit (a traceback, exit 120)
     sys.stdout.flush()

@@ -25,6 +25,7 @@ from infertop.demo.sim import SimFrame
 from infertop.probes.base import stop_on_signals
 from infertop.probes.sources.demo import DemoSource
 from infertop.safefile import write_files
+from infertop.servers import registry
 
 HEAD_TIMEOUT = 10.0
 # a kept-alive connection waits this long for its next request (Prometheus and infertop
@@ -42,7 +43,8 @@ class DemoServer:
                  dialect: str | None = None, speed: float = 1.0, seed: int | None = None,
                  start_time: float | None = None, autoplay: bool = True,
                  log: Callable[[str], None] | None = None, dcgm_port: int | None = None,
-                 hostname: str = "demo-node", skip: int = 0) -> None:
+                 hostname: str = "demo-node", skip: int = 0,
+                 prefill_port: int | None = None) -> None:
         # "dcgm" is not a server kind: the scenario keeps its own, the page is the GPUs'
         self.source = DemoSource(name, speed=speed, seed=seed,
                                  dialect=None if dialect == "dcgm" else dialect,
@@ -53,6 +55,13 @@ class DemoServer:
         self.skip = skip   # ticks to fast-forward at start (a fleet's misbehaving node)
         self._dcgm_body = b""
         self._dcgm_server: asyncio.AbstractServer | None = None
+        # a P/D pair's prefill instance (setup pd_pair): its own page on its own port, as
+        # the other node of the pair would serve it (None: the scenario has no pair)
+        self.prefill_port = prefill_port if self.source.scenario.setup.get("pd_pair") \
+            else None
+        self._prefill_body = b""
+        self._prefill_server: asyncio.AbstractServer | None = None
+        self._prefill_conns: set[asyncio.StreamWriter] = set()
         self.host = host
         self.port = port
         self.fixed_dialect = dialect
@@ -95,6 +104,8 @@ class DemoServer:
                           else render(frame, self.dialect)).encode("utf-8")
         if self.dcgm_port is not None:   # the GPUs' exporter stays up while the server is down
             self._dcgm_body = render_dcgm(frame, self.hostname).encode("utf-8")
+        if frame.prefill is not None and self.dialect != "dcgm":
+            self._prefill_body = render(frame.prefill, self.dialect).encode("utf-8")
         return frame
 
     async def tick(self) -> SimFrame | None:
@@ -136,6 +147,15 @@ class DemoServer:
                                       f"{e.strerror or e}") from None
             if self.dcgm_port == 0:
                 self.dcgm_port = self._dcgm_server.sockets[0].getsockname()[1]
+        if self.prefill_port is not None:
+            try:
+                self._prefill_server = await asyncio.start_server(
+                    self._handle_prefill, self.host, self.prefill_port, reuse_address=True)
+            except OSError as e:
+                raise DemoServerError(f"cannot listen on {self.host}:{self.prefill_port}: "
+                                      f"{e.strerror or e}") from None
+            if self.prefill_port == 0:
+                self.prefill_port = self._prefill_server.sockets[0].getsockname()[1]
         if self.autoplay:
             self._task = asyncio.create_task(self._play())
 
@@ -168,8 +188,8 @@ class DemoServer:
             except asyncio.CancelledError:
                 pass
             self._task = None
-        for w in [*self._conns, *self._dcgm_conns]:   # kept-alive ones end with the server
-            w.close()
+        for w in [*self._conns, *self._dcgm_conns, *self._prefill_conns]:
+            w.close()   # kept-alive ones end with the server
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -178,19 +198,34 @@ class DemoServer:
             self._dcgm_server.close()
             await self._dcgm_server.wait_closed()
             self._dcgm_server = None
+        if self._prefill_server is not None:
+            self._prefill_server.close()
+            await self._prefill_server.wait_closed()
+            self._prefill_server = None
+
+    @property
+    def prefill_url(self) -> str | None:
+        if self.prefill_port is None:
+            return None
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.prefill_port}"
 
     # ---- HTTP ---------------------------------------------------------------------------
     async def _handle_dcgm(self, reader: asyncio.StreamReader,
                            writer: asyncio.StreamWriter) -> None:
         await self._handle(reader, writer, dcgm=True)
 
+    async def _handle_prefill(self, reader: asyncio.StreamReader,
+                              writer: asyncio.StreamWriter) -> None:
+        await self._handle(reader, writer, prefill=True)
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                      dcgm: bool = False) -> None:
+                      dcgm: bool = False, prefill: bool = False) -> None:
         """HTTP/1.1 with keep-alive, as uvicorn serves vLLM: a scraper's connection is
         reused (a connect per scrape would cost the scraper what a real server does not).
         Closed after a request with a body (we do not read bodies), on `Connection: close`,
         HTTP/1.0, or KEEPALIVE_IDLE seconds without a request."""
-        conns = self._dcgm_conns if dcgm else self._conns
+        conns = self._dcgm_conns if dcgm else self._prefill_conns if prefill else self._conns
         conns.add(writer)
         try:
             wait = HEAD_TIMEOUT
@@ -215,6 +250,12 @@ class DemoServer:
                     status, body, ctype, extra = (
                         (200, self._dcgm_body, CONTENT_TYPE, {}) if path == "/metrics" else
                         (404, b"404 page not found\n", "text/plain", {}))
+                elif prefill:
+                    status, body, ctype, extra = (
+                        (200, self._prefill_body, CONTENT_TYPE, {}) if path == "/metrics"
+                        else self._route(method, path) if path != "/" else
+                        (200, b"infertop demo server: the prefill instance of the pair\n",
+                         "text/plain; charset=utf-8", {}))
                 else:
                     status, body, ctype, extra = self._route(method, path)
                 writer.write(_response(status, b"" if method == "HEAD" else body, ctype,
@@ -237,13 +278,14 @@ class DemoServer:
             return 405, b'{"detail":"Method Not Allowed"}', "application/json", {}
         extra: dict[str, str] = {}
         frame = self.frame
-        if frame is not None and self.dialect == "llamacpp":
-            extra["Process-Start-Time-Unix"] = str(int(frame.start_time))
+        kind = registry.kind(self.dialect)
+        if frame is not None and kind is not None and kind.start_time_header:
+            extra[kind.start_time_header] = str(int(frame.start_time))
         if path == "/metrics":
             self.scrapes += 1
             return 200, self._body, CONTENT_TYPE, extra
         if path == "/health":
-            body = b'{"status":"ok"}' if self.dialect == "llamacpp" else b""
+            body = kind.demo_health.encode() if kind is not None else b""
             return 200, body, "application/json", extra
         if path in ("/v1/models", "/models"):
             return 200, self._models(), "application/json", extra
@@ -343,13 +385,16 @@ def serve(name: str | None = None, host: str = "127.0.0.1", port: int = 8000,
 
     async def main() -> int:
         server = DemoServer(name, host=host, port=port, dialect=dialect, speed=speed,
-                            seed=seed, log=say)
+                            seed=seed, log=say, prefill_port=port + 1 if port else 0)
         stop = stop_on_signals()
         await server.start()
         sc = server.source.scenario
         which = "tour of all scenarios" if server.source.tour else f"scenario {sc.name}"
         say(f"infertop demo server: {which}, {server.dialect} dialect, "
             f"{server.url}/metrics (Ctrl-C to stop)")
+        if server.prefill_url:
+            say(f"  the pair's prefill instance: {server.prefill_url}/metrics "
+                f"(infertop --url {server.url} --url {server.prefill_url})")
         if host not in ("127.0.0.1", "localhost", "::1"):
             say(f"note: listening on {host}, reachable from other machines")
         try:

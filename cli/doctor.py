@@ -36,23 +36,36 @@ def doctor_meta(source, pipeline, frame, duration: float) -> dict:
     where = f" on {desc['host']}" if desc.get("host") else ""
     unreachable = frame.unreachable_servers()
     first = getattr(pipeline, "first_time", None)
+    covered = (frame.snapshot.time - first) if first is not None else duration
+    unchecked = pipeline.missing_inputs()
     return {"version": __version__, "source": f"{desc.get('source')} {desc.get('label', '')}{where}",
             # an ok source may still say something ("no process with pid N (--pid)")
             "sources": {n: f"{st['status']}: {st['reason']}" if st["reason"] else st["status"]
                         for n, st in sources_status(frame).items()},
             # what was covered (a recording may end before the duration asked for)
-            "duration": (frame.snapshot.time - first) if first is not None else duration,
+            "duration": covered,
             "duration_asked": duration,
             "ticks": pipeline.history.ticks, "now": frame.snapshot.time,
             "any_source_ok": frame.sources_ok(),
             # ticks on which a server or GPU source answered: the last may be an outage
             "ticks_read": getattr(pipeline, "ticks_read", None),
             # a fleet: over every node (infertop/fleet.py), as one box over its rules
-            "unchecked": pipeline.missing_inputs(),
+            "unchecked": unchecked,
+            # checked rules that cannot raise in a run this short (code -> seconds needed)
+            "too_short": too_short(pipeline.window_needed(), unchecked, covered),
             # the whole window, not only its last tick: every raise and clear of the run
             "episodes": episodes(pipeline.events, frame.findings),
             "rules_total": pipeline.rules_total, "gpu_off": gpu_off(frame),
             "unreachable": unreachable}
+
+
+def too_short(needed: dict[str, float], unchecked: dict[str, list[str]],
+              covered: float) -> dict[str, float]:
+    """Rules with their inputs whose finding needs more seconds than the run covered: a
+    condition present all along could not have raised them, so "healthy" is not said
+    for them.  (Rules lacking inputs are NOT CHECKED already.)"""
+    return {code: need for code, need in sorted(needed.items())
+            if code not in unchecked and covered + 1e-6 < need}
 
 
 def gpu_off(frame) -> str:

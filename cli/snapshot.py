@@ -35,15 +35,15 @@ def snapshot_json(frame, diagnosis: dict[str, Any] | None = None) -> dict[str, A
 def judgement(pipeline, window: float, interval: float) -> dict[str, Any]:
     """{"judged", "window_s", "needs_s", "why"}: rules raise only after a condition held a
     few seconds (and a median needs half its window), so a 2 s window judges nothing."""
-    diag = getattr(pipeline, "diagnoser", None)
-    judge_after = getattr(diag, "judge_after", None)
-    if judge_after is None:
+    from infertop.rules.engine import Diagnoser
+    diag = pipeline.diagnoser     # a Pipeline's or a FleetPipeline's (None: no rules)
+    if not isinstance(diag, Diagnoser):
         return {"judged": True, "window_s": window, "needs_s": 0.0, "why": ""}
-    needs = judge_after() + interval
+    needs = diag.judge_after() + interval
     judged = window + 1e-9 >= needs
     why = "" if judged else (
         f"a {window:g} s window is too short to judge: rules raise after a condition held "
-        f"{judge_after():g} s; use --window {needs:g} or more (or infertop doctor)")
+        f"{diag.judge_after():g} s; use --window {needs:g} or more (or infertop doctor)")
     return {"judged": judged, "window_s": window, "needs_s": needs, "why": why}
 
 

@@ -7,6 +7,7 @@ import asyncio
 import math
 import time
 
+from infertop.meta import ProcessMeta
 from infertop.source import pace
 
 from .errors import UsageError
@@ -60,9 +61,11 @@ def is_fleet_args(args: argparse.Namespace) -> bool:
 
 
 def make_live_source(args: argparse.Namespace):
+    """This machine's probes, from the registry (probes/registry.py), under one Hub; or a
+    fleet read directly when --url names remote hosts."""
+    from infertop.probes.registry import LiveTarget, ProbeUsageError, build_probes
     from infertop.probes.sources.hub import Hub, deadline_for
-    from infertop.probes.server.process import ProcessProbe
-    from infertop.probes.server.metrics import ServerMetricsProbe, normalize_url
+    from infertop.probes.server.metrics import normalize_url
 
     urls = list(args.url or [])
     from infertop.probes.sources.fleet_hub import FleetHub, fleet_nodes, split_node
@@ -76,51 +79,17 @@ def make_live_source(args: argparse.Namespace):
         if args.pid:
             raise UsageError("--pid is a process of this machine: not with remote --url nodes")
         return FleetHub(nodes, deadline=deadline_for(args.interval))
-    probes: list = []
-    if not args.no_gpu:
-        from infertop.probes.nvml.probe import NvmlProbe
-        probes.append(NvmlProbe())
-    probes.append(ProcessProbe(pid=args.pid, url=urls[0] if urls else None))
-    if not urls:
-        urls = discovered_urls(args.pid)
-    seen = set()
-    for u in urls:
-        probe = ServerMetricsProbe(u)
-        if probe.name in seen:
-            continue
-        seen.add(probe.name)
-        probes.append(probe)
-    probes += kv_event_probes(args, urls)
-    disabled = {"nvml": "GPU readings off (--no-gpu)"} if args.no_gpu else {}
-    from infertop.redact import redact_url   # a --url may carry user:pass@ or ?token=
-    label = ", ".join(redact_url(u) for u in urls) or "local"
-    return Hub(probes, deadline=deadline_for(args.interval), label=label, disabled=disabled)
-
-
-def kv_event_probes(args: argparse.Namespace, urls: list[str]) -> list:
-    """A KV-event subscriber for the watched server: at --kv-events's endpoints, else at
-    those its own --kv-events-config names (none when it publishes no events)."""
-    from infertop.probes.server.kvevents import KvEventsProbe, kv_events_endpoints
-    from infertop.probes.server.metrics import normalize_url
-    instance = normalize_url(urls[0])[1] if urls else "local"
-    given = list(getattr(args, "kv_events", None) or [])
-    if given:
-        for ep in given:
-            if not ep.startswith(("tcp://", "ipc://")):
-                raise UsageError(f"--kv-events: expected tcp://HOST:PORT or ipc://PATH, "
-                                 f"got {ep[:80]!r}")
-        return [KvEventsProbe(given, instance)]
+    th = load_thresholds(args)
+    target = LiveTarget(pid=args.pid, given_urls=tuple(urls),
+                        urls=tuple(urls or discovered_urls(args.pid)),
+                        host_top_at=min(th.host_top_scan_at, th.host_cpu_saturated))
     try:
-        from infertop.probes.server.discovery import find_server, server_settings
-        server = find_server(pid=args.pid, url=urls[0] if urls else None)
-    except Exception:   # discovery is a convenience here: no events, nothing else lost
-        return []
-    if server is None:
-        return []
-    settings = server_settings(server.kind, server.cmdline)
-    endpoints = kv_events_endpoints(settings.get("kv_events_config"),
-                                    settings.get("data_parallel_size"))
-    return [KvEventsProbe(endpoints, instance)] if endpoints else []
+        probes, disabled = build_probes(args, target)
+    except ProbeUsageError as e:
+        raise UsageError(str(e)) from None
+    from infertop.redact import redact_url   # a --url may carry user:pass@ or ?token=
+    label = ", ".join(redact_url(u) for u in target.urls) or "local"
+    return Hub(probes, deadline=deadline_for(args.interval), label=label, disabled=disabled)
 
 
 def discovered_urls(pid: int | None) -> list[str]:
@@ -137,14 +106,24 @@ def discovered_urls(pid: int | None) -> list[str]:
     return out
 
 
-def make_pipeline(args: argparse.Namespace, source=None):
+def load_diagnosis_config(args: argparse.Namespace):
     from infertop.config import ConfigError, load_config
-    from infertop.pipeline import Pipeline
-    from infertop.rules.engine import Diagnoser
     try:
-        cfg = load_config(getattr(args, "config", None))
+        return load_config(getattr(args, "config", None))
     except ConfigError as e:
         raise UsageError(f"config: {e}") from None
+
+
+def load_thresholds(args: argparse.Namespace):
+    """The config's thresholds (--config or the user's file): probes read a few of them
+    (the host's top consumers are scanned from thresholds.host_top_scan_at)."""
+    return load_diagnosis_config(args).thresholds
+
+
+def make_pipeline(args: argparse.Namespace, source=None):
+    from infertop.pipeline import Pipeline
+    from infertop.rules.engine import Diagnoser
+    cfg = load_diagnosis_config(args)
     # one window for the screen's quantiles and the rules' evidence, so they agree
     if is_fleet_args(args) or getattr(source, "fleet", False):
         from infertop.fleet import FleetPipeline, diagnoser_factory
@@ -204,9 +183,9 @@ def sources_status(frame) -> dict[str, dict[str, str]]:
             out[name] = {"status": "unavailable", "reason": cap.reason}
     for name, s in snap.samples.items():
         out[name] = {"status": s.status.value, "reason": s.reason}
-        server = s.meta.get("server")
-        if isinstance(server, dict) and server.get("found_by"):
+        server = s.meta.server if isinstance(s.meta, ProcessMeta) else None
+        if server is not None and server.found_by:
             # the process tree is a name search's guess, not --url's port owner
-            out[name]["found_by"] = server["found_by"]
-            out[name]["reason"] = s.reason or str(server.get("reason", ""))
+            out[name]["found_by"] = server.found_by
+            out[name]["reason"] = s.reason or server.reason
     return out

@@ -85,6 +85,8 @@ class Comparison:
     vanished: list[dict] = field(default_factory=list)
     persisted: list[dict] = field(default_factory=list)
     settings: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+    # every reading key compared (on both sides with enough points): what "steady" covers
+    compared: set[str] = field(default_factory=set)
     before: dict[str, Any] = field(default_factory=dict)   # run facts
     after: dict[str, Any] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
@@ -92,6 +94,7 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         return {"before": self.before, "after": self.after, "params": self.params,
                 "moved": [m.to_dict() for m in self.moved], "steady": self.steady,
+                "compared_keys": sorted(self.compared),
                 "too_few_points": self.too_few,
                 "only_before": [_sid_text(s) for s in self.only_before],
                 "only_after": [_sid_text(s) for s in self.only_after],
@@ -190,6 +193,7 @@ def compare(before: RunSummary, after: RunSummary, *, min_rel: float = 0.05,
         if len(xb) < MIN_POINTS or len(xa) < MIN_POINTS:
             c.too_few += 1
             continue
+        c.compared.add(sid[0])
         mb, ma = median(xb), median(xa)
         unit = after.units.get(sid[0]) or before.units.get(sid[0], "")
         scale = max(abs(mb), abs(ma))

@@ -210,6 +210,10 @@ class Thresholds:
                                         "SCH-003: host CPU busy share from which too many "
                                         "runnable threads hurt (they then fight for cores)")
     host_cpu_saturated: float = _f(0.9, "ratio", "SCH-004: whole-host CPU busy share")
+    host_top_scan_at: float = _f(0.8, "ratio",
+                                 "SCH-004: host CPU busy share from which the host's top CPU "
+                                 "consumers are read (a /proc scan every 5 s while it lasts; "
+                                 "capped at host_cpu_saturated)")
     deferred_share_min: float = _f(0.5, "ratio",
                                    "SCH-005: share of the queue (medians) waiting on a "
                                    "deferral, not capacity, from which it is the deferral's")
@@ -230,8 +234,8 @@ class Thresholds:
                                 "PAR-003: smallest load difference (requests) that counts")
     dp_kv_gap: float = _f(0.3, "ratio", "PAR-003: KV-usage spread between engines that counts")
     kv_transfer_ttft_share: float = _f(0.5, "ratio",
-                                       "PAR-004: KV-transfer p99 as a share of TTFT p99 "
-                                       "from which the transfer dominates")
+                                       "PAR-004: mean KV transfer as a share of the mean "
+                                       "TTFT from which the transfer dominates")
     pd_running_ratio: float = _f(3.0, "factor",
                                  "PAR-005: prefill engines' mean running requests over the "
                                  "decode engines' that is an imbalance")

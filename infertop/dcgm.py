@@ -22,6 +22,7 @@ import math
 from typing import Iterable, Mapping
 
 from .keys import SPECS
+from .meta import GpuName, NvmlMeta
 from .model import Kind, Reading, Status, make_labels
 from .promtext import Family, PromSample
 from .units import natural_key
@@ -66,7 +67,8 @@ def gpu_id(labels: Mapping[str, str]) -> str:
     return f"{gpu}.{inst}" if gpu and inst not in (None, "") else gpu
 
 
-def gpu_readings(series: Iterable[tuple[Mapping[str, str], float]]) -> tuple[list[Reading], dict]:
+def gpu_readings(series: Iterable[tuple[Mapping[str, str], float]]
+                 ) -> tuple[list[Reading], NvmlMeta]:
     """One node's DCGM series (labels with ``__name__``, value) -> GPU readings and meta.
 
     Every GPU seen by any field gets every mapped key: a value, or NODATA with the reason
@@ -92,9 +94,8 @@ def gpu_readings(series: Iterable[tuple[Mapping[str, str], float]]) -> tuple[lis
     readings: list[Reading] = []
     for g in sorted(per_gpu, key=natural_key):
         readings += _one_gpu(g, per_gpu[g], info[g])
-    meta = {"hostname": host, "gpus": [{"index": g, "name": info[g]["name"],
-                                        "uuid": info[g]["uuid"]}
-                                       for g in sorted(per_gpu, key=natural_key)]}
+    meta = NvmlMeta(hostname=host, gpus=tuple(GpuName(g, info[g]["name"], info[g]["uuid"])
+                                              for g in sorted(per_gpu, key=natural_key)))
     return readings, meta
 
 

@@ -12,6 +12,7 @@ from typing import Iterable
 from . import qbound
 from .history import History, Series
 from .keys import SPECS
+from .pdsplit import derive_split
 from .model import Labels, Reading, Status, make_labels
 from .sol_derive import derive_sol
 from .rules.window import covered, value_at
@@ -28,6 +29,7 @@ RATES = {
     "server.scheduler_idle_seconds_total": "server.scheduler_idle_ratio",
     "server.scheduler_cpu_seconds_total": "server.scheduler_cpu_cores",
     "kv.transfer_bytes_total": "kv.transfer_bytes_per_second",
+    "kv.transfer_failures_total": "kv.transfer_failures_per_second",
     "kv.event_blocks_stored_total": "kv.blocks_stored_per_second",
     "kv.event_blocks_evicted_total": "kv.blocks_evicted_per_second",
     "kv.event_batches_dropped_total": "kv.event_batches_dropped_per_second",
@@ -84,8 +86,7 @@ def derive(history: History, window: float = 60.0,
     for s in history.find("server.requests_finished_total"):
         groups.setdefault(_without(s.labels, "reason"), []).append(s)
     for labels, series in groups.items():
-        incs = [(s.label("reason"), s.increase(window)) for s in series]
-        incs = [(r, i) for r, i in incs if i is not None]
+        incs = [(s.label("reason"), i) for s in series if (i := s.increase(window)) is not None]
         if not incs:
             continue
         total = sum(i[0] for _, i in incs)
@@ -103,6 +104,9 @@ def derive(history: History, window: float = 60.0,
     out += _rejections(history, window)
     # ---- where prompt KV came from: computed, local cache, transferred ----------------
     out += _shares(history, "kv.prompt_source_ratio", "kv.prompt_tokens_by_source_total",
+                   "source", window)
+    # ---- which cache tier the prefix hits came from: HBM, host DRAM, disk, a peer -----
+    out += _shares(history, "kv.cached_source_ratio", "kv.cached_tokens_by_source_total",
                    "source", window)
     # ---- windowed ratios of two counters ----------------------------------------------
     out += _ratio(history, "kv.prefix_cache_hit_ratio", "kv.prefix_cache_hits_total",
@@ -159,6 +163,8 @@ def derive(history: History, window: float = 60.0,
                     v = bound[1]
                 out.append(_reading(s.key, labels, v,
                                     reason=qbound.note(*bound) if bound else ""))
+    # ---- disaggregated prefill/decode: where the first token waits (window means) -------
+    out += derive_split(history, window)
     # ---- newest 10 s generation rate against the best of the last 2 minutes ------------
     trend = _throughput_steps(history)
     if trend is not None:
@@ -187,6 +193,8 @@ def _throughput_steps(history: History) -> tuple[float, float] | None:
     valid = [False] * n
     for s in series:
         first_t = s.first_time()
+        if first_t is None:
+            continue   # (covered() above: not reached)
         vals = [value_at(s, now - k * THROUGHPUT_STEP) for k in range(n + 1)]
         for k in range(n):
             if now - (k + 1) * THROUGHPUT_STEP < first_t - 1.0:

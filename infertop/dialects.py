@@ -3,6 +3,8 @@
 Each server names the same quantities differently (docs/metrics.md lists every name and its key; sources in ../shared/reference/metrics.md
 §1 vLLM, §2 SGLang, §3 TGI, §4 llama.cpp, §5 Triton/TensorRT-LLM).  A dialect is a table of
 rules "family -> key"; the dialect is picked by the family-name prefixes the page uses.
+The tables live with everything else about each server in infertop/servers/<kind>.py; this
+module is the engine that applies them and names no server.
 
 Raw values only (rates and quantiles are derived later from History): counters stay
 cumulative, histograms keep their cumulative buckets.  Labels: every reading gets
@@ -14,111 +16,43 @@ are summed (counters, histograms) or maxed (gauges: TP ranks repeat the same val
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Mapping
 
 from .keys import SPECS
+from .meta import ServerMeta
 from .model import Kind, Reading, Status, make_labels
 from .promtext import Family, FrozenLabels, ParseError, parse
+from .servers import registry
+from .servers.mapping import Acc as _Acc
+from .servers.mapping import Ctx as _Ctx
+from .servers.mapping import Dialect, FamilyMap
+from .servers.mapping import rule as _r
 from .units import natural_key
 
 __all__ = ["Exposition", "ParseError", "readings_from_families", "readings_from_exposition",
-           "detect_dialect"]
+           "detect_dialect", "Dialect", "FamilyMap", "DIALECTS", "GENERIC"]
 
 
 @dataclass
 class Exposition:
     dialect: str
     readings: list[Reading]
-    meta: dict
+    meta: ServerMeta
     family_count: int
-
-
-@dataclass(frozen=True)
-class FamilyMap:
-    """Map the samples of one or more families (summed) onto a reading key."""
-
-    families: tuple[str, ...]
-    key: str
-    select: tuple[tuple[str, str], ...] = ()   # only samples whose label has this value
-    keep: tuple[tuple[str, str], ...] = ()     # (source label, reading label) kept
-    const: tuple[tuple[str, str], ...] = ()    # constant reading labels (reason="success")
-    rename: tuple[tuple[str, str], ...] = ()   # kept label values renamed (dropped->abort)
-    part: str = ""       # read a histogram/summary family's "sum" or "count" as a counter
-    unless: str = ""     # legacy name: skipped when this (newer) family is present
-    agg: str = ""        # "max" or "sum"; default: sum for counters/histograms, max gauges
-    fraction: bool = False  # documented 0..1; a value above 1 is taken as a percent
-    scale: float = 1.0   # unit conversion: values, sums and bucket bounds times this (ms -> s)
-
-
-def _r(families: str | tuple[str, ...], key: str, **kw) -> FamilyMap:
-    fams = (families,) if isinstance(families, str) else families
-    for k in ("select", "keep", "const", "rename"):
-        if k in kw and isinstance(kw[k], dict):
-            kw[k] = tuple(kw[k].items())
-    assert key in SPECS, key
-    return FamilyMap(fams, key, **kw)
-
-
-@dataclass(frozen=True)
-class Dialect:
-    name: str
-    prefixes: tuple[str, ...]
-    engine_label: str
-    model_labels: tuple[str, ...]
-    rules: tuple[FamilyMap, ...]
-    extras: tuple[Callable[["_Ctx"], None], ...] = ()  # facts that are not one series
-    # the families the extras read (a fleet's Prometheus query asks for exactly these
-    # and the rules' families: probes/prometheus/source.py)
-    extra_families: tuple[str, ...] = ()
-
-
-# ---- the mapping ----------------------------------------------------------------------------
-
-@dataclass
-class _Acc:
-    """One output series being accumulated."""
-
-    kind: Kind
-    agg: str
-    value: float = 0.0
-    n: int = 0
-    buckets: dict[float, float] = field(default_factory=dict)
-    hist_sum: float = 0.0
-    fraction: bool = False
-    invalid: str = ""     # why the server's values cannot be used (NaN, Inf): never "ok"
-
-
-@dataclass
-class _Ctx:
-    dialect: Dialect
-    instance: str
-    by_name: dict[str, Family]
-    model: str
-    accs: dict[tuple[str, tuple], _Acc] = field(default_factory=dict)
-    extra: list[Reading] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def labels(self, src: dict[str, str], **more: str) -> dict[str, str]:
-        out = {"instance": self.instance}
-        d = self.dialect
-        if d.engine_label and d.engine_label in src:
-            out["engine"] = src[d.engine_label]
-        model = next((src[m] for m in d.model_labels if m in src), self.model)
-        if model:
-            out["model"] = model
-        out.update(more)
-        return out
 
 
 def detect_dialect(families: Iterable[Family]) -> str:
     """The dialect whose prefixes name the most families; "unknown" when none does."""
-    counts = dict.fromkeys(DIALECTS, 0)
+    dialects = registry.dialects()
+    counts = dict.fromkeys(dialects, 0)
     for f in families:
-        for d in DIALECTS.values():
+        for d in dialects.values():
             if f.name.startswith(d.prefixes):
                 counts[d.name] += 1
                 break
+    if not counts:
+        return "unknown"
     best = max(counts, key=lambda n: counts[n])
     return best if counts[best] else "unknown"
 
@@ -129,7 +63,7 @@ def readings_from_exposition(text: str, instance: str) -> Exposition:
 
 
 def readings_from_families(families: list[Family], instance: str) -> Exposition:
-    dialect = DIALECTS.get(detect_dialect(families), UNKNOWN)
+    dialect = registry.dialects().get(detect_dialect(families), UNKNOWN)
     by_name: dict[str, Family] = {}
     for f in families:  # a family repeated further down the page: one family
         if f.name in by_name:
@@ -158,12 +92,10 @@ def readings_from_families(families: list[Family], instance: str) -> Exposition:
     readings.append(Reading("server.info", 1.0, "", server_labels, kind=Kind.INFO, text=info))
     readings.append(Reading("server.families", float(len(families)), SPECS["server.families"].unit,
                             make_labels(instance=instance)))
-    meta: dict = {"dialect": dialect.name, "model": ", ".join(models), "engines": engines}
     if dropped:
-        meta["series_dropped"] = dropped
         ctx.notes.append(cardinality_note(dropped, worst_family))
-    if ctx.notes:
-        meta["notes"] = ctx.notes
+    meta = ServerMeta(dialect=dialect.name, model=", ".join(models), engines=tuple(engines),
+                      series_dropped=dropped, notes=tuple(ctx.notes))
     return Exposition(dialect.name, readings, meta, len(families))
 
 
@@ -415,360 +347,26 @@ def _finish(ctx: _Ctx) -> list[Reading]:
     return out
 
 
-# ---- facts that are not one-number series -------------------------------------------------
-
-# The CacheConfig fields worth showing (vllm:cache_config_info carries every field as a label)
-VLLM_CACHE_FIELDS = ("block_size", "num_gpu_blocks", "gpu_memory_utilization", "cache_dtype",
-                     "enable_prefix_caching", "kv_cache_size_tokens")
-
-
-def _vllm_cache_config(ctx: _Ctx) -> None:
-    fam = ctx.by_name.get("vllm:cache_config_info")
-    if fam is None:
-        return
-    for s in fam.samples:
-        for name in VLLM_CACHE_FIELDS:
-            v = s.labels.get(name)
-            if v is None or v == "None":
-                continue
-            ctx.extra.append(Reading("kv.config", 1.0, "",
-                                     make_labels(ctx.labels(s.labels, name=name)),
-                                     kind=Kind.INFO, text=v))
-
-
-# vllm:engine_sleep_state{sleep_state}: one sample per state, 1 on the current one
-# (awake = 1 when active; weights_offloaded = sleep level 1; discard_all = level 2)
-VLLM_SLEEP_LEVELS = {"awake": 0.0, "weights_offloaded": 1.0, "discard_all": 2.0}
-
-
-def _vllm_sleep_level(ctx: _Ctx) -> None:
-    """One ``server.sleep_level`` per engine from the one-hot ``sleep_state`` samples: the
-    deepest state flagged wins; an engine with no state flagged reports nothing (a page
-    that says neither awake nor asleep is not read as awake)."""
-    fam = ctx.by_name.get("vllm:engine_sleep_state")
-    if fam is None:
-        return
-    levels: dict[tuple, float] = {}
-    for s in fam.samples:
-        level = VLLM_SLEEP_LEVELS.get(s.labels.get("sleep_state", ""))
-        if level is None or not (math.isfinite(s.value) and s.value >= 0.5):
-            continue
-        lab = make_labels(ctx.labels(s.labels))
-        levels[lab] = max(levels.get(lab, 0.0), level)
-    for lab, level in levels.items():
-        ctx.extra.append(Reading("server.sleep_level", level, SPECS["server.sleep_level"].unit,
-                                 lab))
-
-
-def _sglang_utilization(ctx: _Ctx) -> None:
-    """sglang:utilization, except the -1 a prefill instance reports (not a load)."""
-    fam = ctx.by_name.get("sglang:utilization")
-    if fam is None:
-        return
-    seen: dict[tuple, float] = {}
-    for s in fam.samples:
-        if not math.isfinite(s.value) or s.value < 0:
-            continue
-        lab = make_labels(ctx.labels(s.labels))
-        seen[lab] = max(seen.get(lab, 0.0), s.value)   # TP ranks repeat it
-    for lab, v in seen.items():
-        ctx.extra.append(Reading("server.utilization_ratio", v,
-                                 SPECS["server.utilization_ratio"].unit, lab))
-
-
-def _sglang_role(ctx: _Ctx) -> None:
-    """The engine's part in disaggregated serving from SGLang's own engine_type label
-    (prefill, decode, unified: DisaggregationMode.to_engine_type)."""
-    fam = ctx.by_name.get("sglang:num_running_reqs")
-    seen: set[tuple] = set()
-    for s in fam.samples if fam is not None else ():
-        role = s.labels.get("engine_type")
-        if role not in ("prefill", "decode", "unified"):
-            continue
-        lab = make_labels(ctx.labels(s.labels))
-        if lab not in seen:
-            seen.add(lab)
-            ctx.extra.append(Reading("server.disagg_role", 1.0, "", lab, kind=Kind.INFO,
-                                     text=role))
-
-
-def _sglang_kv_config(ctx: _Ctx) -> None:
-    _gauge_configs(ctx, (("sglang:max_total_num_tokens", "kv_cache_size_tokens", None),
-                         ("sglang:page_size", "block_size", None),
-                         ("sglang:num_pages", "num_gpu_blocks", None)))
-
-
-def _triton_kv(ctx: _Ctx) -> None:
-    _gauge_configs(ctx, (("nv_trt_llm_kv_cache_block_metrics", "num_gpu_blocks", "max"),
-                         ("nv_trt_llm_kv_cache_block_metrics", "block_size", "tokens_per")))
-    # no "fraction" sample: used / max blocks
-    if any(k == "kv.usage_ratio" for k, _ in ctx.accs):
-        return
-    fam = ctx.by_name.get("nv_trt_llm_kv_cache_block_metrics")
-    if fam is None:
-        return
-    used: dict[tuple, float] = {}
-    most: dict[tuple, float] = {}
-    for s in fam.samples:
-        t = s.labels.get("kv_cache_block_type")
-        lab = make_labels(ctx.labels(s.labels))
-        if t == "used":
-            used[lab] = used.get(lab, 0.0) + s.value
-        elif t == "max":
-            most[lab] = most.get(lab, 0.0) + s.value
-    for lab, u in used.items():
-        m = most.get(lab)
-        if m:
-            ctx.extra.append(Reading("kv.usage_ratio", u / m, SPECS["kv.usage_ratio"].unit, lab))
-
-
-def _gauge_configs(ctx: _Ctx, table) -> None:
-    seen: set[tuple] = set()
-    for fname, name, block_type in table:
-        fam = ctx.by_name.get(fname)
-        if fam is None:
-            continue
-        for s in fam.samples:
-            if block_type is not None and s.labels.get("kv_cache_block_type") != block_type:
-                continue
-            lab = make_labels(ctx.labels(s.labels, name=name))
-            if lab in seen:  # one fact per engine, not one per TP rank
-                continue
-            seen.add(lab)
-            ctx.extra.append(Reading("kv.config", 1.0, "", lab, kind=Kind.INFO,
-                                     text=_number_text(s.value)))
-
-
-def _number_text(v: float) -> str:
-    return str(int(v)) if math.isfinite(v) and v.is_integer() else f"{v:g}"
-
-
-# ---- per-server tables ------------------------------------------------------------------
-
-# vLLM V1 (0.33) names, with V0/early-V1 names as fallbacks (docs/metrics.md#vllm, #vllm-legacy).
-# kv_cache_usage_perc / gpu_cache_usage_perc: "1 means 100 percent usage" -> a fraction.
-VLLM = Dialect("vllm", ("vllm:",), "engine", ("model_name",),
-               extras=(_vllm_cache_config, _vllm_sleep_level),
-               extra_families=("vllm:cache_config_info", "vllm:engine_sleep_state"), rules=(
-    _r("vllm:num_requests_running", "server.requests_running"),
-    _r("vllm:num_requests_waiting", "server.requests_waiting"),
-    _r("vllm:num_requests_swapped", "server.requests_swapped"),
-    _r("vllm:kv_cache_usage_perc", "kv.usage_ratio", fraction=True),
-    _r("vllm:gpu_cache_usage_perc", "kv.usage_ratio", fraction=True,
-       unless="vllm:kv_cache_usage_perc"),
-    _r("vllm:prompt_tokens", "server.prompt_tokens_total"),
-    _r("vllm:generation_tokens", "server.generation_tokens_total"),
-    _r("vllm:num_preemptions", "server.preemptions_total"),
-    _r("vllm:prefix_cache_queries", "kv.prefix_cache_queries_total"),
-    _r("vllm:prefix_cache_hits", "kv.prefix_cache_hits_total"),
-    _r("vllm:gpu_prefix_cache_queries", "kv.prefix_cache_queries_total",
-       unless="vllm:prefix_cache_queries"),
-    _r("vllm:gpu_prefix_cache_hits", "kv.prefix_cache_hits_total",
-       unless="vllm:prefix_cache_hits"),
-    _r("vllm:request_success", "server.requests_finished_total",
-       keep={"finished_reason": "reason"}),
-    # what the queue waits on: reason=capacity (KV blocks, --max-num-seqs) or deferred
-    # (LoRA budget, KV transfer from a remote prefill, blocked); waiting = their sum
-    _r("vllm:num_requests_waiting_by_reason", "server.requests_deferred",
-       select={"reason": "deferred"}),
-    # no engine label on the page: refused before any engine saw the request
-    _r("vllm:admission_rejections", "server.admission_rejections_total",
-       keep={"reason": "reason"}),
-    _r("vllm:prompt_tokens_by_source", "kv.prompt_tokens_by_source_total",
-       keep={"source": "source"}),
-    _r("vllm:prompt_tokens_cached_by_source", "kv.cached_tokens_by_source_total",
-       keep={"source": "source"}),
-    _r("vllm:external_prefix_cache_queries", "kv.external_prefix_cache_queries_total"),
-    _r("vllm:external_prefix_cache_hits", "kv.external_prefix_cache_hits_total"),
-    _r("vllm:request_prefill_kv_computed_tokens", "request.prefill_computed_tokens"),
-    # disaggregated prefill/decode over NIXL (only with --kv-transfer-config NixlConnector)
-    _r("vllm:nixl_xfer_time_seconds", "latency.kv_transfer_seconds"),
-    _r("vllm:nixl_bytes_transferred", "kv.transfer_bytes_total", part="sum"),
-    _r("vllm:nixl_num_failed_transfers", "kv.transfer_failures_total"),
-    _r("vllm:spec_decode_num_drafts", "spec.drafts_total"),
-    _r("vllm:spec_decode_num_draft_tokens", "spec.draft_tokens_total"),
-    _r("vllm:spec_decode_num_accepted_tokens", "spec.accepted_tokens_total"),
-    _r("vllm:time_to_first_token_seconds", "latency.ttft_seconds"),
-    _r("vllm:inter_token_latency_seconds", "latency.itl_seconds"),
-    # V0 and V1 <= 0.10: per-token latency under the old name
-    _r("vllm:time_per_output_token_seconds", "latency.itl_seconds",
-       unless="vllm:inter_token_latency_seconds"),
-    _r("vllm:request_time_per_output_token_seconds", "latency.tpot_seconds"),
-    _r("vllm:e2e_request_latency_seconds", "latency.e2e_seconds"),
-    _r("vllm:request_queue_time_seconds", "latency.queue_seconds"),
-    _r("vllm:request_prefill_time_seconds", "latency.prefill_seconds"),
-    _r("vllm:request_decode_time_seconds", "latency.decode_seconds"),
-    _r("vllm:request_prompt_tokens", "request.prompt_tokens"),
-    _r("vllm:request_generation_tokens", "request.generation_tokens"),
-    # one observation per engine step: its count is the number of steps
-    _r("vllm:iteration_tokens_total", "server.iteration_tokens"),
-    _r("vllm:iteration_tokens_total", "server.engine_steps_total", part="count"),
-    # MFU estimates (docs/metrics.md#mfu): exposed at 0 without --enable-mfu-metrics, so
-    # sol_derive treats an all-zero counter as absent
-    _r("vllm:estimated_flops_per_gpu", "server.estimated_flops_per_gpu_total"),
-    _r("vllm:estimated_read_bytes_per_gpu", "server.estimated_read_bytes_per_gpu_total"),
-    _r("vllm:estimated_write_bytes_per_gpu", "server.estimated_write_bytes_per_gpu_total"),
-))
-
-# SGLang 0.5.23 (docs/metrics.md#sglang).  Scheduler metrics carry tp/pp/ep ranks (identical values
-# when every scheduler reports): max over them; dp_rank is the engine.  The tokenizer's
-# counters are bumped when a request finishes, so prompt tokens include cached ones and
-# num_requests_total counts finished requests.
-_SCHED = {"agg": "max"}
-SGLANG = Dialect("sglang", ("sglang:",), "dp_rank", ("model_name",),
-                 extras=(_sglang_kv_config, _sglang_utilization, _sglang_role),
-                 extra_families=("sglang:max_total_num_tokens", "sglang:page_size",
-                                 "sglang:num_pages", "sglang:utilization",
-                                 "sglang:num_running_reqs"), rules=(
-    _r("sglang:num_running_reqs", "server.requests_running"),
-    _r("sglang:num_queue_reqs", "server.requests_waiting"),
-    _r("sglang:token_usage", "kv.usage_ratio", fraction=True),
-    _r("sglang:num_retracted_requests", "server.preemptions_total", **_SCHED),
-    _r("sglang:prompt_tokens", "server.prompt_tokens_total"),
-    _r("sglang:generation_tokens", "server.generation_tokens_total"),
-    _r("sglang:prompt_tokens", "kv.prefix_cache_queries_total"),
-    _r("sglang:cached_tokens", "kv.prefix_cache_hits_total"),
-    _r("sglang:num_requests", "server.requests_finished_total", const={"reason": "finished"}),
-    _r("sglang:spec_verify_calls", "spec.drafts_total"),
-    _r("sglang:time_to_first_token_seconds", "latency.ttft_seconds"),
-    _r("sglang:inter_token_latency_seconds", "latency.itl_seconds"),
-    _r("sglang:request_time_per_output_token_seconds", "latency.tpot_seconds"),
-    _r("sglang:e2e_request_latency_seconds", "latency.e2e_seconds"),
-    _r("sglang:queue_time_seconds", "latency.queue_seconds"),
-    _r("sglang:prompt_tokens_histogram", "request.prompt_tokens"),
-    _r("sglang:generation_tokens_histogram", "request.generation_tokens"),
-    # KV pool in tokens: used by requests, free, held only by the radix cache (SGLang's
-    # answer to token_usage misreporting hybrid models)
-    _r("sglang:kv_used_tokens", "kv.used_tokens"),
-    _r("sglang:kv_available_tokens", "kv.available_tokens"),
-    _r("sglang:kv_evictable_tokens", "kv.evictable_tokens"),
-    _r("sglang:cache_hit_rate", "kv.batch_prefix_hit_ratio", fraction=True),
-    _r("sglang:spec_accept_rate", "spec.batch_acceptance_ratio", fraction=True),
-    _r("sglang:num_retracted_reqs", "server.requests_retracted"),
-    _r("sglang:num_paused_reqs", "server.requests_paused"),
-    _r("sglang:scheduler_idle_seconds", "server.scheduler_idle_seconds_total", **_SCHED),
-    _r("sglang:scheduler_process_cpu_seconds", "server.scheduler_cpu_seconds_total",
-       **_SCHED),
-    # disaggregated prefill/decode queues (0 on a unified engine)
-    _r("sglang:num_prefill_bootstrap_queue_reqs", "disagg.queue_requests",
-       const={"queue": "prefill_bootstrap"}),
-    _r("sglang:num_prefill_inflight_queue_reqs", "disagg.queue_requests",
-       const={"queue": "prefill_inflight"}),
-    _r("sglang:num_decode_prealloc_queue_reqs", "disagg.queue_requests",
-       const={"queue": "decode_prealloc"}),
-    _r("sglang:num_decode_transfer_queue_reqs", "disagg.queue_requests",
-       const={"queue": "decode_transfer"}),
-    _r("sglang:per_stage_req_latency_seconds", "latency.stage_seconds",
-       keep={"stage": "stage"}),
-    # PD disaggregation's KV transfer (ms and MB on the wire)
-    _r("sglang:kv_transfer_latency_ms", "latency.kv_transfer_seconds", scale=0.001),
-    _r("sglang:kv_transfer_total_mb", "kv.transfer_bytes_total", part="sum",
-       scale=float(1 << 20)),
-    _r(("sglang:num_transfer_failed_reqs", "sglang:num_bootstrap_failed_reqs"),
-       "kv.transfer_failures_total"),
-    _r("sglang:estimated_flops_per_gpu", "server.estimated_flops_per_gpu_total", **_SCHED),
-    _r("sglang:estimated_read_bytes_per_gpu", "server.estimated_read_bytes_per_gpu_total",
-       **_SCHED),
-    _r("sglang:estimated_write_bytes_per_gpu", "server.estimated_write_bytes_per_gpu_total",
-       **_SCHED),
-))
-
-# TGI (docs/metrics.md#tgi): counters without _total, no model label; token totals only exist as
-# the sums of the per-request length histograms (counted when a request ends).
-TGI = Dialect("tgi", ("tgi_",), "", (), rules=(
-    _r("tgi_batch_current_size", "server.requests_running"),
-    _r("tgi_queue_size", "server.requests_waiting"),
-    _r("tgi_request_success", "server.requests_finished_total", const={"reason": "success"}),
-    _r("tgi_request_failure", "server.requests_finished_total", keep={"err": "reason"},
-       rename={"dropped": "abort", "*": "error"}),
-    _r("tgi_batch_inference_count", "server.engine_steps_total"),
-    _r("tgi_request_input_length", "server.prompt_tokens_total", part="sum"),
-    _r("tgi_request_generated_tokens", "server.generation_tokens_total", part="sum"),
-    _r("tgi_request_duration", "latency.e2e_seconds"),
-    _r("tgi_request_queue_duration", "latency.queue_seconds"),
-    _r("tgi_request_mean_time_per_token_duration", "latency.tpot_seconds"),
-    _r("tgi_request_input_length", "request.prompt_tokens"),
-    _r("tgi_request_generated_tokens", "request.generation_tokens"),
-))
-
-# llama.cpp llama-server --metrics (docs/metrics.md#llamacpp): no labels.  prompt_tokens excludes
-# cached tokens, so the prefix-cache lookups are processed + cached.
-LLAMACPP = Dialect("llamacpp", ("llamacpp:",), "", (), rules=(
-    _r("llamacpp:requests_processing", "server.requests_running"),
-    _r("llamacpp:requests_deferred", "server.requests_waiting"),
-    _r("llamacpp:kv_cache_usage_ratio", "kv.usage_ratio", fraction=True),  # older builds
-    _r("llamacpp:prompt_tokens", "server.prompt_tokens_total"),
-    _r("llamacpp:tokens_predicted", "server.generation_tokens_total"),
-    _r(("llamacpp:prompt_tokens", "llamacpp:prompt_tokens_cached"),
-       "kv.prefix_cache_queries_total"),
-    _r("llamacpp:prompt_tokens_cached", "kv.prefix_cache_hits_total"),
-    _r("llamacpp:n_decode", "server.engine_steps_total"),
-    _r("llamacpp:spec_decode_num_drafts", "spec.drafts_total"),
-    _r("llamacpp:spec_decode_num_draft_tokens", "spec.draft_tokens_total"),
-    _r("llamacpp:spec_decode_num_accepted_tokens", "spec.accepted_tokens_total"),
-))
-
-# Triton core + TensorRT-LLM backend (labels model, version) (docs/metrics.md#triton).
-# Running/queued/KV from nv_trt_llm_* as llm-d's model-server protocol names them
-# (llm-d docs/architecture/core/model-servers.md @a628e04d).
-TRITON = Dialect("triton", ("nv_inference_", "nv_trt_llm_"), "",
-                 ("model", "model_name"), extras=(_triton_kv,),
-                 extra_families=("nv_trt_llm_kv_cache_block_metrics",), rules=(
-    _r("nv_trt_llm_request_metrics", "server.requests_running",
-       select={"request_type": "scheduled"}),
-    _r("nv_trt_llm_request_metrics", "server.requests_waiting",
-       select={"request_type": "waiting"}),
-    _r("nv_inference_pending_request_count", "server.requests_waiting",
-       unless="nv_trt_llm_request_metrics"),
-    _r("nv_trt_llm_kv_cache_block_metrics", "kv.usage_ratio", fraction=True,
-       select={"kv_cache_block_type": "fraction"}),
-    _r("nv_inference_request_success", "server.requests_finished_total",
-       const={"reason": "success"}),
-    _r("nv_inference_request_failure", "server.requests_finished_total",
-       const={"reason": "error"}),
-    _r("nv_inference_exec_count", "server.engine_steps_total"),
-))
-
-
-
-def _trtllm_kv_config(ctx: _Ctx) -> None:
-    _gauge_configs(ctx, (("trtllm_kv_cache_max_blocks", "num_gpu_blocks", None),
-                         ("trtllm_kv_cache_tokens_per_block", "block_size", None)))
-
-
-# trtllm-serve's Prometheus page (PyTorch backend; docs/metrics.md#trtllm): names from
-# TensorRT-LLM tensorrt_llm/metrics/collector.py @050f80de (MetricsCollector's docstring and
-# log_iteration_stats); running/waiting/KV/block size/blocks as llm-d maps them.  Labels are
-# the server's own (model_name, engine_type); no engine index.
-TRTLLM = Dialect("trtllm", ("trtllm_",), "", ("model_name",), extras=(_trtllm_kv_config,),
-                 extra_families=("trtllm_kv_cache_max_blocks",
-                                 "trtllm_kv_cache_tokens_per_block"), rules=(
-    _r("trtllm_num_requests_running", "server.requests_running"),
-    _r("trtllm_num_requests_waiting", "server.requests_waiting"),
-    _r("trtllm_num_paused_requests", "server.requests_paused"),
-    # usedNumBlocks / maxNumBlocks, set per iteration (a fraction)
-    _r("trtllm_kv_cache_utilization", "kv.usage_ratio", fraction=True),
-    _r("trtllm_prompt_tokens", "server.prompt_tokens_total"),
-    _r("trtllm_generation_tokens", "server.generation_tokens_total"),
-    # prompt tokens include the ones served from the KV cache: they are the lookups
-    _r("trtllm_prompt_tokens", "kv.prefix_cache_queries_total"),
-    _r("trtllm_prompt_cached_tokens", "kv.prefix_cache_hits_total"),
-    _r("trtllm_request_success", "server.requests_finished_total",
-       keep={"finished_reason": "reason"}),
-    _r("trtllm_spec_decode_num_draft_tokens", "spec.draft_tokens_total"),
-    _r("trtllm_spec_decode_num_accepted_tokens", "spec.accepted_tokens_total"),
-    _r("trtllm_time_to_first_token_seconds", "latency.ttft_seconds"),
-    _r("trtllm_time_per_output_token_seconds", "latency.tpot_seconds"),
-    _r("trtllm_e2e_request_latency_seconds", "latency.e2e_seconds"),
-    _r("trtllm_request_queue_time_seconds", "latency.queue_seconds"),
-    _r("trtllm_request_prefill_time_seconds", "latency.prefill_seconds"),
-    _r("trtllm_request_decode_time_seconds", "latency.decode_seconds"),
-))
+# ---- the tables: one per server kind, in infertop/servers/<kind>.py -------------------------
 
 UNKNOWN = Dialect("unknown", (), "", (), rules=())
 
 # prometheus_client's process collector (vLLM API server, others on Python)
 GENERIC = (_r("process_start_time_seconds", "server.process_start_seconds", agg="max"),)
 
-DIALECTS: dict[str, Dialect] = {d.name: d for d in (VLLM, SGLANG, TGI, LLAMACPP, TRITON,
-                                                     TRTLLM)}
+
+class _Dialects(Mapping[str, Dialect]):
+    """dialect name -> Dialect of every registered server kind (infertop.servers), live:
+    a kind registered later is seen here too."""
+
+    def __getitem__(self, name: str) -> Dialect:
+        return registry.dialects()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(registry.dialects())
+
+    def __len__(self) -> int:
+        return len(registry.dialects())
+
+
+DIALECTS: Mapping[str, Dialect] = _Dialects()

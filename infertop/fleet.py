@@ -20,14 +20,21 @@ from typing import Callable
 
 from .findings import Finding
 from .history import History
-from .model import Capability, Reading, Sample, Snapshot, Status, make_labels
+from .meta import AlertsMeta, FleetOverviewMeta
+from .model import Capability, Reading, Sample, Snapshot, Status, has_value, make_labels
 from .pipeline import Evaluator, Frame, Pipeline
 from .units import natural_key
 
+# fleet-wide samples of a Prometheus fleet (probes/prometheus/aggregates.py): no node
+ALERTS_SAMPLE = "prometheus-alerts"
+AGGREGATES_SAMPLE = "prometheus-aggregates"
+ROWS = "\0rows"   # a node's Pipeline key suffix for rows Prometheus computed and judged
+
+
 def node_of(name: str, sample: Sample | None = None) -> str | None:
-    """The node of a fleet sample: ``meta["node"]``, else the part after ``@``."""
-    if sample is not None and sample.meta.get("node"):
-        return str(sample.meta["node"])
+    """The node of a fleet sample: its meta's ``node``, else the part after ``@``."""
+    if sample is not None and sample.meta.node:
+        return sample.meta.node
     return name.rpartition("@")[2] if "@" in name else None
 
 
@@ -113,6 +120,16 @@ class FleetFrame(Frame):
 
     nodes: dict[str, Frame] = field(default_factory=dict)
     fleet_findings: list[Finding] = field(default_factory=list)
+    # node -> Prometheus's alerts as findings, when the exported rules judge the fleet
+    # (None: infertop judges each node itself)
+    prometheus_findings: dict[str, list[Finding]] | None = None
+    # the fleet as Prometheus counts it (aggregate mode: only the worst nodes are in
+    # ``nodes``): the prometheus-aggregates sample's readings and meta, else None
+    overview: Sample | None = None
+
+    @property
+    def judged_by(self) -> str:
+        return "prometheus" if self.prometheus_findings is not None else "infertop"
 
     @property
     def raw(self) -> Snapshot:
@@ -148,10 +165,12 @@ class FleetFrame(Frame):
         return {}
 
     def node_findings(self, node: str) -> list[Finding]:
-        """A node's own findings and the cross-node ones about it, worst first, each
-        cause before the symptoms it explains."""
+        """A node's own findings (Prometheus's alerts when its rules judge) and the
+        cross-node ones about it, worst first, each cause before the symptoms it explains."""
         from .rules.engine import cause_first
         cross = [f for f in self.fleet_findings if dict(f.subject).get("node") == node]
+        if self.prometheus_findings is not None:   # judged by Prometheus, sorted already
+            return cross + list(self.prometheus_findings.get(node, ()))
         own = node_findings_shown(node, self.nodes[node].findings, cross) \
             if node in self.nodes else []
         return cause_first(sorted(own + cross, key=lambda f: -f.severity.rank),
@@ -208,23 +227,31 @@ class FleetPipeline:
         """A node rule is not checked when it lacks inputs on every node (reasons as the
         first node gives them; a rule checked on some nodes was checked); the cross-node
         rules read the nodes' readings and are checked whenever a node is."""
-        per_node = [p.missing_inputs() for p in self.pipelines.values()]
+        per_node = [p.missing_inputs() for p in self._judged()]
         if not per_node:
             return {}
         common = set(per_node[0]).intersection(*per_node[1:])
         return {code: why for code, why in per_node[0].items() if code in common}
 
+    def window_needed(self) -> dict[str, float]:
+        """The node rules' (every node runs the same) and the cross-node rules'."""
+        node = next(iter(self.pipelines.values()), None)
+        out = node.window_needed() if node else {}
+        if self.fleet_diagnoser is not None:
+            out.update(self.fleet_diagnoser.window_needed())
+        return out
+
     @property
     def rules_total(self) -> int:
         """Every node rule and every cross-node rule."""
-        node = next(iter(self.pipelines.values()), None)
+        node = next(iter(self._judged()), None)
         return (node.rules_total if node else 0) + len(getattr(self.fleet_diagnoser, "scope", ()))
 
     @property
     def events(self) -> list:
         """Every node's raises and clears (subject + node) and the cross-node ones, by time."""
         out = [replace(e, subject=node_labels(e.subject, node))
-               for node, p in self.pipelines.items() for e in p.events]
+               for node, p in self.pipelines.items() if ROWS not in node for e in p.events]
         out += list(getattr(self.fleet_diagnoser, "events", ()))
         return sorted(out, key=lambda e: e.time)
 
@@ -235,12 +262,19 @@ class FleetPipeline:
         if self.fleet_diagnoser is not None and hasattr(self.fleet_diagnoser, "reset"):
             self.fleet_diagnoser.reset()
 
-    def _pipeline(self, node: str) -> Pipeline:
-        p = self.pipelines.get(node)
+    def _judged(self) -> list[Pipeline]:
+        """The Pipelines that run infertop's rules (not the rows Prometheus judged)."""
+        return [p for key, p in self.pipelines.items() if ROWS not in key]
+
+    def _pipeline(self, node: str, judged: bool = True) -> Pipeline:
+        """A node's Pipeline; ``judged=False`` (a row Prometheus computed, judged there):
+        one without rules, kept apart so the node's judged History is not mixed with it."""
+        key = node if judged else node + ROWS
+        p = self.pipelines.get(key)
         if p is None:
-            diag = self.make_diagnoser(False) if self.make_diagnoser else None
-            p = self.pipelines[node] = Pipeline(diag, window=self.window,
-                                                max_points=self.max_points)
+            diag = self.make_diagnoser(False) if self.make_diagnoser and judged else None
+            p = self.pipelines[key] = Pipeline(diag, window=self.window,
+                                               max_points=self.max_points)
         return p
 
     def feed(self, snap: Snapshot, timeline=None) -> FleetFrame:
@@ -252,6 +286,15 @@ class FleetPipeline:
             node = node_of(name, s)
             if node is not None and not name.startswith(("prometheus@", "scrape@")):
                 by_node.setdefault(node, []).append(s)
+        from .prom_findings import findings_by_node
+        alerts = snap.samples.get(ALERTS_SAMPLE)
+        overview = snap.samples.get(AGGREGATES_SAMPLE)
+        prom = (findings_by_node(list(alerts.meta.alerts), snap.time)
+                if alerts is not None and isinstance(alerts.meta, AlertsMeta)
+                and alerts.meta.loaded else None)
+        # aggregate mode: only the pinned nodes are read whole and judged here
+        detail = (set(overview.meta.detail) if overview is not None
+                  and isinstance(overview.meta, FleetOverviewMeta) else None)
         frames: dict[str, Frame] = {}
         for node, part in split_nodes(snap).items():
             same = tuple(by_node.get(node, ()))
@@ -261,22 +304,28 @@ class FleetPipeline:
                 frames[node] = last[1]
                 self.reused += 1
                 continue
-            frames[node] = self._pipeline(node).feed(part, timeline)
+            frames[node] = self._pipeline(node, detail is None or node in detail).feed(
+                part, timeline)
             self._last[node] = (same, frames[node])
         for gone in [n for n in self._last if n not in frames]:
             del self._last[gone]
         derived = [with_node(r, node) for node, fr in frames.items() for r in fr.derived
                    if r.key in FLEET_RULE_KEYS]
+        # the cross-node rules compare every node: not run on the worst few (aggregate mode)
         fleet = (self.fleet_diagnoser.evaluate(self._empty, relabel(snap, FLEET_RULE_KEYS),
                                                derived)
-                 if self.fleet_diagnoser is not None else [])
+                 if self.fleet_diagnoser is not None and overview is None else [])
         findings = list(fleet)
-        for node, fr in frames.items():
-            findings += node_findings_shown(node, fr.findings, fleet)
-        findings.sort(key=lambda f: (-f.severity.rank, f.layer.index, f.code, f.subject))
+        if prom is not None:
+            findings += [f for fs in prom.values() for f in fs]
+        else:
+            for node, fr in frames.items():
+                findings += node_findings_shown(node, fr.findings, fleet)
+        findings.sort(key=lambda f: (-f.severity.rank, f.layer.position, f.code, f.subject))
         history = next(iter(frames.values())).history if frames else self._empty
         return FleetFrame(snap, [], history, findings, self.window, nodes=frames,
-                          fleet_findings=list(fleet))
+                          fleet_findings=list(fleet), prometheus_findings=prom,
+                          overview=overview)
 
 
 def diagnoser_factory(config=None) -> Callable[[bool], Evaluator]:
@@ -293,12 +342,12 @@ def diagnoser_factory(config=None) -> Callable[[bool], Evaluator]:
 def node_summary(frame: Frame) -> dict[str, float | None]:
     """The engines-table numbers of one node's Frame (None where it has none)."""
     def val(key: str, **labels: str) -> float | None:
-        vals = [r.value for r in frame.by_key(key) if r.ok and
+        vals = [r.value for r in frame.by_key(key) if has_value(r) and
                 all(r.label(k) == v for k, v in labels.items())]
         return max(vals) if vals else None
 
     def total(key: str) -> float | None:
-        vals = [r.value for r in frame.by_key(key) if r.ok and not r.label("quantile")]
+        vals = [r.value for r in frame.by_key(key) if has_value(r) and not r.label("quantile")]
         return sum(vals) if vals else None
 
     return {

@@ -98,6 +98,40 @@ class Clock:
             self.first += n
 
 
+class _HistStore:
+    """A histogram series' storage: times, totals and sums a point, the bucket counts of
+    all points in one flat array (float32 while every count is exact in it: whole numbers
+    below 2**24, half the bytes; float64 from the first that is not), a point's start in
+    it, and each point's bounds (one shared tuple while the server keeps its buckets)."""
+
+    __slots__ = ("t", "v", "sum", "c", "co", "cbase", "b")
+
+    def __init__(self) -> None:
+        self.t = array("d")
+        self.v = array("d")
+        self.sum = array("d")
+        self.c: array = array("f")
+        self.co = array("q")        # a point's start in c ...
+        self.cbase = 0              # ... less this (counts cut so far)
+        self.b: list[tuple[float, ...]] = []
+
+    def counts(self, k: int) -> array:
+        lo = self.co[k] - self.cbase
+        return self.c[lo:lo + len(self.b[k])]
+
+    def buckets(self, k: int) -> tuple[tuple[float, float], ...]:
+        return tuple(zip(self.b[k], self.counts(k)))
+
+    def cut(self, extra: int) -> None:
+        """Drop the oldest ``extra`` points' counts, sums and bounds (t and v: the caller)."""
+        cut = self.co[extra] - self.cbase
+        del self.c[:cut]
+        self.cbase += cut
+        del self.co[:extra]
+        del self.sum[:extra]
+        del self.b[:extra]
+
+
 class Series:
     """One series' bounded history in flat ``array('d')`` buffers, not an object a point.
 
@@ -114,8 +148,8 @@ class Series:
     and ``_o`` hides the surplus, so the API shows exactly the newest ``max_points``."""
 
     __slots__ = ("key", "labels", "kind", "unit", "status", "reason", "text", "last_seen",
-                 "max_points", "_clock", "_n", "_k1", "_t", "_v", "_cv", "_sum", "_c",
-                 "_co", "_cbase", "_b", "_o", "_gen", "_memo", "_view")
+                 "max_points", "_clock", "_n", "_k1", "_t", "_v", "_cv", "_h", "_o", "_gen",
+                 "_memo", "_view")
 
     def __init__(self, key: str, labels: Labels, kind: Kind, unit: str,
                  points: Iterable | None = None, status: Status = Status.OK,
@@ -130,16 +164,11 @@ class Series:
         self._clock = clock if clock is not None and not hist else Clock()
         self._n = 0                   # points stored (the oldest _o of them hidden)
         self._k1 = -1                 # tick of the newest point while times are shared
-        self._t: array | None = array("d") if hist else None   # own times, ascending
-        self._v: array | None = array("d") if hist else None   # values; hist: counts
+        # histograms' own storage; their times and totals are _t and _v (the same arrays)
+        self._h = _HistStore() if hist else None
+        self._t: array | None = self._h.t if self._h else None   # own times, ascending
+        self._v: array | None = self._h.v if self._h else None   # values; hist: counts
         self._cv = 0.0                # the one value while _v is None
-        self._sum = array("d") if hist else None   # histograms: sums
-        # histograms: bucket counts, flat; float32 while every count is exact in it
-        # (whole numbers below 2**24: half the bytes), float64 from the first that is not
-        self._c = array("f") if hist else None
-        self._co = array("q") if hist else None    # histograms: a point's start in _c
-        self._cbase = 0                            # ... less this (counts cut so far)
-        self._b: list | None = [] if hist else None   # histograms: each point's bounds
         self._o = 0                   # stored points before the newest max_points
         self._gen = 0                 # bumped on every write: keys the memo
         self._memo: tuple | None = None
@@ -219,32 +248,35 @@ class Series:
 
     def append_hist(self, t: float, buckets, total: float, hsum: float) -> None:
         """A histogram point (cumulative ``(bound, count)`` buckets); same rule as append."""
+        h = self._h
+        if h is None:
+            raise TypeError(f"append_hist on {self.kind.value} series {self.key}")
         bounds = tuple(le for le, _ in buckets)
-        b = self._b
+        b = h.b
         if b and b[-1] == bounds:
             bounds = b[-1]           # shared while the server keeps its buckets
         self._gen += 1
-        tt = self._t
+        tt = h.t
         if self._n > self._o and tt[-1] >= t:
-            del self._c[self._co[-1] - self._cbase:]
-            tt[-1], self._v[-1], self._sum[-1], b[-1] = t, total, hsum, bounds
+            del h.c[h.co[-1] - h.cbase:]
+            tt[-1], h.v[-1], h.sum[-1], b[-1] = t, total, hsum, bounds
         else:
             tt.append(t)
-            self._v.append(total)
-            self._sum.append(hsum)
-            self._co.append(len(self._c) + self._cbase)
+            h.v.append(total)
+            h.sum.append(hsum)
+            h.co.append(len(h.c) + h.cbase)
             b.append(bounds)
             self._n += 1
         counts = [c for _, c in buckets]
-        if self._c.typecode == "f":
+        if h.c.typecode == "f":
             narrow = array("f", counts)
             if narrow.tolist() != counts:      # not exact in float32: float64 from now on
-                self._c = array("d", self._c)
-                self._c.extend(counts)
+                h.c = array("d", h.c)
+                h.c.extend(counts)
             else:
-                self._c.extend(narrow)
+                h.c.extend(narrow)
         else:
-            self._c.extend(counts)
+            h.c.extend(counts)
         self._bound()
 
     def _bound(self) -> None:
@@ -258,13 +290,8 @@ class Series:
             del self._t[:extra]
         if self._v is not None:
             del self._v[:extra]
-        if self._b is not None:
-            cut = self._co[extra] - self._cbase
-            del self._c[:cut]
-            self._cbase += cut
-            del self._co[:extra]
-            del self._sum[:extra]
-            del self._b[:extra]
+        if self._h is not None:      # (its times and totals were _t and _v, cut above)
+            self._h.cut(extra)
         self._n -= extra
         self._o = 0
 
@@ -273,16 +300,10 @@ class Series:
         return self._k1 - self._n + 1 if self._t is None and self._n else None
 
     def _point(self, k: int):
-        if self._b is None:
+        h = self._h
+        if h is None:
             return (self._time(k), self._val(k))
-        return HistPoint(self._t[k], self._buckets(k), self._v[k], self._sum[k])
-
-    def _counts(self, k: int) -> array:
-        lo = self._co[k] - self._cbase
-        return self._c[lo:lo + len(self._b[k])]
-
-    def _buckets(self, k: int) -> tuple[tuple[float, float], ...]:
-        return tuple(zip(self._b[k], self._counts(k)))
+        return HistPoint(h.t[k], h.buckets(k), h.v[k], h.sum[k])
 
     def _bisect(self, t: float, lo: int) -> int:
         """Storage index of the first point after ``t``, from ``lo`` on."""
@@ -324,7 +345,7 @@ class Series:
 
     # -- gauges and counters ----------------------------------------------------------------
     def last(self) -> float | None:
-        if self._n <= self._o or self._b is not None:
+        if self._n <= self._o or self._h is not None:
             return None
         return self._val(self._n - 1)
 
@@ -336,7 +357,7 @@ class Series:
         """The values of ``window_points(window, now)`` whose time is after ``after``, and
         the time of the first of them (None when there is none): what the rules' medians
         read every tick, without a (time, value) tuple per point.  [] for a histogram."""
-        if self._b is not None:
+        if self._h is not None:
             return None, []
         i = self._start(window, now)
         if i >= self._n:
@@ -349,18 +370,18 @@ class Series:
     def any_nonzero(self) -> bool:
         """True when a kept value is not 0 (a counter that ever counted): one pass over
         the array, no point objects."""
-        if self._b is not None or self._n <= self._o:
+        if self._h is not None or self._n <= self._o:
             return False
         return any(self._v[self._o:]) if self._v is not None else self._cv != 0
 
     def tail(self, n: int) -> list[float]:
         """The newest ``n`` values, oldest first (a sparkline's; [] for a histogram)."""
-        if self._b is None and n > 0:
+        if self._h is None and n > 0:
             return self._values(max(self._o, self._n - n))
         return []
 
     def values(self, window: float | None = None) -> list[float]:
-        if self._b is not None:
+        if self._h is not None:
             return []
         return self._values(self._start(window, None))
 
@@ -406,25 +427,26 @@ class Series:
         return d
 
     def _hist_delta(self, window: float | None) -> HistPoint | None:
-        if self._b is None:
+        h = self._h
+        if h is None:
             return None
         i0, n = self._start(window, None), self._n
         if n - i0 < 2:
             return None
-        tot, b, t = self._v, self._b, self._t
+        tot, b, t, sums = h.v, h.b, h.t, h.sum
         last = n - 1
         if all(tot[k] >= tot[k - 1] for k in range(i0 + 1, n)) and \
                 _same(b[i0], b[last]):
-            return HistPoint(t[last], _diff(b[last], self._counts(last), self._counts(i0)),
-                             tot[last] - tot[i0], self._sum[last] - self._sum[i0])
+            return HistPoint(t[last], _diff(b[last], h.counts(last), h.counts(i0)),
+                             tot[last] - tot[i0], sums[last] - sums[i0])
         acc: HistPoint | None = None
         for k in range(i0 + 1, n):
             j = k - 1
             if tot[k] >= tot[j] and _same(b[j], b[k]):
-                d = HistPoint(t[k], _diff(b[k], self._counts(k), self._counts(j)),
-                              tot[k] - tot[j], self._sum[k] - self._sum[j])
+                d = HistPoint(t[k], _diff(b[k], h.counts(k), h.counts(j)),
+                              tot[k] - tot[j], sums[k] - sums[j])
             else:  # reset or re-bucketing: everything in k is new
-                d = HistPoint(t[k], self._buckets(k), tot[k], self._sum[k])
+                d = HistPoint(t[k], h.buckets(k), tot[k], sums[k])
             acc = d if acc is None or not _same_bounds(acc.buckets, d.buckets) else HistPoint(
                 d.time, _add(acc.buckets, d.buckets), acc.total + d.total, acc.sum + d.sum)
         return acc

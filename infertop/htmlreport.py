@@ -126,9 +126,11 @@ def timeline(run: RunSummary) -> list[dict]:
                                   else math.inf))
 
 
-def chart_groups(run: RunSummary, layer: str) -> list[tuple[str, list[SeriesId]]]:
+def chart_groups(run: RunSummary, layer: str, limit: int | None = MAX_CHARTS_PER_LAYER
+                 ) -> list[tuple[str, list[SeriesId]]]:
     """(key, series) to chart for a layer: the doctor report's key readings that the
-    recording has numbers for, latency quantiles p50 and p99 only."""
+    recording has numbers for, latency quantiles p50 and p99 only; at most ``limit``
+    keys (None: all of them, for the tables)."""
     groups: list[tuple[str, list[SeriesId]]] = []
     for key in KEY_READINGS.get(layer, ()):
         sids = [sid for sid in run.series if sid[0] == key and len(run.series[sid]) >= 2]
@@ -138,7 +140,7 @@ def chart_groups(run: RunSummary, layer: str) -> list[tuple[str, list[SeriesId]]
             continue
         sids.sort(key=lambda s: [natural_key(v) for _, v in s[1]])
         groups.append((key, sids[:MAX_LINES_PER_CHART]))
-        if len(groups) >= MAX_CHARTS_PER_LAYER:
+        if limit is not None and len(groups) >= limit:
             break
     return groups
 
@@ -298,6 +300,20 @@ def render_html(run: RunSummary, *, title: str, version: str,
             out.append(f'<figure class="chart">{svg_chart(run, key, sids, shades)}'
                        f"<figcaption><code>{esc(legend, 400)}</code> {esc(help_)}"
                        "</figcaption></figure>")
+        # the key readings past the charts' cap: a line each, none left out
+        more = chart_groups(run, layer.value, None)[len(groups):]
+        if more:
+            out.append('<table class="more"><tr><th>more readings</th><th>min</th>'
+                       "<th>median</th><th>max</th></tr>")
+            for key, sids in more:
+                unit = run.units.get(key, "")
+                for sid in sids:
+                    vs = run.values(sid)
+                    out.append(f"<tr><td><code>{esc(sid_text(sid), 400)}</code></td>"
+                               f"<td>{esc(fmt_value(min(vs), unit))}</td>"
+                               f"<td>{esc(fmt_value(median(vs), unit))}</td>"
+                               f"<td>{esc(fmt_value(max(vs), unit))}</td></tr>")
+            out.append("</table>")
     out.append("</section>")
     # -- evidence and remedies
     out.append('<section id="evidence"><h2>Evidence and remedies</h2>')
@@ -418,7 +434,7 @@ def render_markdown(run: RunSummary, *, title: str, version: str,
         out += ["No finding.", ""]
     out += ["## Key readings", "", "| layer | reading | min | median | max |", "|---|---|---|---|---|"]
     for layer in LAYERS:
-        for key, sids in chart_groups(run, layer.value):
+        for key, sids in chart_groups(run, layer.value, None):
             unit = run.units.get(key, "")
             for sid in sids:
                 vs = run.values(sid)

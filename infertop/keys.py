@@ -285,12 +285,23 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("kv.prefix_cache_hit_ratio", "ratio", G, MEM, "prefix-cache token hit rate (window)", True),
     _k("kv.prompt_source_ratio", "ratio", G, MEM,
        "share of the window's prompt tokens by where their KV came from (label source)", True),
+    _k("kv.cached_source_ratio", "ratio", G, MEM,
+       "share of the window's prefix-cache hit tokens by the cache tier that supplied them "
+       "(label source: device, host, disk, p2p, external_unspecified)", True),
     _k("server.scheduler_idle_ratio", "ratio", G, SCH,
        "share of wall time the scheduler was idle (window)", True),
     _k("server.scheduler_cpu_cores", "cores", G, SCH,
        "scheduler process CPU in cores (window)", True),
+    _k("pd.ttft_split_seconds", "s", G, (PAR, DEC),
+       "mean TTFT of a disaggregated pair split by where it waits (label part: prefill = "
+       "the prefill instance's TTFT, transfer = the KV transfer, decode = the decode "
+       "instance's TTFT less the transfer, total; label prefill = the prefill instances): "
+       "window means, additive whatever the buckets (infertop/pdsplit.py); NODATA with the "
+       "reason for a part not measured", True),
     _k("kv.transfer_bytes_per_second", "bytes/s", G, PAR,
        "KV-cache transfer rate between prefill and decode instances", True),
+    _k("kv.transfer_failures_per_second", "1/s", G, PAR,
+       "failed KV transfers per second (window)", True),
     _k("kv.blocks_stored_per_second", "blocks/s", G, MEM, "KV blocks stored per second", True),
     _k("kv.blocks_evicted_per_second", "blocks/s", G, MEM, "KV blocks evicted per second", True),
     _k("kv.event_batches_dropped_per_second", "1/s", G, MEM,
@@ -330,6 +341,46 @@ _SPECS: tuple[KeySpec, ...] = (
 )
 
 SPECS: dict[str, KeySpec] = {s.key: s for s in _SPECS}
+
+# The server families of issue 25 (vLLM 0.32's page, SGLang 0.5.23's, KV-cache events,
+# NIXL) -> the readings a user sees of each: the gauge itself, or the derived view of a
+# counter or histogram (raw cumulative values stay in History).  Each view is on screen,
+# in ``snapshot --json``, in the report (report.KEY_READINGS) and in compare
+# (tests/test_family_coverage.py holds every one to that).
+FAMILY_VIEWS: dict[str, tuple[str, ...]] = {
+    "vllm:num_requests_waiting_by_reason": ("server.requests_deferred",),
+    "vllm:prompt_tokens_by_source": ("kv.prompt_source_ratio",),
+    "vllm:prompt_tokens_cached_by_source": ("kv.cached_source_ratio",),
+    "vllm:external_prefix_cache_{queries,hits}": ("kv.external_prefix_cache_hit_ratio",),
+    "vllm:admission_rejections": ("server.requests_rejected", "server.rejection_ratio"),
+    "vllm:engine_sleep_state": ("server.sleep_level",),
+    "vllm:request_prefill_kv_computed_tokens": ("request.prefill_computed_tokens_mean",),
+    "sglang:kv_{available,evictable,used}_tokens": ("kv.available_tokens",
+                                                    "kv.evictable_tokens", "kv.used_tokens"),
+    "sglang:num_{prefill,decode}_*_queue_reqs": ("disagg.queue_requests",),
+    "sglang:per_stage_req_latency_seconds": ("latency.stage_seconds",),
+    "sglang:num_{retracted,paused}_reqs": ("server.requests_retracted",
+                                           "server.requests_paused"),
+    "sglang:utilization": ("server.utilization_ratio",),
+    "sglang:cache_hit_rate": ("kv.batch_prefix_hit_ratio",),
+    "sglang:spec_accept_rate": ("spec.batch_acceptance_ratio",),
+    "kv-events (ZMQ)": ("kv.blocks_stored_per_second", "kv.blocks_evicted_per_second",
+                        "kv.prefix_thrash_ratio", "kv.event_resident_blocks",
+                        "kv.event_batches_dropped_per_second"),
+    "vllm:nixl_* / sglang:kv_transfer_*": ("latency.kv_transfer_seconds",
+                                           "kv.transfer_bytes_per_second",
+                                           "kv.transfer_failures_per_second",
+                                           "pd.ttft_split_seconds"),
+}
+
+# Names a rule's evidence carries that no probe reads: computed by the rule itself (how
+# long a server has been unreachable).  Declared here so every use is checked like a
+# reading key (tests/test_keys_declared.py); they are not readings, so not in SPECS.
+EVIDENCE_KEYS: frozenset[str] = frozenset({"server.downtime_seconds"})
+
+# The first part of every declared key: a string literal "<namespace>.<name>" anywhere in
+# the code is taken for a key and must be declared (tests/test_keys_declared.py).
+NAMESPACES: frozenset[str] = frozenset(k.split(".", 1)[0] for k in SPECS)
 
 
 def spec(key: str) -> KeySpec | None:

@@ -11,9 +11,13 @@ import enum
 import math
 from dataclasses import dataclass, field
 from collections.abc import Mapping  # typing.Mapping's isinstance is 5x slower: hot path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, TypeGuard, TypeVar
+
+from .meta import (NO_META, GilMeta, KvEventsMeta, NvmlMeta, ProcessMeta, SampleMeta,
+                   ServerMeta, meta_from_dict)
 
 Labels = tuple[tuple[str, str], ...]
+_M = TypeVar("_M", NvmlMeta, ProcessMeta, ServerMeta, KvEventsMeta, GilMeta)
 
 
 class Layer(str, enum.Enum):
@@ -26,9 +30,10 @@ class Layer(str, enum.Enum):
     PARALLELISM = "parallelism"
     DECODING = "decoding"
 
-    # shadows str.index on purpose: Layer.X.index is the pane's number - 1 everywhere
+    # not `index`: that would shadow str.index (Layer is a str)
     @property
-    def index(self) -> int:  # type: ignore[override]
+    def position(self) -> int:
+        """The layer's place on screen, 0-5: its pane's number less one."""
         return LAYERS.index(self)
 
 
@@ -147,6 +152,21 @@ class Reading:
         )
 
 
+if TYPE_CHECKING:
+    class Valued(Reading):
+        """A Reading known to carry a value (OK or STALE, ``value`` not None): what
+        ``has_value`` narrows to, so code past that check reads ``value`` as a float."""
+
+        value: float
+else:
+    Valued = Reading   # the same objects at run time: only the type checker tells them apart
+
+
+def has_value(r: Reading) -> TypeGuard[Valued]:
+    """``r.ok`` as a type guard: OK or STALE with a value (a dead source's reading is not)."""
+    return r.value is not None and r.status in (Status.OK, Status.STALE)
+
+
 def _num_out(v: float | None) -> Any:
     """JSON has no NaN/Inf: spell them as strings (Prometheus style)."""
     if v is None:
@@ -188,7 +208,9 @@ class Sample:
     """Everything one source read at one time.
 
     ``status`` is the source's health this tick (OK, STALE when late, ERROR with reason).
-    ``meta`` holds small descriptive facts for the header (server kind, model, url, dialect).
+    ``meta`` holds small descriptive facts for the header (server kind, model, url,
+    dialect): the source's typed meta (infertop/meta.py).  A plain dict is accepted and
+    read as a recording's meta is (``meta_from_dict``), for callers that predate it.
     """
 
     source: str
@@ -196,8 +218,12 @@ class Sample:
     readings: tuple[Reading, ...] = ()
     status: Status = Status.OK
     reason: str = ""
-    meta: Mapping[str, Any] = field(default_factory=dict)
+    meta: SampleMeta = NO_META
     duration: float = 0.0  # seconds the collection took (shown in the header's health)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.meta, Mapping):   # the from-dict path (tests, older callers)
+            object.__setattr__(self, "meta", meta_from_dict(self.source, self.meta))
 
     def find(self, key: str) -> list[Reading]:
         return [r for r in self.readings if r.key == key]
@@ -208,8 +234,9 @@ class Sample:
                              "readings": [r.to_dict() for r in self.readings]}
         if self.reason:
             d["reason"] = self.reason
-        if self.meta:
-            d["meta"] = dict(self.meta)
+        meta = self.meta.to_dict()
+        if meta:
+            d["meta"] = meta
         if self.duration:
             d["duration"] = round(self.duration, 6)
         return d
@@ -219,7 +246,8 @@ class Sample:
         return cls(source=str(d["source"]), time=float(d["time"]),
                    readings=tuple(Reading.from_dict(r) for r in d.get("readings", ())),
                    status=Status(d.get("status", "ok")), reason=str(d.get("reason", "")),
-                   meta=dict(d.get("meta") or {}), duration=float(d.get("duration", 0.0)))
+                   meta=meta_from_dict(str(d["source"]), d.get("meta")),
+                   duration=float(d.get("duration", 0.0)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,11 +275,21 @@ class Snapshot:
         r = self.first(key, **labels)
         return r.value if r is not None and r.ok else None
 
-    def meta(self, name: str, default: Any = None) -> Any:
+    def first_meta(self, cls: type[_M]) -> _M | None:
+        """The meta of the first sample whose meta is a ``cls``, if any."""
         for s in self.samples.values():
-            if name in s.meta:
-                return s.meta[name]
-        return default
+            if isinstance(s.meta, cls):
+                return s.meta
+        return None
+
+    def nvml_meta(self) -> NvmlMeta | None:
+        return self.first_meta(NvmlMeta)
+
+    def process_meta(self) -> ProcessMeta | None:
+        return self.first_meta(ProcessMeta)
+
+    def server_meta(self) -> ServerMeta | None:
+        return self.first_meta(ServerMeta)
 
     def to_dict(self) -> dict[str, Any]:
         return {"time": self.time, "tick": self.tick,

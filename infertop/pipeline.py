@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from .findings import Finding
 from .history import History
 from .keys import SPECS
+from .meta import ProcessMeta
 from .model import LAYERS, Labels, Layer, Reading, Snapshot, Status
 from .reading_index import CUMULATIVE, ReadingIndex
 
@@ -22,6 +23,9 @@ class Evaluator(Protocol):
         ...
 
     def missing_inputs(self, history: History) -> dict[str, list[str]]:
+        ...
+
+    def window_needed(self) -> dict[str, float]:
         ...
 
 
@@ -158,8 +162,8 @@ SERVER_PREFIX = "server:"
 def server_pid(snap: Snapshot) -> Any:
     """The server process the process source follows this tick (None when unknown)."""
     s = snap.samples.get("process")
-    server = s.meta.get("server") if s is not None else None
-    return server.get("pid") if isinstance(server, dict) else None
+    meta = s.meta if s is not None else None
+    return meta.server.pid if isinstance(meta, ProcessMeta) and meta.server else None
 
 
 def unreachable_servers(snap: Snapshot) -> dict[str, str]:
@@ -204,6 +208,10 @@ class Pipeline:
     def missing_inputs(self) -> dict[str, list[str]]:
         """Rules not checked, and why (the Diagnoser's missing_inputs on this History)."""
         return self.diagnoser.missing_inputs(self.history) if self.diagnoser else {}
+
+    def window_needed(self) -> dict[str, float]:
+        """Rule code -> seconds a run needs before that rule can raise (the Diagnoser's)."""
+        return self.diagnoser.window_needed() if self.diagnoser else {}
 
     @property
     def rules_total(self) -> int:

@@ -42,22 +42,10 @@ from .model import Kind
 from .rules.engine import Diagnoser
 from .rules.threshold_sources import SOURCES
 
-# labels a dialect's series carry that are not part of a server's identity: aggregated
-# away (SGLang repeats scheduler gauges per TP/PP/EP rank; Triton has a model version and
-# the selector labels of its multi-purpose families)
-DROP_LABELS: dict[str, tuple[str, ...]] = {
-    "vllm": (),
-    "sglang": ("tp_rank", "pp_rank", "ep_rank", "moe_ep_rank", "engine_type"),
-    "tgi": (),
-    "llamacpp": (),
-    "triton": ("version", "request_type", "kv_cache_block_type"),
-    "trtllm": (),
-}
-
-# dialects whose exporters write counters without the ``_total`` suffix on the wire
-# (docs/metrics.md#tgi; Triton core's nv_inference_* counters)
-BARE_COUNTERS = ("tgi",)
-BARE_COUNTER_PREFIXES = ("nv_inference_",)
+# the two rule groups of the export (the fleet source finds the alerting one by name in
+# /api/v1/rules: probes/prometheus/aggregates.py)
+RECORDING_GROUP = "infertop-quantities"
+ALERTING_GROUP = "infertop-findings"
 
 # DCGM field names (dcgm-exporter metric name = field name; docs/metrics.md#dcgm)
 DCGM_UTIL = "DCGM_FI_DEV_GPU_UTIL"                  # percent
@@ -142,10 +130,18 @@ def sample_name(dialect: str, family: str, kind: Kind, part: str = "") -> str:
         return f"{family}_{part}"
     if kind is Kind.HISTOGRAM:
         return f"{family}_bucket"
-    if kind is Kind.COUNTER and dialect not in BARE_COUNTERS and \
-            not family.startswith(BARE_COUNTER_PREFIXES):
+    d = DIALECTS.get(dialect)
+    bare = d is not None and (d.bare_counters or family.startswith(d.bare_counter_prefixes))
+    if kind is Kind.COUNTER and not bare:
         return f"{family}_total"
     return family
+
+
+def _drop_labels(dialect: str) -> tuple[str, ...]:
+    """Labels of the dialect's series that are not a server's identity (aggregated away:
+    each kind's ``Dialect.drop_labels``)."""
+    d = DIALECTS.get(dialect)
+    return d.drop_labels if d is not None else ()
 
 
 def raw_series(key: str) -> list[RawSeries]:
@@ -163,8 +159,8 @@ def raw_series(key: str) -> list[RawSeries]:
 
 def _raw(dialect: str, m: FamilyMap, kind: Kind) -> RawSeries:
     agg = m.agg or ("max" if kind is Kind.GAUGE else "sum")
-    drop = DROP_LABELS.get(dialect, ()) + tuple(k for k, _ in m.select
-                                                 if k not in DROP_LABELS.get(dialect, ()))
+    own = _drop_labels(dialect)
+    drop = own + tuple(k for k, _ in m.select if k not in own)
     return RawSeries(dialect, sample_name(dialect, m.families[0], kind, m.part), m.select,
                      agg, drop)
 
@@ -366,7 +362,7 @@ def _finished(w: str, reasons: str) -> str:
             if m.key != "server.requests_finished_total":
                 continue
             name = sample_name(d.name, m.families[0], Kind.COUNTER)
-            drop = ", ".join(DROP_LABELS.get(d.name, ()))
+            drop = ", ".join(d.drop_labels)
             src = dict(m.keep)
             const = dict(m.const)
             rename = dict(m.rename)
@@ -699,11 +695,11 @@ def render(export: Export) -> str:
            "# not exported (Prometheus lacks their inputs):"]
     for code, why in export.not_exported.items():
         out.append(f"#   {code}: {why}")
-    out += ["groups:", "  - name: infertop-quantities", "    rules:"]
+    out += ["groups:", f"  - name: {RECORDING_GROUP}", "    rules:"]
     for r in export.recordings:
         out += [f"      - record: {_q(r.record)}",
                 f"        expr: {_block(r.expr, '          ')}"]
-    out += ["  - name: infertop-findings", "    rules:"]
+    out += [f"  - name: {ALERTING_GROUP}", "    rules:"]
     for a in export.alerts:
         sev = SEVERITY_LABEL[a.severity]
         sources = "; ".join(f"{k}: {SOURCES.get(k, 'infertop')}" for k in a.sources) or \

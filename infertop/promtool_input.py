@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from .dcgm import DCGM_FIELDS, MIB
 from .dialects import DIALECTS, Dialect, FamilyMap
 from .keys import SPECS
+from .meta import ServerMeta
 from .model import Kind, Reading, Snapshot, Status
 from .promrules import (
     DCGM_CLOCK_REASONS,
@@ -130,7 +131,8 @@ def _snapshot(out: InputSeries, snap: Snapshot, i: int, host: str, kind: str) ->
                     1.0 if ok else 0.0)
             if not ok:
                 continue
-            dialect = DIALECTS.get(str(sample.meta.get("dialect") or kind))
+            got = sample.meta.dialect if isinstance(sample.meta, ServerMeta) else None
+            dialect = DIALECTS.get(str(got or kind))
             if dialect is None:
                 continue
             for r in sample.readings:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
 from . import __version__
+from .meta import NvmlMeta, ProcessMeta, ServerMeta
 from .model import Snapshot
 from .textclean import clean_deep
 
@@ -48,17 +49,17 @@ def make_header(describe: Mapping[str, Any], first: Snapshot | None, *, host: st
     server: dict[str, Any] = {}
     if first is not None:
         nvml = first.samples.get("nvml")
-        if nvml is not None:
-            gpus = list(nvml.meta.get("gpus") or [])
+        if nvml is not None and isinstance(nvml.meta, NvmlMeta):
+            gpus = [g.to_dict() for g in nvml.meta.gpus]
         for name, s in first.samples.items():
             if name.startswith("server:"):
-                server = {"kind": s.meta.get("dialect"), "model": s.meta.get("model"),
-                          "url": s.meta.get("url"), "source": name}
+                m = s.meta if isinstance(s.meta, ServerMeta) else ServerMeta()
+                server = {"kind": m.dialect, "model": m.model, "url": m.url, "source": name}
                 break
         proc = first.samples.get("process")
         if not server.get("kind") and proc is not None and \
-                isinstance(proc.meta.get("server"), Mapping):
-            server["kind"] = proc.meta["server"].get("kind")
+                isinstance(proc.meta, ProcessMeta) and proc.meta.server is not None:
+            server["kind"] = proc.meta.server.kind
     if not gpus:
         gpus = list(describe.get("gpus") or [])
     if not server and isinstance(describe.get("server"), Mapping):

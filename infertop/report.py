@@ -9,7 +9,9 @@ tick, for "since ... ago"), ``any_source_ok`` (False: nothing could be read),
 clear times and whether it is still active),
 ``rules_total`` (rules in the catalogue: the verdict says how many were checked),
 ``unreachable`` ({server source: why}: printed above the verdict; the run exits 3),
-``gpu_off`` (why there are no GPU readings: "no NVML ..."; names the unchecked GPU rules).
+``gpu_off`` (why there are no GPU readings: "no NVML ..."; names the unchecked GPU rules),
+``too_short`` ({code: seconds}: checked rules that cannot raise in a run as short as
+``duration``; the verdict does not count them as judged, WINDOW TOO SHORT names them).
 """
 
 from __future__ import annotations
@@ -37,20 +39,29 @@ KEY_READINGS: dict[str, tuple[str, ...]] = {
                 "sol.decode_roofline_tokens_per_second", "sol.decode_roofline_ratio",
                 "server.setting"),
     "memory": ("kv.usage_ratio", "server.preemptions_per_second", "kv.prefix_cache_hit_ratio",
-               "kv.prompt_source_ratio", "kv.external_prefix_cache_hit_ratio",
+               "kv.prompt_source_ratio", "kv.cached_source_ratio",
+               "kv.external_prefix_cache_hit_ratio",
                "kv.blocks_stored_per_second", "kv.blocks_evicted_per_second",
                "kv.prefix_thrash_ratio", "kv.event_resident_blocks",
-               "kv.event_batches_dropped_per_second",
+               "kv.event_batches_dropped_per_second", "kv.used_tokens",
+               "kv.available_tokens", "kv.evictable_tokens", "kv.batch_prefix_hit_ratio",
+               "request.prefill_computed_tokens_mean", "server.requests_retracted",
                "gpu.mem_used_bytes", "gpu.mem_total_bytes", "process.gpu_mem_bytes"),
     "scheduling": ("host.cpu_ratio", "host.cpu_count", "host.load1", "server.requests_running",
                    "server.requests_waiting", "server.requests_deferred",
                    "server.requests_paused", "server.sleep_level", "process.cpu_ratio",
-                   "process.threads", "latency.queue_seconds"),
+                   "process.threads", "latency.queue_seconds", "latency.stage_seconds",
+                   "server.utilization_ratio", "server.scheduler_idle_ratio",
+                   "server.scheduler_cpu_cores"),
     "parallelism": ("gpu.nvlink_tx_bytes_per_second", "gpu.nvlink_rx_bytes_per_second",
-                    "gpu.topology", "throughput.generation_tokens_per_second"),
+                    "gpu.topology", "throughput.generation_tokens_per_second",
+                    "server.disagg_role", "pd.ttft_split_seconds",
+                    "latency.kv_transfer_seconds", "kv.transfer_bytes_per_second",
+                    "kv.transfer_failures_per_second", "disagg.queue_requests"),
     "decoding": ("server.info", "throughput.prompt_tokens_per_second",
                  "throughput.generation_tokens_per_second", "server.requests_per_second",
-                 "server.error_ratio", "server.rejection_ratio", "latency.ttft_seconds",
+                 "server.error_ratio", "server.rejection_ratio", "server.requests_rejected",
+                 "spec.batch_acceptance_ratio", "latency.ttft_seconds",
                  "latency.itl_seconds",
                  "latency.e2e_seconds", "spec.acceptance_ratio", "server.uptime_seconds"),
 }
@@ -204,7 +215,15 @@ def coverage(meta: Mapping[str, Any]) -> str:
         return ""
     unchecked = meta.get("unchecked") or {}
     checked = max(0, total - len(unchecked))
-    out = f"{checked} of {total} rules checked" if unchecked else f"all {total} rules checked"
+    short = meta.get("too_short") or {}
+    if short:
+        dur = meta.get("duration")
+        run = f"a {_dur(dur)} run" if isinstance(dur, (int, float)) else "this run"
+        out = f"{max(0, checked - len(short))} of {total} rules judged; {run} is too short " \
+              f"for {len(short)} more (see WINDOW TOO SHORT)"
+    else:
+        out = f"{checked} of {total} rules checked" if unchecked else \
+            f"all {total} rules checked"
     gpu = [c for c, why in unchecked.items()
            if any(w.startswith("gpu.") for w in why)]
     if gpu and meta.get("gpu_off"):
@@ -308,6 +327,7 @@ def _text(findings, readings, meta) -> str:
         lines.append("")
     lines += _chain_lines(findings)
     lines += _episode_lines(meta)
+    lines += _short_lines(meta)
     unchecked = meta.get("unchecked") or {}
     if unchecked:
         lines.append("NOT CHECKED (inputs missing)")
@@ -315,6 +335,29 @@ def _text(findings, readings, meta) -> str:
             lines.append(f"  {code}: {'; '.join(why)}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _short_groups(meta: Mapping[str, Any]) -> list[tuple[float, list[str]]]:
+    """(seconds needed, codes) of ``too_short``, shortest need first."""
+    groups: dict[float, list[str]] = {}
+    for code, need in (meta.get("too_short") or {}).items():
+        groups.setdefault(need, []).append(code)
+    return sorted(groups.items())
+
+
+def _short_advice(meta: Mapping[str, Any]) -> str:
+    need = max((meta.get("too_short") or {}).values(), default=0.0)
+    return f"a finding raises only after its condition held long enough: " \
+           f"--duration {need + 1:g} or more judges them all"
+
+
+def _short_lines(meta: Mapping[str, Any]) -> list[str]:
+    groups = _short_groups(meta)
+    if not groups:
+        return []
+    lines = ["WINDOW TOO SHORT (checked, but could not raise in this run)"]
+    lines += [f"  need {_dur(need)}: {', '.join(codes)}" for need, codes in groups]
+    return lines + [f"  {_short_advice(meta)}", ""]
 
 
 def _chains(findings: Sequence[Finding]) -> list[tuple[Finding, list[Finding]]]:
@@ -433,6 +476,11 @@ def _markdown(findings, readings, meta) -> str:
                 out.append(f"| {_md(ep['code'])} | {_md(ep['severity'])} | {_clock(ep.get('since', ep['raised']))} | "
                            f"{_clock(ep['raised'])} | {cleared} | {_md(ep['summary'])} |")
             out.append("")
+    groups = _short_groups(meta)
+    if groups:
+        out += ["## window too short", ""]
+        out += [f"- need {_dur(need)}: {_md(', '.join(codes))}" for need, codes in groups]
+        out += ["", _md(_short_advice(meta)), ""]
     unchecked = meta.get("unchecked") or {}
     if unchecked:
         out += ["## not checked", ""]

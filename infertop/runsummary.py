@@ -24,10 +24,13 @@ from typing import Any, Iterable
 from . import qbound
 from .findings import Finding, FindingEvent
 from .keys import SPECS
-from .model import Kind, Labels, Status
+from .model import Kind, Labels, Status, make_labels
 from .pipeline import Evaluator, Pipeline
 
-VOLATILE_LABELS = frozenset({"instance", "pid", "tid", "ppid", "uuid", "pci_bus_id"})
+# "prefill": the prefill instances of a P/D pair's TTFT split (pd.ttft_split_seconds),
+# scrape targets too
+VOLATILE_LABELS = frozenset({"instance", "pid", "tid", "ppid", "uuid", "pci_bus_id",
+                             "prefill"})
 ADDITIVE_UNITS = frozenset({"cores", "bytes", "count", "tokens/s", "1/s", "bytes/s", "W", "blocks",
                             "blocks/s"})
 FACT_KEYS = ("server.setting", "kv.config", "model.info", "gpu.info", "server.info")
@@ -35,8 +38,16 @@ SeriesId = tuple[str, Labels]
 MAX_EVENTS = 10_000
 
 
-def stable_labels(labels: Labels) -> Labels:
-    return tuple((k, v) for k, v in labels if k not in VOLATILE_LABELS)
+def stable_labels(labels: Labels, roles: dict[str, str] | None = None) -> Labels:
+    """``labels`` without the run-specific ones.  ``roles`` (instance -> prefill/decode):
+    a P/D pair's instance keeps its role instead of its address, so the prefill and the
+    decode instance's TTFT stay two series (merged, their p99s were averaged)."""
+    out = tuple((k, v) for k, v in labels if k not in VOLATILE_LABELS)
+    if roles:
+        role = roles.get(dict(labels).get("instance", ""))
+        if role:
+            return make_labels(out, role=role)
+    return out
 
 
 def fact_name(key: str, labels: Labels) -> str:
@@ -141,7 +152,12 @@ def summarize(snapshots: Iterable, diagnoser: Evaluator | None, *, window: float
                         for r in snap.readings(key) if r.ok and math.isfinite(r.value))
         if in_flight > 0:
             out.loaded.add(t)
-        for r in frame.all_readings():
+        readings = frame.all_readings()
+        roles = {r.label("instance"): r.text for r in readings
+                 if r.key == "server.disagg_role" and r.text in ("prefill", "decode")}
+        if roles:   # the pair's roles are a fact of the run (which sides were read)
+            out.settings["P/D roles read"] = ", ".join(sorted(set(roles.values())))
+        for r in readings:
             if r.key in FACT_KEYS:
                 if r.text is not None and r.status in (Status.OK, Status.STALE):
                     out.settings[fact_name(r.key, r.labels)] = r.text
@@ -149,7 +165,7 @@ def summarize(snapshots: Iterable, diagnoser: Evaluator | None, *, window: float
             if r.kind is Kind.INFO or r.value is None or r.status is not Status.OK or \
                     not math.isfinite(r.value):
                 continue
-            sid = (r.key, stable_labels(r.labels))
+            sid = (r.key, stable_labels(r.labels, roles))
             acc.setdefault(sid, []).append(r.value)
             b = qbound.of(r.reason) if r.reason else None
             if b is not None:

@@ -131,13 +131,15 @@ def _gauge_mean(history: History, key: str, labels: Labels, window: float) -> fl
     return sum(vals) / len(vals) if vals else None
 
 
-def _server_counters_on(history: History, labels: Labels) -> list[Series] | None:
+def _server_counters_on(history: History,
+                        labels: Labels) -> tuple[Series, list[Series]] | None:
     """The engine's estimated_* counters when they count: present and not all zero (vLLM
-    0.32 exposes them at 0 without --enable-mfu-metrics)."""
-    got = [history.get(k, labels) for k in SERVER_COUNTERS]
-    if got[0] is None or not got[0].any_nonzero():
+    0.32 exposes them at 0 without --enable-mfu-metrics): (FLOPs, the byte counters present)."""
+    flops, *byte_keys = SERVER_COUNTERS
+    fs = history.get(flops, labels)
+    if fs is None or not fs.any_nonzero():
         return None
-    return got
+    return fs, [s for k in byte_keys if (s := history.get(k, labels)) is not None]
 
 
 def derive_sol(history: History, derived: list[Reading], window: float) -> list[Reading]:
@@ -172,7 +174,7 @@ def derive_sol(history: History, derived: list[Reading], window: float) -> list[
         # ---- MFU / MBU -----------------------------------------------------------------
         if counters is not None:
             fr = counters[0].rate(window)
-            br = [c.rate(window) for c in counters[1:] if c is not None]
+            br = [c.rate(window) for c in counters[1]]
             how = "the engine's estimated_*_per_gpu counters"
             flops = fr
             bytes_ = sum(b for b in br if b is not None) if any(b is not None for b in br) \
@@ -212,7 +214,7 @@ def derive_sol(history: History, derived: list[Reading], window: float) -> list[
             why = no_peak if not peaks else no_bw
         elif not batch or batch < 0.5:
             why = "no request running in the window"
-        if why:
+        if why or batch is None or bw_peak is None:   # (no batch or bandwidth: why is set)
             out.append(_reading("sol.decode_roofline_tokens_per_second", lab, None, why))
             out.append(_reading("sol.decode_roofline_ratio", lab, None, why))
             continue

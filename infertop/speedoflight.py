@@ -21,7 +21,7 @@ take 0.45 ms at 989 TFLOP/s.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, overload
 
 # bytes per element of the dtypes a config or a server flag names
 DTYPE_BYTES = {"float32": 4.0, "fp32": 4.0, "float": 4.0, "bfloat16": 2.0, "bf16": 2.0,
@@ -48,7 +48,15 @@ class ConfigError(ValueError):
     """The config lacks what the estimate needs (the reason is shown as is)."""
 
 
+@overload
+def _num(cfg: Mapping[str, Any], *names: str, default: float) -> float: ...
+@overload
+def _num(cfg: Mapping[str, Any], *names: str, default: None = None) -> float | None: ...
+
+
 def _num(cfg: Mapping[str, Any], *names: str, default: float | None = None) -> float | None:
+    """The first of ``names`` holding a non-negative number (a bool is not one), else
+    ``default`` (a float default: the answer is always a float)."""
     for n in names:
         v = cfg.get(n)
         if isinstance(v, bool):
@@ -80,7 +88,8 @@ def model_facts(config: Mapping[str, Any], *, served_dtype: str | None = None,
         raise ConfigError("config.json is not a JSON object")
     notes: list[str] = []
     top = config
-    cfg = config.get("text_config") if isinstance(config.get("text_config"), Mapping) else config
+    text_config = config.get("text_config")
+    cfg: Mapping[str, Any] = text_config if isinstance(text_config, Mapping) else config
     if cfg is not config:
         notes.append("language model part of a multimodal config (text_config)")
     hidden = _num(cfg, "hidden_size", "n_embd", "d_model")

@@ -9,8 +9,9 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Mapping
+from typing import Any
 
+from infertop.meta import NO_META, SampleMeta
 from infertop.model import Capability, Reading, Sample, Status
 
 
@@ -84,12 +85,12 @@ class StillRunning(RuntimeError):
 
 def sample(source: str, readings: list[Reading] | tuple[Reading, ...], *,
            status: Status = Status.OK, reason: str = "",
-           meta: Mapping[str, Any] | None = None, started: float | None = None,
+           meta: SampleMeta | None = None, started: float | None = None,
            now: float | None = None) -> Sample:
     """Build a Sample stamped with wall time (and the collection's duration)."""
     t = time.time() if now is None else now
     dur = (time.perf_counter() - started) if started is not None else 0.0
-    return Sample(source, t, tuple(readings), status, reason, dict(meta or {}), dur)
+    return Sample(source, t, tuple(readings), status, reason, meta or NO_META, dur)
 
 
 # After a headless command was asked to stop, the process ends within this however its

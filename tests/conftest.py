@@ -9,6 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# `make test-fast` runs with --hypothesis-profile=fast: each property of the fault suite
+# tries this many inputs instead of its own count (tests/helpers/props.py); `make test`
+# keeps the default profile and the full counts.
+FAST_EXAMPLES = 5
+settings.register_profile("fast", max_examples=FAST_EXAMPLES)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -207,8 +207,8 @@ def test_storage_is_flat_arrays_of_bounded_size():
     stored = sys.getsizeof(gappy._t) + sys.getsizeof(gappy._v)
     assert stored < 900 * 16 * 1.25
     hs = h.find("latency.ttft_seconds")[0]
-    assert len({id(b) for b in hs._b}) == 1
-    assert len(hs._c) <= (900 + 56) * 3
+    assert len({id(b) for b in hs._h.b}) == 1
+    assert len(hs._h.c) <= (900 + 56) * 3
     assert len(h.clock.t) <= 900 + 56 + 30
 
 
@@ -301,8 +301,8 @@ def test_bucket_counts_stay_exact_when_float32_cannot_hold_them():
     for t, c in pts:
         s.append_hist(t, ((0.1, c / 2), (math.inf, c)), c, c * 0.01)
         if t == 2.0:
-            assert s._c.typecode == "f"
-    assert s._c.typecode == "d"
+            assert s._h.c.typecode == "f"
+    assert s._h.c.typecode == "d"
     assert [p.buckets for p in s.points] == [((0.1, c / 2), (math.inf, c)) for _, c in pts]
     d = s.hist_delta(1.0)            # t 3 -> 4: 7 observations on top of 2**24 + 1
     assert d.total == 7 and d.buckets == ((0.1, 3.5), (math.inf, 7.0))
@@ -324,3 +324,12 @@ def test_a_series_that_goes_stale_does_not_pin_the_shared_clock():
     assert [p[0] for p in s.points] == [1000.0 + i for i in range(10)]   # its own times kept
     assert [p[1] for p in s.points] == [0.3] * 10
     assert len(h.get("gpu.util_ratio", (("gpu", "0"),)).points) == 100
+
+
+def test_histogram_storage_only_on_histograms():
+    # a gauge has no bucket storage: a histogram point sent to it is a caller's bug, said
+    # as such, not an AttributeError on None deep inside
+    g = Series("gpu.util_ratio", (), Kind.GAUGE, "ratio")
+    with pytest.raises(TypeError, match="append_hist on gauge series gpu.util_ratio"):
+        g.append_hist(1.0, ((math.inf, 1.0),), 1.0, 0.1)
+    assert g.hist_delta() is None and g.quantile(0.5) is None

@@ -32,7 +32,14 @@ def test_every_layer_has_keys_and_every_key_a_layer():
         assert keys_for(layer), layer
     for spec in SPECS.values():
         assert spec.layers, spec.key
-    assert Layer.HARDWARE.index == 0 and Layer.DECODING.index == 5
+    assert Layer.HARDWARE.position == 0 and Layer.DECODING.position == 5
+
+
+def test_layer_keeps_str_methods():
+    # Layer is a str enum: its pane number must not shadow str.index (it did: `index`
+    # was a property, so Layer.MEMORY.index("o") raised "'int' object is not callable")
+    assert Layer.MEMORY.index("o") == "memory".index("o") == 3
+    assert [layer.position for layer in LAYERS] == list(range(6))
 
 
 def test_issue_contract_keys_declared():
@@ -45,3 +52,15 @@ def test_issue_contract_keys_declared():
     latency.itl_seconds latency.e2e_seconds latency.queue_seconds spec.acceptance_ratio""".split()
     missing = [k for k in contract if k not in SPECS]
     assert not missing
+
+
+def test_has_value_is_reading_ok():
+    # the type guard the rules narrow readings with (Context.ok, derived_of): a dead
+    # source's reading (no value, or an error status) never passes as a number
+    from infertop.model import has_value
+    cases = [Reading("gpu.util_ratio", 0.5), Reading("gpu.util_ratio", 0.0, status=Status.STALE),
+             Reading("gpu.util_ratio", None), Reading("gpu.util_ratio", None, status=Status.ERROR),
+             Reading("gpu.util_ratio", 0.5, status=Status.ERROR),
+             Reading("gpu.util_ratio", 0.5, status=Status.NODATA)]
+    assert [has_value(r) for r in cases] == [True, True, False, False, False, False]
+    assert all(has_value(r) == r.ok for r in cases)

@@ -49,7 +49,7 @@ def test_units_become_infertop_units():
     assert r["gpu.info", "0"].text == "NVIDIA H100"
     assert r["gpu.info", "0"].label("uuid") == "GPU-abc"
     assert r["gpu.util_ratio", "1"].value == pytest.approx(0.10)
-    assert meta["hostname"] == "x"
+    assert meta.hostname == "x"
 
 
 def test_a_profiling_field_not_collected_is_nodata_never_zero():
@@ -69,7 +69,7 @@ def test_blank_sentinel_is_dropped_and_both_hostname_spellings_work():
     r = by_key(rs)
     assert r["gpu.power_watts", "0"].value is None
     assert "blank" in r["gpu.power_watts", "0"].reason
-    assert meta["hostname"] == "new-style"
+    assert meta.hostname == "new-style"
 
 
 def test_mig_instances_are_separate_gpus():
@@ -124,7 +124,7 @@ def test_demo_dcgm_page_reads_back_as_the_demo_gpus():
     rs, meta = gpu_readings(_as_series(text, "n7:9400"))
     r = by_key(rs)
     g = frame.gpus[0]
-    assert meta["hostname"] == "node-07"
+    assert meta.hostname == "node-07"
     assert r["gpu.util_ratio", "0"].value == pytest.approx(g.values["util"], abs=1e-4)
     assert r["gpu.sm_clock_hz", "0"].value == pytest.approx(g.values["sm_clock"], rel=1e-3)
     assert r["gpu.mem_total_bytes", "0"].value == pytest.approx(g.values["mem_total"], rel=1e-3)

@@ -43,7 +43,7 @@ async def test_scrape_equals_the_demo_source_at_the_same_time(dialect):
                 got = await probe.collect()
                 assert len(got.readings) > 10
                 assert sorted(map(_key, got.readings)) == sorted(map(_key, expect.readings))
-                assert got.meta["dialect"] == expect.meta["dialect"] == dialect
+                assert got.meta.dialect == expect.meta.dialect == dialect
         await probe.close()
     finally:
         await server.stop()

@@ -31,7 +31,7 @@ def by(e, key: str) -> dict[str, float]:
 def test_idle_page():
     e = page("idle")
     assert e.dialect == "sglang" and e.family_count == 81
-    assert e.meta["model"] == "tiny-llama"
+    assert e.meta.model == "tiny-llama"
     assert by(e, "kv.used_tokens") == {"": 0.0}
     assert by(e, "kv.available_tokens") == {"": 8172.0}
     assert by(e, "kv.evictable_tokens") == {"": 20.0}    # the warm-up prompt, cached

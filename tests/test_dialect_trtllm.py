@@ -27,7 +27,7 @@ def value(e, key: str, **labels: str):
 
 def test_trtllm_serve_is_its_own_dialect():
     e = page("trtllm-serve-documented.prom")
-    assert e.dialect == "trtllm" and e.meta["model"] == "llama-3-8b"
+    assert e.dialect == "trtllm" and e.meta.model == "llama-3-8b"
     assert value(e, "server.info") == "trtllm llama-3-8b"
     assert value(e, "server.requests_running") == 12.0
     assert value(e, "server.requests_waiting") == 3.0

@@ -10,6 +10,7 @@ import pytest
 from infertop.dialects import (Exposition, ParseError, detect_dialect, readings_from_exposition,
                                readings_from_families)
 from infertop.keys import SPECS
+from infertop.meta import ServerMeta
 from infertop.model import Kind, Reading
 from infertop.promtext import parse
 
@@ -58,7 +59,7 @@ def test_vllm_busy_fixture():
     e = expo("vllm-0.32-busy.prom")
     assert_contract(e)
     assert e.dialect == "vllm" and e.family_count == 92
-    assert e.meta == {"dialect": "vllm", "model": "tiny-llama", "engines": ["0"]}
+    assert e.meta == ServerMeta(dialect="vllm", model="tiny-llama", engines=("0",))
     lab = {"engine": "0", "model": "tiny-llama"}
     assert one(e, "server.requests_running", **lab).value == 8.0
     assert one(e, "server.requests_waiting", **lab).value == 0.0
@@ -138,7 +139,7 @@ def test_llamacpp_fixtures(name: str, want: dict[str, float]):
     e = expo(name)
     assert_contract(e)
     assert e.dialect == "llamacpp"
-    assert e.meta == {"dialect": "llamacpp", "model": "", "engines": []}
+    assert e.meta == ServerMeta(dialect="llamacpp", model="")
     got = {r.key: r.value for r in e.readings if r.kind is not Kind.INFO}
     assert got == want
     assert one(e, "server.info").text == "llamacpp"
@@ -173,7 +174,7 @@ vllm:time_to_first_token_seconds_sum{engine="1",model_name="m"} 2.0
 def test_vllm_data_parallel_engines_stay_separate():
     e = readings_from_exposition(VLLM_DP2, INST)
     assert_contract(e)
-    assert e.meta["engines"] == ["0", "1"]
+    assert e.meta.engines == ("0", "1")
     assert one(e, "server.requests_running", engine="1").value == 5.0
     assert one(e, "kv.usage_ratio", engine="0").value == 0.25
     assert one(e, "server.generation_tokens_total", engine="1").value == 300.0
@@ -205,7 +206,7 @@ vllm:time_per_output_token_seconds_sum{model_name="old"} 0.4
 def test_vllm_legacy_v0_names_map():
     e = readings_from_exposition(VLLM_V0, INST)
     assert_contract(e)
-    assert e.meta == {"dialect": "vllm", "model": "old", "engines": []}
+    assert e.meta == ServerMeta(dialect="vllm", model="old")
     assert one(e, "server.requests_swapped").value == 2.0
     assert one(e, "server.requests_waiting").value == 7.0
     assert one(e, "kv.usage_ratio").value == 0.5
@@ -258,7 +259,7 @@ sglang:time_to_first_token_seconds_sum{engine_type="unified",is_streaming="false
 def test_sglang():
     e = readings_from_exposition(SGLANG, INST)
     assert_contract(e)
-    assert e.meta == {"dialect": "sglang", "model": "q", "engines": ["0", "1"]}
+    assert e.meta == ServerMeta(dialect="sglang", model="q", engines=("0", "1"))
     # dp_rank is the engine; TP ranks repeat one scheduler's value (max, not sum)
     assert one(e, "server.requests_running", engine="0").value == 4.0
     assert one(e, "server.requests_running", engine="1").value == 6.0
@@ -309,7 +310,7 @@ tgi_request_mean_time_per_token_duration_count 7
 def test_tgi_counters_without_total():
     e = readings_from_exposition(TGI, INST)
     assert_contract(e)
-    assert e.meta == {"dialect": "tgi", "model": "", "engines": []}
+    assert e.meta == ServerMeta(dialect="tgi", model="")
     assert one(e, "server.requests_running").value == 8.0
     assert one(e, "server.requests_waiting").value == 3.0
     fin = {r.label("reason"): r.value for r in e.readings
@@ -347,7 +348,7 @@ def test_triton_tensorrt_llm():
     e = readings_from_exposition(TRITON, INST)
     assert_contract(e)
     assert e.dialect == "triton"
-    assert e.meta["model"] == "ensemble, tensorrt_llm"
+    assert e.meta.model == "ensemble, tensorrt_llm"
     trt = {"model": "tensorrt_llm"}
     assert one(e, "server.requests_running", **trt).value == 6.0
     # nv_trt_llm's waiting wins over Triton's pending count (same quantity, one reading)
@@ -379,7 +380,7 @@ def test_vllm_perc_names_are_fractions_not_percent():
             'vllm:kv_cache_usage_perc{engine="0"} 0.39\n')
     e = readings_from_exposition(text, INST)
     assert one(e, "kv.usage_ratio").value == 0.39
-    assert "notes" not in e.meta
+    assert e.meta.notes == ()
 
 
 def test_a_fraction_reported_as_percent_is_normalised():
@@ -388,7 +389,7 @@ def test_a_fraction_reported_as_percent_is_normalised():
     e = readings_from_exposition(text, INST)
     assert one(e, "kv.usage_ratio").value == pytest.approx(0.39)
     assert one(e, "server.requests_running").value == 39.0  # counts are not ratios
-    assert e.meta["notes"] == ["kv.usage_ratio reported as a percent; divided by 100"]
+    assert e.meta.notes == ("kv.usage_ratio reported as a percent; divided by 100",)
 
 
 # ---- detection, unknown pages, garbage ------------------------------------------------------
@@ -403,7 +404,7 @@ def test_unknown_dialect_still_reports_families_and_info():
     assert one(e, "server.info").text == "unknown"
     assert one(e, "server.families").value == 3.0
     assert one(e, "server.process_start_seconds").value == 1700000000.0
-    assert e.meta == {"dialect": "unknown", "model": "", "engines": []}
+    assert e.meta == ServerMeta(dialect="unknown", model="")
 
 
 def test_detection_counts_prefixes():

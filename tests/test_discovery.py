@@ -316,7 +316,7 @@ def test_url_port_owner_unreadable_falls_back_to_names_and_says_so(monkeypatch):
         server, why = locate(url="http://127.0.0.1:1")
     assert server is not None and why == ""
     assert server.reason.startswith("found by name, not by port: port 1 is held by")
-    assert server.to_meta()["found_by"] == "name, not port"
+    assert server.to_meta().found_by == "name, not port"
 
 
 def test_fill_ports_prefers_the_roots_socket_and_never_a_workers():

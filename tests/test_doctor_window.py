@@ -110,3 +110,40 @@ def test_screen_and_headless_pace_by_the_one_rule():
     assert sources.pace_of(src, 1.0, 4.0) == pace(False, src.tick_seconds, 4.0) == 0.25
     assert pace(False, 1.0, 1000.0, floor=0.02) == 0.02     # the screen's shortest tick
     assert pace(True, 2.0, 10.0) == 2.0 and pace(False, 1.0, None) == 0.0
+
+
+def test_doctor_shorter_than_the_rules_windows_names_the_rules_it_could_not_judge():
+    # a 3 s run said "healthy on 26 of 36 rules checked" although a rule judging a
+    # median needs 8 s and MEM-002 35 s: a condition present all along could not have
+    # raised them.  It says which rules, and how long a run judges them all.
+    r = run("doctor", "--source", "demo:mem-kv-pressure", "--duration", "3", "--format", "json")
+    doc = json.loads(r.stdout)
+    short = doc["meta"]["too_short"]
+    assert short["SCH-002"] == 8.0 and short["MEM-002"] == 35.0 and short["HW-003"] == 5.0
+    assert "DEC-005" not in short                  # raises on the tick it sees a restart
+    assert not set(short) & set(doc["meta"]["unchecked"])   # those say NOT CHECKED
+    assert "rules checked" not in doc["summary"]
+    assert f"too short for {len(short)} more" in doc["summary"]
+    text = run("doctor", "--source", "demo:mem-kv-pressure", "--duration", "3").stdout
+    section = text[text.index("WINDOW TOO SHORT ("):text.index("NOT CHECKED (")]
+    assert "need 8 s: " in section and "SCH-002" in section and "need 35 s: MEM-002" in section
+    assert "--duration 36 or more" in section
+    md = render_report([], {}, "markdown", doc["meta"])
+    assert "## window too short" in md and "- need 35 s: MEM-002" in md
+    # long enough: nothing listed, the verdict counts every checked rule
+    long = json.loads(run("doctor", "--source", "demo:mem-kv-pressure", "--duration", "40",
+                          "--format", "json").stdout)
+    assert long["meta"]["too_short"] == {} and "rules checked" in long["summary"]
+    assert "WINDOW TOO SHORT" not in render_report([], {}, "text", long["meta"])
+
+
+def test_window_needed_follows_the_config_timing():
+    from infertop.config import DiagnosisConfig
+    from infertop.rules.engine import Diagnoser
+    cfg = DiagnosisConfig()
+    d = Diagnoser(cfg)
+    needed = d.window_needed()
+    assert set(needed) == {r.code for r in d.rules}
+    # the rules' own delays and the judge window's half for median rules
+    assert needed["DEC-005"] == 0.0 and needed["SCH-002"] == cfg.diagnosis.judge_window / 2 + 3
+    assert max(v for c, v in needed.items() if v <= d.judge_after()) == d.judge_after()

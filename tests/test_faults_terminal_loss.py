@@ -32,6 +32,9 @@ import psutil
 import pytest
 from helpers.gzip_lines import ticks_on_disk
 
+# real infertop processes on ptys and in tmux, their terminal destroyed under them
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parent.parent
 GONE_WITHIN = 10.0     # seconds after the terminal went away (measured: under 1 s)
 

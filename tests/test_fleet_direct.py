@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import socket
 
+import pytest
+
 from infertop.cli.demo_server import FleetDemo
 from infertop.fleet import FleetPipeline, diagnoser_factory
 from infertop.model import Status
@@ -22,6 +24,7 @@ def test_which_url_lists_make_a_fleet():
     assert split_node("http://h:1/metrics?a=b") == (None, "http://h:1/metrics?a=b")
 
 
+@pytest.mark.slow   # a whole four-node demo fleet served and read
 async def test_direct_fleet_finds_the_slow_node_and_the_dead_one():
     fleet = FleetDemo(4, bad_node=3)
     await fleet.start()

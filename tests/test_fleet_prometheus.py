@@ -47,11 +47,11 @@ async def test_every_node_reads_gpus_and_server_through_prometheus(fleet):
     for node in NODES:
         part = nodes[node]
         gpu = part.samples["nvml"]
-        assert gpu.status is Status.OK and gpu.meta["hostname"] == node
+        assert gpu.status is Status.OK and gpu.meta.hostname == node
         assert [r.text for r in gpu.readings if r.key == "gpu.info"] == ["NVIDIA H100 80GB HBM3"]
         servers = [s for n, s in part.samples.items() if n.startswith("server:")]
         assert len(servers) == 1 and servers[0].status is Status.OK
-        assert servers[0].meta["dialect"] == "vllm"
+        assert servers[0].meta.dialect == "vllm"
         assert servers[0].find("latency.ttft_seconds"), "histograms come through"
         ups = [r.value for r in part.samples["prometheus"].readings if r.key == "node.up"]
         assert ups == [1.0, 1.0]

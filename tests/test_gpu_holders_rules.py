@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from helpers.rulekit import tick
+from infertop.meta import ProcessMeta
 from infertop.config import DiagnosisConfig
 from infertop.history import History
 from infertop.pipeline import Frame
@@ -27,8 +28,8 @@ ALIASES = [[4107, 7], [4108, 8], [4109, 9]]
 def _snapshot(aliases):
     snap = tick(1000.0, {"process.info": TREE, "process.gpu_mem_bytes": GPU_MEM})
     proc = snap.samples["process"]
-    snap.samples["process"] = replace(proc, meta={**proc.meta, "tree": [7, 8, 9],
-                                                  "pid_aliases": aliases})
+    snap.samples["process"] = replace(proc, meta=ProcessMeta(
+        tree=(7, 8, 9), pid_aliases=tuple((a, p) for a, p in aliases)))
     return snap
 
 

@@ -69,3 +69,26 @@ def test_parse_stat_of_the_real_proc():
     assert got is not None
     comm, ppid, ticks, start = got
     assert ppid == os.getppid() and ticks >= 0 and start > 0 and comm
+
+
+def test_the_scan_mark_comes_from_the_config(tmp_path):
+    # it was a constant (0.8): a user who lowers SCH-004's threshold, or the scan's own,
+    # in --config got no top consumers below 80 %
+    import argparse
+
+    from infertop.cli.sources import make_live_source
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[thresholds]\nhost_top_scan_at = 0.5\n")
+
+    def scan_at(*extra: str) -> float:
+        args = argparse.Namespace(url=[], pid=None, no_gpu=True, interval=1.0,
+                                  kv_events=None, config=str(cfg) if extra else None)
+        hub = make_live_source(args)
+        probe = next(p for p in hub.probes if p.name == "process")
+        return probe._top.at
+
+    assert scan_at() == 0.8                     # the default
+    assert scan_at("--config") == 0.5
+    # never above SCH-004's own threshold: the readings must be there when it raises
+    cfg.write_text("[thresholds]\nhost_cpu_saturated = 0.6\n")
+    assert scan_at("--config") == 0.6

@@ -84,7 +84,7 @@ def test_small_gzip_page_still_scrapes():
 
     with hostile_server({"/metrics": gz_route(gzip.compress(page))}) as url:
         s = asyncio.run(run(url))
-    assert s.meta["dialect"] == "vllm" and s.meta["scrape_bytes"] == len(page)
+    assert s.meta.dialect == "vllm" and s.meta.scrape_bytes == len(page)
 
 
 def test_unknown_content_encoding_is_one_clear_error():
@@ -135,8 +135,8 @@ def test_150k_series_page_is_capped_with_a_reason():
     waiting = s.find("server.requests_waiting")
     assert len(waiting) == MAX_SERIES_PER_FAMILY
     assert "only the first 100000" in s.reason and "dropped above the cardinality cap" in s.reason
-    assert s.meta["series_dropped"] == 100_000 - 2 - MAX_SERIES_PER_FAMILY  # 2 comment lines
-    assert len(s.meta["engines"]) == MAX_SERIES_PER_FAMILY
+    assert s.meta.series_dropped == 100_000 - 2 - MAX_SERIES_PER_FAMILY  # 2 comment lines
+    assert len(s.meta.engines) == MAX_SERIES_PER_FAMILY
     assert peak < 200 * MB       # the whole pipeline held 275 MB for this page before
 
 

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from functools import cache
 
+import pytest
+
 from helpers.rulekit import SERVER, Feed
 
 from infertop.model import Reading, Sample, Snapshot, Status
@@ -27,6 +29,7 @@ def oom_creep(fmt: str):
     return run("doctor", "--source", "demo:mem-oom-creep", "--duration", "300", "--format", fmt)
 
 
+@pytest.mark.slow   # doctor over the 300 s scenario, as a user runs it
 def test_a_card_at_99_5_percent_is_not_healthy_in_doctor_json():
     r = oom_creep("json")
     doc = json.loads(r.stdout)
@@ -47,6 +50,7 @@ def test_a_card_at_99_5_percent_is_not_healthy_in_doctor_json():
     assert readings[("gpu.mem_used_bytes", (("gpu", "0"),))] <= total
 
 
+@pytest.mark.slow   # doctor over the 300 s scenario, as a user runs it
 def test_a_card_at_99_5_percent_is_not_healthy_in_doctor_text():
     text = oom_creep("text").stdout
     verdict = next(x for x in text.splitlines() if x.startswith("verdict:"))

@@ -65,7 +65,7 @@ def test_six_panes_draw_through_contexts_of_their_own(monkeypatch):
     for name in PANES:
         if name != "hardware":
             assert by_name[name].view is None, name
-            assert by_name[name].zoom_key == str(PANES[name].pane_layer.index + 1)
+            assert by_name[name].zoom_key == str(PANES[name].pane_layer.position + 1)
     # a pane's tags are its own set (parallelism shows per-GPU utilisation too, and tags
     # the same reading itself; memory and decoding do not show it)
     assert len({id(c.tagged) for c in contexts}) == len(PANES)

@@ -65,16 +65,16 @@ async def test_two_ticks_over_a_real_tree():
         probe = ProcessProbe(pid=parent)
         try:
             first = await probe.collect()
-            assert first.meta["server"]["pid"] == parent
-            assert first.meta["server"]["reason"] == f"--pid {parent}"
+            assert first.meta.server.pid == parent
+            assert first.meta.server.reason == f"--pid {parent}"
             (cpu0,) = by_pid(first, "process.cpu_ratio", child)
             assert cpu0.status is Status.NODATA and "two samples" in cpu0.reason
             wait_for_cpu(child, 0.4)
             second = await probe.collect()
         finally:
             await probe.close()
-    assert second.meta["tree"][:1] == [parent] and set(second.meta["tree"]) == {parent, child}
-    assert second.meta["server"]["kind"] == "vllm"  # named by its VLLM::EngineCor child
+    assert second.meta.tree[:1] == (parent,) and set(second.meta.tree) == {parent, child}
+    assert second.meta.server.kind == "vllm"  # named by its VLLM::EngineCor child
     (info,) = by_pid(second, "process.info", child)
     assert (info.label("name"), info.label("role"), info.label("kind"), info.label("ppid")) == \
         ("VLLM::EngineCor", "engine_core", "vllm", str(parent))
@@ -104,7 +104,7 @@ async def test_two_ticks_over_a_real_tree():
     assert 0 < host["host.mem_used_bytes"].value < host["host.mem_total_bytes"].value
     assert host["host.cpu_count"].value >= 1
     assert not second.find("server.setting")  # a python parent: nothing to claim
-    assert isinstance(second.meta["in_container"], bool)
+    assert isinstance(second.meta.in_container, bool)
     assert all(r.status is not Status.ERROR for r in second.readings)
     assert_well_formed(second)
 
@@ -113,11 +113,11 @@ def test_process_that_exits_between_ticks_is_dropped_silently():
     with spawn(sleeper=True) as t:
         probe = ProcessProbe(pid=t["parent"])
         first = probe.collect_blocking()
-        assert t["sleeper"] in first.meta["tree"]
+        assert t["sleeper"] in first.meta.tree
         os.kill(t["sleeper"], 9)  # nobody reaps it: it stays a zombie in the tree
         wait_gone(t["sleeper"])
         second = probe.collect_blocking()
-    assert second.meta["tree"] == [t["parent"], t["child"]]
+    assert second.meta.tree == (t["parent"], t["child"])
     assert not [r for r in second.readings if r.label("pid") == str(t["sleeper"])]
     assert all(r.status is not Status.ERROR for r in second.readings)
 
@@ -134,7 +134,7 @@ def test_process_vanishing_mid_sample_is_skipped(monkeypatch):
 
         monkeypatch.setattr(psutil.Process, "num_threads", vanish)
         s = ProcessProbe(pid=t["parent"]).collect_blocking()
-    assert s.meta["tree"] == [t["parent"]]
+    assert s.meta.tree == (t["parent"],)
     assert not [r for r in s.readings if r.label("pid") == str(child)]
     assert by_pid(s, "process.info", t["parent"])
 
@@ -171,20 +171,20 @@ def test_permission_denied_marks_only_the_affected_readings(monkeypatch):
 def test_pid_that_exits_is_reported_and_not_followed():
     with spawn() as t:
         probe = ProcessProbe(pid=t["parent"])
-        assert probe.collect_blocking().meta["server"]["pid"] == t["parent"]
+        assert probe.collect_blocking().meta.server.pid == t["parent"]
     gone = probe.collect_blocking()
-    assert gone.meta["server"] is None and gone.meta["tree"] == []
-    assert gone.meta["reason"] == f"server pid {t['parent']} exited"
-    assert gone.meta["looked_for"] == LOOKED_FOR
+    assert gone.meta.server is None and gone.meta.tree == ()
+    assert gone.meta.reason == f"server pid {t['parent']} exited"
+    assert gone.meta.looked_for == LOOKED_FOR
     assert {r.key for r in gone.readings} == HOST_KEYS
-    assert probe.collect_blocking().meta["reason"] == f"server pid {t['parent']} exited"
+    assert probe.collect_blocking().meta.reason == f"server pid {t['parent']} exited"
 
 
 def test_pid_that_never_existed():
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
     s = ProcessProbe(pid=p.pid).collect_blocking()
-    assert s.meta["server"] is None and s.meta["reason"] == f"no process with pid {p.pid} (--pid)"
+    assert s.meta.server is None and s.meta.reason == f"no process with pid {p.pid} (--pid)"
     assert s.status is Status.OK and {r.key for r in s.readings} == HOST_KEYS
 
 
@@ -200,17 +200,17 @@ def test_rediscovers_on_its_cadence_and_drops_a_dead_server():
 
         probe = ProcessProbe(rediscover_every=5.0, locate=fake_locate, clock=lambda: now[0])
         s = probe.collect_blocking()
-        assert s.meta["server"] is None and s.meta["reason"] == "no server process found (test)"
+        assert s.meta.server is None and s.meta.reason == "no server process found (test)"
         now[0] = 1.0
-        assert probe.collect_blocking().meta["server"] is None
+        assert probe.collect_blocking().meta.server is None
         assert calls == [0.0]  # not looked for again before rediscover_every
         now[0] = 6.0
         s = probe.collect_blocking()
-        assert s.meta["server"]["pid"] == t["parent"] and calls == [0.0, 6.0]
-        assert set(s.meta["tree"]) == {t["parent"], t["child"]}
+        assert s.meta.server.pid == t["parent"] and calls == [0.0, 6.0]
+        assert set(s.meta.tree) == {t["parent"], t["child"]}
     now[0] = 7.0
     s = probe.collect_blocking()
-    assert s.meta["server"] is None and s.meta["reason"] == f"server pid {t['parent']} exited"
+    assert s.meta.server is None and s.meta.reason == f"server pid {t['parent']} exited"
     assert calls == [0.0, 6.0]
 
 

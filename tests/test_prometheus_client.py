@@ -181,6 +181,8 @@ async def test_only_targets_scraped_since_the_last_fetch_are_asked_again():
     def handle(req: httpx.Request) -> httpx.Response:
         if req.url.path.endswith("/targets"):
             return httpx.Response(200, json=targets)
+        if req.url.path.endswith("/rules"):   # no exported rules: infertop judges
+            return httpx.Response(200, json={"status": "success", "data": {"groups": []}})
         q = dict(httpx.QueryParams(req.content.decode()))["query"]
         asked.append(q)
         if "DCGM" in q:

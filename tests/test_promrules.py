@@ -212,6 +212,7 @@ CORPUS_NAMES = json.loads((CORPUS / "corpus.json").read_text())
 
 
 @needs_promtool
+@pytest.mark.integration   # promtool replays each recording against the export
 @pytest.mark.parametrize("name", sorted(CORPUS_NAMES))
 def test_corpus_episodes_fire_as_alerts(tmp_path, name):
     path = CORPUS / f"{name}.jsonl.gz"
@@ -234,6 +235,7 @@ DEMO_SCENARIOS = ["healthy", "mem-kv-pressure", "mem-oom-creep", "dec-spec-colla
 
 
 @needs_promtool
+@pytest.mark.integration   # promtool replays each scenario against the export
 @pytest.mark.parametrize("name", DEMO_SCENARIOS)
 def test_demo_scenario_episodes_fire_as_alerts(tmp_path, name):
     src = DemoSource(name, loop=False)

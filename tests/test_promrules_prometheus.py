@@ -1,10 +1,13 @@
 """The exported rules in a real Prometheus (Debian's package, on loopback): it scrapes
 `infertop demo-server mem-kv-pressure` every second and evaluates the rules every second;
 the KV-pressure episode shows as ``ALERTS{alertname="MEM-001"}``, with the finding's
-labels and annotations.  Skips with the install hint when prometheus is missing."""
+labels and annotations, and the fleet source and screen show it as Prometheus's finding
+for that node (aggregate mode: the rules are loaded).  Skips with the install hint when
+prometheus is missing."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import urllib.parse
@@ -13,15 +16,30 @@ import urllib.request
 import pytest
 from helpers.prom_fleet import INSTALL_HINT, prometheus_binary, start_fleet
 
+from infertop.fleet import FleetPipeline, diagnoser_factory
+from infertop.model import Layer
+from infertop.probes.prometheus.source import PrometheusSource
 from infertop.promrules import export_text
+from infertop.tui.screens.fleet import engine_rows, judging_line
 
-pytestmark = pytest.mark.skipif(prometheus_binary() is None, reason=INSTALL_HINT)
+pytestmark = [pytest.mark.skipif(prometheus_binary() is None, reason=INSTALL_HINT),
+              pytest.mark.integration]   # a real Prometheus scraping a demo server
 
 
 def query(url: str, q: str) -> list[dict]:
     with urllib.request.urlopen(f"{url}/api/v1/query?query={urllib.parse.quote(q)}",
                                 timeout=5) as r:
         return json.load(r)["data"]["result"]
+
+
+async def _fleet_frame(url: str):
+    """One refresh of the fleet source and pipeline, as the fleet screen makes it."""
+    src = PrometheusSource(url, timeout=10.0)
+    await src.start()
+    try:
+        return src, FleetPipeline(diagnoser_factory()).feed(await src.next())
+    finally:
+        await src.stop()
 
 
 def test_prometheus_raises_mem001_on_a_kv_pressure_demo_server(tmp_path):
@@ -53,5 +71,15 @@ def test_prometheus_raises_mem001_on_a_kv_pressure_demo_server(tmp_path):
         assert notes["title"] == "MEM-001 KV-cache pressure"
         assert notes["remedy"].startswith("lower max concurrent sequences")
         assert "KV-cache usage" in notes["value"] and notes["threshold_source"]
+        # the fleet screen reads it: Prometheus's finding for node-01, not infertop's
+        src, frame = asyncio.run(_fleet_frame(fleet.url))
+        assert src.mode_in_use == "aggregate" and frame.judged_by == "prometheus"
+        mine = [f for f in frame.node_findings("node-01") if f.code == "MEM-001"]
+        assert mine, [f.summary() for f in frame.findings]
+        assert dict(mine[0].subject)["via"] == "prometheus" and mine[0].layer is Layer.MEMORY
+        assert mine[0].title == "KV-cache pressure" and mine[0].remedy.startswith("lower")
+        (row,) = [r for r in engine_rows(frame) if r.node == "node-01"]
+        assert row.worst.prometheus and row.values["kv"] is not None
+        assert "findings from Prometheus" in judging_line(frame)
     finally:
         fleet.stop()

@@ -369,6 +369,7 @@ def _dump_result() -> DumpResult:
                                    fix="use native tools: gdb -p 15099 ...")], 0.0, 0.02)
 
 
+@pytest.mark.slow   # the capture screen driven key by key (running_then_result stays fast)
 async def test_capture_screen_search_filters_stacks():
     from textual.app import App
     from textual.widgets import DataTable, Static

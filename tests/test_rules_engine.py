@@ -10,7 +10,7 @@ from pathlib import Path
 
 from infertop.config import DiagnosisConfig, Timing
 from infertop.findings import Evidence, Finding, Severity
-from infertop.keys import SPECS
+from infertop.keys import EVIDENCE_KEYS, SPECS
 from infertop.model import Layer
 from infertop.pipeline import Pipeline
 from infertop.rules.base import Candidate, Rule, parse_input
@@ -163,7 +163,7 @@ def test_severity_order():
 
 def test_candidate_keys_are_declared():
     # evidence keys are reading keys (so panes can highlight them) or documented extras
-    extras = {"server.downtime_seconds"}
+    extras = EVIDENCE_KEYS
     for mod in (decoding, hardware, kernels, memory, parallelism, scheduling):
         for key in re.findall(r'"((?:gpu|kv|server|spec|latency|request|process|thread|host|'
                               r'throughput)\.[a-z_]+)"', inspect.getsource(mod)):

@@ -254,6 +254,20 @@ def test_transfer_finding_explains_the_ttft_symptom():
     assert "caused by PAR-004" in ttft.title and ttft.caused_by == ("PAR-004",)
 
 
+def test_ttft_symptom_caused_by_the_transfer_points_its_remedy_at_the_transfer():
+    """DEC-001's own remedy guesses queue or prefill from the queue time; with PAR-004 as
+    its cause it names the transfer, not chunked prefill (the generic prefill remedy)."""
+    from infertop.config import DiagnosisConfig, SLO
+    from infertop.rules.decoding import PREFILL_REMEDY, QUEUE_REMEDY
+    f = Feed(DiagnosisConfig(slo=SLO(ttft_p99_seconds=0.5)))
+    case = TransferDominatesTtft()
+    f.run(case.bad, 30)
+    [ttft] = f.active("DEC-001")
+    assert "KV transfer" in ttft.remedy and "PAR-004" in ttft.remedy
+    assert ttft.remedy not in (PREFILL_REMEDY, QUEUE_REMEDY)
+    assert "enable chunked prefill and prefix caching" not in ttft.remedy
+
+
 def test_pd_rules_hold_as_long_as_llm_d_alerts():
     """llm-d's `for:` clauses: 10 min for the imbalance, 5 min for the queue and the KV."""
     for code, make, hold in (("PAR-005", PdImbalance().bad, 600),
@@ -302,3 +316,47 @@ def test_idle_decode_side_reads_as_imbalance():
     f.run(lambda: pd_tick(run=(6, 0)), 605)
     (got,) = f.active("PAR-005")
     assert "decode side idle" in got.title
+
+
+# ---- PAR-004 across histograms whose buckets differ (NIXL's against vLLM's TTFT) --------
+def _xfer_vs_ttft(xfer_bounds, xfer_s, ttft_bounds, ttft_s, ticks=20):
+    """A decode instance: each tick 20 transfers of ``xfer_s`` in a histogram with
+    ``xfer_bounds`` and 20 first tokens of ``ttft_s`` (which include the transfer)."""
+    from helpers.rulekit import Feed
+    xfer, ttft = Hist(xfer_bounds), Hist(ttft_bounds)
+    lab = "instance=d:8000,engine=0,model=m"
+
+    def tick():
+        xfer.observe(xfer_s, 20)
+        ttft.observe(ttft_s, 20)
+        return {"latency.ttft_seconds": {lab: ttft.value()},
+                "latency.kv_transfer_seconds": {lab: xfer.value()}}
+    f = Feed()
+    f.run(tick, ticks)
+    return f
+
+
+def test_transfer_share_is_judged_on_means_not_on_p99s_of_different_buckets():
+    """A 50 ms transfer in a coarse NIXL-like histogram (1 ms, 1 s, +Inf) interpolates to a
+    ~1 s "p99"; against a 0.3 s TTFT p99 from fine buckets the old p99 comparison called
+    the transfer 3x the TTFT.  Its real share is 50 ms of 300 ms (17 %): no PAR-004."""
+    f = _xfer_vs_ttft((0.001, 1.0), 0.05, (0.1, 0.2, 0.3, 0.4, 0.5, 1.0), 0.3)
+    assert not f.active("PAR-004")
+    got = {}
+    for r in f.pipe.history.find("pd.ttft_split_seconds"):
+        got[r.label("part")] = r.last()
+    assert abs(got["transfer"] - 0.05) < 1e-9 and abs(got["decode"] - 0.25) < 1e-9
+
+
+def test_transfer_that_dominates_raises_whatever_the_buckets_and_marks_bounds():
+    """0.9 s transfers of a 1.0 s TTFT: 90 % of it; the transfer's p99 sits in NIXL-like
+    buckets whose last finite bound is 0.5 s (p99 only known as >0.5 s): the finding
+    raises on the means and its p99 evidence says it is a bound."""
+    f = _xfer_vs_ttft((0.001, 0.01, 0.1, 0.5), 0.9, (0.1, 0.25, 0.5, 1.0, 2.5), 1.0)
+    [got] = f.active("PAR-004")
+    assert "KV transfer is 90% of mean TTFT" == got.title
+    xfer_p99 = [e for e in got.evidence if e.key == "latency.kv_transfer_seconds"]
+    assert xfer_p99 and xfer_p99[0].bound == ">" and xfer_p99[0].threshold is None
+    head = got.evidence[0]
+    assert head.key == "pd.ttft_split_seconds" and dict(head.labels)["part"] == "transfer"
+    assert "prefill side is not measured" in head.note

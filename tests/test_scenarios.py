@@ -31,6 +31,11 @@ GIB = 1 << 30
 PCIE_GEN5_X16 = 32e9 * 16 / 8 * 128 / 130  # bytes/s per direction
 
 
+# each plays one whole scenario (seconds under load): `make test-fast` keeps a few (healthy,
+# HW-001, MEM-001, SCH-004 and the dialects' process trees), `make test` plays them all
+PLAYS_ONE = pytest.mark.slow
+
+
 # ---- the files ----------------------------------------------------------------------------
 def test_every_classic_bottleneck_ships_with_narration_layer_and_remedy():
     names = list_scenarios()
@@ -159,6 +164,7 @@ def test_counters_and_histograms_only_grow(name):
                 assert counts == sorted(counts) and counts[-1] == r.value, r.key
 
 
+@PLAYS_ONE
 def test_histograms_use_vllms_real_bucket_bounds():
     snap = play("healthy").snaps[-1]
     bounds = {r.key: tuple(le for le, _ in r.buckets) for r in snap.readings()
@@ -168,6 +174,7 @@ def test_histograms_use_vllms_real_bucket_bounds():
     assert bounds["latency.e2e_seconds"] == VLLM_REQUEST + (math.inf,)
 
 
+@PLAYS_ONE
 def test_loop_restarts_the_timeline_but_counters_keep_counting():
     src = DemoSource("dec-ttft-burst", loop=True)
     dur = int(src.scenario.duration)
@@ -244,11 +251,11 @@ def test_process_tree_reads_like_a_live_one(kind):
         assert (got_kind, got_role) == (kind, r.label("role")) or \
             (got_kind == "python" and r.label("role") == "helper"), (r.label("name"), r.text)
     meta = snap.samples["process"].meta
-    assert meta["server"]["kind"] == kind and set(meta["tree"]) == \
+    assert meta.server.kind == kind and set(meta.tree) == \
         {int(r.label("pid")) for r in infos}
     # the GPU holders are processes of the tree
     holders = {int(r.label("pid")) for r in snap.readings("process.gpu_mem_bytes")}
-    assert holders - set(meta["tree"]) == {7320}  # only the neighbour on GPU 2 is foreign
+    assert holders - set(meta.tree) == {7320}  # only the neighbour on GPU 2 is foreign
 
 
 # ---- signatures ---------------------------------------------------------------------------
@@ -282,6 +289,7 @@ def test_busy_but_not_working():
     assert p.mean(ph, "gpu.pcie_link_gen") == 5 and p.mean(ph, "gpu.pcie_link_width") == 16
 
 
+@PLAYS_ONE
 def test_fp32_fallback_idles_the_tensor_cores():
     p = play("hw-fp32-fallback")
     assert p.mean("fp32", "gpu.sm_active_ratio") > 0.6
@@ -290,6 +298,7 @@ def test_fp32_fallback_idles_the_tensor_cores():
     assert dtype == ["bfloat16"]  # a 16-bit model: its matmuls belong on the tensor cores
 
 
+@PLAYS_ONE
 def test_throttling_drops_clocks_sets_reasons_and_raises_latency():
     p = play("hw-throttling")
     snap = p.phase_snaps("thermal slowdown")[-1]
@@ -301,6 +310,7 @@ def test_throttling_drops_clocks_sets_reasons_and_raises_latency():
         1.4 * p.quantile("cool", "latency.itl_seconds", 0.5)
 
 
+@PLAYS_ONE
 def test_gpu_lost_is_an_error_with_its_xid_and_requests_fail():
     p = play("hw-gpu-lost")
     snap = p.phase_snaps("gpu 1 lost")[-1]
@@ -312,6 +322,7 @@ def test_gpu_lost_is_an_error_with_its_xid_and_requests_fail():
     assert p.derived_value("gpu 1 lost", "server.error_ratio", engine="0") == 0.0
 
 
+@PLAYS_ONE
 def test_launch_bound_decode():
     p = play("krn-launch-bound")
     ph = "eager, small batches"
@@ -323,6 +334,7 @@ def test_launch_bound_decode():
     assert p.quantile(ph, "latency.itl_seconds", 0.5) > 0.02
 
 
+@PLAYS_ONE
 def test_attention_cost_grows_faster_than_the_prompt():
     p = play("krn-attention-superlinear")
     # mean TTFT minus mean queue time per phase (histogram sums), against the mean prompt
@@ -341,6 +353,7 @@ def test_attention_cost_grows_faster_than_the_prompt():
     assert max(p.values("4k prompts", "server.requests_waiting")) <= 2  # not the queue
 
 
+@PLAYS_ONE
 def test_kv_leak_usage_stays_high_with_nothing_running():
     p = play("mem-kv-leak")
     tail = p.phase_snaps("leaked")
@@ -361,6 +374,7 @@ def test_kv_pressure_preempts_and_queues():
     assert p.derived_value("room to spare", "server.preemptions_per_second") == 0
 
 
+@PLAYS_ONE
 def test_gpu_memory_creeps_towards_oom():
     p = play("mem-oom-creep")
     used = p.values("creeping", "gpu.mem_used_bytes")
@@ -370,10 +384,11 @@ def test_gpu_memory_creeps_towards_oom():
         total > 0.2
 
 
+@PLAYS_ONE
 def test_weights_held_twice_by_an_orphan():
     snap = play("mem-weights-twice").snaps[-1]
     held = {int(r.label("pid")): r.value for r in snap.readings("process.gpu_mem_bytes")}
-    tree = set(snap.samples["process"].meta["tree"])
+    tree = set(snap.samples["process"].meta.tree)
     big = [pid for pid, v in held.items() if v > 16 * GIB]
     assert len(big) == 2 and set(big) <= tree  # two engines of one server, one GPU
     names = {int(r.label("pid")): r.label("name") for r in snap.readings("process.info")}
@@ -382,6 +397,7 @@ def test_weights_held_twice_by_an_orphan():
     assert len(idle) == 1 and snap.value("process.cpu_ratio", pid=str(idle[0])) < 0.05
 
 
+@PLAYS_ONE
 def test_gil_contention_more_threads_less_throughput():
     p = play("sch-gil-contention")
     base = p.derived_value("12 threads", "throughput.generation_tokens_per_second")
@@ -392,13 +408,14 @@ def test_gil_contention_more_threads_less_throughput():
     cpu = p.mean(ph, "process.cpu_ratio", name="vllm")
     assert 0.85 < cpu < 1.15  # capped near one core however many threads
     snap = p.phase_snaps(ph)[-1]
-    pid = snap.samples["process"].meta["server"]["pid"]
+    pid = snap.samples["process"].meta.server.pid
     threads = sorted((r.value for r in snap.readings("thread.cpu_ratio")
                       if r.label("pid") == str(pid)), reverse=True)
     assert threads[0] > 0.45 * snap.value("process.cpu_ratio", name="vllm")  # holds the GIL
     assert sum(1 for v in threads if v >= 0.15) >= 2  # and others compete for it
 
 
+@PLAYS_ONE
 def test_queue_grows_while_the_gpu_idles():
     p = play("sch-queue-gpus-idle")
     ph = "queue grows, GPU idles"
@@ -417,6 +434,35 @@ def test_host_cpu_saturated():
     assert p.mean("noisy neighbour", "host.load1") > p.mean("noisy neighbour", "host.cpu_count")
 
 
+def test_host_cpu_saturated_names_the_hosts_top_consumers_as_live_does():
+    # the live process probe reads the host's top CPU consumers (host.top_cpu_cores) while
+    # the host is near saturation, and SCH-004 names them; the demo had none, so its
+    # finding fell back to "the server's own processes" (not what the screen shows live)
+    p = play("sch-host-cpu-saturated")
+    assert not any(list(s.readings("host.top_cpu_cores")) for s in p.phase_snaps("quiet host"))
+    snap = p.phase_snaps("noisy neighbour")[-1]
+    top = sorted(snap.readings("host.top_cpu_cores"), key=lambda r: -r.value)
+    assert top and top[0].label("server") == "no" and top[0].value > 8   # the batch job
+    assert any(r.label("server") == "yes" for r in top)                    # the engine
+    assert all(r.label("pid") and r.label("name") for r in top) and len(top) <= 5
+
+
+@PLAYS_ONE
+def test_host_cpu_saturated_finding_names_the_neighbour():
+    from infertop.pipeline import Pipeline
+    from infertop.rules.engine import Diagnoser
+    src = DemoSource("sch-host-cpu-saturated", loop=False)
+    pipeline = Pipeline(Diagnoser())
+    finding = None
+    while (s := src.next_sync()) is not None:
+        finding = next((f for f in pipeline.feed(s).findings if f.code == "SCH-004"), finding)
+    assert finding is not None
+    assert any(e.key == "host.top_cpu_cores" and "not the server" in e.note
+               for e in finding.evidence)
+    assert "shares the CPUs with dataprep" in finding.remedy    # named, not guessed
+
+
+@PLAYS_ONE
 def test_thread_oversubscription():
     p = play("sch-thread-oversubscription")
     snap = p.phase_snaps("a thread per core each")[-1]
@@ -427,6 +473,7 @@ def test_thread_oversubscription():
     assert sum(1 for r in base.readings("thread.cpu_ratio") if r.value >= 0.1) < cpus
 
 
+@PLAYS_ONE
 def test_tp_straggler_one_gpu_works_the_others_wait():
     p = play("par-tp-straggler")
     ph = "straggler"
@@ -440,6 +487,7 @@ def test_tp_straggler_one_gpu_works_the_others_wait():
         1.5 * p.quantile("balanced", "latency.itl_seconds", 0.5)
 
 
+@PLAYS_ONE
 def test_tp_over_pcie_without_nvlink():
     p = play("par-tp-over-pcie")
     snap = p.snaps[-1]
@@ -454,6 +502,7 @@ def test_tp_over_pcie_without_nvlink():
         assert p.mean("more load", "gpu.sm_active_ratio", gpu=str(i)) < 0.5
 
 
+@PLAYS_ONE
 def test_dp_engines_unbalanced():
     p = play("par-dp-unbalanced")
     ph = "sticky sessions"
@@ -466,6 +515,7 @@ def test_dp_engines_unbalanced():
     assert max(even) < 2 * min(even)
 
 
+@PLAYS_ONE
 def test_speculative_acceptance_collapse():
     p = play("dec-spec-collapse")
     assert p.derived_value("drafts accepted", "spec.acceptance_ratio") > 0.6
@@ -478,6 +528,7 @@ def test_speculative_acceptance_collapse():
     assert before == 0.01 and p99 > 4 * p50 and p50 > 1.5 * before
 
 
+@PLAYS_ONE
 def test_ttft_slo_breach_under_a_burst_then_recovery():
     p = play("dec-ttft-burst")
     assert p.quantile("normal", "latency.ttft_seconds", 0.99) < 0.15
@@ -486,6 +537,7 @@ def test_ttft_slo_breach_under_a_burst_then_recovery():
     assert p.values("draining", "server.requests_waiting")[-1] == 0
 
 
+@PLAYS_ONE
 def test_error_burst_downtime_and_restart():
     p = play("dec-error-restart")
     assert p.derived_value("errors", "server.error_ratio") > 0.3
@@ -494,7 +546,7 @@ def test_error_burst_downtime_and_restart():
     for s in down:
         srv = s.samples["server:demo"]
         assert srv.status is Status.ERROR and "connection refused" in srv.reason
-        assert s.samples["process"].meta["server"] is None
+        assert s.samples["process"].meta.server is None
         assert s.value("gpu.mem_used_bytes") < 1 * GIB
     gen = p.history.get("server.generation_tokens_total",
                         p.snaps[-1].first("server.generation_tokens_total").labels)
@@ -502,11 +554,12 @@ def test_error_burst_downtime_and_restart():
     before = p.phase_snaps("errors")[-1].value("server.process_start_seconds")
     after = p.phase_snaps("warm-up")[0].value("server.process_start_seconds")
     assert after > before
-    assert p.phase_snaps("warm-up")[0].samples["process"].meta["server"]["pid"] != \
-        p.phase_snaps("errors")[0].samples["process"].meta["server"]["pid"]
+    assert p.phase_snaps("warm-up")[0].samples["process"].meta.server.pid != \
+        p.phase_snaps("errors")[0].samples["process"].meta.server.pid
     assert p.derived_value("recovered", "server.error_ratio") == 0
 
 
+@pytest.mark.slow   # every scenario, whole
 def test_every_scenario_runs_fast_headless():
     """Every scenario plays a full pass headless (timing is in benchmarks, not here)."""
     for name in list_scenarios():

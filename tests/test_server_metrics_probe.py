@@ -73,8 +73,8 @@ async def test_ok_vllm_fixture_and_request_shape(server):
     s = await scrape(probe_of(server))
     inst = f"127.0.0.1:{server.port}"
     assert s.status is Status.OK and s.source == f"server:{inst}"
-    assert s.meta == {"dialect": "vllm", "model": "tiny-llama", "engines": ["0"],
-                      "url": server.metrics_url, "scrape_bytes": len(VLLM)}
+    assert s.meta.to_dict() == {"dialect": "vllm", "model": "tiny-llama", "engines": ["0"],
+                                "url": server.metrics_url, "scrape_bytes": len(VLLM)}
     assert s.find("server.generation_tokens_total")[0].value == 61167.0
     assert s.find("server.requests_running")[0].label("instance") == inst
     [req] = server.requests
@@ -88,7 +88,7 @@ async def test_ok_vllm_fixture_and_request_shape(server):
 async def test_ok_llamacpp_with_start_time_header(server):
     server.handler = lambda req: Resp(200, LLAMA, {**PLAIN, "Process-Start-Time-Unix": "1795000000"})
     s = await scrape(probe_of(server))
-    assert s.meta["dialect"] == "llamacpp"
+    assert s.meta.dialect == "llamacpp"
     assert s.find("server.process_start_seconds")[0].value == 1795000000.0
     assert s.find("server.requests_waiting")[0].value == 4.0
 
@@ -203,7 +203,7 @@ async def test_same_host_redirect_is_followed_other_host_is_not(server):
 
     server.handler = same
     s = await scrape(probe_of(server))
-    assert s.meta["url"] == f"{server.metrics_url}/"
+    assert s.meta.url == f"{server.metrics_url}/"
     server.handler = lambda req: Resp(302, headers={"location": "http://evil.example/metrics"})
     with pytest.raises(ServerMetricsError, match="redirects to another host"):
         await scrape(probe_of(server))
@@ -256,8 +256,8 @@ async def test_https_is_verified_against_the_trusted_certificates(tmp_path, monk
             await scrape(ServerMetricsProbe(srv.url))
         monkeypatch.setenv("SSL_CERT_FILE", str(cert))
         s = await scrape(ServerMetricsProbe(srv.url))
-    assert s.status is Status.OK and s.meta["url"] == srv.metrics_url
-    assert s.meta["dialect"] == "vllm"
+    assert s.status is Status.OK and s.meta.url == srv.metrics_url
+    assert s.meta.dialect == "vllm"
 
 
 async def test_hub_turns_a_dead_server_into_an_error_sample():
@@ -304,7 +304,7 @@ async def test_real_http_server(real_server: int):
     p = ServerMetricsProbe(f"127.0.0.1:{real_server}")
     s = await scrape(p)
     assert s.status is Status.OK
-    assert s.meta["dialect"] == "vllm" and s.meta["scrape_bytes"] == len(VLLM)
+    assert s.meta.dialect == "vllm" and s.meta.scrape_bytes == len(VLLM)
     assert s.find("server.requests_running")[0].value == 8.0
 
 

@@ -93,18 +93,18 @@ async def test_fleet_screen_sort_filter_and_drill_down():
         plot = app.screen.query_one(HistoryPlot)
         await pilot.press("h")                  # nothing zoomed: a hint, no plot
         await pilot.pause()
-        assert not plot.visible
+        assert not plot.shown
         await pilot.press("1")
         await pilot.press("h")
         await app._poll()
         await pilot.pause()
-        assert plot.visible and plot.draws >= 1
+        assert plot.shown and plot.draws >= 1
         drawn = plot.last_text.plain
         assert "history: hardware" in str(plot.border_title) and "gpu" in drawn.lower()
         assert plot.last_text is not None
         await pilot.press("h")
         await pilot.pause()
-        assert not plot.visible
+        assert not plot.shown
         await pilot.press("1")
         await pilot.press("escape")
         await pilot.pause()
@@ -140,6 +140,39 @@ async def test_fleet_at_80_columns_shows_node_worst_finding_and_latency_first():
         await pilot.pause()
         assert engines.scroll_x > 0                 # the columns past the node scroll
         assert "node-03" in "\n".join(screen_lines(app))   # the node stays (fixed column)
+
+
+async def test_fleet_at_80_columns_marks_the_columns_it_cuts_when_scrolled():
+    """A column cut by the table's edge showed without a cut mark: "tok" for "tok/s" at the
+    right, and scrolled, the tail of "18ms" as "s" behind the node column (read as a value)."""
+    from infertop.tui.screens.fleet import ENGINE_COLUMNS
+    src = DemoFleetSource(4, BAD)
+    app = app_for_source(src, pipeline=FleetPipeline(diagnoser_factory()), interval=1.0,
+                         options=AppOptions(manual_ticks=True))
+    labels = tuple(label for label, _ in ENGINE_COLUMNS) + ("…", "worst (Prometheus)")
+
+    def engines_lines() -> list[str]:
+        lines = screen_lines(app)
+        head = next(i for i, ln in enumerate(lines) if " KV" in ln and "run" in ln)
+        return [ln.rstrip() for ln in lines[head:head + 5]]
+
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(12):
+            await app._poll()
+        await pilot.pause()
+        engines = app.query_one("#fleet-engines")
+        seen = []
+        for _ in range(4):
+            lines = engines_lines()
+            seen.append((engines.scroll_x, lines))
+            head, rows = lines[0], lines[1:]
+            after_node = head.split("node", 1)[1].lstrip()
+            assert after_node.startswith(labels), (engines.scroll_x, head)
+            if engines.scroll_x < engines.max_scroll_x:   # more columns to the right
+                assert head.endswith("…") and all(r.endswith("…") for r in rows), lines
+            await pilot.press("right")
+            await pilot.pause()
+        assert seen[-1][0] == engines.max_scroll_x > 0, seen
 
 
 async def test_a_dead_prometheus_is_said_in_the_body():

@@ -180,7 +180,7 @@ async def test_h_on_a_zoomed_pane_plots_its_history_and_h_hides_it():
         full = app.query_one("#pane-memory").size.height
         await pilot.press("h")
         await pilot.pause()
-        assert plot.visible and plot.last_text is not None
+        assert plot.shown and plot.last_text is not None
         text = plot.last_text.plain
         assert "KV-cache usage" in text and "max 85 %" in text and "min 10 %" in text
         assert "100 %┤" in text and "now" in text and "-50s" in text
@@ -192,7 +192,7 @@ async def test_h_on_a_zoomed_pane_plots_its_history_and_h_hides_it():
         assert app.query_one("#pane-memory").size.height < full    # the plot took rows
         await pilot.press("h")
         await pilot.pause()
-        assert not plot.visible
+        assert not plot.shown
         assert "history: memory" not in "\n".join(screen_lines(app))
         assert app.query_one("#pane-memory").size.height == full
 
@@ -203,17 +203,17 @@ async def test_h_needs_a_zoomed_pane_and_unzooming_hides_the_plot():
         await ramp(pilot, app, src, 5)
         plot = app.query_one(HistoryPlot)
         await pilot.press("h")
-        assert not plot.visible and not plot.wanted
+        assert not plot.shown and not plot.wanted
         await pilot.press("6")
         await pilot.press("h")
         await pilot.pause()
-        assert plot.visible and "TTFT p99" in plot.last_text.plain
+        assert plot.shown and "TTFT p99" in plot.last_text.plain
         await pilot.press("6")                    # back to six panes: no plot
         await pilot.pause()
-        assert not plot.visible
+        assert not plot.shown
         await pilot.press("1")                    # zoom another: the plot follows
         await pilot.pause()
-        assert plot.visible and plot.last_text.plain.startswith("GPU util")
+        assert plot.shown and plot.last_text.plain.startswith("GPU util")
 
 
 async def test_plot_fits_80x24():
@@ -307,3 +307,15 @@ def test_nan_and_inf_values_leave_holes_not_a_broken_axis():
             Reading("server.requests_running", v * 10, "count", make_labels(engine=0)),))}, i, {}))
     text = plot_text(h, Layer.SCHEDULING, 80, 12).plain
     assert "max 5 " in text and "min 5 " in text and "nan" not in text.lower()
+
+
+def test_plot_keeps_textual_visible():
+    # shown/hidden is the plot's own state (`shown`); Textual's read-write Widget.visible
+    # (visibility, read by its compositor) must stay Textual's: it was shadowed by a
+    # read-only property, so `plot.visible = False` raised AttributeError
+    plot = HistoryPlot()
+    assert not plot.shown and plot.visible          # not shown yet; visibility untouched
+    plot.set_visible(True)
+    assert plot.shown and plot.has_class("-visible")
+    plot.visible = False
+    assert plot.styles.visibility == "hidden" and not plot.visible and plot.shown

@@ -75,7 +75,7 @@ async def test_64_gpus_16_engines_200_processes_every_pane_cut_and_q_ends_it_mid
         await drive(app, pilot, 3)
         for pane in app.panes:
             text = pane.last_renderable.plain
-            key = pane.pane_layer.index + 1
+            key = pane.pane_layer.position + 1
             assert re.search(rf"\+\d+ more \(press {key} to zoom\)", text), (pane.id, text)
             assert len(text.splitlines()) <= pane.size.height
         poll = asyncio.ensure_future(app._poll())      # a tick in flight ...

@@ -54,14 +54,21 @@ WIDE = ["healthy", "hw-throttling", "krn-launch-bound", "mem-kv-pressure",
         "sch-gil-contention", "par-dp-unbalanced", "dec-ttft-burst", EIGHT]
 
 
-@pytest.mark.parametrize("name,size", [(n, (80, 24)) for n in list_scenarios() + [EIGHT]]
-                         + [(n, (160, 48)) for n in WIDE])
+# each case drives the whole app through 35 ticks: `make test-fast` keeps one at each size
+FAST_CUT = {("mem-kv-pressure", (80, 24)), ("mem-kv-pressure", (160, 48))}
+
+
+@pytest.mark.parametrize("name,size", [
+    pytest.param(n, size, marks=() if (n, size) in FAST_CUT else pytest.mark.slow)
+    for n, size in [(n, (80, 24)) for n in list_scenarios() + [EIGHT]]
+    + [(n, (160, 48)) for n in WIDE]])
 async def test_no_value_is_shown_cut(name, size):
     lines = (await run_to(demo_app(name), size, [35]))[0]
     cut = [ln for ln in lines if CUT_NUMBER.search(ln)]
     assert not cut, "\n".join(cut)
 
 
+@pytest.mark.slow   # the whole app driven (make test-fast keeps the cut check and the zoom key line)
 async def test_eight_gpus_each_have_their_line_at_80x24():
     lines = (await run_to(demo_app(EIGHT), (80, 24), [40]))[0]
     text = "\n".join(lines)
@@ -72,6 +79,7 @@ async def test_eight_gpus_each_have_their_line_at_80x24():
     assert "press 1 to zoom" not in text, text       # nothing of the hardware is hidden
 
 
+@pytest.mark.slow   # the whole app driven (make test-fast keeps the cut check and the zoom key line)
 async def test_key_line_header_and_strip_at_80x24():
     lines = (await run_to(demo_app("mem-kv-pressure"), (80, 24), [90]))[0]
     keys, header, strip = lines[-1], lines[0], lines[1]
@@ -140,6 +148,7 @@ async def test_projector_theme_is_light_and_has_no_dim_text():
         assert app.get_css_variables()["background"].upper().startswith("#FFFFFF")
 
 
+@pytest.mark.slow   # the whole app driven (make test-fast keeps the cut check and the zoom key line)
 async def test_process_view_lists_the_servers_tree_and_every_gpu_process():
     """issue 23: a top-level process view as nvitop's, sortable and filterable."""
     app = demo_app("par-tp-straggler")
@@ -168,6 +177,7 @@ async def test_process_view_lists_the_servers_tree_and_every_gpu_process():
         assert app.screen is app.screen_stack[0]
 
 
+@pytest.mark.slow   # the whole app driven (make test-fast keeps the cut check and the zoom key line)
 async def test_a_prompt_leaves_the_screen_behind_in_view():
     """issue 23: `P`'s seconds prompt (and `/` before it was inline) blanked the screen."""
     from infertop.tui.screens.prompt import NumberPrompt

@@ -116,6 +116,10 @@ EQUIVALENT: dict[str, str] = {
         "the same shortcut, taken less often: the increase it then computes is 0.0 too",
     "derive.py:_throughput_steps:delete:return None -> pass in `if not series:`":
         "with no series the loop adds nothing and the three-step guard returns None",
+    "derive.py:_throughput_steps:delete:if first_t is None: -> pass in `for s in series:`":
+        "unreachable: the series were chosen by covered(), so each has a first point",
+    "derive.py:_throughput_steps:delete:continue -> pass in `if first_t is None:`":
+        "as above: unreachable after covered()",
     # promtext
     "promtext.py:clear_caches:delete:_COMMENTS[''] = _SKIP_EVENT -> pass in `with _LOCK:`":
         "a pre-seeded cache entry only: the first page with a blank line caches the same "
@@ -127,8 +131,13 @@ EQUIVALENT: dict[str, str] = {
     "decoding.py:_note_restart:boundary:prev[0] > when -> prev[0] >= when":
         "equal times never get here: the test before returns for times within 1e-6",
     # rules/memory
-    "memory.py:_growth:delete:if any((v is None for v in vals)): -> pass":
+    "memory.py:_growth:delete:if len(vals) < len(at): -> pass":
         "value_at is None only for an empty series, and covered() has just said it is not",
+    "memory.py:_growth:delete:if first_t is None: -> pass":
+        "first_time() is None only for an empty series, and covered() has just said it "
+        "is not",
+    "memory.py:_growth:delete:return None -> pass in `if first_t is None:`":
+        "as above: unreachable after covered()",
     "memory.py:weights_twice:delete:if pid not in ctx.procs: -> pass in `for r in rs:`":
         "a pid with no process info groups alone (no model, root_of gives the pid "
         "itself, and a GPU lists a pid once), so it can never make a pair",

@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import work
@@ -30,6 +30,7 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from infertop import __version__
+from infertop.meta import meta_url
 from infertop.model import Status
 from infertop.pipeline import Frame, Pipeline
 from infertop.textclean import clean
@@ -50,6 +51,9 @@ from .widgets.history_plot import HistoryPlot, sync_history_plot, toggle_history
 from .widgets.filter_line import FilterLine
 from .widgets.keybar import KeyBar
 from .zoom_table import ZOOM_BINDINGS
+
+if TYPE_CHECKING:    # imported when `R` is pressed (aiofiles)
+    from infertop.probes.sources.recorder import Recorder
 
 PANE_CLASSES: tuple[type[LayerPane], ...] = (HardwarePane, KernelsPane, MemoryPane,
                                              SchedulingPane, ParallelismPane, DecodingPane)
@@ -267,7 +271,9 @@ class InfertopApp(App):
         self.ticks = 0
         self.zoomed: int | None = None
         self.summaries = CaptureSummaries()     # capture results shown in panes
-        self.recorder: Any = None               # the Recorder while `R` records
+        self.recorder: Recorder | None = None   # while `R` records
+        self._signals: list[int] = []     # the signals whose handlers on_mount set
+        self._exit_signalled = False      # a signal asked the app to exit
         self.status_note = ""
         self._timer: Timer | None = None
         self._wake = asyncio.Event()     # the timer's tick, for _serve_ticks
@@ -305,6 +311,7 @@ class InfertopApp(App):
         if not self.screen_stack or not self.is_running:
             return True
         main = self.screen_stack[0]
+        # Textual's private flags (read with a default: not part of its API)
         return bool(getattr(main, "_closing", False) or getattr(main, "_closed", False)
                     or getattr(self, "_closing", False))
 
@@ -342,7 +349,7 @@ class InfertopApp(App):
         and a deadline is armed, so the process ends within EXIT_GRACE however shutdown
         goes; a second signal ends it at once."""
         loop = asyncio.get_running_loop()
-        self._signals: list[int] = []
+        self._signals = []
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             try:
                 loop.add_signal_handler(sig, self.exit, None, 128 + sig)
@@ -353,14 +360,14 @@ class InfertopApp(App):
 
     def _signal_now(self, sig: int, _frame: object) -> None:
         from .driver import QuietLinuxDriver, exit_deadline
-        if getattr(self, "_exit_signalled", False):
+        if self._exit_signalled:
             os._exit(128 + sig)   # asked twice: the user means it
         self._exit_signalled = True
         driver = self._driver
         if isinstance(driver, QuietLinuxDriver):
             driver.leaving = True     # writes stop waiting on the terminal
-        exit_deadline(128 + sig, restore=getattr(driver, "attrs_before", None),
-                      fd=getattr(driver, "fileno", -1))
+        exit_deadline(128 + sig, restore=getattr(driver, "attrs_before", None),  # Textual's
+                      fd=getattr(driver, "fileno", -1))    # driver's, Linux drivers only
 
     def on_resize(self, event) -> None:
         # small terminals (80x24): banner and findings strip give their rows to the panes
@@ -377,8 +384,8 @@ class InfertopApp(App):
                 style="bold"))
 
     def watch_theme(self, _theme: str) -> None:
-        if not hasattr(self, "frame"):
-            return  # set during __init__, before there is anything to draw
+        if not hasattr(self, "frame"):   # Textual calls this from App.__init__, before
+            return  # ours has set anything (nothing to draw yet)
         self.role_styles = roles(self.get_css_variables())
         if self.frame is not None and self.is_running:
             self.redraw()
@@ -431,7 +438,7 @@ class InfertopApp(App):
             # History, derived readings and rules in a thread: with thousands of series
             # they take long enough to hold `q` up (the panes draw only after it returns,
             # and the next feed starts only after they drew: one poll at a time)
-            frame = await in_daemon_thread(self._feed, snap,
+            frame = await in_daemon_thread(self._feed, snap,   # demo sources have an epoch
                                            getattr(self.source, "epoch", None))
             self.ticks += 1
             await self.after_snapshot(snap, frame)
@@ -525,12 +532,12 @@ class InfertopApp(App):
         for name, cap in sorted(snap.capabilities.items()):
             if not cap.available:
                 t.append(f" –{name.split(':', 1)[0]}", style=styles.get("muted", ""))
-        server = snap.meta("server")
-        kind = snap.meta("dialect") or (server.get("kind") if isinstance(server, dict) else None)
-        model = clean(str(snap.meta("model") or ""))
-        url = clean(str(snap.meta("url") or ""))
-        engines = snap.meta("engines")
-        gpus = snap.meta("gpus")
+        pm, sm, nm = snap.process_meta(), snap.server_meta(), snap.nvml_meta()
+        kind = (sm.dialect if sm else None) or (pm.server.kind if pm and pm.server else None)
+        model = clean(str((sm.model if sm else None) or ""))
+        url = clean(str(meta_url(snap) or ""))
+        engines = sm.engines if sm else None
+        gpus = nm.gpus if nm else None
         counts = f"  {len(gpus) if gpus else 0} GPU" + \
             (f"  {len(engines)} engines" if engines and len(engines) > 1 else "") + \
             f"  {self.interval:g}s"
@@ -578,7 +585,7 @@ class InfertopApp(App):
             parts.append(f"{self.overruns} late ticks skipped")
         rec = self.recorder
         if rec is not None:
-            parts.append(f"● REC {getattr(rec, 'path', '')}")
+            parts.append(f"● REC {rec.path}")
         if self.status_note:
             parts.append(self.status_note)
         self._set_text("#status", Text(" · ".join(parts)), layout=False)
@@ -634,7 +641,8 @@ class InfertopApp(App):
 
     def _set_interval(self, interval: float) -> None:
         self.interval = interval
-        if hasattr(self.source, "deadline"):   # a source must answer within its tick
+        if hasattr(self.source, "deadline"):   # a source waiting on probes (Hub, FleetHub)
+            # must answer within its tick
             self.source.deadline = deadline_for(interval)
         if self._timer is not None:
             self._timer.stop()
@@ -678,6 +686,10 @@ class InfertopApp(App):
         if self.polling or self.frame is None:
             return
         self._apply(self.frame)
+
+    def on_history_plot_shown(self, _message: HistoryPlot.Shown) -> None:
+        """The plot was shown or resized: draw it from the current frame."""
+        self.redraw()
 
     def action_history_plot(self) -> None:
         toggle_history_plot(self)
@@ -725,7 +737,7 @@ class InfertopApp(App):
 
     async def on_unmount(self) -> None:
         loop = asyncio.get_running_loop()
-        for sig in getattr(self, "_signals", ()):   # the loop may outlive the app (tests)
+        for sig in self._signals:   # the loop may outlive the app (tests)
             loop.remove_signal_handler(sig)
         rec, self.recorder = self.recorder, None
         if rec is not None:

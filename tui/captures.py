@@ -6,20 +6,24 @@ from __future__ import annotations
 
 import asyncio
 import shlex
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
 if TYPE_CHECKING:
+    from infertop.probes.capture.nsys import NsysSummary
+
+    from .modes import LiveApp
     from .screens.capture import CaptureScreen
 
+from infertop.meta import meta_url
 from infertop.probes.capture.files import CaptureError, capture_dir, capture_path
 
 ROLE_ORDER = ("api_server", "engine_core", "scheduler", "worker", "server", "router", "shard")
 
 
 class CaptureController:
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: LiveApp) -> None:
         self.app = app
         self.cancel: asyncio.Event | None = None
         self.screen: CaptureScreen | None = None
@@ -55,9 +59,10 @@ class CaptureController:
 
     def server_name(self) -> str:
         frame = self.app.frame
-        server = frame.snapshot.meta("server") if frame else None
-        kind = server.get("kind") if isinstance(server, dict) else None
-        return kind or (frame.snapshot.meta("dialect") if frame else None) or "server"
+        pm = frame.snapshot.process_meta() if frame else None
+        sm = frame.snapshot.server_meta() if frame else None
+        kind = pm.server.kind if pm and pm.server else None
+        return kind or (sm.dialect if sm else None) or "server"
 
     def _dir(self):
         return capture_dir(self.app.options.capture_dir)
@@ -158,7 +163,7 @@ class CaptureController:
             from .screens.prompt import ConfirmPrompt
             kind = self.server_name()
 
-            def confirmed(yes: bool) -> None:
+            def confirmed(yes: bool | None) -> None:   # None: dismissed without an answer
                 if yes:
                     screen = self._open_screen(f"{kind} profiler")
                     self.app.run_worker(self._endpoint(screen, kind, root), group="capture")
@@ -177,9 +182,8 @@ class CaptureController:
             result = await nsys_capture(session, seconds, base, self.cancel,
                                         progress=lambda f: screen.set_progress(f, "collecting…"))
             screen.set_result(result)
-            summary = getattr(result, "summary", None)
-            if summary is not None:
-                self.app.summaries.nsys = nsys_text(summary)
+            if result.summary is not None:
+                self.app.summaries.nsys = nsys_text(result.summary)
         except CaptureError as e:
             screen.set_result(e)
         finally:
@@ -189,7 +193,7 @@ class CaptureController:
         from infertop.probes.capture.profiler_endpoint import start_stop_profile
         self.running = "profiler capture"
         frame = self.app.frame
-        url = frame.snapshot.meta("url") if frame else None
+        url = meta_url(frame.snapshot) if frame else None
         try:
             if not url:
                 raise CaptureError("no server URL known", "start infertop with --url URL")
@@ -209,8 +213,9 @@ class CaptureController:
 
     async def _toggle_gil(self) -> None:
         from infertop.probes.capture.gil_probe import GilProbe
+        from infertop.probes.sources.hub import Hub
         hub = self.app.source
-        if not hasattr(hub, "add_probe"):
+        if not isinstance(hub, Hub):     # a demo or a replay: no probes to add
             self.app.notify("the GIL sampler needs a live source", severity="warning")
             return
         if any(p.name == "gil" for p in hub.probes):
@@ -230,16 +235,15 @@ class CaptureController:
             self.app.notify(f"GIL sampler: {cap.reason}", severity="error")
 
 
-def nsys_text(summary) -> Text:
+def nsys_text(summary: NsysSummary) -> Text:
     t = Text("last nsys capture: ", style="bold")
-    share = getattr(summary, "memcpy_share", None)
+    share = summary.memcpy_share
     if share is not None:
         t.append(f"host-device copies {share * 100:.0f}% of GPU time\n")
-    for k in list(getattr(summary, "top_kernels", []))[:5]:
-        name = getattr(k, "name", str(k))
-        pct = getattr(k, "time_share", None) or getattr(k, "share", None)
+    for k in summary.top_kernels[:5]:
+        pct = k.time_share or None      # 0: no share shown
         t.append(f"  {pct * 100:5.1f}% " if isinstance(pct, float) else "  ")
-        t.append(f"{name[:60]}\n")
-    for sign in getattr(summary, "launch_overhead_signs", [])[:3]:
+        t.append(f"{k.name[:60]}\n")
+    for sign in summary.launch_overhead_signs[:3]:
         t.append(f"  ! {sign}\n")
     return t

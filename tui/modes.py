@@ -5,19 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual.binding import Binding
 
+from infertop.fleet import FleetFrame
+from infertop.source import SnapshotSource
 from infertop.textclean import clean
 
 from .app import InfertopApp, in_daemon_thread
 from .speed import SpeedMeter, speed_text
 
 if TYPE_CHECKING:
+    from textual.widgets import Input
+
     from infertop.probes.sources.demo import DemoSource
     from infertop.probes.sources.replay import ReplaySource
+
+    from .screens.fleet import NodeScreen
 
 
 class LiveApp(InfertopApp):
@@ -65,6 +71,7 @@ class PacedApp(InfertopApp):
     def requested_speed(self) -> float:
         """Source seconds per wall second asked for: one tick of the source (a scenario
         second, a recorded interval) every ``wall_interval``."""
+        # demo and replay sources have a clock step (SnapshotSource does not declare one)
         return float(getattr(self.source, "tick_seconds", 1.0)) / self.wall_interval
 
     def speed_text(self) -> str:
@@ -203,7 +210,8 @@ class DemoApp(PacedApp):
                 snap = await src.next()
                 if snap is None:
                     break
-                frame = await in_daemon_thread(self._feed, snap, getattr(src, "epoch", None))
+                frame = await in_daemon_thread(self._feed, snap,
+                                               getattr(src, "epoch", None))  # demo's only
                 self.ticks += 1
                 if (src.scenario.name, src.phase.index, src.epoch) != start:
                     break
@@ -412,7 +420,7 @@ class FleetApp(InfertopApp):
         with self.batch_update():
             self._set_text("#header", self._header_text(frame), layout=False)
             self._update_strip(frame)
-            if hasattr(frame, "nodes"):
+            if isinstance(frame, FleetFrame):
                 fill_tables(self._main_widget("#fleet", FleetView), frame, self.role_styles,
                             sort=self.sort_by, reverse=self.sort_reverse,
                             query=self.filter_text)
@@ -427,21 +435,37 @@ class FleetApp(InfertopApp):
     def refresh_node_screen(self) -> None:
         from .screens.fleet import NodeScreen
         screen = self.screen
-        if isinstance(screen, NodeScreen) and self.frame is not None:
-            screen.show(getattr(self.frame, "nodes", {}).get(screen.node), self.role_styles,
-                        self.summaries)
+        # the open node is read whole (aggregate mode reads only rows): the source's next
+        # refresh asks for it (an attribute the poll reads; no I/O here)
+        pinned = getattr(self.source, "pinned", None)   # only the Prometheus source has it
+        if isinstance(pinned, set):
+            want = {screen.node} if isinstance(screen, NodeScreen) else set()
+            if pinned != want:   # a new set, never changed in place (the poll reads it)
+                cast(Any, self.source).pinned = want
+        if isinstance(screen, NodeScreen) and isinstance(self.frame, FleetFrame):
+            screen.show(self.frame.nodes.get(screen.node), self.role_styles, self.summaries)
+
+    def on_node_screen_show_again(self, _message: NodeScreen.ShowAgain) -> None:
+        self.refresh_node_screen()
 
     def _header_text(self, frame=None) -> Text:
         t = Text()
         t.append("infertop fleet", style="bold")
+        # fleet sources' own attributes (Prometheus, several --url): read with defaults
         if getattr(self.source, "last_error", ""):   # said whole in the body (#fleet-error)
             t.append(" ✗", style=self.role_styles.get("crit", ""))
         t.append(f"  {self.source.label}")
-        if frame is None or not hasattr(frame, "nodes"):
+        if not isinstance(frame, FleetFrame):
             return t
         gpus = sum(len({r.label("gpu") for r in fr.by_key("gpu.info")})
                    for fr in frame.nodes.values())
-        t.append(f"  {len(frame.nodes)} nodes  {gpus} GPUs")
+        nodes = len(frame.nodes)
+        overview = getattr(frame, "overview", None)
+        if overview is not None:   # aggregate mode: the fleet as Prometheus counts it
+            count = {r.key: r.value for r in overview.readings if not r.labels}
+            nodes = int(count.get("fleet.nodes", nodes))
+            gpus = int(count.get("fleet.gpus", gpus))
+        t.append(f"  {nodes} nodes  {gpus} GPUs")
         refresh = getattr(self.source, "refresh_interval", 0.0)
         t.append(f"  tick {self.interval:g}s" + (f", refresh {refresh:g}s" if refresh else ""))
         return t
@@ -450,7 +474,7 @@ class FleetApp(InfertopApp):
         """What the body says when the fleet cannot be read (a dead --prometheus): the
         tables alone would only be empty."""
         err = getattr(self.source, "last_error", "")
-        nodes = len(getattr(frame, "nodes", {}) or {})
+        nodes = len(frame.nodes) if isinstance(frame, FleetFrame) else 0
         if not err and nodes:
             return None
         crit = self.role_styles.get("crit", "bold")
@@ -528,16 +552,16 @@ class FleetApp(InfertopApp):
         if self.frame is not None:
             self._apply(self.frame)
 
-    def on_input_changed(self, event) -> None:
-        if getattr(event.input, "id", "") == "fleet-filter":
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "fleet-filter":
             self.filter_text = event.value
             if self.frame is not None:
                 self._apply(self.frame)
 
 
-def app_for_source(source: Any, **kwargs: Any) -> InfertopApp:
-    kind = getattr(source, "kind", "live")
-    if getattr(source, "fleet", False):
+def app_for_source(source: SnapshotSource, **kwargs: Any) -> InfertopApp:
+    kind = source.kind
+    if getattr(source, "fleet", False):     # a fleet source says so (SnapshotSource does not)
         return FleetApp(source, **kwargs)
     cls = {"live": LiveApp, "demo": DemoApp, "replay": ReplayApp}.get(kind, InfertopApp)
     return cls(source, **kwargs)

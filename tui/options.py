@@ -4,7 +4,7 @@ fields instead of loose dicts, so a misspelt option is an error, not a silent de
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from rich.text import Text
 
 
 @dataclass
@@ -25,7 +25,7 @@ class AppOptions:
 class CaptureSummaries:
     """The latest capture results shown inside panes (Rich Text, built off the loop)."""
 
-    pyspy: Any = None                  # scheduling pane: py-spy record summary
-    nsys: Any = None                   # kernels pane: top kernels of the last capture
-    gil: Any = None                    # scheduling pane: the demo's bundled GIL line (G)
+    pyspy: Text | None = None          # scheduling pane: py-spy record summary
+    nsys: Text | None = None           # kernels pane: top kernels of the last capture
+    gil: Text | None = None            # scheduling pane: the demo's bundled GIL line (G)
     gil_hint: str = ""                 # the key that turns the GIL sampler on ("" : none here)

@@ -233,6 +233,9 @@ class ZoomTableKeys:
     if TYPE_CHECKING:   # the widget's (Textual's Widget.app/.screen), for the checker only
         app: App[Any]
         screen: Screen[Any]
+        display: bool
+
+        def focus(self, scroll_visible: bool = True) -> Any: ...
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action.startswith("table_"):

@@ -40,8 +40,12 @@ def poisson(rng: random.Random, lam: float) -> int:
 class EngineSim:
     """One engine (a DP rank): queue, batch, KV cache, counters, histograms."""
 
-    def __init__(self, index: int, setup: Mapping[str, Any]) -> None:
+    def __init__(self, index: int, setup: Mapping[str, Any], *,
+                 remote_prefill: bool = False) -> None:
         self.index = index
+        # the decode instance of a disaggregated pair: a request's prompt KV arrives from
+        # the prefill instance (kv_transfer_ms), it computes none of it itself
+        self.remote_prefill = remote_prefill
         self.running = 0
         self._waiting = 0
         self.queue: deque = deque()   # [arrival time, count, preempted] oldest first
@@ -56,7 +60,7 @@ class EngineSim:
             "prompt_tokens", "prompt_cached", "generation_tokens", "preemptions",
             "prefix_queries", "prefix_hits", "engine_steps", "spec_drafts",
             "spec_draft_tokens", "spec_accepted", "prompt_seconds", "gen_seconds",
-            "requests_received")}
+            "requests_received", "prompt_external")}
         self.finished = {r: 0.0 for r in FINISH_REASONS}
         tok = request_tokens_buckets(int(setup["max_model_len"]))
         self.h: dict[str, Hist] = {
@@ -137,6 +141,8 @@ class EngineSim:
         slots = max(0, min(int(k["max_num_seqs"]), kv_seqs) - self.running)
 
         def prefill_of(p: float) -> float:
+            if self.remote_prefill:   # the KV is already computed: only the first step
+                return (k["itl_ms"] / 1000.0 + 0.004) * slowdown
             return (p * (1.0 - hit) / k["prefill_tok_per_s"]
                     + k["attn_quadratic"] * (p / 1000.0) ** 2 + 0.004) * slowdown
 
@@ -221,9 +227,12 @@ class EngineSim:
         c = self.c
         new_prompt = round(new_prompt)
         c["prompt_tokens"] += new_prompt + round(recompute)
-        c["prompt_cached"] += round(new_prompt * hit)
-        c["prefix_queries"] += new_prompt
-        c["prefix_hits"] += round(new_prompt * hit)
+        if self.remote_prefill:   # every new prompt token's KV came over the wire
+            c["prompt_external"] += new_prompt
+        else:
+            c["prompt_cached"] += round(new_prompt * hit)
+            c["prefix_queries"] += new_prompt
+            c["prefix_hits"] += round(new_prompt * hit)
         c["generation_tokens"] += decode_tokens
         c["preemptions"] += preempt
         c["engine_steps"] += n_steps

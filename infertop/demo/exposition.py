@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import bisect
 import functools
+import importlib
 import math
+import sys
 
 from infertop.demo.hist import Hist, linear_buckets, tgi_duration_buckets
 from infertop.demo.sim import EngineView, SimFrame
+from infertop.servers import registry
 
 VLLM_HIST = (
     ("request_prompt_tokens", "prompt_len", "Number of prefill tokens processed."),
@@ -111,19 +114,25 @@ def _esc(v: str) -> str:
 
 
 def render(frame: SimFrame, dialect: str | None = None) -> str:
-    """The exposition text of ``frame``'s server in ``dialect`` (default: the frame's kind)."""
+    """The exposition text of ``frame``'s server in ``dialect`` (default: the frame's kind).
+
+    Which function renders a server kind is the kind's ``demo_render`` (infertop/servers):
+    the renderers below, or one a new kind's module points at."""
     d = dialect or frame.kind
-    if d == "vllm":
-        return render_vllm(frame)
-    if d == "sglang":
-        return render_sglang(frame)
-    if d == "llamacpp":
-        return render_llamacpp(frame)
-    if d == "tgi":
-        return render_tgi(frame)
     if d == "dcgm":
         return render_dcgm(frame)
-    raise ValueError(f"unknown dialect '{d}' (vllm, sglang, llamacpp, tgi, dcgm)")
+    k = registry.kind(d)
+    if k is None or not k.demo_render:
+        raise ValueError(f"unknown dialect '{d}' "
+                         f"({', '.join((*registry.demo_kinds(), 'dcgm'))})")
+    return _renderer(k.demo_render)(frame)
+
+
+def _renderer(pointer: str):
+    """'module:function' -> the function (this module's own without an import)."""
+    module, _, name = pointer.partition(":")
+    mod = sys.modules[__name__] if module == __name__ else importlib.import_module(module)
+    return getattr(mod, name)
 
 
 def _uptime(frame: SimFrame) -> float:
@@ -205,9 +214,11 @@ def render_vllm(frame: SimFrame) -> str:
     by_source = []
     for e in engines:
         cached = e.counters["prompt_cached"]
-        by_source += [(lab(e, source="local_compute"), e.counters["prompt_tokens"] - cached),
+        moved = e.counters.get("prompt_external", 0.0)
+        by_source += [(lab(e, source="local_compute"),
+                       e.counters["prompt_tokens"] - cached - moved),
                       (lab(e, source="local_cache_hit"), cached),
-                      (lab(e, source="external_kv_transfer"), 0.0)]
+                      (lab(e, source="external_kv_transfer"), moved)]
     counter("vllm:prompt_tokens_by_source", "Number of prompt tokens by source.", by_source)
     counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).",
             [(lab(e), e.counters["prompt_cached"]) for e in engines])

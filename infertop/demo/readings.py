@@ -7,10 +7,13 @@ from exposition text (``scenario_expo``) through the same parser as live data.
 
 from __future__ import annotations
 
+from infertop.config import Thresholds
 from infertop.keys import SPECS
+from infertop.meta import GpuName, NvmlMeta, ProcessMeta, ServerInfo
 from infertop.model import Kind, Reading, Sample, Status, make_labels
 from infertop.demo.scenario import THROTTLE_NAMES
 from infertop.demo.sim import SimFrame
+from infertop.servers import registry
 
 _GPU_KEYS = (
     ("gpu.util_ratio", "util"), ("gpu.mem_util_ratio", "mem_util"),
@@ -72,7 +75,7 @@ def nvml_sample(frame: SimFrame) -> Sample:
         uuid = gpu_uuid(g.index)
         bus = f"00000000:{0x18 + 0x10 * g.index:02X}:00.0"
         info = make_labels(gpu=g.index, uuid=uuid, pci_bus_id=bus)
-        gpus_meta.append({"index": g.index, "name": s["gpu_name"], "uuid": uuid})
+        gpus_meta.append(GpuName(g.index, s["gpu_name"], uuid))
         xid = [_r("gpu.xid_total", float(g.xid_total), lab)]
         if g.xid_total:
             xid.append(_r("gpu.xid_last", float(g.xid_last), lab))
@@ -135,10 +138,33 @@ def nvml_sample(frame: SimFrame) -> Sample:
             for x, y in ((a, b), (b, a)):
                 readings.append(_r("gpu.topology", 1.0, make_labels(gpu=x.index, peer=y.index),
                                    text=path))
-    meta = {"gpus": gpus_meta, "driver": "580.95.05",
-            "gpm": [g.index for g in live if s["gpm"]],
-            "xid": [g.index for g in live], "demo": True}
+    meta = NvmlMeta(gpus=tuple(gpus_meta), driver="580.95.05",
+                    gpm=tuple(g.index for g in live if s["gpm"]),
+                    xid=tuple(g.index for g in live), demo=True)
     return Sample("nvml", frame.time, tuple(readings), Status.OK, "", meta)
+
+
+# Whoever else fills the demo host's CPUs (a noisy neighbour's batch job), as the live
+# probe's /proc scan (probes/server/host_top.py) would find it; the sim's host share
+# leaves this much for the system besides the server and that job.
+NEIGHBOUR_PID, NEIGHBOUR_NAME, SYSTEM_CORES = 7301, "dataprep", 0.8
+HOST_TOP_N = 5
+HOST_TOP_SCAN_AT = Thresholds().host_top_scan_at   # the live probe's default mark
+
+
+def host_top(frame: SimFrame) -> list[Reading]:
+    """``host.top_cpu_cores`` while the host is near saturation, as the live probe reads
+    them: the busiest processes of the whole host, the server's marked ``server=yes``."""
+    h = frame.host
+    if h["cpu_ratio"] < HOST_TOP_SCAN_AT:
+        return []
+    busy = [(p.cpu, p.pid, p.name, True) for p in frame.procs]
+    other = h["cpu_ratio"] * h["cpu_count"] - sum(p.cpu for p in frame.procs) - SYSTEM_CORES
+    if other >= 0.05:
+        busy.append((other, NEIGHBOUR_PID, NEIGHBOUR_NAME, False))
+    return [_r("host.top_cpu_cores", round(cores, 2),
+               make_labels(pid=pid, name=name, server="yes" if mine else "no"))
+            for cores, pid, name, mine in sorted(busy, reverse=True)[:HOST_TOP_N] if cores > 0]
 
 
 def process_sample(frame: SimFrame, settings: dict[str, str] | None = None) -> Sample:
@@ -151,6 +177,7 @@ def process_sample(frame: SimFrame, settings: dict[str, str] | None = None) -> S
     readings.append(_r("host.load1", h["load1"], ()))
     readings.append(_r("host.mem_used_bytes", h["mem_used"], ()))
     readings.append(_r("host.mem_total_bytes", h["mem_total"], ()))
+    readings += host_top(frame)
     for p in frame.procs:
         base = make_labels(pid=p.pid, name=p.name)
         readings.append(_r("process.info", 1.0, make_labels(
@@ -172,15 +199,14 @@ def process_sample(frame: SimFrame, settings: dict[str, str] | None = None) -> S
     for name, value in (settings or {}).items():
         readings.append(_r("server.setting", 1.0, make_labels(name=name), text=value))
     readings += model_readings(frame.setup)
-    meta: dict = {"in_container": False}
     root = entry_process(frame)
     if root is not None:
-        meta.update(server={"pid": root.pid, "kind": frame.kind, "name": root.name,
-                            "reason": "demo scenario", "port": DEFAULT_PORTS[frame.kind]},
-                    tree=[p.pid for p in frame.procs])
+        meta = ProcessMeta(in_container=False, server=ServerInfo(
+            root.pid, frame.kind, root.name, "demo scenario", registry.default_port(frame.kind)),
+            tree=tuple(p.pid for p in frame.procs))
         return Sample("process", frame.time, tuple(readings), Status.OK, "", meta)
     why = "server pid exited (the server is down)"
-    meta.update(server=None, tree=[], reason=why)
+    meta = ProcessMeta(in_container=False, server=None, tree=(), reason=why)
     return Sample("process", frame.time, tuple(readings), Status.OK, why, meta)
 
 
@@ -200,9 +226,6 @@ def model_readings(s) -> list[Reading]:
             _r("model.params", params, lab), _r("model.active_params", active, lab),
             _r("model.weight_bytes", s["weights_gib"] * 2**30, lab),
             _r("model.kv_bytes_per_token", float(s["kv_bytes_per_token"]), lab)]
-
-
-DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "tgi": 3000, "llamacpp": 8080}
 
 
 def entry_process(frame: SimFrame):

@@ -50,10 +50,12 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from infertop.model import Layer
+from infertop.servers import registry
 
 AUTO = None  # a knob set to "auto" is computed from the load each tick
 
-DIALECTS = ("vllm", "sglang", "llamacpp", "tgi")
+# the server kinds the demo can play: those with a demo renderer (infertop/servers)
+DIALECTS = registry.demo_kinds()
 FINDING_CODE = re.compile(r"^(HW|KRN|MEM|SCH|PAR|DEC)-\d{3}$")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 THROTTLE_NAMES = ("idle", "app_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
@@ -125,6 +127,11 @@ SETUP: dict[str, Knob] = {k.name: k for k in (
     _f("host_mem_gib", 512.0, 1, 1 << 20, "host memory, GiB"),
     _f("noise", 0.02, 0, 0.5, "relative noise on gauges"),
     Knob("settings", "settings", {}, help="extra server settings (name = \"value\")"),
+    Knob("pd_pair", "bool", False,
+         help="a disaggregated prefill/decode pair: the server is the decode instance "
+              "(kv_role kv_consumer in settings.kv_transfer_config) and a prefill instance "
+              "of the same model (kv_producer) runs on another node, its /metrics served "
+              "beside it (demo: server:<instance>-prefill; demo-server: the next port)"),
 )}
 
 # ---- phase knobs: inherited from the previous phase unless set --------------------------
@@ -467,11 +474,15 @@ def _setup(raw: Any, fail) -> dict[str, Any]:
                                     else k.default) for k in SETUP.values()}
     for key, v in raw.items():
         out[key] = _value(SETUP[key], v, "[setup]", fail)
-    if out["server"] not in DIALECTS:
-        raise fail(f"[setup]: server '{out['server']}' is not one of {', '.join(DIALECTS)}")
+    kinds = registry.demo_kinds()
+    if out["server"] not in kinds:
+        raise fail(f"[setup]: server '{out['server']}' is not one of {', '.join(kinds)}")
     if out["tp"] * out["dp"] > out["gpus"]:
         raise fail(f"[setup]: tp ({out['tp']}) x dp ({out['dp']}) needs more GPUs than "
                    f"gpus = {out['gpus']}")
+    if out["pd_pair"] and "kv_role" not in out["settings"].get("kv_transfer_config", ""):
+        raise fail("[setup]: pd_pair needs settings.kv_transfer_config with a kv_role "
+                   "(the decode instance's, e.g. kv_consumer)")
     if out["weights_gib"] / out["tp"] > out["gpu_mem_gib"] * out["gpu_memory_utilization"]:
         raise fail("[setup]: the weights do not fit in gpu_memory_utilization x gpu_mem_gib")
     return out

@@ -13,6 +13,7 @@ gives the same Frames bit for bit.  No I/O here; ``scenario_readings`` and
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from dataclasses import dataclass, field
@@ -102,6 +103,9 @@ class SimFrame:
     restarts: int = 0
     server_pid: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # a disaggregated pair (setup pd_pair): the prefill instance on another node, as its
+    # /metrics page sees it (engines only: no GPUs or processes of this host)
+    prefill: "SimFrame | None" = None
 
 
 class ScenarioRun:
@@ -127,6 +131,9 @@ class ScenarioRun:
         self.restarts = 0
         self.finished = False
         self._phase_key: tuple[int, int] | None = None
+        self.prefill_engine: EngineSim | None = None
+        self.prefill_setup: dict[str, Any] = {}
+        self.prefill_start = self.start_time
         self._new_server(self.start_time)
         gpus = int(self.setup["gpus"])
         self.gpu_extra_mem = [0.0] * gpus
@@ -136,7 +143,13 @@ class ScenarioRun:
 
     def _new_server(self, now: float) -> None:
         s = self.setup
-        self.engines = [EngineSim(i, s) for i in range(int(s["dp"]))]
+        pair = bool(s.get("pd_pair"))
+        self.engines = [EngineSim(i, s, remote_prefill=pair) for i in range(int(s["dp"]))]
+        if pair and self.prefill_engine is None:
+            # the prefill instance (another node) keeps running across a decode restart
+            self.prefill_setup = prefill_setup(s)
+            self.prefill_engine = EngineSim(0, self.prefill_setup)
+            self.prefill_start = now - 30.0
         self.pid_base = 4100 + 1000 * self.restarts
         self.server_start = now - 30.0  # it loaded its weights before the demo began
         self.proc_ctx: dict[int, list[float]] = {}
@@ -210,17 +223,26 @@ class ScenarioRun:
             eng.step(rng, knobs, s, weights[e] / wsum, slow,
                      any(lost[i] for i in engine_gpus[e]))
 
+        pre = self.prefill_engine
+        if pre is not None:
+            # the router sends each request to the prefill instance first with max_tokens 1
+            # (vLLM's disaggregated proxy): its TTFT is queue + prefill, it moves no KV in
+            pre.step(rng, {**knobs, "gen_tokens": 1.0, "kv_transfer_ms": 0.0},
+                     self.prefill_setup, 1.0, 1.0, False)
+
         gpus = self._gpus(ts, down, gk, engine_gpus, lost, rng)
         procs = [] if down else self._procs(g, gk, engine_gpus, rng)
         host = self._host(g, procs, rng)
-        views = [EngineView(e.index, e.running, e.waiting, e.kv_usage, e.c, e.finished, e.h,
-                            e.gen_rate, e.prompt_rate, e.hit_rate, e.itl_s, e.ttft_s,
-                            e.spec_accept, e.max_tokens_seen, engine_gpus[e.index])
-                 for e in self.engines]
+        views = [_view(e, engine_gpus[e.index]) for e in self.engines]
         api = next((p for p in procs if p.ppid == 1), None)
+        peer = None
+        if pre is not None:
+            peer = SimFrame(now, self.tick + 1, ts, self.loop, phase, False, self.kind,
+                            s["model"], self.prefill_start, self.prefill_setup,
+                            [_view(pre, ())], [], [], host)
         return SimFrame(now, self.tick + 1, ts, self.loop, phase, down, self.kind,
-                     s["model"], self.server_start, s, views, gpus, procs, host,
-                     self.restarts, api.pid if api else None)
+                        s["model"], self.server_start, s, views, gpus, procs, host,
+                        self.restarts, api.pid if api else None, prefill=peer)
 
     # ---- GPUs ------------------------------------------------------------------------
     def _gpus(self, ts, down, gk, engine_gpus, lost, rng) -> list[GpuView]:
@@ -489,6 +511,30 @@ class ScenarioRun:
         return {"cpu_ratio": _clip(_jit(rng, ratio, 0.01)), "cpu_count": cpus,
                 "load1": round(load, 2), "mem_used": mem,
                 "mem_total": float(s["host_mem_gib"]) * GIB}
+
+
+def _view(e: EngineSim, gpus: tuple[int, ...]) -> EngineView:
+    return EngineView(e.index, e.running, e.waiting, e.kv_usage, e.c, e.finished, e.h,
+                      e.gen_rate, e.prompt_rate, e.hit_rate, e.itl_s, e.ttft_s,
+                      e.spec_accept, e.max_tokens_seen, gpus)
+
+
+def prefill_setup(setup: Mapping[str, Any]) -> dict[str, Any]:
+    """The prefill instance's setup: the decode instance's, with kv_role kv_producer in its
+    --kv-transfer-config (the role infertop reads from a command line)."""
+    out = dict(setup)
+    settings = dict(setup["settings"])
+    cfg = settings.get("kv_transfer_config", "")
+    try:
+        parsed = json.loads(cfg)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        parsed["kv_role"] = "kv_producer"
+        settings["kv_transfer_config"] = json.dumps(parsed, separators=(",", ":"))
+    out["settings"] = settings
+    out["pd_pair"] = False
+    return out
 
 
 class _Knobs:

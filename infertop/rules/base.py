@@ -11,16 +11,17 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, TypeGuard
 
 from .. import qbound
 from ..config import DiagnosisConfig, Thresholds
 from ..findings import Evidence, RuleSpec, Severity
 from ..history import History, Series
 from ..keys import SPECS
-from ..model import Kind, Labels, Reading, Snapshot, Status, make_labels
+from ..model import Kind, Labels, Reading, Snapshot, Status, Valued, has_value, make_labels
 from ..pidmap import map_gpu_pids
 from ..reading_index import ReadingIndex
+from ..servers import registry
 from ..units import natural_key
 from ..windowstat import median, recent_values, share
 
@@ -46,8 +47,6 @@ QUEUED_SHARE = 0.5
 
 # process roles that run the model (their threads launch kernels)
 ENGINE_ROLES = ("engine_core", "worker", "scheduler", "shard", "server")
-# server kinds whose processes run Python (their threads share a GIL)
-PYTHON_KINDS = ("vllm", "sglang", "python", "trtllm")
 
 
 @dataclass(slots=True)
@@ -117,8 +116,8 @@ class Proc:
 
     @property
     def is_python(self) -> bool:
-        return self.kind in PYTHON_KINDS or (self.kind == "tgi" and self.role == "shard") or \
-            "python" in self.name.lower()
+        # the kind says (infertop/servers: vLLM, SGLang, TRT-LLM, TGI's shards, "python")
+        return registry.is_python(self.kind, self.role) or "python" in self.name.lower()
 
 
 class Context:
@@ -138,7 +137,7 @@ class Context:
         self.hold_margin = cfg.diagnosis.hold_margin
         self.rule_code = ""         # set by the engine before each rule's check
         self._raised = raised       # (code, subject) of the findings raised now
-        self._medians: dict[tuple[str, Labels], float] = {}
+        self._medians: dict[tuple[str, Labels], float | None] = {}
         self.state = state  # the Diagnoser's scratch: memoised fits, highest link seen
         self._hidx = series_index
         # the tick's readings by key: the Pipeline's, which its Frame (the panes) reads too
@@ -147,9 +146,9 @@ class Context:
         self._by_key = index.raw
         self._derived_by_key = index.derived
         self._derived_idx: dict[str, dict[Labels, Reading]] = {}
-        self._ok: dict[str, list[Reading]] = {}
-        self._exact: dict[str, dict[Labels, Reading]] = {}
-        self._per_gpu: dict[str, dict[str, Reading]] = {}
+        self._ok: dict[str, list[Valued]] = {}
+        self._exact: dict[str, dict[Labels, Valued]] = {}
+        self._per_gpu: dict[str, dict[str, Valued]] = {}
         self._gpus_by_root: dict[str, list[str]] | None = None
         self._tp_groups: list[tuple[str, ...]] | None = None
         self._procs: dict[str, Proc] | None = None
@@ -183,12 +182,11 @@ class Context:
                                "", s.kind, s.text))
         return out
 
-    def ok(self, key: str) -> list[Reading]:
+    def ok(self, key: str) -> list[Valued]:
         """Readings of ``key`` with a value (OK or STALE); computed once per tick."""
         got = self._ok.get(key)
         if got is None:
-            got = self._ok[key] = [r for r in self.all(key) if r.value is not None and
-                                   r.status in (Status.OK, Status.STALE)]
+            got = self._ok[key] = [r for r in self.all(key) if has_value(r)]
         return got
 
     def has(self, key: str, labels: Labels = ()) -> bool:
@@ -200,7 +198,7 @@ class Context:
     def has_input(self, spec: InputSpec) -> bool:
         return any(self.has(k, lab) for k, lab in spec.alternatives)
 
-    def exact(self, key: str, labels: Labels) -> Reading | None:
+    def exact(self, key: str, labels: Labels) -> Valued | None:
         """The reading of ``key`` with exactly these labels (OK/STALE), or None."""
         idx = self._exact.get(key)
         if idx is None:
@@ -211,14 +209,14 @@ class Context:
         r = self.exact(key, labels)
         return r.value if r is not None else None
 
-    def per_gpu(self, key: str) -> dict[str, Reading]:
+    def per_gpu(self, key: str) -> dict[str, Valued]:
         """GPU index -> reading (computed once per tick; do not modify)."""
         got = self._per_gpu.get(key)
         if got is None:
             got = self._per_gpu[key] = {g: r for r in self.ok(key) if (g := r.label("gpu"))}
         return got
 
-    def peer(self, key: str, labels: Labels) -> Reading | None:
+    def peer(self, key: str, labels: Labels) -> Valued | None:
         """The reading of ``key`` for the same server/engine as ``labels``: exact labels,
         else one whose labels agree on every label name both have."""
         r = self.exact(key, labels)
@@ -237,8 +235,8 @@ class Context:
                                             self._derived_by_key.get(key, ())}
         return got
 
-    def derived_of(self, key: str) -> list[Reading]:
-        return [r for r in self._derived_of(key).values() if r.ok]
+    def derived_of(self, key: str) -> list[Valued]:
+        return [r for r in self._derived_of(key).values() if has_value(r)]
 
     def derived(self, key: str, labels: Labels) -> float | None:
         r = self._derived_of(key).get(labels)
@@ -272,7 +270,8 @@ class Context:
     def median_of(self, rs) -> float | None:
         """Mean of several readings' medians (GPUs of one server); None if any lacks one."""
         ms = [self.median(r) for r in rs]
-        return None if not ms or any(m is None for m in ms) else sum(ms) / len(ms)
+        got = [m for m in ms if m is not None]
+        return sum(got) / len(got) if got and len(got) == len(ms) else None
 
     def share(self, r: Reading, at_least: float) -> float | None:
         """Share of the ticks of the last ``judge_window`` seconds on which ``r`` read at
@@ -292,10 +291,12 @@ class Context:
     def median_note(self) -> str:
         return f"median over {self.judge_window:g} s"
 
-    def past(self, value: float | None, op: str, threshold: float, subject: Labels) -> bool:
+    def past(self, value: float | None, op: str, threshold: float,
+             subject: Labels) -> TypeGuard[float]:
         """``value op threshold``; while this rule's finding for ``subject`` is raised, the
         threshold relaxes by ``hold_margin`` towards healthy (a Schmitt trigger): a value
-        hovering at the threshold keeps its finding instead of clearing and re-raising."""
+        hovering at the threshold keeps its finding instead of clearing and re-raising.
+        False for None (no value: nothing to judge), so a True narrows ``value`` to float."""
         if value is None:
             return False
         if _compare(value, op, threshold):
@@ -346,7 +347,8 @@ class Context:
             if known:   # NVML's host pids matched to the tree as the screen does (pidmap):
                 # directly or through the PID-namespace aliases; another program's are not
                 tree = {int(p) for p in known if p.isdigit()}
-                aliases = [(int(a), int(p)) for a, p in self.snapshot.meta("pid_aliases") or ()]
+                pm = self.snapshot.process_meta()
+                aliases = list(pm.pid_aliases) if pm else []
                 matched, _ = map_gpu_pids(tree, held, aliases)
             else:       # no process tree read: each GPU process stands for itself
                 matched = {}

@@ -67,6 +67,18 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "PAR-004": ("DEC-001",),             # the first token waits for the KV transfer
 }
 
+# (cause, symptom) -> the symptom's remedy while that cause explains it.  A symptom's own
+# remedy guesses from its own readings (DEC-001: queue or prefill, from the queue time);
+# a cause that explains it knows better.  TTFT over the SLO because the KV transfer
+# dominates is not fixed by chunked prefill or prefix caching: the remedy is the wire.
+REMEDY_FROM_CAUSE: dict[tuple[str, str], str] = {
+    ("PAR-004", "DEC-001"): (
+        "the first token waits for the KV transfer from the prefill instance (PAR-004), "
+        "not for prefill or the queue: put the pair on a fast path (NIXL/UCX over RDMA or "
+        "NVLink, not TCP; same rack), check the transfer backend's logs for retries, "
+        "shrink the KV (FP8 KV cache); chunked prefill or more capacity will not help"),
+}
+
 
 @dataclass
 class _Track:
@@ -249,7 +261,7 @@ class Diagnoser:
                     f"{f.code} {f.title}: cleared after {now - f.since:.0f} s"))
                 del self._tracks[key]
         active = [tr.finding for tr in self._tracks.values() if tr.finding is not None]
-        active.sort(key=lambda f: (-f.severity.rank, f.layer.index, f.code, f.subject))
+        active.sort(key=lambda f: (-f.severity.rank, f.layer.position, f.code, f.subject))
         self.active = self._chain(active)
 
     def _chain(self, active: list[Finding]) -> list[Finding]:
@@ -271,8 +283,10 @@ class Diagnoser:
                 # the cause's own title ("queue grows while the batch is at its cap"),
                 # not its catalogue title ("... while GPUs idle" on a box with no GPU)
                 names = ", ".join(f"{c.code} {self._cause_title(c)}" for c in causes_of[i])
+                remedy = next((REMEDY_FROM_CAUSE[(c.code, f.code)] for c in causes_of[i]
+                               if (c.code, f.code) in REMEDY_FROM_CAUSE), f.remedy)
                 symptoms.setdefault((first.code, first.subject), []).append(replace(
-                    f, title=f"{f.title}: caused by {names}",
+                    f, title=f"{f.title}: caused by {names}", remedy=remedy,
                     caused_by=tuple(c.code for c in causes_of[i])))
         for f in active:
             if (f.code, f.subject) in {(a.code, a.subject) for a in out}:
@@ -288,7 +302,7 @@ class Diagnoser:
                 chains[-1].append(f)
             else:
                 chains.append([f])
-        chains.sort(key=lambda ch: (-max(x.severity.rank for x in ch), ch[0].layer.index,
+        chains.sort(key=lambda ch: (-max(x.severity.rank for x in ch), ch[0].layer.position,
                                     ch[0].code, ch[0].subject))
         return [f for ch in chains for f in ch]
 
@@ -342,6 +356,15 @@ class Diagnoser:
         list must not read as healthy."""
         d = self.config.diagnosis
         return max(d.raise_after, d.judge_window / 2 + JUDGED_RAISE_AFTER)
+
+    def window_needed(self) -> dict[str, float]:
+        """Enabled rule code -> seconds of samples before its finding can raise: its raise
+        delay, plus half the judge window for rules that compare a window's median (the
+        median needs that much History).  A shorter run cannot raise it (doctor says so)."""
+        half = self.config.diagnosis.judge_window / 2
+        return {r.code: self._timing[r.code][0] + (half if "judge_window" in r.spec.judged
+                                                   else 0.0)
+                for r in self.rules}
 
     # -- what the help screen and docs show -----------------------------------------------
     def catalogue(self) -> list[RuleSpec]:

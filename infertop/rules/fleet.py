@@ -12,7 +12,7 @@ import statistics
 from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
-from ..model import Layer, Reading, make_labels
+from ..model import Layer, Valued, make_labels
 from .base import Candidate, Context, Rule, ev, sub
 from .parallelism import dp_unbalanced
 
@@ -25,7 +25,7 @@ def slow_node(ctx: Context) -> Iterator[Candidate]:
     t = ctx.t
     for key in LATENCY_KEYS:
         # model -> node -> worst p99 of that node's engines
-        by_model: dict[str, dict[str, tuple[float, Reading]]] = {}
+        by_model: dict[str, dict[str, tuple[float, Valued]]] = {}
         for r in ctx.derived_of(key):
             node = r.label("node")
             if not node or r.label("quantile") != "0.99":

@@ -95,7 +95,7 @@ def throttling(ctx: Context) -> Iterator[Candidate]:
         names = ",".join(h[0] for h in hits)
         evidence = [ev(r, r.key, r.labels, names, "none", "!=",
                        f"mask {mask:#x}" + (f", NVML: {r.text}" if r.text else ""))]
-        if ratio is not None:
+        if ratio is not None and c is not None and cm is not None:
             capped = any(h[0] == "sw_power_cap" for h in hits)  # the clock is its evidence
             evidence.append(ev(c, c.key, c.labels, c.value,
                                t.throttle_clock_ratio * cm.value if capped else None,
@@ -184,9 +184,10 @@ def gpu_errors(ctx: Context) -> Iterator[Candidate]:
                 counters.setdefault(r.label("gpu"), []).append(r)
     for gpu in sorted(set(lost) | set(counters)):
         evidence, sev = [], None
-        r = lost.get(gpu)
-        if r is not None and r.value >= 1:
-            evidence.append(ev(r, r.key, r.labels, r.value, 1, ">=", "fell off the bus"))
+        gone = lost.get(gpu)
+        if gone is not None and gone.value >= 1:
+            evidence.append(ev(gone, gone.key, gone.labels, gone.value, 1, ">=",
+                               "fell off the bus"))
             sev = CRIT
         remedy = None
         for d in counters.get(gpu, ()):

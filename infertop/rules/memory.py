@@ -7,6 +7,7 @@ from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
 from ..model import Layer
+from ..servers import registry
 from ..units import fmt_bytes
 from .base import JUDGED_RAISE_AFTER, QUEUED_SHARE, Candidate, Context, Rule, ev, server_subject, sub
 from .window import covered, value_at
@@ -58,7 +59,7 @@ def kv_pressure(ctx: Context) -> Iterator[Candidate]:
         if preempting:
             evidence.append(ev(None, "server.preemptions_per_second", pre_labels, rate, 0, ">",
                                f"over the last {ctx.window:.0f} s"))
-        if queued:
+        if queued and waiting is not None and queue is not None:
             evidence.append(ctx.queue_evidence(waiting, queue, 1.0))
         sev = CRIT if rate is not None and rate >= t.kv_preempt_crit_per_second else WARN
         yield Candidate(subject, sev, tuple(evidence))
@@ -157,8 +158,6 @@ def mem_headroom(ctx: Context) -> Iterator[Candidate]:
         yield Candidate(sub(gpu=gpu), sev, tuple(evidence), title=title, remedy=remedy)
 
 
-# servers that reserve most of a GPU for their KV cache at start-up, by design
-PREALLOCATING = ("vllm", "sglang", "trtllm", "tgi")
 PREALLOC_SETTINGS = ("gpu_memory_utilization", "mem_fraction_static")
 
 
@@ -187,7 +186,8 @@ def _preallocated(ctx: Context, gpu: str, used_share: float) -> bool:
     for r in ctx.ok("process.gpu_mem_bytes"):
         if r.label("gpu") == gpu:
             p = ctx.procs.get(r.label("pid"))
-            if p is not None and p.kind in PREALLOCATING:
+            # the kind says whether it reserves most of a GPU for its KV cache by design
+            if p is not None and registry.is_preallocating(p.kind):
                 return True
     return False
 
@@ -199,7 +199,10 @@ def _growth(ctx: Context, used, total: float) -> tuple[float, float, float] | No
     w = t.mem_growth_window
     if s is None or not covered(s, w / 2, ctx.now):
         return None
-    start_t = max(ctx.now - w, s.first_time())
+    first_t = s.first_time()
+    if first_t is None:
+        return None
+    start_t = max(ctx.now - w, first_t)
     # the window's first value moves slowly: look it up once per 5 s, not every tick
     memo = ctx.state.setdefault("mem003", {})
     slot = int(start_t // 5)
@@ -212,8 +215,9 @@ def _growth(ctx: Context, used, total: float) -> tuple[float, float, float] | No
         return None
     n = 6
     span = ctx.now - start_t
-    vals = [value_at(s, start_t + span * k / n) for k in range(n + 1)]
-    if any(v is None for v in vals):
+    at = [value_at(s, start_t + span * k / n) for k in range(n + 1)]
+    vals = [v for v in at if v is not None]
+    if len(vals) < len(at):
         return None
     # the rise shown is over exactly ``span``: the memo's first value can be up to 5 s
     # older than the window's start (it overstated a steady rise by up to 4 %)

@@ -13,6 +13,7 @@ from .hardware import pcie_capacity
 
 PAR = Layer.PARALLELISM
 WARN = Severity.WARN
+SPLIT = "pd.ttft_split_seconds"   # infertop/pdsplit.py
 
 
 # ---- PAR-001 straggler in a TP group ----------------------------------------------------
@@ -26,8 +27,9 @@ def tp_straggler(ctx: Context) -> Iterator[Candidate]:
         if not all(g in src for g in group):
             continue
         gl = ",".join(group)
-        vals = {g: ctx.median(src[g]) for g in group}
-        if any(v is None for v in vals.values()):
+        meds = {g: ctx.median(src[g]) for g in group}
+        vals = {g: m for g, m in meds.items() if m is not None}
+        if len(vals) < len(meds):
             continue
         mean = sum(vals.values()) / len(vals)
         spread = max(vals.values()) - min(vals.values())
@@ -96,10 +98,14 @@ _PATH_RANK = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
 # ---- PAR-003 DP engines unevenly loaded ---------------------------------------------------
 def dp_unbalanced(ctx: Context) -> Iterator[Candidate]:
     t = ctx.t
-    by_model: dict[str, list] = {}
+    # engines compare with their peers: the same model and the same P/D role (a prefill
+    # instance runs few requests briefly, a decode instance many for long: not imbalance)
+    by_model: dict[tuple[str, str], list] = {}
     for r in ctx.ok("server.requests_running"):
-        by_model.setdefault(r.label("model"), []).append(r)
-    for model, engines in sorted(by_model.items()):
+        role = ctx.peer("server.disagg_role", r.labels)
+        by_model.setdefault((r.label("model"), (role.text or "") if role else ""),
+                            []).append(r)
+    for (model, _), engines in sorted(by_model.items()):
         if len(engines) < 2:
             continue
         loads = []
@@ -112,10 +118,11 @@ def dp_unbalanced(ctx: Context) -> Iterator[Candidate]:
         lo = min(loads, key=lambda x: x[0])
         by_load = hi[0] - lo[0] >= t.dp_load_min_gap and \
             hi[0] >= t.dp_load_ratio * (lo[0] + 1.0)
-        kvs = [x for x in loads if x[2] is not None]
-        kv_hi = max(kvs, key=lambda x: x[2]) if kvs else None
-        kv_lo = min(kvs, key=lambda x: x[2]) if kvs else None
-        by_kv = kv_hi is not None and kv_hi[2] - kv_lo[2] >= t.dp_kv_gap and kv_hi[2] >= 0.5
+        kvs = [(kv, r) for _, r, kv in loads if kv is not None]
+        kv_hi = max(kvs, key=lambda x: x[0]) if kvs else None
+        kv_lo = min(kvs, key=lambda x: x[0]) if kvs else None
+        by_kv = kv_hi is not None and kv_lo is not None and \
+            kv_hi[0] - kv_lo[0] >= t.dp_kv_gap and kv_hi[0] >= 0.5
         if not (by_load or by_kv):
             continue
         evidence = []
@@ -124,10 +131,10 @@ def dp_unbalanced(ctx: Context) -> Iterator[Candidate]:
                                      t.dp_load_ratio * (lo[0] + 1.0), ">=", "count",
                                      f"running+waiting {hi[0]:.0f} against {lo[0]:.0f} on "
                                      f"{_who(lo[1])}"))
-        if by_kv:
-            evidence.append(Evidence("kv.usage_ratio", kv_hi[1].labels, kv_hi[2],
-                                     kv_lo[2] + t.dp_kv_gap, ">=", "ratio",
-                                     f"against {kv_lo[2]:.0%} on {_who(kv_lo[1])}"))
+        if by_kv and kv_hi is not None and kv_lo is not None:
+            evidence.append(Evidence("kv.usage_ratio", kv_hi[1].labels, kv_hi[0],
+                                     kv_lo[0] + t.dp_kv_gap, ">=", "ratio",
+                                     f"against {kv_lo[0]:.0%} on {_who(kv_lo[1])}"))
         yield Candidate(sub(model=model) if model else (), WARN, tuple(evidence),
                         title=f"data-parallel engines unevenly loaded ({_who(hi[1])} busiest)")
 
@@ -138,29 +145,61 @@ def _who(r) -> str:
 
 
 # ---- PAR-004 TTFT dominated by the KV transfer (disaggregated prefill/decode) ----------------
+# Judged on window means (pd.ttft_split_seconds: sum / count of each histogram's bucket
+# deltas), not on p99s.  The transfer histogram (NIXL's buckets) and the TTFT histogram
+# (vLLM's) have different bucket layouts, so their p99s are interpolated on different
+# grids and either may be only a bucket bound (qbound.py): a 0.05 s transfer in NIXL's
+# 1 ms .. 1 s bucket "p99s" at ~0.99 s.  Comparing two such numbers says little, and a
+# share of time is a ratio of means anyway (means add up, percentiles do not).  The p99s
+# stay in the evidence as context, each marked when it is only a bound.
 def transfer_dominates_ttft(ctx: Context) -> Iterator[Candidate]:
-    """On an instance that receives KV from a prefill instance: the KV transfer's p99 is
-    at least ``kv_transfer_ttft_share`` of the TTFT p99 (both derived over the window, as on
-    screen): the first token waits for the wire, not for prefill or the queue."""
+    """On a decode instance: the mean KV transfer is at least ``kv_transfer_ttft_share`` of
+    the mean TTFT (the client's: the prefill instance's TTFT + this instance's, when the
+    prefill instance is read; else this instance's own, which includes the transfer)."""
     t = ctx.t
-    for s in ctx.series_of("latency.kv_transfer_seconds"):
-        n = ctx.derived("latency.observations", make_labels(s.labels, of=s.key))
+    for r in ctx.derived_of(SPLIT):
+        if r.label("part") != "transfer":
+            continue
+        pair = tuple((k, v) for k, v in r.labels if k != "part")
+        ttft_labels = tuple((k, v) for k, v in pair if k != "prefill")
+        n = ctx.derived("latency.observations",
+                        make_labels(ttft_labels, of="latency.ttft_seconds"))
         if n is None or n < t.slo_min_requests:
             continue
-        xfer = ctx.derived(s.key, make_labels(s.labels, quantile=0.99))
-        ttft_s = ctx.series("latency.ttft_seconds", s.labels)
-        ttft = ctx.derived("latency.ttft_seconds", make_labels(ttft_s.labels, quantile=0.99)) \
-            if ttft_s is not None else None
-        if xfer is None or not ttft or xfer < t.kv_transfer_ttft_share * ttft:
+        dec = ctx.derived(SPLIT, make_labels(pair, part="decode"))
+        if dec is None:
+            continue   # not split (no first token, or transfers outside this TTFT)
+        pre = ctx.derived(SPLIT, make_labels(pair, part="prefill"))
+        xfer = r.value
+        whole = xfer + dec + (pre or 0.0)
+        if whole <= 0 or xfer < t.kv_transfer_ttft_share * whole:
             continue
-        yield Candidate(server_subject(s.labels), WARN, (
-            Evidence(s.key, make_labels(s.labels, quantile=0.99), xfer,
-                     round(t.kv_transfer_ttft_share * ttft, 6), ">=", "s",
-                     f"{xfer / ttft:.0%} of the TTFT p99; {n:.0f} transfers in the last "
-                     f"{ctx.window:.0f} s"),
-            Evidence("latency.ttft_seconds", make_labels(s.labels, quantile=0.99), ttft, None,
-                     "", "s"),
-        ), title=f"KV transfer is {xfer / ttft:.0%} of TTFT p99")
+        of = ("of the mean TTFT (prefill instance + transfer + decode instance)"
+              if pre is not None else
+              "of this decode instance's mean TTFT (the prefill side is not measured: "
+              "its share of the client's TTFT is lower)")
+        evidence = [
+            Evidence(SPLIT, r.labels, xfer, round(t.kv_transfer_ttft_share * whole, 6),
+                     ">=", "s", f"{xfer / whole:.0%} {of}; window means over "
+                                f"{ctx.window:.0f} s, {n:.0f} first tokens"),
+            Evidence(SPLIT, make_labels(pair, part="decode"), dec, None, "", "s",
+                     "the decode instance's TTFT less the transfer"),
+        ]
+        if pre is not None:
+            evidence.append(Evidence(SPLIT, make_labels(pair, part="prefill"), pre, None,
+                                     "", "s", "the prefill instance's TTFT"))
+        for key in ("latency.kv_transfer_seconds", "latency.ttft_seconds"):
+            q = make_labels(ttft_labels, quantile=0.99)
+            v = ctx.derived(key, q)
+            if v is not None:
+                b = ctx.derived_bound(key, q)
+                evidence.append(Evidence(key, q, v, None, "", "s",
+                                         "context: p99s of histograms with different "
+                                         "buckets are not compared" +
+                                         ("; a bucket bound, not a measurement" if b else ""),
+                                         b))
+        yield Candidate(server_subject(ttft_labels), WARN, tuple(evidence),
+                        title=f"KV transfer is {xfer / whole:.0%} of mean TTFT")
 
 
 # ---- PAR-005..PAR-007 after llm-d's P/D disaggregation alerts ---------------------------
@@ -259,8 +298,8 @@ RULES = (
         tp_over_pcie),
     Rule(RuleSpec(
         "PAR-003", PAR, "DP engines unevenly loaded",
-        "Data-parallel engines (or replicas) of one model carry very different loads "
-        "(running+waiting) or KV usage: the load balancer favours some.",
+        "Data-parallel engines (or replicas) of one model, and of one P/D role, carry very "
+        "different loads (running+waiting) or KV usage: the load balancer favours some.",
         ("server.requests_running",),
         {"thresholds.dp_load_ratio": None, "thresholds.dp_load_min_gap": None,
          "thresholds.dp_kv_gap": None},
@@ -270,14 +309,18 @@ RULES = (
         judged="each tick's running+waiting and KV usage per engine"), dp_unbalanced),
     Rule(RuleSpec(
         "PAR-004", PAR, "TTFT dominated by the KV transfer",
-        "Disaggregated prefill/decode: the p99 time to move a request's KV from the prefill "
-        "to the decode instance is a large share of the TTFT p99 (vLLM NIXL, SGLang PD "
-        "transfer histograms): each side looks fine, the wire between them does not.",
+        "Disaggregated prefill/decode: the mean time to move a request's KV from the "
+        "prefill to the decode instance is a large share of the mean TTFT (vLLM NIXL, "
+        "SGLang PD transfer histograms; the TTFT split of pd.ttft_split_seconds): each "
+        "side looks fine, the wire between them does not.  Means, not p99s: the two "
+        "histograms' buckets differ and percentiles do not add up.",
         ("latency.kv_transfer_seconds", "latency.ttft_seconds"),
         {"thresholds.kv_transfer_ttft_share": None, "thresholds.slo_min_requests": None},
         "put the pair on a fast path (NIXL/UCX over RDMA or NVLink, not TCP; same rack), "
         "check the transfer backend's logs for retries, shrink the KV (FP8 KV cache)",
-        judged="p99s over diagnosis.window (derived, as on screen)"), transfer_dominates_ttft),
+        optional=("server.disagg_role",),
+        judged="window means over diagnosis.window (pd.ttft_split_seconds, as on screen)"),
+        transfer_dominates_ttft),
     Rule(RuleSpec(
         "PAR-005", PAR, "Prefill side much busier than decode",
         "Disaggregated prefill/decode: the prefill engines' mean running requests is more "

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
 from ..model import Layer, make_labels
+from ..servers import registry
 from ..units import fmt_value
 from .base import JUDGED_RAISE_AFTER, QUEUED_SHARE, Candidate, Context, Rule, ev, server_subject, sub
 from ..derive import THROUGHPUT_LOOKBACK
@@ -21,7 +22,7 @@ def _python_pid(ctx: Context, r) -> bool:
     if p is not None:
         return p.is_python
     name = r.label("name").lower()  # no process.info: judge by the process name
-    return "python" in name or name.startswith(("vllm::", "sglang"))
+    return "python" in name or name.startswith(registry.python_title_prefixes())
 
 
 def gil_contention(ctx: Context) -> Iterator[Candidate]:
@@ -129,7 +130,7 @@ def queue_while_idle(ctx: Context) -> Iterator[Candidate]:
             reached = at_cap is not None and at_cap >= QUEUED_SHARE
             cap_note = f"{cap[0]}={cap[1] if cap[1] is not None else '?'}" + \
                 (" reached" if reached else "")
-            if (not busy or kv is None) and at_cap is not None:
+            if (not busy or kv is None) and at_cap is not None and running is not None:
                 evidence.append(Evidence(running.key, running.labels, at_cap, QUEUED_SHARE,
                                          ">=", "ratio",
                                          f"share of the ticks of the last "
@@ -361,7 +362,7 @@ RULES = (
         "The whole host's CPUs are nearly all busy: scheduling, tokenization and kernel "
         "launches wait for a core.",
         ("host.cpu_ratio",),
-        {"thresholds.host_cpu_saturated": None},
+        {"thresholds.host_cpu_saturated": None, "thresholds.host_top_scan_at": None},
         "find the top consumers (listed: any program on the host, and whether the server's "
         "own tree is among them); move other work off this host, or give the server more "
         "cores",

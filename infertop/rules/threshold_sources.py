@@ -124,6 +124,9 @@ SOURCES: dict[str, str] = {
     "thresholds.threads_host_busy_ratio": "infertop: oversubscription hurts on a busy host",
     "thresholds.host_cpu_saturated": "infertop: at 90 %+ busy, runnable tasks (tokenizer, "
                                      "scheduler, launch thread) wait for a core",
+    "thresholds.host_top_scan_at": "infertop: below host_cpu_saturated, so the top "
+                                   "consumers are read (two scans make a rate) before the "
+                                   "median crosses it; a few ms a scan, only on a busy host",
     # ---- parallelism ----------------------------------------------------------------
     "thresholds.tp_imbalance": "infertop: TP ranks run in lockstep; 20 points apart means "
                                "one waits",

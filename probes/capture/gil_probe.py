@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import time
 
+from infertop.meta import GilMeta
 from infertop.model import Capability, Sample, Status
 
 from infertop.probes.base import Probe
 from infertop.probes.capture.files import CaptureError
 from infertop.probes.capture.gil_sampler import GilSampler
 from infertop.probes.capture.pyspy_run import find_pyspy
+from infertop.probes.registry import ProbeSpec, register
 
 
 class GilProbe(Probe):
@@ -48,7 +50,7 @@ class GilProbe(Probe):
             return Sample(self.name, time.time(), (), Status.ERROR, self.error)
         readings = self.sampler.readings(self.pid, self.role)
         return Sample(self.name, time.time(), tuple(readings),
-                      meta={"gil_pid": self.pid})
+                      meta=GilMeta(gil_pid=self.pid))
 
     async def close(self) -> None:
         self._stop.set()
@@ -58,3 +60,12 @@ class GilProbe(Probe):
                 await self._task
             except (asyncio.CancelledError, Exception):
                 pass
+
+
+SPEC = register(ProbeSpec(
+    name="gil",
+    keys=("python.gil_held_ratio", "python.gil_holder", "python.thread_active_ratio",
+          "python.gil_sampler_cost_seconds", "python.gil_sampler_cpu_ratio"),
+    needs="py-spy, and permission to read the engine process (ptrace)",
+    build=None,   # started on demand by the live screen (key G), not by a flag
+))

@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable, Sequence
 from infertop.probes.capture.files import CaptureError
 from infertop.safefile import narrow_mode
 from infertop.probes.capture.window import hold_window
+from infertop.servers import registry
 
 __all__ = [
     "Session", "KernelStat", "NsysSummary", "NsysResult", "GpuCapturePlan", "find_nsys",
@@ -437,9 +438,10 @@ def restart_under_nsys_command(cmdline: Sequence[str], server_kind: str | None =
     wrapped = ["nsys", "launch", f"--session-new={SESSION_NAME}", "--trace=cuda,nvtx",
                "--cuda-graph-trace=node", "--trace-fork-before-exec=true", "--wait=all", *argv]
     cmd = shlex.join(wrapped)
-    if (server_kind or "").lower() == "vllm":
-        # vLLM's profiling docs: spawn workers so nsys follows them reliably
-        cmd = "VLLM_WORKER_MULTIPROC_METHOD=spawn " + cmd
+    k = registry.kind(server_kind)
+    if k is not None and k.nsys_env:
+        # what the kind needs for nsys to follow its workers (vLLM: spawn them)
+        cmd = f"{k.nsys_env} {cmd}"
     return cmd
 
 
@@ -453,13 +455,10 @@ class GpuCapturePlan:
 
 
 def _has_profiler_endpoint(kind: str, cmdlines: Iterable[Sequence[str]]) -> bool:
-    kind = kind.lower()
-    if kind == "sglang":
-        return True  # SGLang always serves /start_profile
-    if kind == "vllm":
-        return any(a == "--profiler-config" or a.startswith("--profiler-config")
-                   for argv in cmdlines for a in argv)
-    return False
+    """Whether the kind serves /start_profile for these command lines (SGLang always,
+    vLLM with --profiler-config: each kind's ``profiler``)."""
+    k = registry.kind(kind)
+    return k is not None and k.profiler is not None and k.profiler.served(list(cmdlines))
 
 
 async def plan_gpu_capture(process_cmdlines: Sequence[Sequence[str]], root_cmdline: Sequence[str],

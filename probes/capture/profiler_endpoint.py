@@ -1,32 +1,28 @@
 """The server's own profiler over HTTP (fallback of the `n` key, behind a confirmation).
 
-vLLM: ``POST /start_profile``, wait, ``POST /stop_profile`` (blocks until the traces are
-flushed: minutes on big models).  The routes exist only when the server was started with
-``--profiler-config`` (before 0.13: ``VLLM_TORCH_PROFILER_DIR``); otherwise 404.
-SGLang: ``POST /start_profile`` with ``{"num_steps": N}`` profiles the next N forward steps
-and stops by itself.  Facts: ../shared/reference/metrics.md sections 1.5 and 2.
+Two shapes, declared by each kind (``profiler`` in infertop/servers/<kind>.py):
+start, hold for some seconds, stop (vLLM: ``POST /start_profile``, wait, ``POST
+/stop_profile``, which blocks until the traces are flushed: minutes on big models), or
+start for a number of forward steps that stops by itself (SGLang: ``{"num_steps": N}``).
+Facts: ../shared/reference/metrics.md sections 1.5 and 2.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import shlex
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from infertop.probes.capture.window import hold_window
+from infertop.servers import registry
 
 __all__ = ["ProfileEndpointResult", "start_stop_profile", "trace_dir_hint", "confirm_text",
            "NOT_ENABLED_MESSAGE"]
 
 NOT_ENABLED_MESSAGE = ("server not started with a profiler config "
                        "(vLLM: --profiler-config / VLLM_TORCH_PROFILER_DIR)")
-VLLM_ENABLE_FIX = ("restart vLLM with --profiler-config '{\"profiler\": \"torch\", "
-                   "\"torch_profiler_dir\": \"/tmp/vllm-profile\"}' (vLLM < 0.13: "
-                   "VLLM_TORCH_PROFILER_DIR=/tmp/vllm-profile)")
-SGLANG_DEFAULT_STEPS = 32
 
 
 @dataclass(slots=True)
@@ -46,43 +42,19 @@ class ProfileEndpointResult:
 
 def confirm_text(kind: str, seconds: float, num_steps: int | None = None) -> str:
     """What the confirmation dialog says before we touch the server's profiler."""
-    kind = kind.lower()
-    if kind == "sglang":
-        n = num_steps or SGLANG_DEFAULT_STEPS
-        return (f"Start SGLang's torch profiler for the next {n} forward steps? It slows those "
-                f"steps down and writes traces on the server host.")
-    return (f"Start vLLM's profiler for {seconds:g} s? Requests run slower meanwhile, and "
-            f"/stop_profile can take minutes while traces are written on the server host.")
+    k = registry.kind(kind)
+    if k is None or k.profiler is None:   # not offered for such a server: said anyway
+        return (f"Start the server's profiler for {seconds:g} s? Requests run slower "
+                "meanwhile.")
+    return k.profiler.confirm(seconds, num_steps)
 
 
 def trace_dir_hint(kind: str, cmdline: Sequence[str]) -> str | None:
     """Where the server writes its traces, read from its command line if it says."""
-    kind = kind.lower()
-    args = [str(a) for a in cmdline]
-    if kind == "vllm":
-        for i, a in enumerate(args):
-            val = None
-            if a.startswith("--profiler-config.torch_profiler_dir"):
-                nxt = args[i + 1] if i + 1 < len(args) else None
-                val = a.split("=", 1)[1] if "=" in a else nxt
-            elif (a == "--profiler-config" and i + 1 < len(args)) \
-                    or a.startswith("--profiler-config="):
-                raw = a.split("=", 1)[1] if "=" in a else args[i + 1]
-                try:
-                    cfg = json.loads(raw)
-                except ValueError:
-                    cfg = {}
-                if isinstance(cfg, dict):
-                    if cfg.get("profiler") == "cuda":
-                        return ("the nsys report of the session the server runs under "
-                                "(profiler=cuda)")
-                    val = cfg.get("torch_profiler_dir")
-            if val:
-                return str(val)
+    k = registry.kind(kind)
+    if k is None or k.profiler is None:
         return None
-    if kind == "sglang":
-        return "SGLANG_TORCH_PROFILER_DIR on the server host (default /tmp)"
-    return None
+    return k.profiler.trace_dir(cmdline)
 
 
 async def _post(client: Any, path: str, body: dict | None, timeout: float) -> Any:
@@ -108,7 +80,9 @@ async def start_stop_profile(base_url: str, kind: str, seconds: float = 10.0, *,
     base = base_url.rstrip("/")
     res = ProfileEndpointResult(False, kind_l, base, "",
                                 trace_location=trace_dir_hint(kind_l, cmdline))
-    if kind_l not in ("vllm", "sglang"):
+    k = registry.kind(kind_l)
+    spec = k.profiler if k is not None else None
+    if k is None or spec is None:
         res.message = f"{kind} has no profiler endpoint infertop knows"
         return res
     if not 1 <= float(seconds) <= 3600:
@@ -116,8 +90,8 @@ async def start_stop_profile(base_url: str, kind: str, seconds: float = 10.0, *,
         return res
     async with httpx.AsyncClient(base_url=base, transport=transport) as client:
         body: dict[str, Any] | None = None
-        if kind_l == "sglang":
-            body = {"num_steps": int(num_steps or SGLANG_DEFAULT_STEPS)}
+        if spec.stops_by_itself:
+            body = {"num_steps": int(num_steps or spec.steps)}
             if output_dir:
                 body["output_dir"] = output_dir
         try:
@@ -128,8 +102,7 @@ async def start_stop_profile(base_url: str, kind: str, seconds: float = 10.0, *,
         res.status_code = r.status_code
         if r.status_code in (404, 405):
             res.message = NOT_ENABLED_MESSAGE
-            res.fix = (VLLM_ENABLE_FIX if kind_l == "vllm"
-                       else "upgrade SGLang (the endpoint is missing)")
+            res.fix = spec.not_found_fix
             return res
         if r.status_code >= 400 or "already in progress" in r.text.lower():
             res.message = f"/start_profile answered {r.status_code}: {r.text.strip()[:300]}"
@@ -137,16 +110,16 @@ async def start_stop_profile(base_url: str, kind: str, seconds: float = 10.0, *,
                 res.fix = f"a profile is already running: curl -X POST {base}/stop_profile"
             return res
         res.started = True
-        if kind_l == "sglang":
+        if spec.stops_by_itself:
             res.ok = True
-            n = body["num_steps"] if body else SGLANG_DEFAULT_STEPS
+            n = body["num_steps"] if body else spec.steps
             where = output_dir or res.trace_location
-            res.message = (f"SGLang is profiling the next {n} forward steps and stops by itself "
+            res.message = (f"{k.title} is profiling the next {n} forward steps and stops by itself "
                            f"(an idle server takes no steps: send requests); traces go to {where}")
             if output_dir:
                 res.trace_location = output_dir
             return res
-        # vLLM: keep it open for `seconds`, then stop (stop always runs, even on cancel)
+        # keep it open for `seconds`, then stop (stop always runs, even on cancel)
         t0 = time.monotonic()
         stop_error: Exception | None = None
         try:
@@ -171,7 +144,7 @@ async def start_stop_profile(base_url: str, kind: str, seconds: float = 10.0, *,
         res.stopped = True
         res.ok = True
         where = res.trace_location or "the server's torch_profiler_dir (see its --profiler-config)"
-        res.message = (f"vLLM profiled {res.seconds:.1f} s; traces written on the server host "
+        res.message = (f"{k.title} profiled {res.seconds:.1f} s; traces written on the server host "
                        f"to {where}")
         if progress:
             progress(1.0)

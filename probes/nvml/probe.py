@@ -21,6 +21,7 @@ import time
 from types import ModuleType
 from typing import Any, Callable
 
+from infertop.meta import GpuName, NvmlMeta
 from infertop.model import Capability, Reading, Sample, Status, make_labels
 
 from infertop.probes.base import BlockingProbe, sample
@@ -32,6 +33,7 @@ from infertop.probes.nvml.gpu import (LOST_REASON, MHZ, GpuState, dead_readings,
 from infertop.probes.nvml.links import link_rates, refresh_nvlink
 from infertop.probes.nvml.owners import GpuProcessOwners
 from infertop.probes.nvml.slow import read_slow, topology
+from infertop.probes.registry import ProbeSpec, register
 
 __all__ = ["NvmlProbe", "LOST_REASON"]
 
@@ -54,7 +56,7 @@ class NvmlProbe(BlockingProbe):
         self._topology: list[Reading] = []
         self._owners = GpuProcessOwners()   # user and command of each GPU process
         self._owner_readings: list[Reading] = []
-        self._meta: dict[str, Any] = {}
+        self._meta = NvmlMeta()
         self._tick = 0
         self._initialized = False
         self.capability = Capability(self.name, False, "not opened")
@@ -107,12 +109,11 @@ class NvmlProbe(BlockingProbe):
         self._open_xid()
         self._topology = topology(calls, self._gpus)
         live = [g for g in self._gpus if not g.dead]
-        self._meta = {
-            "gpus": [{"index": g.index, "name": g.name, "uuid": g.uuid} for g in self._gpus],
-            "driver": driver,
-            "gpm": [g.index for g in live if g.gpm is not None],
-            "xid": [g.index for g in live if g.xid],
-        }
+        self._meta = NvmlMeta(
+            gpus=tuple(GpuName(g.index, g.name, g.uuid) for g in self._gpus),
+            driver=driver,
+            gpm=tuple(g.index for g in live if g.gpm is not None),
+            xid=tuple(g.index for g in live if g.xid))
         features = {f for f, has in (("gpm", any(g.gpm is not None for g in live)),
                                      ("nvlink", any(g.nvlink_count for g in live)),
                                      ("mig", any(g.mig for g in live)),
@@ -381,3 +382,30 @@ def _try(fn: Callable[[], Any], default: Any) -> Any:
         raise
     except Exception:
         return default
+
+
+def _flags(g) -> None:
+    g.add_argument("--no-gpu", action="store_true", help="do not load NVML")
+
+
+SPEC = register(ProbeSpec(
+    name="nvml",
+    keys=("gpu.info", "gpu.lost", "gpu.util_ratio", "gpu.mem_util_ratio", "gpu.mem_used_bytes",
+          "gpu.mem_total_bytes", "gpu.power_watts", "gpu.power_limit_watts", "gpu.temp_celsius",
+          "gpu.mem_temp_celsius", "gpu.sm_clock_hz", "gpu.sm_clock_max_hz", "gpu.mem_clock_hz",
+          "gpu.mem_clock_max_hz", "gpu.throttle_reasons", "gpu.pcie_tx_bytes_per_second",
+          "gpu.pcie_rx_bytes_per_second", "gpu.pcie_link_gen", "gpu.pcie_link_width",
+          "gpu.nvlink_tx_bytes_per_second", "gpu.nvlink_rx_bytes_per_second",
+          "gpu.nvlink_links_active", "gpu.ecc_uncorrected_total", "gpu.ecc_corrected_total",
+          "gpu.xid_last", "gpu.xid_total", "gpu.mig_enabled", "gpu.remapped_rows_uncorrectable",
+          "gpu.remapped_rows_correctable", "gpu.row_remap_pending", "gpu.row_remap_failure",
+          "gpu.mem_bus_width_bits", "gpu.cuda_cores", "gpu.compute_capability",
+          "gpu.sm_active_ratio", "gpu.sm_occupancy_ratio", "gpu.tensor_active_ratio",
+          "gpu.dram_bw_util_ratio", "gpu.topology", "process.gpu_mem_bytes",
+          "process.gpu_sm_ratio", "process.gpu_owner"),
+    needs="NVML (nvidia-ml-py and an NVIDIA driver); GPM readings need Hopper or newer",
+    build=lambda args, target: [NvmlProbe()],
+    add_flags=_flags,
+    off=lambda args: "GPU readings off (--no-gpu)" if getattr(args, "no_gpu", False) else "",
+    demo="infertop.demo.readings:nvml_sample",
+))

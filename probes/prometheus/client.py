@@ -46,6 +46,10 @@ class PrometheusError(RuntimeError):
     """Prometheus could not be read; the message is one line for a person."""
 
 
+class PrometheusUnreachable(PrometheusError):
+    """No answer at all (connection refused, timeout): not a missing API of a live server."""
+
+
 def clean_text(text: Any, limit: int = 200) -> str:
     """One line, escapes made visible, at most ``limit`` characters (textclean)."""
     return one_line(text, limit)
@@ -112,6 +116,8 @@ class PrometheusClient:
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
         self.last = Timing()
+        # evaluate instant queries at this time, not now (the benchmark's backfilled TSDB)
+        self.at: float | None = None
 
     async def open(self) -> None:
         if self._client is None:
@@ -154,6 +160,7 @@ class PrometheusClient:
                     ) -> list[tuple[dict[str, str], float]]:
         """An instant query; a vector answer as (labels, value) pairs."""
         form = {"query": promql}
+        at = self.at if at is None else at
         if at is not None:
             form["time"] = f"{at:.3f}"
         data = await self._call("POST", "/api/v1/query", data=form)
@@ -177,6 +184,10 @@ class PrometheusClient:
         self.last.series = len(out)
         return out
 
+    async def get(self, path: str, params: dict[str, str] | None = None) -> Any:
+        """Another API endpoint's ``data`` (``/api/v1/rules``), checked as every answer."""
+        return await self._call("GET", path, params=params or {})
+
     # ---- HTTP ---------------------------------------------------------------------------
     async def _call(self, method: str, path: str, **kw) -> Any:
         import httpx
@@ -189,10 +200,10 @@ class PrometheusClient:
             body, status = await asyncio.wait_for(self._fetch(method, url, **kw),
                                                   self.timeout * 2)
         except (asyncio.TimeoutError, httpx.TimeoutException):
-            raise PrometheusError(f"no answer from {url} within {self.timeout:g} s "
+            raise PrometheusUnreachable(f"no answer from {url} within {self.timeout:g} s "
                                   "(Prometheus busy or unreachable?)") from None
         except httpx.ConnectError:
-            raise PrometheusError(f"cannot connect to Prometheus at {self.base} "
+            raise PrometheusUnreachable(f"cannot connect to Prometheus at {self.base} "
                                   "(is it running? pass --prometheus http://HOST:9090)") from None
         except httpx.HTTPError as e:
             raise PrometheusError(f"{url}: {type(e).__name__}: {clean_text(e)}") from None

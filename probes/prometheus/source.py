@@ -22,6 +22,10 @@ filter; all of them when nearly all changed) and keeps the rest, whose unchanged
 the very Samples of before (``SampleCache``), which the fleet pipeline does not re-feed.
 The timing uses the target's lastScrape against this machine's clock: a skewed clock only
 makes a target asked again (or, skewed the other way by more than a scrape, one scrape late).
+
+All of the above is series mode.  While ``infertop rules export``'s rules are loaded in
+Prometheus (``mode="auto"``), the source reads their alerts and what the screen shows,
+computed there, instead (aggregate mode: ``aggregates.py``).
 """
 
 from __future__ import annotations
@@ -29,13 +33,17 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from dataclasses import replace
 from typing import Any
 
 from infertop.dcgm import DCGM_NAMES, families_from_series, gpu_readings
-from infertop.dialects import DIALECTS, GENERIC, readings_from_families
+from infertop.dialects import GENERIC, readings_from_families
+from infertop.meta import NvmlMeta, PrometheusMeta, ServerMeta
+from infertop.servers import registry
 from infertop.model import Capability, Reading, Sample, Snapshot, Status, make_labels
 from infertop.source import SnapshotSource
 
+from .aggregates import ALERTS_SAMPLE, AggregateFetcher, RulesCheck, alerts_sample
 from .client import PrometheusClient, PrometheusError, Target, clean_text
 
 NODE_LABEL = "node"
@@ -57,7 +65,7 @@ def server_name_regex() -> str:
     alternation (anchored by Prometheus): the query returns what infertop maps, nothing
     else, which keeps a 64-node answer small."""
     fams: set[str] = set()
-    for d in DIALECTS.values():
+    for d in registry.dialects().values():   # every server kind's table (infertop/servers)
         for rule in d.rules:
             fams.update(rule.families)
         fams.update(d.extra_families)   # what the dialect's extras read
@@ -75,7 +83,8 @@ class PrometheusSource(SnapshotSource):
     fleet = True   # the screen shows the fleet view (tui/modes.py FleetApp)
 
     def __init__(self, url: str, *, timeout: float = 5.0, refresh: float | None = None,
-                 transport=None, max_bytes: int | None = None) -> None:
+                 transport=None, max_bytes: int | None = None, mode: str = "auto",
+                 rows: int = 8) -> None:
         kw = {"timeout": timeout, "transport": transport}
         if max_bytes:
             kw["max_bytes"] = max_bytes
@@ -86,7 +95,7 @@ class PrometheusSource(SnapshotSource):
         self._dcgm_query = f'{{__name__=~"{"|".join(DCGM_NAMES)}"}}'
         self._tick = 0
         self._last_fetch = 0.0
-        self._cached: tuple[list[Target], list, list] | None = None
+        self._cached: tuple[list[Target], list, list, dict[str, Sample]] | None = None
         self.capabilities: dict[str, Capability] = {}
         self.refresh_interval = refresh or 0.0   # learnt from the targets' scrape interval
         self.last_error = ""
@@ -96,6 +105,13 @@ class PrometheusSource(SnapshotSource):
         self._seen: dict[str, float] = {}    # instance -> last scrape its series are from
         self.asked = 0                       # targets whose series the last fetch asked for
         self._retry_at = 0.0                 # after a failed fetch, not before this time
+        # "series": every series, judged here; "aggregate": what the screen shows, computed
+        # by Prometheus (aggregates.py); "auto": aggregate while the exported rules are loaded
+        self.mode = mode
+        self.mode_in_use = "series"
+        self.rules = RulesCheck(node_of)
+        self.aggregates = AggregateFetcher(rows, self._dcgm_query, self._server_query)
+        self.pinned: set[str] = set()        # nodes read whole in aggregate mode (the open one)
 
     async def start(self) -> dict[str, Capability]:
         await self.client.open()
@@ -161,7 +177,7 @@ class PrometheusSource(SnapshotSource):
             due = False   # it failed moments ago: say so again rather than wait again
         if due:
             try:
-                self._cached = await self.fetch()
+                self._cached = await self._read(now)
                 self._last_fetch = now
                 self.last_error = ""
                 if self.fixed_refresh is None:
@@ -175,20 +191,47 @@ class PrometheusSource(SnapshotSource):
                 self._by_instance, self._seen = {}, {}   # start over when it answers
         if self._cached is None:
             s = Sample("prometheus", now, (), Status.ERROR, self.last_error,
-                       {"url": self.client.base})
+                       PrometheusMeta(url=self.client.base))
             return Snapshot(now, {"prometheus": s}, self._tick,
                             {"prometheus": Capability("prometheus", False, self.last_error)})
         # mapping ~20k series takes a few hundred ms: in a thread, off the event loop
-        samples = await asyncio.to_thread(build_samples, *self._cached, now=now,
+        samples = await asyncio.to_thread(build_samples, *self._cached[:3], now=now,
                                           cache=self.cache)
-        if not samples:   # every target and series dropped (null or list labels), or none
+        # every target and series dropped (null or list labels), or none; aggregate mode's
+        # rows are nodes too
+        if not samples and not any("@" in n for n in self._cached[3]):
             why = (f"Prometheus at {self.client.base} answered {len(self._cached[0])} usable "
                    "targets and no usable series (labels must be strings)")
             samples = {"prometheus": Sample("prometheus", now, (), Status.ERROR, why,
-                                            {"url": self.client.base})}
+                                            PrometheusMeta(url=self.client.base))}
+        else:
+            samples.update(self._cached[3])   # aggregate rows, overview, alerts: built already
         caps = {n: Capability(n, True) for n in samples}
         self.capabilities = caps
         return Snapshot(now, samples, self._tick, caps)
+
+    async def _read(self, now: float) -> tuple[list[Target], list, list, dict[str, Sample]]:
+        """One refresh in the mode in use; the alerts whenever the rules are loaded."""
+        aggregate = self.mode == "aggregate" or (self.mode == "auto" and self.rules.loaded)
+        if not aggregate:   # are the rules loaded now?  (then aggregates from this refresh)
+            await self.rules.check(self.client, now)
+            aggregate = self.mode == "auto" and self.rules.loaded
+            checked = True
+        else:
+            checked = False   # asked below at once with the overview
+        extra: dict[str, Sample] = {}
+        if aggregate:
+            self.mode_in_use = "aggregate"
+            started = time.perf_counter()
+            targets, dcgm, servers, extra = await self.aggregates.fetch(
+                self.client, set(self.pinned), self.rules, not checked, now, node_of)
+            self.fetch_seconds = time.perf_counter() - started
+        else:
+            self.mode_in_use = "series"
+            targets, dcgm, servers = await self.fetch()
+        extra[ALERTS_SAMPLE] = alerts_sample(self.rules.loaded, self.rules.alerts, now,
+                                             self.rules.why)
+        return targets, dcgm, servers, extra
 
     def describe(self) -> dict[str, Any]:
         return {"source": "prometheus", "label": self.label, "url": self.client.base,
@@ -242,8 +285,8 @@ def build_samples(targets: list[Target], dcgm: list, servers: list, *,
     for node, series in per_node.items():
         def gpu_sample(node=node, series=series) -> Sample:
             readings, meta = gpu_readings(series)
-            meta.update(node=node, via="prometheus dcgm-exporter",
-                        instances=sorted(dcgm_instances[node]))
+            meta = replace(meta, node=node, via="prometheus dcgm-exporter",
+                           instances=tuple(sorted(dcgm_instances[node])))
             return Sample(f"nvml@{node}", now, tuple(readings), Status.OK, "", meta)
         samples[f"nvml@{node}"] = cache.get(("nvml", node), series, gpu_sample)
     # ---- servers: one "server:<instance>" sample per server target -----------------------
@@ -255,8 +298,7 @@ def build_samples(targets: list[Target], dcgm: list, servers: list, *,
         def server_sample(node=node, inst=inst, series=series) -> Sample:
             expo = readings_from_families(families_from_series(series), inst)
             t = by_instance.get(inst)
-            meta = dict(expo.meta)
-            meta.update(node=node, url=t.url if t else "", via="prometheus")
+            meta = replace(expo.meta, node=node, url=t.url if t else "", via="prometheus")
             name = f"server:{inst}@{node}"
             return Sample(name, now, tuple(expo.readings), Status.OK, "", meta)
         samples[f"server:{inst}@{node}"] = cache.get(("server", node, inst), series,
@@ -284,9 +326,10 @@ def build_samples(targets: list[Target], dcgm: list, servers: list, *,
             is_gpu = "dcgm" in t.job.lower() or t.instance.endswith(":9400")
             name = f"nvml@{node}" if is_gpu else f"server:{t.instance}@{node}"
             if name not in samples:
-                samples[name] = Sample(name, now, (), Status.ERROR, clean_text(reason),
-                                       {"node": node, "url": t.url, "via": "prometheus"})
+                meta = NvmlMeta(node=node, url=t.url, via="prometheus") if is_gpu else \
+                    ServerMeta(node=node, url=t.url, via="prometheus")
+                samples[name] = Sample(name, now, (), Status.ERROR, clean_text(reason), meta)
     for node, rs in per_node_targets.items():
         name = f"prometheus@{node}"
-        samples[name] = Sample(name, now, tuple(rs), Status.OK, "", {"node": node})
+        samples[name] = Sample(name, now, tuple(rs), Status.OK, "", PrometheusMeta(node=node))
     return dict(sorted(samples.items()))

@@ -7,17 +7,10 @@ real process names (``server_settings`` and its per-server flag tables live in
 server_settings.py and are re-exported here); only ``snapshot_processes``/``discover_all``/``find_server`` touch
 psutil, imported lazily (the core must stay importable without it).
 
-What real servers look like (tests/fixtures/processes/*.txt):
-- vLLM: the API server is ``python -m vllm.entrypoints.openai.api_server ...`` or
-  ``vllm serve MODEL``; its children rename themselves with setproctitle to
-  ``VLLM::EngineCore[_DPn]`` / ``VLLM::Worker[_DPn][_PPn][_TPn]...`` / ``VLLM::APIServer_n``
-  / ``VLLM::DPCoordinator`` (prefix from VLLM_PROCESS_NAME_PREFIX).  psutil ``name()``
-  shows the title, ``/proc/PID/comm`` cuts it to 15 chars (``VLLM::EngineCor``), and
-  ``cmdline()`` is the title padded with spaces.
-- SGLang: ``python -m sglang.launch_server`` with ``sglang::scheduler[_DPn_TPn]`` and
-  ``sglang::detokenizer`` children.
-- TGI: ``text-generation-launcher`` -> ``text-generation-router`` + ``text-generation-server``
-  shards.  llama.cpp: one ``llama-server`` process.  Triton: ``tritonserver``.
+What each server's processes look like (its setproctitle titles, its programs and modules,
+its roles, default port and port flag) is declared by its kind in infertop/servers/<kind>.py
+(tests/fixtures/processes/*.txt are real trees); this module applies them and names no
+server.
 """
 
 from __future__ import annotations
@@ -33,18 +26,25 @@ from urllib.parse import urlsplit
 from infertop.probes.server.settings import _pick, parse_flags
 from infertop.probes.server.settings import server_settings as server_settings
 from infertop.redact import redact_argv
+from infertop.meta import ServerInfo
+from infertop.servers import registry
 from infertop.textclean import clean
 
-SERVER_KINDS = ("vllm", "sglang", "tgi", "llamacpp", "triton", "trtllm")
-ROLES = ("api_server", "engine_core", "worker", "scheduler", "detokenizer", "router",
-         "shard", "launcher", "server", "helper")
 # Roles that are a server's entry point; anything else is a child whose root is above it.
 ROOT_ROLES = ("api_server", "launcher", "server")
-LOOKED_FOR = "vLLM, SGLang, TGI, llama.cpp, Triton processes; --pid; owner of --url port"
 
-# Ports a server listens on when its command line does not say (documented defaults).
-DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "tgi": 3000, "llamacpp": 8080,
-                 "triton": 8000, "trtllm": 8000}
+
+def is_server_kind(kind: str) -> bool:
+    """A registered server kind (not "python" or "unknown")."""
+    return registry.kind(kind) is not None
+
+
+def looked_for() -> str:
+    """What discovery searches for, said when nothing was found."""
+    return f"{registry.looked_for()} processes; --pid; owner of --url port"
+
+
+LOOKED_FOR = looked_for()   # the kinds known at import (messages ask looked_for())
 
 
 @dataclass
@@ -52,7 +52,7 @@ class ServerProcess:
     """The root process of one inference server."""
 
     pid: int
-    kind: str      # vllm|sglang|tgi|llamacpp|triton|trtllm|python|unknown
+    kind: str      # a registered kind's name (infertop.servers), python or unknown
     name: str
     cmdline: list[str]
     port: int | None
@@ -60,12 +60,9 @@ class ServerProcess:
     members: list[int] = field(default_factory=list)  # tree pids seen when found
     by_name_not_port: bool = False  # --url given, but its port's owner could not be read
 
-    def to_meta(self) -> dict[str, object]:
-        d: dict[str, object] = {"pid": self.pid, "kind": self.kind, "name": self.name,
-                                "reason": self.reason, "port": self.port}
-        if self.by_name_not_port:
-            d["found_by"] = "name, not port"
-        return d
+    def to_meta(self) -> ServerInfo:
+        return ServerInfo(self.pid, self.kind, self.name, self.reason, self.port,
+                          "name, not port" if self.by_name_not_port else "")
 
 
 @dataclass(frozen=True)
@@ -149,26 +146,20 @@ def _classify_title(title: str) -> tuple[str, str] | None:
     def is_(word: str) -> bool:
         return rest.startswith(word) or (cut and len(rest) >= 3 and word.startswith(rest))
 
-    if prefix.lower() == "sglang":
-        if is_("scheduler") or is_("semi_pd_scheduler"):
-            return "sglang", "scheduler"
-        if is_("detokenizer"):
-            return "sglang", "detokenizer"
-        if is_("data_parallel_controller"):
-            return "sglang", "router"
-        if is_("gpu_worker"):
-            return "sglang", "worker"
-        return "sglang", "helper"
-    # vLLM's prefix is configurable (VLLM_PROCESS_NAME_PREFIX, default "VLLM"); the names
-    # after '::' are vLLM's own.  comm cuts 'VLLM::EngineCore' to 'VLLM::EngineCor'.
-    if is_("EngineCore"):
-        return "vllm", "engine_core"
-    if is_("Worker"):
-        return "vllm", "worker"
-    if is_("APIServer"):
-        return "vllm", "api_server"
-    if prefix.upper() == "VLLM":
-        return "vllm", "helper"  # DPCoordinator and future helpers
+    def named(t) -> str | None:
+        return next((role for word, role in t.names if is_(word)), None)
+
+    titled = [(k.name, k.titles) for k in registry.kinds() if k.titles is not None]
+    # a kind's own prefix first ('sglang::Worker' is SGLang's), then names any prefix may
+    # carry (vLLM's prefix is configurable: comm cuts 'VLLM::EngineCore' to 'VLLM::EngineCor')
+    for name, t in titled:
+        if prefix.lower() == t.prefix.lower():
+            return name, named(t) or t.default_role
+    for name, t in titled:
+        if t.any_prefix:
+            role = named(t)
+            if role:
+                return name, role
     return None
 
 
@@ -176,12 +167,23 @@ _HELPER_CODE = ("multiprocessing.resource_tracker", "multiprocessing.spawn",
                 "multiprocessing.forkserver", "multiprocessing.popen")
 
 
+def _match_kinds(how: str, prog: str, first: str) -> tuple[str, str] | None:
+    """The first kind that claims the program (each names its own programs and modules)."""
+    for k in registry.kinds():
+        hit = k.match_argv(how, prog, first)
+        if hit is not None:
+            return hit
+    return None
+
+
 def classify(name: str, cmdline: Iterable[str] | None) -> tuple[str, str]:
     """(kind, role) of one process from its name and command line.
 
-    kind: vllm|sglang|tgi|llamacpp|triton|trtllm for a server's process, "python" for any
-    other Python process, "unknown" otherwise.  role: one of ROLES, or "" when the process
-    is not recognisably part of a server.  infertop itself is never a server.
+    kind: a registered kind's name for a server's process (each kind's ``match_argv``
+    and ``titles``), "python" for any other Python process, "unknown" otherwise.  role:
+    one of the kinds' roles (registry.role_priority()), "helper" for Python helpers, or ""
+    when the process is not recognisably part of a server.  infertop itself is never a
+    server.
     """
     argv = clean_cmdline(cmdline)
     title = _title_of(name, argv)
@@ -197,18 +199,9 @@ def classify(name: str, cmdline: Iterable[str] | None) -> tuple[str, str]:
     if how == "module":
         if prog.startswith("infertop"):
             return "unknown", ""
-        if prog.startswith("vllm.entrypoints"):
-            return ("vllm", "api_server") if "cli" not in prog or first == "serve" else \
-                ("vllm", "")
-        if prog in ("sglang.launch_server", "sglang.srt.server") or \
-                (prog in ("sglang", "sglang.cli.main") and first == "serve"):
-            return "sglang", "api_server"
-        if prog.startswith("sglang_router"):
-            return "sglang", "router"
-        if prog.startswith("llama_cpp.server"):
-            return "llamacpp", "server"
-        if prog.startswith("text_generation_server"):
-            return "tgi", "shard"
+        hit = _match_kinds(how, prog, first)
+        if hit:
+            return hit
         if prog.startswith("torch._inductor.compile_worker") or prog in _HELPER_CODE:
             return "python", "helper"
         return "python", ""
@@ -219,22 +212,9 @@ def classify(name: str, cmdline: Iterable[str] | None) -> tuple[str, str]:
         return "python", ""
     if prog.startswith("infertop"):
         return "unknown", ""
-    if prog == "vllm":
-        return ("vllm", "api_server") if first == "serve" else ("unknown", "")
-    if prog == "sglang":
-        return ("sglang", "api_server") if first == "serve" else ("unknown", "")
-    if prog == "text-generation-launcher":
-        return "tgi", "launcher"
-    if prog == "text-generation-router":
-        return "tgi", "router"
-    if prog == "text-generation-server":
-        return "tgi", "shard"
-    if prog in ("llama-server", "llama-server.exe"):
-        return "llamacpp", "server"
-    if prog == "tritonserver":
-        return "triton", "server"
-    if prog == "trtllm-serve":
-        return "trtllm", "api_server"
+    hit = _match_kinds(how, prog, first)
+    if hit:
+        return hit
     if how == "script":
         # torch's compile workers run .../torch/_inductor/compile_worker/__main__.py
         if any("compile_worker" in a for a in argv[:3]):
@@ -261,7 +241,7 @@ def group_servers(procs: Iterable[ProcInfo], *,
     kinds = {pid: classify(p.name, p.cmdline) for pid, p in table.items()}
     roots: dict[int, tuple[str, list[int]]] = {}
     for pid, (kind, role) in kinds.items():
-        if kind not in SERVER_KINDS or not role or pid in skip:
+        if not is_server_kind(kind) or not role or pid in skip:
             continue
         cur = pid
         seen = {cur}
@@ -306,8 +286,8 @@ def root_of(pid: int, procs: Iterable[ProcInfo]) -> tuple[int, str]:
 def port_from_cmdline(kind: str, cmdline: Iterable[str] | None) -> int | None:
     """The HTTP port a server was told to use, or None when the command line is silent."""
     _, _, args = split_program(cmdline)
-    flag = ("--http-port",) if kind == "triton" else ("--port", "-p") if kind == "tgi" \
-        else ("--port",)
+    k = registry.kind(kind)
+    flag = k.port_flags if k is not None else ("--port",)
     found = parse_flags(args, flag)
     v = _pick(found, *flag)
     try:
@@ -410,7 +390,7 @@ def _fill_ports(servers: list[ServerProcess], owners: Mapping[int, list[int]]) -
     for s in servers:
         if s.port is not None:
             continue
-        default = DEFAULT_PORTS.get(s.kind)
+        default = registry.default_port(s.kind)
         mine = sorted(by_pid.get(s.pid, []))
         if mine:
             s.port = default if default in mine else mine[0]
@@ -467,7 +447,7 @@ def locate(pid: int | None = None, url: str | None = None) -> tuple[ServerProces
                           "not running there; not searching by name")
     servers = discover_all()
     if not servers:
-        return None, f"{why_port}no server process found (looked for {LOOKED_FOR})"
+        return None, f"{why_port}no server process found (looked for {looked_for()})"
     chosen = servers[0]
     if port is not None:
         on_port = [s for s in servers if s.port == port]
@@ -501,13 +481,13 @@ def _by_pid(psutil, pid: int) -> tuple[ServerProcess | None, str]:
         kids = p.children(recursive=True)
     except psutil.Error:
         kids = []
-    if kind not in SERVER_KINDS and pid > 1:
+    if not is_server_kind(kind) and pid > 1:
         # a wrapper (shell, python script, `timeout`) whose child is the server
         for c in kids:
             try:
                 if c.ppid() == pid:
                     k, _ = classify(c.name(), c.cmdline())
-                    if k in SERVER_KINDS:
+                    if is_server_kind(k):
                         kind = k
                         break
             except psutil.Error:

@@ -2,8 +2,8 @@
 
 The process probe reads the server's own tree every tick; who else fills the host's CPUs
 needs every process's ``/proc/PID/stat``: a few milliseconds on a busy box.  So it is
-read only while the host is near saturation (``SCAN_AT``, below SCH-004's default 0.9 so
-the readings are there when the rule raises) and at most every ``SCAN_EVERY`` seconds; the
+read only while the host is near saturation (``thresholds.host_top_scan_at``, default
+``SCAN_AT``, below SCH-004's 0.9 so the readings are there when the rule raises) and at most every ``SCAN_EVERY`` seconds; the
 readings are slow-cadence facts (rules.base.SLOW_KEYS) between scans.  CPU is a rate of
 utime+stime between two scans (the first scan only takes the baseline).  It runs in the
 process probe's thread, never on the event loop.
@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Callable
 
-SCAN_AT = 0.8        # host CPU busy share at which the scan starts (SCH-004 raises at 0.9)
+SCAN_AT = 0.8        # the default of thresholds.host_top_scan_at (SCH-004 raises at 0.9)
 SCAN_EVERY = 5.0     # seconds between scans while it lasts
 TOP_N = 5
 NAME_MAX = 32

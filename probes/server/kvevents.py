@@ -22,10 +22,12 @@ from typing import Any
 
 from infertop.kvevents import (MISSING_DEPENDENCY, KvEventsError, KvEventTracker, decode_batch,
                                parse_frames)
+from infertop.meta import KvEventsMeta
 from infertop.model import Capability, Sample, Status
 from infertop.textclean import clean
 
 from ..base import Probe
+from ..registry import LiveTarget, ProbeSpec, ProbeUsageError, register
 
 DEFAULT_ENDPOINT = "tcp://*:5557"   # vLLM KVEventsConfig.endpoint's default
 POLL_MS = 200                       # how often a subscriber thread checks for close()
@@ -154,9 +156,7 @@ class KvEventsProbe(Probe):
             readings = tuple(self.tracker.readings(self.instance))
             since = self.tracker.since
         alive = [t for t in self._threads if t.is_alive()]
-        meta: dict[str, object] = {"endpoints": list(self.endpoints)}
-        if since is not None:
-            meta["since"] = since
+        meta = KvEventsMeta(endpoints=tuple(self.endpoints), since=since)
         if not alive:
             why = "; ".join(self._errors.values()) or "every subscriber stopped"
             return Sample(self.name, now, readings, Status.ERROR, why[:300], meta)
@@ -172,3 +172,49 @@ class KvEventsProbe(Probe):
         ctx, self._ctx = self._ctx, None
         if ctx is not None and not any(t.is_alive() for t in self._threads):
             ctx.term()   # every socket is closed by its thread: term() cannot hang
+
+
+def kv_event_probes(args: Any, target: LiveTarget) -> list[KvEventsProbe]:
+    """A KV-event subscriber for the watched server: at --kv-events's endpoints, else at
+    those its own --kv-events-config names (none when it publishes no events)."""
+    from infertop.probes.server.metrics import normalize_url
+    urls = target.urls
+    instance = normalize_url(urls[0])[1] if urls else "local"
+    given = list(getattr(args, "kv_events", None) or [])
+    if given:
+        for ep in given:
+            if not ep.startswith(("tcp://", "ipc://")):
+                raise ProbeUsageError(f"--kv-events: expected tcp://HOST:PORT or ipc://PATH, "
+                                      f"got {ep[:80]!r}")
+        return [KvEventsProbe(given, instance)]
+    try:
+        from infertop.probes.server.discovery import find_server, server_settings
+        server = find_server(pid=target.pid, url=urls[0] if urls else None)
+    except Exception:   # discovery is a convenience here: no events, nothing else lost
+        return []
+    if server is None:
+        return []
+    settings = server_settings(server.kind, server.cmdline)
+    endpoints = kv_events_endpoints(settings.get("kv_events_config"),
+                                    settings.get("data_parallel_size"))
+    return [KvEventsProbe(endpoints, instance)] if endpoints else []
+
+
+def _flags(g: Any) -> None:
+    g.add_argument("--kv-events", action="append", default=[], metavar="ENDPOINT",
+                   help="subscribe to the server's KV-cache events at this ZMQ endpoint "
+                        "(tcp://HOST:PORT; repeat per data-parallel rank); default: from "
+                        "the server's --kv-events-config (needs infertop[kv-events])")
+
+
+SPEC = register(ProbeSpec(
+    name="kvevents",
+    keys=("kv.event_batches_total", "kv.event_batches_dropped_total",
+          "kv.event_batches_undecodable_total", "kv.event_blocks_stored_total",
+          "kv.event_blocks_evicted_total", "kv.event_blocks_restored_total",
+          "kv.event_resident_blocks"),
+    needs="pyzmq and msgpack (infertop[kv-events]) and a server publishing KV events "
+          "(vLLM --kv-events-config)",
+    build=kv_event_probes,
+    add_flags=_flags,
+))

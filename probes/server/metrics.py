@@ -19,12 +19,14 @@ import html
 import re
 import time
 import zlib
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from infertop import __version__
 from infertop.dialects import readings_from_families
 from infertop.keys import SPECS
+from infertop.meta import NvmlMeta, ServerMeta
 from infertop.model import Capability, Reading, Sample, make_labels
 from infertop.promtext import ParseError, parse
 from infertop.redact import redact_text, redact_url
@@ -33,6 +35,7 @@ from infertop.textclean import clean, one_line
 from infertop.probes.base import Probe, sample
 
 from infertop.probes.server.http11 import ConnectFailed, Http11Client, HttpError, Response
+from infertop.probes.registry import LiveTarget, ProbeSpec, register
 
 __all__ = ["ServerMetricsProbe", "ServerMetricsError", "normalize_url"]
 
@@ -142,24 +145,24 @@ class ServerMetricsProbe(Probe):
             readings, meta = self._map(text, headers)
         except ParseError as e:
             raise ServerMetricsError(clean(f"{url} did not return Prometheus metrics: {e}")) from None
-        meta.update(url=redact_url(url), scrape_bytes=len(body))
-        if meta.get("series_dropped"):
-            warnings += [n for n in meta.get("notes", ()) if "cardinality cap" in n]
-        if warnings:   # read, but not all of it: the reason says what was left out
-            meta["warnings"] = warnings
+        if isinstance(meta, ServerMeta) and meta.series_dropped:
+            warnings += [n for n in meta.notes if "cardinality cap" in n]
+        # warnings: read, but not all of it; the reason says what was left out
+        meta = replace(meta, url=redact_url(url), scrape_bytes=len(body),
+                       warnings=tuple(warnings))
         return sample(self.name, readings, meta=meta, started=started,
                       reason="; ".join(warnings))
 
-    def _map(self, text: str, headers) -> tuple[list[Reading], dict[str, Any]]:
+    def _map(self, text: str, headers) -> tuple[list[Reading], ServerMeta | NvmlMeta]:
         """The page's readings and meta (ParseError when it is not an exposition); the
         fleet's direct probe also maps a dcgm-exporter page here (fleet_hub.py)."""
         return self._map_families(parse(text), headers)
 
-    def _map_families(self, families, headers) -> tuple[list[Reading], dict[str, Any]]:
+    def _map_families(self, families, headers) -> tuple[list[Reading], ServerMeta]:
         expo = readings_from_families(families, self.instance)
         readings = list(expo.readings)
         _add_start_header(readings, headers, self.instance)
-        return readings, dict(expo.meta)
+        return readings, expo.meta
 
     # ---- HTTP --------------------------------------------------------------------------
 
@@ -369,3 +372,32 @@ def _add_start_header(readings: list[Reading], headers: dict[str, str], instance
     readings.append(Reading("server.process_start_seconds", value,
                             SPECS["server.process_start_seconds"].unit,
                             make_labels(instance=instance)))
+
+
+def server_probes(args: Any, target: LiveTarget) -> list[ServerMetricsProbe]:
+    """One probe per server URL (given or discovered); two spellings of one URL, one probe."""
+    out: list[ServerMetricsProbe] = []
+    seen: set[str] = set()
+    for u in target.urls:
+        probe = ServerMetricsProbe(u)
+        if probe.name not in seen:
+            seen.add(probe.name)
+            out.append(probe)
+    return out
+
+
+# what a /metrics page maps onto: every probe reading of these namespaces but the process
+# probe's server.setting and the KV-event subscriber's kv.event_* (the dialects' tables in
+# infertop/dialects.py name them; tests/test_probe_registry.py checks the two agree)
+SERVER_KEYS = tuple(k for k, s in SPECS.items()
+                    if not s.derived and k.split(".")[0] in
+                    ("server", "kv", "spec", "latency", "request", "disagg")
+                    and k != "server.setting" and not k.startswith("kv.event_"))
+
+SPEC = register(ProbeSpec(
+    name="server",
+    keys=SERVER_KEYS,
+    needs="the server's /metrics URL (--url, or the port of a discovered server)",
+    build=server_probes,
+    demo="infertop.probes.sources.demo:sample_from_exposition",
+))

@@ -18,6 +18,7 @@ Also here: the /proc side of matching NVML's process list to the tree (``read_ns
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 import math
 import os
 import pwd
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from infertop.keys import SPECS
+from infertop.meta import ProcessMeta
 from infertop.model import Capability, Reading, Sample, Status, make_labels
 from infertop.textclean import clean
 
@@ -33,11 +35,12 @@ from infertop.probes.server import discovery
 from infertop.pidmap import map_gpu_pids  # noqa: F401  (re-exported)
 
 from infertop.probes.base import BlockingProbe, sample
-from infertop.probes.server.discovery import (LOOKED_FOR, ROOT_ROLES, SERVER_KINDS, ServerProcess, classify,
-                        clean_cmdline, server_settings)
+from infertop.probes.server.discovery import (ROOT_ROLES, ServerProcess, classify,
+                        clean_cmdline, is_server_kind, looked_for, server_settings)
 
-from infertop.probes.server.host_top import NAME_MAX, HostTopCpu
+from infertop.probes.server.host_top import NAME_MAX, SCAN_AT, HostTopCpu
 from infertop.probes.server.model_config import ModelConfigReader
+from infertop.probes.registry import ProbeSpec, register
 
 CMDLINE_MAX = 300
 
@@ -158,7 +161,8 @@ class ProcessProbe(BlockingProbe):
     def __init__(self, *, pid: int | None = None, url: str | None = None,
                  max_threads_per_process: int = 20, rediscover_every: float = 5.0,
                  locate: Callable[..., tuple[ServerProcess | None, str]] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 host_top_at: float = SCAN_AT) -> None:
         super().__init__()
         self.pid, self.url = pid, url
         self.max_threads = max(0, max_threads_per_process)
@@ -190,7 +194,7 @@ class ProcessProbe(BlockingProbe):
         self._static: dict[tuple[int, float], tuple] = {}
         self._settings: tuple[tuple, dict[str, str]] = ((), {})
         self._model_config = ModelConfigReader()
-        self._top = HostTopCpu(clock=clock)
+        self._top = HostTopCpu(clock=clock, at=host_top_at)   # thresholds.host_top_scan_at
 
     # -- lifecycle
     def open_blocking(self) -> Capability:
@@ -212,16 +216,15 @@ class ProcessProbe(BlockingProbe):
         readings = self._host(psutil)
         readings += self._top_consumers(readings)
         server = self._ensure_server(psutil)
-        meta: dict[str, Any] = {"in_container": self._container[0]}
-        if self._container[0]:
-            meta["in_container_why"] = self._container[1]
+        meta = ProcessMeta(in_container=self._container[0],
+                           in_container_why=self._container[1] if self._container[0] else "")
         tree = self._tree(psutil, server) if server else None
         if server is None or tree is None:
             self.tree = []
             self._prev_cpu.clear()
             self._prev_thr.clear()
             why = "; ".join(w for w in (self._exited, self._why) if w)
-            meta.update(server=None, tree=[], looked_for=LOOKED_FOR, reason=why)
+            meta = replace(meta, server=None, tree=(), looked_for=looked_for(), reason=why)
             return sample(self.name, readings, meta=meta, started=started, reason=why)
         seen: set[tuple[int, float]] = set()
         pids = []
@@ -249,10 +252,10 @@ class ProcessProbe(BlockingProbe):
         # the model's shape for the speed-of-light estimate (cached; read once per model)
         readings += self._model_config.readings(settings, pid=server.pid)
         self.tree = pids
-        meta.update(server=server.to_meta(), tree=pids)
         aliases = ns_pid_aliases(pids)
-        if aliases:  # only when the tree lives in a nested PID namespace
-            meta["pid_aliases"] = sorted([a, p] for a, p in aliases.items())
+        # pid_aliases only when the tree lives in a nested PID namespace
+        meta = replace(meta, server=server.to_meta(), tree=tuple(pids),
+                       pid_aliases=tuple(sorted(aliases.items())))
         return sample(self.name, readings, meta=meta, started=started)
 
     # -- server discovery and liveness
@@ -417,7 +420,7 @@ class ProcessProbe(BlockingProbe):
         if not role:
             role = "server" if pid == server.pid else "helper"
         info_labels = {"pid": pid, "ppid": ppid if ppid is not None else "", "name": name,
-                       "role": role, "kind": kind if kind in SERVER_KINDS else
+                       "role": role, "kind": kind if is_server_kind(kind) else
                        (server.kind if pid == server.pid else kind)}
         user = user_name(uids.real) if uids else None
         if user:   # the GPU process list's user column (nvitop's); another user's: unknown
@@ -482,3 +485,20 @@ class ProcessProbe(BlockingProbe):
         out.append(_reading("host.mem_used_bytes", float(vm.total - vm.available), {}))
         out.append(_reading("host.mem_total_bytes", float(vm.total), {}))
         return out
+
+
+SPEC = register(ProbeSpec(
+    name="process",
+    keys=("host.cpu_ratio", "host.cpu_count", "host.load1", "host.top_cpu_cores",
+          "host.mem_used_bytes", "host.mem_total_bytes", "process.info", "process.cpu_ratio",
+          "process.rss_bytes", "process.threads", "process.state", "process.ctx_switches_total",
+          "thread.cpu_ratio", "server.setting", "model.info", "model.params",
+          "model.active_params", "model.weight_bytes", "model.kv_bytes_per_token"),
+    needs="psutil and /proc (the server's process tree, host CPU and memory); the "
+          "model's config.json for model.*",
+    # the server --url or --pid names (discovered by name with neither)
+    build=lambda args, target: [ProcessProbe(
+        pid=target.pid, url=target.given_urls[0] if target.given_urls else None,
+        host_top_at=SCAN_AT if target.host_top_at is None else target.host_top_at)],
+    demo="infertop.demo.readings:process_sample",
+))

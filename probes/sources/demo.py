@@ -12,10 +12,12 @@ History (counters of a new simulated server begin at zero).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
 from typing import Any
 
 from infertop.keys import SPECS
+from infertop.meta import ServerMeta
 from infertop.model import Capability, Reading, Sample, Snapshot, Status, make_labels
 from infertop.demo.scenario import Scenario, ScenarioError, list_scenarios, load_scenario
 from infertop.demo.exposition import render
@@ -23,6 +25,7 @@ from infertop.demo.readings import entry_process, nvml_sample, process_sample
 from infertop.demo.sim import DEMO_EPOCH, SimFrame, ScenarioRun
 
 from infertop.probes.server.metrics import refused_message
+from infertop.servers import registry
 from infertop.source import SnapshotSource, pace
 
 
@@ -69,7 +72,7 @@ class DemoSource(SnapshotSource):
         self.epoch = 0
         self._ended = False
         self._settings_cache: dict[tuple, dict[str, str]] = {}
-        self._last_meta: dict[str, Any] = {}
+        self._last_meta = ServerMeta()
         self._run = self._new_run(self.names[self._index])
 
     # ---- scenario control --------------------------------------------------------------
@@ -147,13 +150,26 @@ class DemoSource(SnapshotSource):
         if s["nvlink"]:
             feats.add("nvlink")
         src = self.server_source
-        return {"nvml": Capability("nvml", True, "", frozenset(feats)),
-                "process": Capability("process", True),
-                src: Capability(src, True, "", frozenset({self.server_kind}))}
+        out = {"nvml": Capability("nvml", True, "", frozenset(feats)),
+               "process": Capability("process", True),
+               src: Capability(src, True, "", frozenset({self.server_kind}))}
+        if s.get("pd_pair"):
+            pre = self.prefill_source
+            out[pre] = Capability(pre, True, "", frozenset({self.server_kind}))
+        return out
 
     @property
     def server_source(self) -> str:
         return f"server:{self.instance}"
+
+    @property
+    def prefill_instance(self) -> str:
+        """A pair's prefill instance (setup pd_pair): its own /metrics, another node."""
+        return f"{self.instance}-prefill"
+
+    @property
+    def prefill_source(self) -> str:
+        return f"server:{self.prefill_instance}"
 
     async def next(self) -> Snapshot | None:
         return self.next_sync()
@@ -185,6 +201,8 @@ class DemoSource(SnapshotSource):
         samples = {"nvml": nvml_sample(frame),
                    "process": process_sample(frame, self._settings(frame)),
                    self.server_source: self.server_sample(frame)}
+        if frame.prefill is not None:
+            samples[self.prefill_source] = self.prefill_sample(frame.prefill)
         return Snapshot(time=frame.time, samples=samples, tick=self._tick,
                         capabilities=self.capabilities())
 
@@ -193,10 +211,20 @@ class DemoSource(SnapshotSource):
         url = f"demo://{self.scenario.name}/metrics"
         if frame.down:
             return Sample(src, frame.time, (), Status.ERROR, refused_message(url),
-                          dict(self._last_meta))
+                          self._last_meta)
         text = render(frame, self.dialect or frame.kind)
-        return sample_from_exposition(src, frame, text, self.instance, url=url,
-                                      remember=self._last_meta)
+        got = sample_from_exposition(src, frame, text, self.instance, url=url)
+        if isinstance(got.meta, ServerMeta):
+            self._last_meta = got.meta
+        return with_role(got, frame, self.instance) if frame.prefill is not None else got
+
+    def prefill_sample(self, frame: SimFrame) -> Sample:
+        """The pair's prefill instance, scraped as a second --url would be."""
+        url = f"demo://{self.scenario.name}/prefill/metrics"
+        text = render(frame, self.dialect or frame.kind)
+        got = sample_from_exposition(self.prefill_source, frame, text,
+                                     self.prefill_instance, url=url)
+        return with_role(got, frame, self.prefill_instance)
 
     def _settings(self, frame: SimFrame) -> dict[str, str]:
         root = entry_process(frame)
@@ -225,25 +253,44 @@ class DemoSource(SnapshotSource):
                 "capabilities": {n: c.to_dict() for n, c in self.capabilities().items()}}
 
 
-def sample_from_exposition(source: str, frame: SimFrame, text: str, instance: str, *, url: str,
-                           remember: dict[str, Any] | None = None) -> Sample:
+# vLLM KVTransferConfig.kv_role -> the part in the pair (as probes/server/settings.py)
+_KV_ROLES = {"kv_producer": "prefill", "kv_consumer": "decode", "kv_both": "both"}
+
+
+def with_role(sample: Sample, frame: SimFrame, instance: str) -> Sample:
+    """``sample`` plus the instance's P/D role read from its own --kv-transfer-config.
+    Live, the process probe reads the role from the command line of the one server it
+    follows (a host-wide setting); each instance of the demo's pair has its own, so the
+    demo labels it with the instance, as SGLang's engine_type label does."""
+    try:
+        cfg = json.loads(frame.setup["settings"].get("kv_transfer_config", ""))
+    except ValueError:
+        return sample
+    role = _KV_ROLES.get(cfg.get("kv_role", "")) if isinstance(cfg, dict) else None
+    if role is None:
+        return sample
+    r = Reading("server.disagg_role", 1.0, "", make_labels(instance=instance),
+                kind=SPECS["server.disagg_role"].kind, text=role)
+    return replace(sample, readings=(*sample.readings, r))
+
+
+def sample_from_exposition(source: str, frame: SimFrame, text: str, instance: str, *,
+                           url: str) -> Sample:
     """Parse demo exposition text with the live dialect mapper into the server Sample."""
     from infertop.dialects import readings_from_exposition
 
     expo = readings_from_exposition(text, instance)
     readings = list(expo.readings)
-    if expo.dialect == "llamacpp" and \
+    kind = registry.kind(expo.dialect)
+    if kind is not None and kind.start_time_header and \
             not any(r.key == "server.process_start_seconds" for r in readings):
-        # llama.cpp sends its start time as a response header, as the live probe reads it
+        # the kind sends its start time as a response header (llama.cpp), as the live
+        # probe reads it
         readings.append(Reading("server.process_start_seconds", float(int(frame.start_time)),
                                 SPECS["server.process_start_seconds"].unit,
                                 make_labels(instance=instance)))
-    meta = dict(expo.meta or {})
-    meta.setdefault("dialect", expo.dialect)
-    meta.setdefault("model", frame.model)
-    meta.update(url=url, scrape_bytes=len(text.encode("utf-8")),
-                engines=[str(e.index) for e in frame.engines])
-    if remember is not None:
-        remember.clear()
-        remember.update(meta)
+    meta = replace(expo.meta, dialect=expo.meta.dialect or expo.dialect,
+                   model=frame.model if expo.meta.model is None else expo.meta.model,
+                   url=url, scrape_bytes=len(text.encode("utf-8")),
+                   engines=tuple(str(e.index) for e in frame.engines))
     return Sample(source, frame.time, tuple(readings), Status.OK, "", meta)

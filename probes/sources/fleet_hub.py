@@ -15,6 +15,7 @@ from dataclasses import replace
 from urllib.parse import urlsplit
 
 from infertop.dcgm import gpu_readings
+from infertop.meta import NoMeta, NvmlMeta, SampleMeta, ServerMeta
 from infertop.model import Reading, Sample, Snapshot, Status, make_labels
 from infertop.promtext import parse
 
@@ -55,7 +56,7 @@ def fleet_nodes(urls: list[str]) -> list[tuple[str, str]] | None:
 class DirectNodeProbe(ServerMetricsProbe):
     """One URL of a node: a server's /metrics, or its dcgm-exporter's."""
 
-    def _map(self, text: str, headers) -> tuple[list[Reading], dict]:
+    def _map(self, text: str, headers) -> tuple[list[Reading], NvmlMeta | ServerMeta]:
         """The same read as a server's (caps, charset, redaction: ServerMetricsProbe); a
         page of ``DCGM_*`` families is the node's GPUs, mapped by infertop/dcgm.py."""
         families = parse(text)
@@ -63,8 +64,7 @@ class DirectNodeProbe(ServerMetricsProbe):
             series = [({**s.labels, "__name__": s.name}, s.value)
                       for f in families for s in f.samples]
             readings, meta = gpu_readings(series)
-            meta["dcgm"] = True
-            return readings, meta
+            return readings, replace(meta, dcgm=True)
         return self._map_families(families, headers)
 
 
@@ -91,10 +91,10 @@ class FleetHub(Hub):
         ups: dict[str, list[Reading]] = {}
         for name, s in snap.samples.items():
             node = self.node_of.get(name, name)
-            is_gpu = bool(s.meta.get("dcgm"))
+            is_gpu = isinstance(s.meta, NvmlMeta) and s.meta.dcgm
             plain = "nvml" if is_gpu else name
             new = f"{plain}@{node}"
-            samples[new] = replace(s, source=new, meta={**s.meta, "node": node})
+            samples[new] = replace(s, source=new, meta=_on_node(s, node, is_gpu))
             inst = name.split(":", 1)[1] if ":" in name else name
             down = s.status is Status.ERROR
             # how it was read and why it failed, for FLT-003's evidence (the reason is the
@@ -107,7 +107,7 @@ class FleetHub(Hub):
                 text=why or None))
         for node, rs in ups.items():
             samples[f"scrape@{node}"] = Sample(f"scrape@{node}", snap.time, tuple(rs),
-                                               meta={"node": node})
+                                               meta=NoMeta(node=node))
         caps = {}
         for name, cap in snap.capabilities.items():
             on = self.node_of.get(name)
@@ -118,3 +118,12 @@ class FleetHub(Hub):
         d = super().describe()
         d.update(source="fleet", fleet=True)
         return d
+
+
+def _on_node(s: Sample, node: str, is_gpu: bool) -> SampleMeta:
+    """A direct probe's meta, renamed to its node's: a sample that failed before any
+    scrape has the empty meta of its first name (server:...); its new name's class."""
+    meta = s.meta
+    if is_gpu or isinstance(meta, ServerMeta):
+        return replace(meta, node=node)
+    return ServerMeta(node=node)

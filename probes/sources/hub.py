@@ -12,6 +12,7 @@ import socket
 import time
 from typing import Any, Sequence
 
+from infertop.meta import empty_meta
 from infertop.model import Capability, Sample, Snapshot, Status
 
 from infertop.probes.base import Probe, StillRunning
@@ -109,7 +110,8 @@ class Hub(SnapshotSource):
         except Exception as e:
             msg = str(e) or type(e).__name__
             return Sample(p.name, time.time(), (), Status.ERROR, msg,
-                          self._last[p.name].meta if p.name in self._last else {},
+                          self._last[p.name].meta if p.name in self._last
+                          else empty_meta(p.name),
                           time.perf_counter() - started)
         self._last[p.name] = s
         return s

@@ -37,5 +37,5 @@ class DemoFleetSource(SnapshotSource):
                 if name == "process":
                     continue   # Prometheus knows no process tree: the fleet has none either
                 samples[f"{name}@{node}"] = replace(s, source=f"{name}@{node}",
-                                                    meta={**s.meta, "node": node})
+                                                    meta=replace(s.meta, node=node))
         return Snapshot(t, samples, self.tick)

@@ -39,8 +39,11 @@ PHASES = tuple(p for p in Phase if p is not Phase.shrink or os.environ.get("INFE
 
 
 def props(n: int):
-    """Settings for one property: ``n`` examples (or INFERTOP_PROPS_EXAMPLES), the same
-    ones every run, no deadline (a busy 2-core box is slow, not wrong), no database."""
+    """Settings for one property: ``n`` examples (or INFERTOP_PROPS_EXAMPLES; the fast
+    profile of `make test-fast` caps them at its own count), the same ones every run, no
+    deadline (a busy 2-core box is slow, not wrong), no database."""
+    if settings.get_current_profile_name() == "fast":
+        n = min(n, settings.default.max_examples)
     return settings(max_examples=EXAMPLES or n, derandomize=True, deadline=None,
                     database=None, print_blob=True, phases=PHASES,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,

@@ -11,6 +11,7 @@ from rich.text import Text
 from infertop.evidence_text import subject_evidence
 from infertop.findings import Evidence, Finding, Severity
 from infertop.history import Series
+from infertop.meta import ProcessMeta
 from infertop.model import Layer, Reading, Status
 from infertop.pidmap import gpu_holders
 from infertop.pipeline import Frame
@@ -177,8 +178,9 @@ class FrameLookups:
             procs = [(int(r.label("gpu") or 0), int(r.label("pid")), r.value or 0.0)
                      for r in self.readings("process.gpu_mem_bytes") if r.label("pid").isdigit()]
             snap = self.frame.snapshot
-            held, outside = gpu_holders(snap.meta("tree") or list(names), procs,
-                                        [tuple(a) for a in snap.meta("pid_aliases") or []], names)
+            pm = snap.process_meta()
+            held, outside = gpu_holders(list(pm.tree) if pm and pm.tree else list(names),
+                                        procs, list(pm.pid_aliases) if pm else [], names)
             self.extras_cache["gpu_holders"] = ({str(k): v for k, v in held.items()}, outside)
         return self.extras_cache["gpu_holders"]
 
@@ -193,8 +195,10 @@ class FrameLookups:
                 continue
             if s.status is not Status.OK:
                 why.append(f"{s.status.value}: {s.reason}")
-            elif s.reason or s.meta.get("reason"):
-                why.append(s.reason or s.meta["reason"])
+            elif s.reason:
+                why.append(s.reason)
+            elif isinstance(s.meta, ProcessMeta) and s.meta.reason:
+                why.append(s.meta.reason)
         return "\n".join(why) or None
 
 

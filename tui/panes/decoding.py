@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import RenderableType
 from rich.text import Text
 
-from infertop.model import Layer, Status
+from infertop.model import Layer, Reading, Status
 
 from .columns import grid, kv_table
 from .context import PaneContext
@@ -28,9 +28,9 @@ class DecodingPane(LayerPane):
         t.drop = (4, 2, 1)     # narrow: the trend goes first, p99 (the tail) last
         for key, label in LATENCIES:
             # one row per engine (the worst p99s when there are more than fit)
-            p99s, left = ctx.top(ctx.readings(key, quantile="0.99"), ctx.row_cap)
+            found, left = ctx.top(ctx.readings(key, quantile="0.99"), ctx.row_cap)
             t.more += left
-            p99s = p99s or [None]
+            p99s: list[Reading | None] = list(found) or [None]   # None: the p50/p90 alone
             for p99 in p99s:
                 lab = {k: v for k, v in p99.labels if k != "quantile"} if p99 else {}
                 qs = {q: ctx.one(key, quantile=q, **lab) for q in ("0.5", "0.9")}

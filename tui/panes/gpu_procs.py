@@ -29,7 +29,8 @@ def gpu_process_table(ctx: PaneContext) -> Columns | None:
     held, _outside = ctx.gpu_holders()
     info = {r.label("pid"): r for r in ctx.readings("process.info")}
     owners = {r.label("pid"): r for r in ctx.readings("process.gpu_owner")}
-    aliases = {str(a): str(p) for a, p in ctx.frame.snapshot.meta("pid_aliases") or []}
+    pm = ctx.frame.snapshot.process_meta()
+    aliases = {str(a): str(p) for a, p in (pm.pid_aliases if pm else ())}
     shown, left = ctx.top(procs, ctx.row_cap)
     # the pane's own order: by GPU, the biggest holder first (flagged rows go first anyway)
     shown = sorted(shown, key=lambda r: (natural_key(r.label("gpu")), -(r.value or 0.0)))

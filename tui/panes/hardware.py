@@ -140,7 +140,8 @@ class HardwarePane(LayerPane):
             util = ctx.one("gpu.util_ratio", gpu=g)
             used, total = ctx.one("gpu.mem_used_bytes", gpu=g), ctx.one("gpu.mem_total_bytes", gpu=g)
             mem = ctx.value_text(used)
-            if used is not None and used.ok and total is not None and total.ok:
+            if used is not None and used.ok and used.value is not None and \
+                    total is not None and total.ok and total.value is not None:
                 mem = Text(f"{used.value / 2**30:.0f}/{total.value / 2**30:.0f} GiB",
                            style=mem.style)
                 flag = ctx.flag("gpu.mem_used_bytes", used.labels)
@@ -154,7 +155,8 @@ class HardwarePane(LayerPane):
             clk = ctx.value_text(ctx.one("gpu.sm_clock_hz", gpu=g))
             mx = ctx.one("gpu.sm_clock_max_hz", gpu=g)
             cur = ctx.one("gpu.sm_clock_hz", gpu=g)
-            if mx is not None and mx.ok and mx.value and cur is not None and cur.ok:
+            if mx is not None and mx.ok and mx.value and cur is not None and cur.ok and \
+                    cur.value is not None:
                 pct = cur.value / mx.value
                 clk.append(f" {pct * 100:.0f}%", style=ctx.styles["warn"] if pct < 0.85 else "")
             thr = ctx.one("gpu.throttle_reasons", gpu=g)

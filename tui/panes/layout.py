@@ -48,7 +48,9 @@ def fit_lines(text: Text, width: int) -> Text:
     return Text("\n", no_wrap=True, overflow="ellipsis", end="").join(out)
 
 
-def _lines(part: "Text | Columns") -> int:
+def _lines(part: "Text | Columns | None") -> int:
+    if part is None:     # an Expendable with nothing in it (fit leaves those out)
+        return 0
     return part.lines() if isinstance(part, Columns) else part.plain.count("\n") + 1
 
 
@@ -84,7 +86,7 @@ def fit(ctx: PaneContext, *parts: "Text | Columns | Expendable | None") -> Text:
     hint = f"press {ctx.zoom_key} to zoom" if ctx.zoom_key else ""
     rank = ctx.severity_of
 
-    def total(xs) -> int:
+    def total(xs: list[Any]) -> int:
         return sum(_lines(x.part if isinstance(x, Expendable) else x) for x in xs)
 
     if ctx.layer is not None:     # a finding's reading the pane has no column for

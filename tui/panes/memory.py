@@ -58,7 +58,8 @@ class MemoryPane(LayerPane):
                 used = ctx.one("gpu.mem_used_bytes", gpu=g)
                 total = ctx.one("gpu.mem_total_bytes", gpu=g)
                 free = head = Text("–")
-                if used and total and used.ok and total.ok and total.value:
+                if used and total and used.ok and total.ok and total.value and \
+                        used.value is not None:
                     free = Text(fmt_value(total.value - used.value, "bytes"))
                     ratio = 1 - used.value / total.value
                     head = Text(f"{ratio * 100:.0f} %")
@@ -85,7 +86,7 @@ class MemoryPane(LayerPane):
         if procs:
             if outside:
                 where = " (in a container, host PIDs may be invisible)" \
-                    if ctx.frame.snapshot.meta("in_container") else ""
+                    if (pm := ctx.frame.snapshot.process_meta()) and pm.in_container else ""
                 parts.append(ctx.note(f"{len(outside)} GPU process(es) outside the server's "
                                       f"tree{where}"))
         host_used, host_total = ctx.one("host.mem_used_bytes"), ctx.one("host.mem_total_bytes")
@@ -123,6 +124,7 @@ def prompt_kv_rows(ctx: PaneContext) -> list[tuple]:
                 cell.append(f"{name} ").append_text(ctx.value_text(r))
         tag = ctx.engine_tag(next(iter(mine.values())))
         rows.append(("prompt KV" + tag, cell, ""))
+    rows += cache_tier_rows(ctx)
     for r in ctx.readings("kv.used_tokens")[: max(1, ctx.row_cap)]:
         lab = {k: v for k, v in r.labels if k in ("instance", "engine", "model")}
         cell = Text("used ").append_text(ctx.value_text(r))
@@ -136,6 +138,28 @@ def prompt_kv_rows(ctx: PaneContext) -> list[tuple]:
         for r in ctx.readings(key)[: max(1, ctx.row_cap)]:
             if r.ok:
                 rows.append((label + ctx.engine_tag(r), ctx.value_text(r), ""))
+    return rows
+
+
+def cache_tier_rows(ctx: PaneContext) -> list[tuple]:
+    """'hit tiers': which cache tier supplied the window's prefix hits (device HBM, host
+    DRAM, disk, a peer), only when a tier beyond the device's own served some: all from
+    HBM is the 'prefix hits' row already."""
+    rows: list[tuple] = []
+    shares = [r for r in ctx.readings("kv.cached_source_ratio") if r.ok]
+    engines = sorted({(r.label("instance"), r.label("engine")) for r in shares})
+    for inst, eng in engines[: max(1, ctx.row_cap)]:
+        mine = sorted((r for r in shares if r.label("instance") == inst
+                       and r.label("engine") == eng), key=lambda r: -(r.value or 0.0))
+        if not any(r.label("source") != "device" and (r.value or 0.0) > 0 for r in mine):
+            continue
+        cell = Text()
+        for r in mine:
+            if (r.value or 0.0) > 0:
+                if cell:
+                    cell.append(" · ")
+                cell.append(f"{r.label('source')} ").append_text(ctx.value_text(r))
+        rows.append(("hit tiers" + ctx.engine_tag(mine[0]), cell, ""))
     return rows
 
 

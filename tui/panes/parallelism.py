@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import RenderableType
 from rich.text import Text
 
-from infertop.model import Layer
+from infertop.model import Layer, Reading
 
 from .columns import grid, kv_table
 from .context import PaneContext
@@ -49,7 +49,7 @@ class ParallelismPane(LayerPane):
             rows = []
             for key, label in (("gpu.sm_active_ratio", "SM act spread"),
                                ("gpu.util_ratio", "util spread")):
-                vals = [r.value for r in ctx.readings(key) if r.ok]
+                vals = [v for r in ctx.readings(key) if r.ok and (v := r.value) is not None]
                 s = spread(vals)
                 if s is not None:
                     rows.append((label, Text(f"{s * 100:.0f} pts"), ""))
@@ -110,15 +110,71 @@ def disagg_lines(ctx: PaneContext) -> Text | None:
     out.append("P/D ")
     for n, inst in enumerate(sorted(roles, key=lambda i: (order.get(roles[i], 3), i))):
         out.append(("  →  " if n else "") + f"{roles[inst]} :{inst.rsplit(':', 1)[-1]}")
+    # the sender of a pair (vLLM's prefill instance) registers the NIXL families but
+    # observes no transfer: its empty histogram is no line of its own
+    p99s = [r for r in p99s if r.ok or roles.get(r.label("instance")) != "prefill"]
     for r in p99s[: max(1, ctx.row_cap)]:
-        out.append("\nKV transfer p99 ").append_text(ctx.value_text(r))
+        who = r.label("instance").rsplit(":", 1)[-1]
+        out.append(f"\nKV transfer :{who} p99 " if len(roles) > 1 else "\nKV transfer p99 ")
+        out.append_text(ctx.value_text(r))
         rate = ctx.one("kv.transfer_bytes_per_second", instance=r.label("instance"))
         if rate is not None and rate.ok:
             out.append("  ").append_text(ctx.value_text(rate))
         fails = ctx.one("kv.transfer_failures_total", instance=r.label("instance"))
         if fails is not None and fails.ok and fails.value:
             out.append(f"  {fails.value:.0f} failed", style=ctx.styles["warn"])
+    ttft_split(ctx, out)
     return out
+
+
+SPLIT_PARTS = ("prefill", "transfer", "decode")
+
+
+def ttft_split(ctx: PaneContext, out: Text) -> None:
+    """Where a pair's first token waits, per decode instance (pd.ttft_split_seconds,
+    infertop/pdsplit.py): window means of the prefill instance's TTFT, the transfer and
+    the decode side, which add up (percentiles of differently bucketed histograms do
+    not).  A part not measured says so ("not measured" and the first reason), never 0;
+    below it the p99s that exist, a bucket bound shown as one ("<300 ms")."""
+    pairs: dict[tuple, dict[str, Reading]] = {}
+    for r in ctx.readings("pd.ttft_split_seconds"):
+        key = tuple((k, v) for k, v in r.labels if k != "part")
+        pairs.setdefault(key, {})[r.label("part")] = r
+    for key, parts in list(pairs.items())[: max(1, ctx.row_cap)]:
+        lab = dict(key)
+        where = lab.get("instance", "").rsplit(":", 1)[-1]
+        out.append(f"\nTTFT split :{where}" + (f" e{lab['engine']}" if lab.get("engine")
+                                                else "") + " (mean) ")
+        why = ""
+        total = parts.get("total")
+        for n, name in enumerate(SPLIT_PARTS):
+            got = parts.get(name)
+            out.append(" · " if n else "")
+            out.append(f"{name} ")
+            if got is None or not got.ok:
+                out.append("not measured", style=ctx.styles["muted"])
+                why = why or (got.reason if got is not None else "")
+                continue
+            out.append_text(ctx.value_text(got))
+            if total is not None and total.ok and total.value and name == "transfer":
+                out.append(f" ({(got.value or 0.0) / total.value:.0%})")
+        if total is not None and total.ok:
+            out.append(" = ").append_text(ctx.value_text(total))
+        if why:
+            out.append("\n  " + why, style=ctx.styles["muted"])
+        p99 = []
+        inst = lab.get("instance", "")
+        for name, key_, who in (("prefill", "latency.ttft_seconds", lab.get("prefill", "")),
+                                ("transfer", "latency.kv_transfer_seconds", inst)):
+            for i in [w for w in who.split(",") if w][:2]:
+                q = ctx.one(key_, instance=i, quantile="0.99")
+                if q is not None and q.ok:
+                    p99.append((name, q))
+        if p99:
+            out.append("\n  p99 ")
+            for n, (name, q) in enumerate(p99):
+                out.append((" · " if n else "") + f"{name} ").append_text(ctx.value_text(q))
+            out.append(" · decode: a difference of means, no p99", style=ctx.styles["muted"])
 
 
 def pcie_cell(ctx: PaneContext, g: str) -> Text:

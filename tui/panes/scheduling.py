@@ -6,6 +6,7 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from infertop.model import Layer
+from infertop.servers import registry
 from infertop.textclean import clean
 from infertop.units import fmt_value
 
@@ -13,10 +14,6 @@ from .columns import grid
 from .context import PaneContext
 from .layout import Expendable, fit
 from .widget import LayerPane
-
-# which processes keep their row when the pane is short: the ones doing the work first
-ROLE_PRIORITY = {"engine_core": 0, "scheduler": 0, "worker": 1, "shard": 1, "server": 2,
-                 "api_server": 3, "router": 3, "launcher": 4, "detokenizer": 4, "helper": 5}
 
 
 class SchedulingPane(LayerPane):
@@ -35,10 +32,11 @@ class SchedulingPane(LayerPane):
                 line.append(f" of {cores.value:.0f} cores ")
             parts.append(Expendable(line.append_text(ctx.spark("host.cpu_ratio", 12, 0, 1))))
         procs = ctx.readings("process.info")
-        server = ctx.frame.snapshot.meta("server")
-        if procs and isinstance(server, dict) and server.get("found_by"):
+        pm = ctx.frame.snapshot.process_meta()
+        server = pm.server if pm else None
+        if procs and server is not None and server.found_by:
             # --url's port owner could not be read: this tree is a guess, and says so
-            parts.append(ctx.note(f"found by name, not by port: {server.get('reason', '')}"))
+            parts.append(ctx.note(f"found by name, not by port: {server.reason}"))
         if procs:
             parts.append(process_table(ctx, procs))
             threads = sorted((r for r in ctx.readings("thread.cpu_ratio") if r.ok),
@@ -50,7 +48,7 @@ class SchedulingPane(LayerPane):
                 parts.append(Expendable(tt))
         else:
             snap = ctx.frame.snapshot
-            looked = snap.meta("looked_for")
+            looked = pm.looked_for if (pm := snap.process_meta()) else None
             why = ctx.source_reason("process")
             parts.append(ctx.note("No server process found" + (f": {why}" if why else "") +
                                   (f"\nLooked for {looked}." if looked else "")))
@@ -88,7 +86,7 @@ def queue_line(ctx: PaneContext) -> Text:
         n = len({(r.label("instance"), r.label("engine")) for r in (running or waiting)})
         out.append(f"({n} engines)  ")
         worst = max((r for r in qp99 if r.ok and r.value is not None),
-                    key=lambda r: r.value, default=None)
+                    key=lambda r: r.value or 0.0, default=None)   # None is left out above
         if worst is not None:
             out.append("queue p99 ").append_text(ctx.value_text(worst))
             out.append(ctx.engine_tag(worst) + "  ")
@@ -115,7 +113,7 @@ def deferral_and_sleep(ctx: PaneContext) -> Text:
     if deferred:
         out.append("deferred ").append_text(
             ctx.value_text(deferred[0]) if len(deferred) == 1
-            else Text(f"{sum(r.value for r in deferred):.0f}"))
+            else Text(f"{sum(r.value or 0.0 for r in deferred):.0f}"))   # all non-zero
         out.append("  ")
     for r in ctx.readings("server.sleep_level"):
         if r.ok and r.value:
@@ -153,8 +151,13 @@ def process_table(ctx: PaneContext, procs):
     # rows only for what can be shown: flagged pids, then the workers, then by CPU
     cpu = {r.label("pid"): (r.value or 0.0) for r in ctx.readings("process.cpu_ratio") if r.ok}
 
+    # which processes keep their row when the pane is short: the ones doing the work
+    # first (each server kind ranks its roles: infertop/servers)
+    priority = registry.role_priority()
+
     def relevance(pid: str) -> tuple:
-        return (ROLE_PRIORITY.get(by_pid[pid].label("role"), 6), -cpu.get(pid, 0.0))
+        return (priority.get(by_pid[pid].label("role"), registry.UNKNOWN_ROLE_PRIORITY),
+                -cpu.get(pid, 0.0))
 
     cap = ctx.row_cap
     if len(ordered) > cap:
@@ -169,7 +172,8 @@ def process_table(ctx: PaneContext, procs):
         name = p.label("name") or "?"
         role = p.label("role")
         indent = "  " * depth.get(pid, 0)
-        csw = [r.value for r in ctx.readings("process.ctx_switches_per_second", pid=pid) if r.ok]
+        csw = [v for r in ctx.readings("process.ctx_switches_per_second", pid=pid)
+               if r.ok and (v := r.value) is not None]
         state = ctx.one("process.state", pid=pid)
         code = STATE_CODES.get(state.text, "?") if state is not None and state.text else "–"
         t.add_row(pid, f"{indent}{name}" + (f" ({role})" if role and role not in name.lower() else ""),

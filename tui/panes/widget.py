@@ -20,14 +20,23 @@ from textual.geometry import Region
 from textual.reactive import Reactive
 from textual.strip import Strip
 from textual.visual import Visual, visualize
+from textual.screen import Screen
 from textual.widgets import Static
 
 from infertop.findings import Severity
 from infertop.model import Layer
 
+from ..app_of import infertop_app
 from ..zoom_table import TABLE_BINDINGS, TableView, ZoomTableKeys
 from .columns import Columns
 from .context import FrameLookups, PaneContext
+
+
+class ZoomingScreen(Screen):
+    """A screen that zooms its own panes (a fleet node's), where the main screen's panes
+    zoom with the app (``InfertopApp.zoomed``)."""
+
+    zoomed: int | None = None     # the layer index zoomed on this screen (None: none)
 
 
 class LayerPane(ZoomTableKeys, Static):
@@ -42,7 +51,7 @@ class LayerPane(ZoomTableKeys, Static):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("waiting for the first tick…", classes="pane", **kwargs)
-        self.border_title = f"{self.pane_layer.index + 1} {self.pane_layer.value}"
+        self.border_title = f"{self.pane_layer.position + 1} {self.pane_layer.value}"
         self.worst: str | None = None
         self.last_renderable: RenderableType | None = None
         self.table_view = TableView()        # kept while zoomed out and in again
@@ -74,7 +83,7 @@ class LayerPane(ZoomTableKeys, Static):
         scroll; the findings it tags are its own (the six panes of a tick share only the
         lookups)."""
         ctx = lookups.pane(layer=self.pane_layer,
-                           zoom_key="" if zoomed else str(self.pane_layer.index + 1),
+                           zoom_key="" if zoomed else str(self.pane_layer.position + 1),
                            view=view if zoomed else None, wide=wide, height=height,
                            width=width)
         return self.render_frame(ctx)
@@ -89,10 +98,12 @@ class LayerPane(ZoomTableKeys, Static):
     def is_zoomed(self) -> bool:
         """Zoomed on the main screen (app.zoomed) or on a fleet node's screen."""
         try:
-            holder = self.screen if hasattr(self.screen, "zoomed") else self.app
+            screen = self.screen
+            zoomed = screen.zoomed if isinstance(screen, ZoomingScreen) else \
+                infertop_app(self).zoomed
         except Exception:     # no running app (drawn from a test)
             return False
-        return getattr(holder, "zoomed", None) == self.pane_layer.index
+        return zoomed == self.pane_layer.position
 
     def on_resize(self, _event) -> None:
         """Zoomed in or out, or the terminal resized: draw the frame again at the new size
@@ -104,7 +115,7 @@ class LayerPane(ZoomTableKeys, Static):
         """A table key was pressed: draw the same frame again with the new view.  While a
         poll feeds the pipeline in its thread History is not read; that poll draws next."""
         lookups = self._last_lookups
-        if lookups is None or getattr(self.app, "polling", False):
+        if lookups is None or infertop_app(self).polling:
             return
         self.show(lookups)
 
@@ -123,7 +134,7 @@ class LayerPane(ZoomTableKeys, Static):
             subtitle = "|" + subtitle
         if subtitle != self._subtitle:   # setting it repaints the whole pane, even unchanged
             self._subtitle = subtitle
-            name = f"{self.pane_layer.index + 1} {self.pane_layer.value}"
+            name = f"{self.pane_layer.position + 1} {self.pane_layer.value}"
             if subtitle.startswith("|"):
                 self.border_title = f"{name} {subtitle[1:]}" if subtitle[1:] else name
                 self.border_subtitle = ""

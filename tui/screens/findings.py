@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Callable
 
 from rich.table import Table
 from rich.text import Text
@@ -13,14 +13,19 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from infertop.findings import Finding, FindingEvent
+from infertop.rules.engine import Diagnoser
+
+if TYPE_CHECKING:    # the app imports this screen
+    from ..app import InfertopApp
 
 
 def _wall_clock(t: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t))
 
 
-def findings_renderable(findings: list[Any], styles: dict[str, str],
-                        clock=_wall_clock) -> Table | Text:
+def findings_renderable(findings: list[Finding], styles: dict[str, str],
+                        clock: Callable[[float], str] = _wall_clock) -> Table | Text:
     """One block per finding, in the engine's order: code, severity, title and onset on
     its first line, then its evidence and remedy in one wide column.  Five columns side by
     side gave each 14 cells at 80x24 and broke "evidence" and metric names mid-word."""
@@ -30,13 +35,12 @@ def findings_renderable(findings: list[Any], styles: dict[str, str],
     t.add_column("what", no_wrap=True, width=9)
     t.add_column("text", ratio=1, overflow="fold")
     for n, f in enumerate(findings):
-        sev = getattr(f.severity, "value", str(f.severity))
+        sev = f.severity.value
         if n:
             t.add_row("", "")
         since = f"since {clock(f.since)}"   # as doctor and the report say it
-        raised = getattr(f, "raised", None)
-        if raised is not None:
-            since += f", raised {clock(raised)}"
+        if f.raised is not None:
+            since += f", raised {clock(f.raised)}"
         head = Text()
         head.append(f"{sev.upper()}  ", style=styles.get(sev, "bold"))
         head.append(f.title, style="bold")
@@ -44,14 +48,15 @@ def findings_renderable(findings: list[Any], styles: dict[str, str],
         t.add_row(Text(f.code, style=styles.get(sev, "bold")), head)
         for i, e in enumerate(f.evidence):
             t.add_row("evidence" if i == 0 else "", e.describe())
-        if getattr(f, "caused_by", ()):
+        if f.caused_by:
             t.add_row("cause", "explained by " + ", ".join(f.caused_by))
         if f.remedy:
             t.add_row("remedy", f.remedy)
     return t
 
 
-def events_renderable(events: list[Any], clock=_wall_clock) -> Table | Text:
+def events_renderable(events: list[FindingEvent],
+                      clock: Callable[[float], str] = _wall_clock) -> Table | Text:
     if not events:
         return Text("no raises or clears yet", style="dim")
     t = Table(box=None, padding=(0, 1), show_header=True, header_style="bold", expand=True)
@@ -59,25 +64,26 @@ def events_renderable(events: list[Any], clock=_wall_clock) -> Table | Text:
         t.add_column(col, no_wrap=True)
     t.add_column("summary", ratio=1, overflow="fold")
     for e in list(events)[-30:][::-1]:
-        onset = getattr(e, "since", None)
+        onset = e.since
         kind = f"{e.kind} (since {clock(onset)})" if e.kind == "raised" and onset else e.kind
-        t.add_row(clock(e.time), e.code, kind, getattr(e, "summary", ""))
+        t.add_row(clock(e.time), e.code, kind, e.summary)
     return t
 
 
 class FindingsScreen(ModalScreen):
     BINDINGS = [Binding("escape,q,f", "dismiss", "close")]
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: InfertopApp) -> None:
         super().__init__()
         self._app = app
 
     def compose(self) -> ComposeResult:
         frame = self._app.frame
         findings = frame.findings if frame else []
-        diagnoser = getattr(self._app.pipeline, "diagnoser", None)
-        events = getattr(diagnoser, "events", []) if diagnoser else []
-        clock = getattr(self._app, "clock_text", _wall_clock)   # replay: the recording's
+        # the raises and clears of this screen's rules (a fleet's: the cross-node ones)
+        diagnoser = self._app.pipeline.diagnoser
+        events = diagnoser.events if isinstance(diagnoser, Diagnoser) else []
+        clock = self._app.clock_text     # replay: the recording's
         with VerticalScroll(classes="dialog"):
             yield Static(Text("Active findings", style="bold"))
             yield Static(findings_renderable(findings, self._app.role_styles, clock),

@@ -11,30 +11,31 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical
 from textual.coordinate import Coordinate
-from textual.screen import Screen
+from textual.message import Message
+from textual.strip import Strip
 from textual.widgets import DataTable, Input, Static
 
 from infertop.findings import Finding, Severity
 from infertop.fleet import FleetFrame, node_summary
+from infertop.meta import FleetOverviewMeta, ServerMeta
 from infertop.model import LAYERS, Status
+from infertop.pipeline import Frame
+from infertop.prom_findings import from_prometheus, is_pending
 from infertop.units import HUGE, fmt_value, natural_key
 
+from ..options import CaptureSummaries
 from ..panes.context import FrameLookups
-from ..panes.widget import LayerPane
+from ..panes.widget import LayerPane, ZoomingScreen
 from ..widgets.history_plot import HistoryPlot
 from ..widgets.filter_line import FilterLine
 from ..widgets.keybar import KeyBar
 from ..zoom_table import ZOOM_BINDINGS
-
-if TYPE_CHECKING:
-    from ..modes import FleetApp
 
 MAX_GPU_COLUMNS = 8
 
@@ -44,13 +45,15 @@ class Worst:
     severity: Severity | None = None
     code: str = ""
     title: str = ""
+    pending: bool = False   # Prometheus holds it within ``for:`` (ranked below firing)
+    prometheus: bool = False   # judged by the exported rules in Prometheus
 
     @classmethod
     def of(cls, findings: list[Finding]) -> "Worst":
         if not findings:
             return cls()
-        f = max(findings, key=lambda f: f.severity.rank)
-        return cls(f.severity, f.code, f.title)
+        f = max(findings, key=lambda f: (f.severity.rank, not is_pending(f)))
+        return cls(f.severity, f.code, f.title, is_pending(f), from_prometheus(f))
 
     @property
     def rank(self) -> int:
@@ -79,6 +82,11 @@ class EngineRow:
     status: str = "ok"
 
 
+def values_by_gpu(frame: Frame, key: str) -> dict[str, float]:
+    """GPU index -> value of ``key``'s readings that have one (``r.ok``)."""
+    return {r.label("gpu"): v for r in frame.by_key(key) if r.ok and (v := r.value) is not None}
+
+
 def _max(values) -> float | None:
     vals = [v for v in values if v is not None]
     return max(vals) if vals else None
@@ -92,7 +100,7 @@ def _ages(frame: FleetFrame) -> dict[str, float]:
         if name.startswith(("prometheus@", "scrape@")):
             node = name.split("@", 1)[1]
             for r in s.readings:
-                if r.key == "node.scrape_age_seconds" and r.ok:
+                if r.key == "node.scrape_age_seconds" and r.ok and r.value is not None:
                     out[node] = max(out.get(node, 0.0), r.value)
     return out
 
@@ -101,13 +109,11 @@ def gpu_rows(frame: FleetFrame) -> list[GpuRow]:
     rows = []
     ages = _ages(frame)
     for node, fr in frame.nodes.items():
-        util = {r.label("gpu"): r.value for r in fr.by_key("gpu.util_ratio") if r.ok}
-        sm = {r.label("gpu"): r.value for r in fr.by_key("gpu.sm_active_ratio") if r.ok}
-        used = {r.label("gpu"): r.value for r in fr.by_key("gpu.mem_used_bytes") if r.ok}
-        total = {r.label("gpu"): r.value for r in fr.by_key("gpu.mem_total_bytes") if r.ok}
+        util, sm, used, total = (values_by_gpu(fr, key) for key in (
+            "gpu.util_ratio", "gpu.sm_active_ratio", "gpu.mem_used_bytes", "gpu.mem_total_bytes"))
         gpus = sorted({r.label("gpu") for r in fr.by_key("gpu.info")} | set(util),
                       key=natural_key)
-        power = [r.value for r in fr.by_key("gpu.power_watts") if r.ok]
+        power = list(values_by_gpu(fr, "gpu.power_watts").values())
         rows.append(GpuRow(
             node, Worst.of(frame.node_findings(node)),
             [(g, util.get(g), sm.get(g)) for g in gpus],
@@ -123,13 +129,17 @@ def engine_rows(frame: FleetFrame) -> list[EngineRow]:
     rows = []
     for node, fr in frame.nodes.items():
         servers = [(n, s) for n, s in fr.snapshot.samples.items() if n.startswith("server:")]
+        insts = {name.split(":", 1)[1] for name, _ in servers}
         for name, s in servers:
             inst = name.split(":", 1)[1]
             sub = _only_instance(fr, inst)
+            # a finding about another server of the node is that server's; one about no
+            # server (a GPU's: Prometheus names the dcgm-exporter's instance) is every one's
             findings = [f for f in frame.node_findings(node)
-                        if dict(f.subject).get("instance") in (None, inst)]
+                        if dict(f.subject).get("instance") in (None, inst)
+                        or dict(f.subject).get("instance") not in insts]
             status = s.status.value if s.status is not Status.OK else "ok"
-            rows.append(EngineRow(node, inst, str(s.meta.get("model") or ""),
+            rows.append(EngineRow(node, inst, _model_of(s),
                                   Worst.of(findings), node_summary(sub), status))
     return rows
 
@@ -177,7 +187,37 @@ def _worst_cell(w: Worst, styles: dict[str, str]) -> Text:
         return Text("ok", style=styles.get("ok", ""))
     from ..app import fit_words
     title = fit_words(w.title, WORST_WIDTH - len(w.code) - 1)
-    return Text(f"{w.code} {title}".rstrip(), style=styles.get(w.severity.value, ""))
+    style = styles.get("muted", "dim") if w.pending else styles.get(w.severity.value, "")
+    return Text(f"{w.code} {title}".rstrip(), style=style)
+
+
+def judging_line(frame: FleetFrame) -> str:
+    """Who judges the nodes, and in aggregate mode what the rows are (the fleet body says
+    it: at 80 columns the header has no room)."""
+    from infertop.fleet import ALERTS_SAMPLE
+    if frame.prometheus_findings is not None:
+        fs = [f for got in frame.prometheus_findings.values() for f in got]
+        pending = sum(1 for f in fs if is_pending(f))
+        out = (f"findings from Prometheus (infertop's exported rules): {len(fs) - pending} "
+               f"firing, {pending} pending on {len(frame.prometheus_findings)} nodes")
+    else:
+        alerts = frame.raw.samples.get(ALERTS_SAMPLE)
+        why = " (exported rules not loaded in Prometheus)" if alerts is not None else ""
+        out = f"findings judged by infertop on each node{why}"
+    ov = frame.overview
+    if ov is not None:
+        count = {r.key: r.value for r in ov.readings if not r.labels}
+        q = {(r.key, r.label("quantile")): r.value for r in ov.readings if r.labels}
+        nodes = count.get("fleet.nodes")
+        om = ov.meta if isinstance(ov.meta, FleetOverviewMeta) else FleetOverviewMeta()
+        out += (f"\nrows: the {om.rows_per_column or '?'} worst nodes by each "
+                f"column, computed by Prometheus ({om.shown} of "
+                f"{_num(nodes)} nodes, {_num(count.get('fleet.targets_down'))} targets down)"
+                f"; fleet p50/p99: KV {_pct(q.get(('fleet.kv', '0.5')))}/"
+                f"{_pct(q.get(('fleet.kv', '0.99')))}, TTFT p99 "
+                f"{_secs(q.get(('fleet.ttft_p99', '0.5')))}/"
+                f"{_secs(q.get(('fleet.ttft_p99', '0.99')))}")
+    return out
 
 
 # 80 columns show the node, its worst finding and its key latency; the rest by scrolling
@@ -192,10 +232,12 @@ def engine_sort_key(column: str):
     def key(row: EngineRow):
         if column == "node":
             return natural_key(row.node)
-        if column in ("server", "model"):
-            return getattr(row, column)
+        if column == "server":
+            return row.server
+        if column == "model":
+            return row.model
         if column == "worst":
-            return row.worst.rank
+            return (row.worst.rank, not row.worst.pending)
         v = row.values.get(column)
         return float("-inf") if v is None else v
     return key
@@ -228,9 +270,60 @@ class FleetTable(DataTable):
     def on_click(self, _event) -> None:
         self.user_moved = True
 
+    def _column_starts(self) -> tuple[list[int], int, int]:
+        """Each column's x in the whole table, its total width, the fixed columns' width."""
+        starts, x = [], 0
+        for col in self.ordered_columns:
+            starts.append(x)
+            x += col.get_render_width(self)
+        return starts, x, sum(starts[self.fixed_columns:self.fixed_columns + 1]) or 0
+
     def action_scroll_columns(self, direction: int) -> None:
+        """Scroll about a third of the width, to a column's start: the first column past
+        the node is shown whole (at the end of the table it may not be: ``mark_cuts``)."""
         step = max(8, (self.size.width or 80) // 3)
-        self.scroll_to(x=max(0, self.scroll_x + direction * step), animate=False)
+        starts, _total, fixed = self._column_starts()
+        now = round(self.scroll_x)
+        stops = sorted({0, *(s - fixed for s in starts[self.fixed_columns:])})
+        want = now + direction * step
+        if direction > 0:
+            ahead = [b for b in stops if b > now]
+            to = max([b for b in ahead if b <= want] or ahead[:1] or [now])
+        else:
+            back = [b for b in stops if b < now]
+            to = min([b for b in back if b >= want] or back[-1:] or [0])
+        self.scroll_to(x=max(0, min(to, self.max_scroll_x)), animate=False)
+
+    def render_line(self, y: int) -> Strip:
+        strip = super().render_line(y)
+        starts, total, fixed = self._column_starts()
+        return mark_cuts(strip, starts, total, fixed, round(self.scroll_x), self.size.width)
+
+
+def mark_cuts(strip: Strip, starts: list[int], total: int, fixed: int, scroll_x: int,
+              width: int) -> Strip:
+    """A table line scrolled by ``scroll_x`` with its cut edges marked: the column cut at
+    the left (behind the fixed node column) shows "…" instead of its tail (the "s" of
+    "18ms" read as a value), and a line that goes on past the right edge ends in "…"."""
+    if width <= fixed + 1 or strip.cell_length < width or not strip.text.strip():
+        return strip   # too narrow to mark, or a blank line below the last row
+    left = fixed + scroll_x
+    if scroll_x > 0 and left not in starts:
+        end = min([s for s in starts if s > left] or [total])
+        a, b = fixed, min(width, fixed + end - left)
+        if b > a:
+            strip = _overwrite(strip, a, "…" + " " * (b - a - 1))
+    if total > scroll_x + width:
+        strip = _overwrite(strip, width - 1, "…")
+    return strip
+
+
+def _overwrite(strip: Strip, at: int, text: str) -> Strip:
+    """``strip`` with ``text`` written over its cells from ``at``, in the style found there."""
+    from rich.segment import Segment
+    style = next((seg.style for seg in strip.crop(at, at + 1)), None)
+    return Strip.join([strip.crop(0, at), Strip([Segment(text, style)]),
+                       strip.crop(at + len(text), strip.cell_length)])
 
 
 class FleetView(Vertical):
@@ -239,6 +332,7 @@ class FleetView(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="fleet-error")
+        yield Static("", id="fleet-judging", classes="fleet-title")
         yield Static("GPUs by node", classes="fleet-title")
         yield FleetTable(id="fleet-gpus", cursor_type="row", zebra_stripes=True,
                          fixed_columns=1)
@@ -252,6 +346,7 @@ class FleetView(Vertical):
 
 def fill_tables(view: FleetView, frame: FleetFrame, styles: dict[str, str], *,
                 sort: str = "worst", reverse: bool = True, query: str = "") -> None:
+    view.query_one("#fleet-judging", Static).update(Text(judging_line(frame)))
     gpus = view.query_one("#fleet-gpus", DataTable)
     engines = view.query_one("#fleet-engines", DataTable)
     g_rows = [r for r in gpu_rows(frame)
@@ -262,13 +357,16 @@ def fill_tables(view: FleetView, frame: FleetFrame, styles: dict[str, str], *,
     order = {r.node: i for i, r in enumerate(e_rows)}
     g_rows.sort(key=lambda r: (order.get(r.node, len(order)), natural_key(r.node)))
     ncols = min(MAX_GPU_COLUMNS, max((len(r.gpus) for r in g_rows), default=0))
-    _refill(gpus, ["node", "worst finding", "mem", "temp", "power", "age"] +
+    worst_head = "worst (Prometheus)" if frame.prometheus_findings is not None \
+        else "worst finding"
+    _refill(gpus, ["node", worst_head, "mem", "temp", "power", "age"] +
             [f"GPU{i}" for i in range(ncols)],
             [(r.node, [Text(r.node, style="bold"), _down_or_worst(r, styles),
                        _pct(r.mem_ratio), _num(r.temp_max, "{:.0f}C"),
                        _num(r.power, "{:.0f}W"), _num(r.age, "{:.1f}s")]
               + _gpu_cells(r, ncols)) for r in g_rows])
-    _refill(engines, [f"{label}{_arrow(col, sort, reverse)}" for label, col in ENGINE_COLUMNS],
+    _refill(engines, [f"{worst_head if col == 'worst' else label}{_arrow(col, sort, reverse)}"
+                      for label, col in ENGINE_COLUMNS],
             [(f"{r.node}|{r.server}",
               [Text(r.node, style="bold"),
                _worst_cell(r.worst, styles) if r.status == "ok"
@@ -315,7 +413,7 @@ def _refill(table: DataTable, columns: list[str], rows: list[tuple[str, list]]) 
         table.clear()
     for key, cells in rows:
         table.add_row(*cells, key=key)
-    if not getattr(table, "user_moved", True):
+    if isinstance(table, FleetTable) and not table.user_moved:
         keep = None
         if table.row_count:
             table.move_cursor(row=0, animate=False)   # the worst row (sorted worst first)
@@ -326,8 +424,12 @@ def _refill(table: DataTable, columns: list[str], rows: list[tuple[str, list]]) 
             pass
 
 
-class NodeScreen(Screen):
+class NodeScreen(ZoomingScreen):
     """One node's six panes, fed from the fleet's per-node Frame on every tick."""
+
+    class ShowAgain(Message):
+        """Draw the node's current Frame again (a pane zoomed, its plot toggled): the
+        app that holds the fleet's Frame does (FleetApp.refresh_node_screen)."""
 
     BINDINGS = [Binding("escape,backspace", "back", "fleet"), *ZOOM_BINDINGS]
 
@@ -352,7 +454,8 @@ class NodeScreen(Screen):
     def panes(self) -> list[LayerPane]:
         return list(self.query(LayerPane))
 
-    def show(self, frame: Any, styles: dict[str, str], summaries: Any) -> None:
+    def show(self, frame: Frame | None, styles: dict[str, str],
+             summaries: CaptureSummaries) -> None:
         if frame is None:
             self.query_one("#node-header", Static).update(
                 Text(f"node {self.node}: no longer in the fleet's answer", style="bold"))
@@ -363,7 +466,8 @@ class NodeScreen(Screen):
                 pane.show(lookups)
         self._sync_plot(frame, styles)
 
-    def _sync_plot(self, frame: Any = None, styles: dict[str, str] | None = None) -> None:
+    def _sync_plot(self, frame: Frame | None = None,
+                   styles: dict[str, str] | None = None) -> None:
         """Show the plot while `h` wants it and a pane is zoomed; draw this node's History
         for the zoomed pane's layer (no frame: only show or hide)."""
         plot = self.query_one(HistoryPlot)
@@ -380,13 +484,7 @@ class NodeScreen(Screen):
         plot = self.query_one(HistoryPlot)
         plot.wanted = not plot.wanted
         self._sync_plot()
-        if getattr(self.app, "frame", None) is not None:
-            self.fleet_app.refresh_node_screen()
-
-    @property
-    def fleet_app(self) -> FleetApp:
-        """The app that shows this screen: only FleetApp pushes it."""
-        return cast("FleetApp", self.app)
+        self.post_message(self.ShowAgain())
 
     def action_back(self) -> None:
         self.app.pop_screen()
@@ -400,6 +498,8 @@ class NodeScreen(Screen):
         self._sync_plot()
         if self.zoomed is not None:     # its table keys (s, /, arrows) go to the pane
             self.panes[index].focus()
-        app = self.fleet_app
-        if getattr(app, "frame", None) is not None:
-            app.refresh_node_screen()
+        self.post_message(self.ShowAgain())
+
+
+def _model_of(s) -> str:
+    return (s.meta.model or "") if isinstance(s.meta, ServerMeta) else ""

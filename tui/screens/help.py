@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
@@ -12,6 +12,10 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from infertop.rules.engine import Diagnoser
+
+if TYPE_CHECKING:    # the app imports this screen
+    from ..app import InfertopApp
 
 _NAMES = {"question_mark": "?", "f1": "F1", "space": "space", "plus": "+",
           "equals_sign": "=", "minus": "-", "slash": "/", "escape": "Esc",
@@ -26,12 +30,12 @@ def all_keys(b: Binding) -> str:
     return " / ".join(_NAMES.get(k.strip(), k.strip()) for k in b.key.split(","))
 
 
-def bindings_table(app: Any) -> Table:
+def bindings_table(app: InfertopApp) -> Table:
     t = Table(box=None, padding=(0, 2), show_header=True, header_style="bold")
     t.add_column("key")
     t.add_column("does")
     seen = set()
-    for b in app.BINDINGS + list(getattr(app, "EXTRA_HELP", [])):
+    for b in app.BINDINGS:
         if not isinstance(b, Binding):
             continue
         keys = all_keys(b)
@@ -48,24 +52,23 @@ def bindings_table(app: Any) -> Table:
     return t
 
 
-def catalogue_table(app: Any) -> Table | Text:
-    diagnoser = getattr(app.pipeline, "diagnoser", None)
-    if diagnoser is None or not hasattr(diagnoser, "catalogue"):
+def catalogue_table(app: InfertopApp) -> Table | Text:
+    diagnoser = app.pipeline.diagnoser
+    if not isinstance(diagnoser, Diagnoser):
         return Text("diagnosis rules are off")
     t = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
     for col in ("code", "layer", "detects", "thresholds", "remedy"):
         t.add_column(col, overflow="fold")
     for spec in diagnoser.catalogue():
         thr = ", ".join(f"{k}={v}" for k, v in spec.thresholds.items())
-        layer = spec.layer.value if hasattr(spec.layer, "value") else str(spec.layer)
-        t.add_row(spec.code, layer, spec.detects, thr, spec.remedy)
+        t.add_row(spec.code, spec.layer.value, spec.detects, thr, spec.remedy)
     return t
 
 
 class HelpScreen(ModalScreen):
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: InfertopApp) -> None:
         super().__init__()
         self._app = app
 

@@ -10,7 +10,7 @@ probe's ``process.*`` for the server's tree, NVML's ``process.gpu_mem_bytes`` /
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import RenderableType
 from rich.text import Text
@@ -23,12 +23,16 @@ from infertop.model import Layer
 from infertop.textclean import clean
 from infertop.units import fmt_value, natural_key
 
+from ..app_of import infertop_app
 from ..panes.columns import Columns
 from ..panes.context import FrameLookups, PaneContext
 from ..panes.layout import fit
 from ..panes.widget import LayerPane
 from ..widgets.filter_line import FilterLine
 from ..widgets.keybar import KeyBar
+
+if TYPE_CHECKING:    # the app imports this screen
+    from ..app import InfertopApp
 
 HEADERS = ["PID", "user", "role", "GPU", "GPU mem", "SM", "CPU", "RSS", "command"]
 
@@ -37,7 +41,8 @@ def process_rows(ctx: PaneContext) -> Columns:
     """One row per PID of the server's tree and of every GPU process."""
     info = {r.label("pid"): r for r in ctx.readings("process.info") if r.label("pid")}
     owners = {r.label("pid"): r for r in ctx.readings("process.gpu_owner") if r.label("pid")}
-    aliases = {str(a): str(p) for a, p in ctx.frame.snapshot.meta("pid_aliases") or []}
+    pm = ctx.frame.snapshot.process_meta()
+    aliases = {str(a): str(p) for a, p in (pm.pid_aliases if pm else ())}
     held, _outside = ctx.gpu_holders()
     gpu_mem: dict[str, list] = {}
     for r in ctx.readings("process.gpu_mem_bytes"):
@@ -115,11 +120,11 @@ class ProcessScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one(ProcessesPane).focus()
-        app: Any = self.app
+        app = infertop_app(self)
         self.query_one("#header", Static).update(app._header_text(app.frame))
         self.show(app)
 
-    def show(self, app: Any) -> None:
+    def show(self, app: InfertopApp) -> None:
         """Draw the app's newest frame (the app calls this every tick while on top)."""
         if app.frame is None:
             return

@@ -80,9 +80,11 @@ class Canvas:
         nx, ny = self.dots_x - 1, self.dots_y - 1
         sx = nx / (x1 - x0) if x1 > x0 else 0.0
         sy = ny / (y1 - y0) if y1 > y0 else 0.0
-        prev_c = prev_r = None     # the last dot drawn in the previous column
+        prev_c: int | None = None  # the last dot drawn in the previous column (column,
+        prev_r = 0                 # row; the row is read only while the column is set)
         prev_x = None
-        col = lo = hi = last = None
+        col: int | None = None     # the column being drawn, its rows lo..hi and last row
+        lo = hi = last = 0         # (read only while col is set)
         for x, y in zip(xs, ys):
             if y is None or y != y:  # None or NaN: a hole
                 prev_c = prev_x = None

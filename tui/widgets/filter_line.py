@@ -4,10 +4,13 @@ puts back the one there was.  A modal prompt hid the table being filtered."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.binding import Binding
 from textual.widgets import Input
+
+if TYPE_CHECKING:    # the zoom keys open this line
+    from ..zoom_table import ZoomTableKeys
 
 
 class FilterLine(Input):
@@ -16,11 +19,11 @@ class FilterLine(Input):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(placeholder="filter: text anywhere in the row (Enter keeps, Esc "
                          "cancels)", max_length=200, **kwargs)
-        self.target: Any = None      # the zoomed pane whose table_view is filtered
+        self.target: ZoomTableKeys | None = None   # the zoomed pane whose table is filtered
         self._before = ""
         self.can_focus = False       # only while open: not the screen's first focus
 
-    def open_for(self, pane: Any) -> None:
+    def open_for(self, pane: ZoomTableKeys) -> None:
         self.target = pane
         self._before = pane.table_view.query
         self.value = self._before

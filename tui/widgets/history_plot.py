@@ -17,9 +17,10 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from rich.text import Text
+from textual.message import Message
 from textual.widgets import Static
 
 from infertop.history import History, Series
@@ -28,6 +29,12 @@ from infertop.textclean import clean
 from infertop.units import fmt_si, fmt_value, natural_key
 
 from .braille_plot import Trace, nice_step, plot_area, x_axis, y_labels
+
+if TYPE_CHECKING:    # the app imports this widget
+    from infertop.pipeline import Frame
+    from infertop.source import SnapshotSource
+
+    from ..app import InfertopApp
 
 
 @dataclass(frozen=True)
@@ -301,16 +308,17 @@ class HistoryPlot(Static):
         if not visible:
             self._shape = None   # drawn afresh when it comes back
 
-    # shadows Textual's read-write Widget.visible (its compositor and layout read it too);
-    # kept as it was: renaming it is a behaviour change to weigh on its own
-    @property  # type: ignore[misc]
-    def visible(self) -> bool:
+    # not `visible`: that is Textual's read-write Widget.visible (visibility, read by its
+    # compositor and layout), which this must not shadow
+    @property
+    def shown(self) -> bool:
+        """Displayed under the zoomed pane (``set_visible``; the class -visible)."""
         return self.has_class("-visible")
 
     def show(self, history: History, layer: Layer, *, origin: float | None = None,
              muted: str = "dim") -> bool:
         """Draw if due; True when it drew."""
-        if not self.visible:
+        if not self.shown:
             return False
         w, h = self.size.width, self.size.height
         if w <= 0 or h <= 0:
@@ -329,16 +337,18 @@ class HistoryPlot(Static):
         self.draws += 1
         return True
 
+    class Shown(Message):
+        """The plot was shown or resized: the app draws it from its current Frame (not
+        while a poll writes History: redraw() waits for that poll, which draws when done)."""
+
     def on_resize(self, _event) -> None:
-        # shown or resized: the app draws it from its current Frame (not while a poll
-        # writes History: redraw() waits for that poll, which draws when done)
-        redraw = getattr(self.app, "redraw", None)
-        if self.visible and redraw is not None and getattr(self.app, "frame", None) is not None:
-            redraw()
+        if self.shown:
+            self.post_message(self.Shown())
 
 
-def timeline_origin(source) -> float | None:
+def timeline_origin(source: SnapshotSource) -> float | None:
     """The recorded time of a replay's first tick (None for live and demo sources)."""
+    # only a replay has a position on a recorded timeline
     cur, el = getattr(source, "current_time", None), getattr(source, "elapsed", None)
     if isinstance(cur, (int, float)) and isinstance(el, (int, float)):
         return cur - el
@@ -346,7 +356,7 @@ def timeline_origin(source) -> float | None:
 
 
 # -- the app's side: kept here so tui/app.py only calls these two ---------------------------
-def _plot_of(app) -> HistoryPlot | None:
+def _plot_of(app: InfertopApp) -> HistoryPlot | None:
     """The main screen's plot (screens without one, such as the fleet's, have none)."""
     if not app.screen_stack:
         return None
@@ -354,26 +364,26 @@ def _plot_of(app) -> HistoryPlot | None:
     return found.first() if found else None
 
 
-def sync_history_plot(app, frame=None) -> None:
+def sync_history_plot(app: InfertopApp, frame: Frame | None = None) -> None:
     """Show the plot while `h` wants it and a pane is zoomed; draw ``frame``'s History
     for the zoomed pane's layer (None: only show or hide)."""
     plot = _plot_of(app)
     if plot is None:
         return
-    zoomed = getattr(app, "zoomed", None)
+    zoomed = app.zoomed
     plot.set_visible(plot.wanted and zoomed is not None)
     if frame is not None and zoomed is not None:
         plot.show(frame.history, LAYERS[zoomed], origin=timeline_origin(app.source),
                   muted=app.role_styles.get("muted", "dim"))
 
 
-def toggle_history_plot(app) -> None:
+def toggle_history_plot(app: InfertopApp) -> None:
     """`h`: on a zoomed pane, show its history plot, or hide it again."""
     plot = _plot_of(app)
     if plot is None:
         app.notify("no history plot on this screen", timeout=3)
         return
-    if getattr(app, "zoomed", None) is None:
+    if app.zoomed is None:
         app.notify("zoom a pane first (1-6), then h plots its history", timeout=3)
         return
     plot.wanted = not plot.wanted
