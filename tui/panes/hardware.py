@@ -188,8 +188,8 @@ class HardwarePane(LayerPane):
             t.add_row(*row)
         if compact:
             fit_compact(t, ctx.width, ctx.severity_of)
-        legend = ctx.note(f"util = a kernel was running; {t.headers[2]} = SMs actually busy "
-                          "(GPM)")
+        sm = t.headers[2] if t.headers else "SM act"     # "SM" where fit_compact shrank it
+        legend = ctx.note(f"util = a kernel was running; {sm} = SMs actually busy (GPM)")
         trends = None
         if ctx.height >= 2 * len(shown) + 4:   # room to spare: the last minute per GPU
             trends = Columns(["trend", "util", "SM act", "power", "SM clk"],
