@@ -19,6 +19,7 @@ LEFT_OUT = {"slow", "integration"}
 # modules that are the whole app or outside programs through and through
 WHOLE = {
     "test_tui_snapshots.py": "SVG snapshots of the whole app",
+    "test_tui_capture_snapshots.py": "SVG snapshots of the capture screens, in the whole app",
     "test_tui_scale.py": "20,000 series and 64 GPUs through the whole app",
     "test_tui_repaint.py": "repaints measured through the whole app",
     "test_tui_modes.py": "demo and replay apps driven key by key",

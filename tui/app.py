@@ -279,6 +279,7 @@ class InfertopApp(App):
         self._wake = asyncio.Event()     # the timer's tick, for _serve_ticks
         self.role_styles: dict[str, str] = {}
         self._shown: dict[str, Text] = {}
+        self._bar_lines: dict[str, tuple[int, int] | None] = {}   # (width, lines) a bar was laid out at
         self._grid_rows = ""    # the panes grid's row sizes set by _fit_grid ("": CSS's)
         self._trends: dict = {}     # sparklines of this trend slot, across ticks (FrameLookups)
         self.host = socket.gethostname()   # once: the header is drawn every tick
@@ -614,7 +615,17 @@ class InfertopApp(App):
         if self._shown.get(selector) == text:
             return
         self._shown[selector] = text
-        self._main_widget(selector, Static).update(text, layout=layout)
+        widget = self._main_widget(selector, Static)
+        widget.update(text, layout=False)
+        if layout:
+            # a bar of auto height (strip, banner) needs a layout only when the number of
+            # lines it wraps to changes: a reflow of the whole screen was ~10 % of the main
+            # thread's work at 1 Hz, paid each time a finding's value moved (issue 23)
+            width = widget.content_region.width
+            lines = (width, widget.visual.get_height(widget.styles, width)) if width > 0 else None
+            if lines is None or lines != self._bar_lines.get(selector):
+                self._bar_lines[selector] = lines
+                widget.refresh(layout=True)
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information",
                timeout: float | None = None, markup: bool = False) -> None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.console import RenderableType
+from rich.style import Style
 from rich.text import Text
 
+from infertop.evidence_text import CODE_RE
 from infertop.model import Layer
 from infertop.units import bar
 
@@ -36,6 +40,76 @@ def short_name(name: str) -> str:
 def no_gpu_note(ctx: PaneContext) -> Text:
     why = ctx.source_reason("nvml") or "no NVIDIA GPU found"
     return ctx.note(f"No GPU readings: {why}")
+
+
+CORE = (0, 1, 2, 3, 5)     # GPU, util, SM act, mem, temp: what a compact line must keep
+BAR_CHARS = frozenset("█░·")   # what units.bar draws
+
+
+def core_width(t: Columns) -> int:
+    """The width of the core columns of the GPU table (as Columns draws them)."""
+    rows = [r for r in t.rows if len(r) > max(CORE)]
+    return sum(max([len(t.headers[i]) if t.headers else 0] + [r[i].cell_len for r in rows])
+               for i in CORE) + t.gap * (len(CORE) - 1)
+
+
+def fit_compact(t: Columns, width: int, rank) -> None:
+    """One line per GPU, values with their units whole: when the core columns do not
+    fit side by side (a flagged GPU's codes, "91 % HW-001 45 % HW-001", made its row ~14
+    columns wider and memory and temperature went), labels shrink first: the codes move
+    into the GPU's label in place of the model's name ("3 HW-001") and "SM act" becomes
+    "SM"; then the util bars go (they only draw the number beside them)."""
+    if core_width(t) <= width:
+        return
+    for n, row in enumerate(t.rows):
+        if len(row) > max(CORE) and t.codes[n]:
+            t.rows[n] = row = codes_to_label(row, row[0].plain.split(" ", 1)[0], rank)
+            t.codes[n] = tuple(CODE_RE.findall(row[0].plain))
+            t.cut_min = max(t.cut_min, row[0].cell_len)    # a code is never cut
+    if t.headers:
+        t.headers = [*t.headers[:2], "SM", *t.headers[3:]]
+    if core_width(t) <= width:
+        return
+    for row in t.rows:
+        if len(row) > max(CORE) and row[1].plain[:1] in BAR_CHARS:
+            row[1] = row[1][row[1].plain.index(" ") + 1:]
+
+
+def codes_to_label(row: list[Text], gpu: str, rank) -> list[Text]:
+    """80x24: a flagged GPU's finding code moves from its values ("90 % HW-001") to its
+    label, in place of the model's name ("3 HW-001"): with a code after each flagged
+    value the row was ~14 columns wider than a plain one, and whole columns of values
+    (memory, temperature) went to make room.  The values keep their severity's colour;
+    the model's name is a label, it gives way first.  One code (the worst; the first the
+    row shows of equals): the pane's title lists them all."""
+    codes: dict[str, str | Style] = {}     # code -> its style, in the order the row shows them
+    cells = [row[0]]
+    for cell in row[1:]:
+        plain = cell.plain
+        while (m := _TRAILING_CODE.search(plain)) is not None:
+            codes.setdefault(m.group(1), style_at_end(cell))
+            cell = cell[:m.start()]
+            plain = cell.plain
+        cells.append(cell)
+    if not codes:
+        return row
+    code = max(codes, key=rank)      # max keeps the first of equals
+    style = codes[code]
+    label = Text(f"{gpu} ")
+    label.append(code, style=style)
+    return [label, *cells[1:]]
+
+
+_TRAILING_CODE = re.compile(r" (" + CODE_RE.pattern + r")$")
+
+
+def style_at_end(cell: Text) -> str | Style:
+    """The style of ``cell``'s last character (the last span over it, else the cell's)."""
+    end = len(cell.plain) - 1
+    for span in reversed(cell.spans):
+        if span.start <= end < span.end:
+            return span.style
+    return cell.style
 
 
 class HardwarePane(LayerPane):
@@ -112,7 +186,10 @@ class HardwarePane(LayerPane):
                         ctx.value_text(ctx.one("gpu.dram_bw_util_ratio", gpu=g)), pcie, nvl,
                         ctx.spark("gpu.util_ratio", 16, 0, 1, gpu=g)]
             t.add_row(*row)
-        legend = ctx.note("util = a kernel was running; SM act = SMs actually busy (GPM)")
+        if compact:
+            fit_compact(t, ctx.width, ctx.severity_of)
+        sm = t.headers[2] if t.headers else "SM act"     # "SM" where fit_compact shrank it
+        legend = ctx.note(f"util = a kernel was running; {sm} = SMs actually busy (GPM)")
         trends = None
         if ctx.height >= 2 * len(shown) + 4:   # room to spare: the last minute per GPU
             trends = Columns(["trend", "util", "SM act", "power", "SM clk"],
