@@ -99,8 +99,6 @@ NOT_EXPORTED: dict[str, str] = {
                "dialect tables after the export)",
     "PAR-004": "not exported in this version (the KV-transfer time histogram came to the "
                "dialect tables after the export)",
-    "DEC-007": "not exported in this version (the admission-rejection counter came to the "
-               "dialect tables after the export)",
 }
 
 SEVERITY_LABEL = {Severity.WARN: "warn", Severity.CRIT: "crit", Severity.NOTICE: "notice"}
@@ -323,6 +321,19 @@ def _recordings(cfg: DiagnosisConfig) -> list[Recording]:
                   f"infertop:requests_failed:increase{ws} / "
                   f"infertop:requests_finished:increase{ws} > -1"),
     ]
+    # requests refused at admission (DEC-007, as derive's _rejections): refused over the
+    # window per server and model (vLLM counts them without an engine label), against the
+    # refused plus the finished requests of every engine of that server and model
+    recs += [
+        Recording(f"infertop:requests_rejected:increase{ws}", _rejected(w)),
+        Recording(f"infertop:requests_ended:increase{ws}",
+                  f"infertop:requests_rejected:increase{ws}"
+                  f"\n  + (sum without (engine) (infertop:requests_finished:increase{ws})"
+                  f"\n     or infertop:requests_rejected:increase{ws} * 0)"),
+        Recording(f"infertop:rejection:ratio{ws}",
+                  f"infertop:requests_rejected:increase{ws} / "
+                  f"infertop:requests_ended:increase{ws} > -1"),
+    ]
     # restarts: a counter that went backwards, or a new process start time
     resets = " or ".join(
         _agg(r, f"resets({r.selector()}[{rw}])")
@@ -351,6 +362,22 @@ def _recordings(cfg: DiagnosisConfig) -> list[Recording]:
                   f"increase({DCGM_ECC_DBE}[{ew}])"),
     ]
     return recs
+
+
+def _rejected(w: str) -> str:
+    """Refused requests over the window of every dialect that counts them, summed over
+    the refusal reasons (and engines, where a dialect has them) per server and model."""
+    parts = []
+    for d in DIALECTS.values():
+        for m in d.rules:
+            if m.key != "server.admission_rejections_total" or len(m.families) != 1:
+                continue
+            name = sample_name(d.name, m.families[0], Kind.COUNTER, m.part)
+            drop = list(d.drop_labels) + [src for src, _ in m.keep]
+            if d.engine_label:
+                drop.append(d.engine_label)
+            parts.append(f"sum without ({', '.join(drop)}) (increase({name}[{w}]))")
+    return "\n  or ".join(parts)
 
 
 def _finished(w: str, reasons: str) -> str:
@@ -589,6 +616,19 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
                     f"\n  and infertop:requests_finished:increase{ws} >= "
                     f"{_num(t.error_min_requests)}")
         add("DEC-004", sev, dec004, f"share of finished requests over {ws} that failed")
+    # DEC-007 requests refused at admission: judged as DEC-004 judges errors (no hold
+    # margin: the rule compares without Context.past)
+    for sev in (Severity.WARN, Severity.CRIT):
+        def dec007(th: _T, sev: Severity = sev) -> str:
+            limit = th("slo.error_ratio", ">", relax=False)
+            expr = f"infertop:rejection:ratio{ws} > {limit}"
+            if sev is Severity.CRIT:
+                expr += (f"\n  and infertop:rejection:ratio{ws} >= "
+                         f"{th('thresholds.error_crit_ratio', '>=', relax=False)}")
+            return (expr + f"\n  and infertop:requests_ended:increase{ws} >= "
+                    f"{th('thresholds.error_min_requests', '>=', relax=False)}")
+        add("DEC-007", sev, dec007,
+            f"share of the requests ended over {ws} (refused + finished) refused at admission")
     # DEC-005 server restarted (within the restart window)
     add("DEC-005", Severity.WARN,
         lambda th: (f"infertop:server_restarts:count{rs} > 0"

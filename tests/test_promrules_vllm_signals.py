@@ -1,0 +1,83 @@
+"""The exported DEC-007 / SCH-005 / SCH-006 alerts, proven with the real promtool.
+
+No demo scenario raises these vLLM signals (admission refusals, a deferred queue, an
+engine asleep), so each episode is played from plain tick data (``helpers.rulekit``) as
+a vLLM server would have served it: infertop's own diagnosis judges the snapshots, the
+converter (``infertop.promtool_input``) turns the same snapshots into the series
+Prometheus would have scraped, and the exported rules must fire what the doctor raised,
+in its layer, by its raise time plus the hold and not long before; the healthy run of
+each fires nothing (``test_promrules._check_episodes``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from helpers.promtool_kit import PROMTOOL_HINT, promtool_binary
+from helpers.rulekit import tick
+from test_promrules import _check_episodes
+
+from infertop.model import Snapshot
+from infertop.promrules import NOT_EXPORTED, export_text
+
+needs_promtool = pytest.mark.skipif(promtool_binary() is None, reason=PROMTOOL_HINT)
+E0 = "engine=0,model=m"
+T0 = 1_000_000.0
+
+
+def _play(phases: list[tuple[int, Callable[[], dict[str, Any]]]]) -> list[Snapshot]:
+    """Snapshots one second apart: each phase's tick data for its count of ticks."""
+    out: list[Snapshot] = []
+    for n, make in phases:
+        for _ in range(n):
+            out.append(tick(T0 + len(out), make()))
+    return out
+
+
+def test_the_four_vllm_signals_left_the_not_exported_list():
+    text = export_text()
+    for code in ("DEC-007", "SCH-005", "SCH-006"):
+        assert code not in NOT_EXPORTED
+        assert f'- alert: "{code}"' in text
+
+
+# ---- DEC-007 requests refused at admission --------------------------------------------------
+def _admission(refused_per_tick: Callable[[int], float], n: int) -> list[Snapshot]:
+    """A vLLM engine finishing 100 requests a second; the server (no engine label)
+    refuses ``refused_per_tick(i)`` at admission on tick i."""
+    state = {"i": 0, "stop": 0.0, "refused": 0.0}
+
+    def make() -> dict[str, Any]:
+        state["stop"] += 100
+        state["refused"] += refused_per_tick(int(state["i"]))
+        state["i"] += 1
+        return {"server.requests_finished_total": {f"{E0},reason=stop": state["stop"]},
+                "server.requests_running": {E0: 4}, "server.requests_waiting": {E0: 0},
+                "server.admission_rejections_total": {
+                    "model=m,reason=max_num_queued_reqs": state["refused"],
+                    "model=m,reason=max_num_queued_tokens": 0.0}}
+    return _play([(n, make)])
+
+
+def test_admission_rejections_export_reads_vllms_counter_per_server_and_model():
+    text = export_text()
+    assert "sum without (reason, engine) (increase(vllm:admission_rejections_total[60s]))" \
+        in text
+    assert "sum without (engine) (infertop:requests_finished:increase60s)" in text
+
+
+@needs_promtool
+@pytest.mark.integration   # promtool replays the episode against the export
+def test_admission_rejections_fire_as_dec007(tmp_path):
+    # 90 healthy seconds, then 10 of every 110 requests refused (9 %: critical)
+    snaps = _admission(lambda i: 0.0 if i < 90 else 10.0, 200)
+    expect = _check_episodes(tmp_path, snaps, "vm", "vllm")
+    assert expect["DEC-007"].layer == "decoding"
+
+
+@needs_promtool
+@pytest.mark.integration
+def test_no_admission_rejections_fire_nothing(tmp_path):
+    assert _check_episodes(tmp_path, _admission(lambda i: 0.0, 200), "vm", "vllm") == {}
