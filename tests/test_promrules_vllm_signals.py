@@ -36,7 +36,7 @@ def _play(phases: list[tuple[int, Callable[[], dict[str, Any]]]]) -> list[Snapsh
     return out
 
 
-@pytest.mark.parametrize("code", ["DEC-007"])
+@pytest.mark.parametrize("code", ["DEC-007", "SCH-006"])
 def test_exported_and_no_longer_listed_as_not_exported(code):
     assert code not in NOT_EXPORTED
     assert f'- alert: "{code}"' in export_text()
@@ -80,3 +80,36 @@ def test_admission_rejections_fire_as_dec007(tmp_path):
 @pytest.mark.integration
 def test_no_admission_rejections_fire_nothing(tmp_path):
     assert _check_episodes(tmp_path, _admission(lambda i: 0.0, 200), "vm", "vllm") == {}
+
+
+# ---- SCH-006 engine asleep ----------------------------------------------------------------
+def _sleep(phases: list[tuple[int, float, float]]) -> list[Snapshot]:
+    """A vLLM engine: (ticks, sleep level, waiting requests) per phase."""
+    return _play([(n, lambda lv=level, w=waiting: {
+        "server.sleep_level": {E0: lv}, "server.requests_waiting": {E0: w},
+        "server.requests_running": {E0: 0}}) for n, level, waiting in phases])
+
+
+def test_sleep_level_goes_back_to_vllms_one_hot_family():
+    from infertop.promtool_input import convert_snapshots
+    series = convert_snapshots(_sleep([(1, 2.0, 0.0)]), 1.0, "vm", "vllm")
+    base = 'vllm:engine_sleep_state{engine="0",instance="local",job="server",model_name="m",' \
+           'node="vm",sleep_state='
+    assert series.series[base + '"discard_all"}'] == {0: 1.0}
+    assert series.series[base + '"awake"}'] == {0: 0.0}
+    assert series.series[base + '"weights_offloaded"}'] == {0: 0.0}
+
+
+@needs_promtool
+@pytest.mark.integration
+def test_engine_asleep_fires_as_sch006(tmp_path):
+    # awake, then asleep with nothing waiting (notice), then discarded with 4 waiting (warn)
+    snaps = _sleep([(60, 0.0, 0.0), (60, 1.0, 0.0), (60, 2.0, 4.0)])
+    expect = _check_episodes(tmp_path, snaps, "vm", "vllm")
+    assert expect["SCH-006"].layer == "scheduling"
+
+
+@needs_promtool
+@pytest.mark.integration
+def test_engine_awake_fires_nothing(tmp_path):
+    assert _check_episodes(tmp_path, _sleep([(120, 0.0, 0.0)]), "vm", "vllm") == {}
