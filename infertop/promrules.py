@@ -96,8 +96,6 @@ NOT_EXPORTED: dict[str, str] = {
     "FLT-003": "cross-node rule of the fleet screen (node.up is infertop's own reading)",
     # rules other branches add (main): listed here so a merge keeps every code explained
     "MEM-005": "needs vLLM's KV-cache events (the --kv-events ZMQ stream), not /metrics",
-    "SCH-005": "not exported in this version (vLLM 0.32's waiting-by-reason family came "
-               "to the dialect tables after the export)",
     "PAR-004": "not exported in this version (the KV-transfer time histogram came to the "
                "dialect tables after the export)",
 }
@@ -286,6 +284,13 @@ def _recordings(cfg: DiagnosisConfig) -> list[Recording]:
                   f"infertop:requests_waiting:count >= bool {_num(t.queue_waiting_min)}"),
         Recording(f"infertop:queued:share{js}",
                   judged("avg_over_time({})", "infertop:queued:bool")),
+        # SCH-005: deferred requests (vLLM reason="deferred") and the queue's median
+        Recording("infertop:requests_deferred:count",
+                  union("server.requests_deferred", lambda r: r.selector())),
+        Recording(f"infertop:waiting:median{js}",
+                  judged("quantile_over_time(0.5, {})", "infertop:requests_waiting:count")),
+        Recording(f"infertop:deferred:median{js}",
+                  judged("quantile_over_time(0.5, {})", "infertop:requests_deferred:count")),
         Recording(f"infertop:preemptions:rate{ws}",
                   union("server.preemptions_total", lambda r: f"rate({r.selector()}[{w}])")),
         Recording(f"infertop:running:max{js}",
@@ -667,15 +672,30 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
     add("DEC-006", Severity.CRIT,
         lambda th: "up == 0 and on (job, instance) infertop:server:seen",
         "`up` of a target that served inference metrics in the last hour")
+    # SCH-005 the queue waits on a deferral, not capacity: a queue on half the judge
+    # window's ticks and most of it (medians) deferred; both compared through
+    # Context.past, so both relaxed while it fires
+    def deferred_part(th: _T) -> str:
+        return (f"infertop:deferred:median{js} / infertop:waiting:median{js} >= "
+                f"{th('thresholds.deferred_share_min', '>=')}"
+                f"\n  and infertop:waiting:median{js} > 0")
+
+    add("SCH-005", Severity.WARN,
+        lambda th: (f"{deferred_part(th)}"
+                    f"\n  and infertop:queued:share{js} >= {_num_relax(th, 0.5)}"),
+        "share of the queue (medians over the judge window) deferred, not waiting for "
+        "capacity")
     # SCH-002 queue while GPUs idle and KV free: needs a GPU reading on the same node as
-    # the server (a ``node`` target label on both jobs, as fleet mode uses)
+    # the server (a ``node`` target label on both jobs, as fleet mode uses); a queue
+    # mostly deferred is SCH-005's (it supersedes SCH-002 on the screen)
     add("SCH-002", Severity.WARN,
         lambda th: (f"infertop:queued:share{js} >= {_num_relax(th, 0.5)}"
                     f"\n  and infertop:kv_usage:median{js} <= "
                     f"{th('thresholds.kv_free_max', '<=')}"
                     f"\n  and on (node) (avg by (node) "
                     f"(infertop:gpu_sm_active:median{js}) <= "
-                    f"{th('thresholds.idle_sm_active_max', '<=')})"),
+                    f"{th('thresholds.idle_sm_active_max', '<=')})"
+                    f"\n  unless ({deferred_part(_T(cfg))})"),
         "share of the judge window's ticks with a queue (GPUs idle, KV free)")
     return out
 

@@ -36,7 +36,7 @@ def _play(phases: list[tuple[int, Callable[[], dict[str, Any]]]]) -> list[Snapsh
     return out
 
 
-@pytest.mark.parametrize("code", ["DEC-007", "SCH-006"])
+@pytest.mark.parametrize("code", ["DEC-007", "SCH-005", "SCH-006"])
 def test_exported_and_no_longer_listed_as_not_exported(code):
     assert code not in NOT_EXPORTED
     assert f'- alert: "{code}"' in export_text()
@@ -113,3 +113,38 @@ def test_engine_asleep_fires_as_sch006(tmp_path):
 @pytest.mark.integration
 def test_engine_awake_fires_nothing(tmp_path):
     assert _check_episodes(tmp_path, _sleep([(120, 0.0, 0.0)]), "vm", "vllm") == {}
+
+
+# ---- SCH-005 the queue waits on a deferral, not capacity ------------------------------------
+def _queue(deferred: float, waiting: float = 12.0, n: int = 60) -> list[Snapshot]:
+    """A vLLM engine at its cap of 8 with idle GPUs and free KV: 30 s with no queue, then
+    ``waiting`` requests of which ``deferred`` wait on a deferral (vLLM reason=deferred)."""
+    def make(w: float, d: float) -> Callable[[], dict[str, Any]]:
+        return lambda: {"server.requests_waiting": {E0: w}, "server.requests_deferred": {E0: d},
+                        "server.requests_running": {E0: 8}, "kv.usage_ratio": {E0: 0.3},
+                        "gpu.sm_active_ratio": {"gpu=0": 0.25, "gpu=1": 0.25},
+                        "server.setting": {"name=max_num_seqs": "8"}}
+    return _play([(30, make(0.0, 0.0)), (n, make(waiting, deferred))])
+
+
+@needs_promtool
+@pytest.mark.integration
+def test_deferred_queue_fires_sch005_and_not_sch002(tmp_path):
+    """Most of the queue deferred with the GPUs idle: SCH-005 fires; the exported SCH-002
+    (queue while GPUs idle), which SCH-005 supersedes on the screen, stays quiet (the
+    check fails on any alert the doctor did not raise)."""
+    expect = _check_episodes(tmp_path, _queue(deferred=11.0), "vm", "vllm")
+    assert set(expect) == {"SCH-005"} and expect["SCH-005"].layer == "scheduling"
+
+
+@needs_promtool
+@pytest.mark.integration
+def test_capacity_queue_fires_sch002_not_sch005(tmp_path):
+    expect = _check_episodes(tmp_path, _queue(deferred=0.0), "vm", "vllm")
+    assert set(expect) == {"SCH-002"}
+
+
+@needs_promtool
+@pytest.mark.integration
+def test_no_queue_fires_nothing(tmp_path):
+    assert _check_episodes(tmp_path, _queue(deferred=0.0, waiting=0.0), "vm", "vllm") == {}
