@@ -96,8 +96,13 @@ NOT_EXPORTED: dict[str, str] = {
     "FLT-003": "cross-node rule of the fleet screen (node.up is infertop's own reading)",
     # rules other branches add (main): listed here so a merge keeps every code explained
     "MEM-005": "needs vLLM's KV-cache events (the --kv-events ZMQ stream), not /metrics",
-    "PAR-004": "not exported in this version (the KV-transfer time histogram came to the "
-               "dialect tables after the export)",
+    "PAR-004": "judged against the client's mean TTFT: the prefill instance's mean TTFT "
+               "plus the decode instance's (which includes the transfer); which prefill "
+               "instance feeds which decode instance is not on /metrics (vLLM's kv_role "
+               "is on its command line, SGLang's engine_type label is aggregated away, "
+               "and SGLang may count the transfer on the sending side), so PromQL could "
+               "only compare the transfer with the decode instance's own TTFT: a larger "
+               "share than the screen's, firing where the screen does not",
 }
 
 SEVERITY_LABEL = {Severity.WARN: "warn", Severity.CRIT: "crit", Severity.NOTICE: "notice"}
