@@ -63,6 +63,9 @@ DCGM_REMAP_FAILURE = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
 # the clocks-event (throttle) bitmask: renamed in DCGM 3.x; not in the default CSV
 DCGM_CLOCK_REASONS = ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS")
 
+# vLLM's sleep mode (SCH-006): one sample per sleep_state, 1 on the current one
+VLLM_SLEEP_STATE = "vllm:engine_sleep_state"
+
 # Rules that are not exported, and why (also printed in the file and docs/alerts.md)
 NOT_EXPORTED: dict[str, str] = {
     "HW-002": "needs the server's dtype setting (read from its command line, not /metrics)",
@@ -93,14 +96,13 @@ NOT_EXPORTED: dict[str, str] = {
     "FLT-003": "cross-node rule of the fleet screen (node.up is infertop's own reading)",
     # rules other branches add (main): listed here so a merge keeps every code explained
     "MEM-005": "needs vLLM's KV-cache events (the --kv-events ZMQ stream), not /metrics",
-    "SCH-005": "not exported in this version (vLLM 0.32's waiting-by-reason family came "
-               "to the dialect tables after the export)",
-    "SCH-006": "not exported in this version (vLLM's engine sleep state came to the "
-               "dialect tables after the export)",
-    "PAR-004": "not exported in this version (the KV-transfer time histogram came to the "
-               "dialect tables after the export)",
-    "DEC-007": "not exported in this version (the admission-rejection counter came to the "
-               "dialect tables after the export)",
+    "PAR-004": "judged against the client's mean TTFT: the prefill instance's mean TTFT "
+               "plus the decode instance's (which includes the transfer); which prefill "
+               "instance feeds which decode instance is not on /metrics (vLLM's kv_role "
+               "is on its command line, SGLang's engine_type label is aggregated away, "
+               "and SGLang may count the transfer on the sending side), so PromQL could "
+               "only compare the transfer with the decode instance's own TTFT: a larger "
+               "share than the screen's, firing where the screen does not",
 }
 
 SEVERITY_LABEL = {Severity.WARN: "warn", Severity.CRIT: "crit", Severity.NOTICE: "notice"}
@@ -287,6 +289,13 @@ def _recordings(cfg: DiagnosisConfig) -> list[Recording]:
                   f"infertop:requests_waiting:count >= bool {_num(t.queue_waiting_min)}"),
         Recording(f"infertop:queued:share{js}",
                   judged("avg_over_time({})", "infertop:queued:bool")),
+        # SCH-005: deferred requests (vLLM reason="deferred") and the queue's median
+        Recording("infertop:requests_deferred:count",
+                  union("server.requests_deferred", lambda r: r.selector())),
+        Recording(f"infertop:waiting:median{js}",
+                  judged("quantile_over_time(0.5, {})", "infertop:requests_waiting:count")),
+        Recording(f"infertop:deferred:median{js}",
+                  judged("quantile_over_time(0.5, {})", "infertop:requests_deferred:count")),
         Recording(f"infertop:preemptions:rate{ws}",
                   union("server.preemptions_total", lambda r: f"rate({r.selector()}[{w}])")),
         Recording(f"infertop:running:max{js}",
@@ -323,6 +332,27 @@ def _recordings(cfg: DiagnosisConfig) -> list[Recording]:
                   f"infertop:requests_failed:increase{ws} / "
                   f"infertop:requests_finished:increase{ws} > -1"),
     ]
+    # requests refused at admission (DEC-007, as derive's _rejections): refused over the
+    # window per server and model (vLLM counts them without an engine label), against the
+    # refused plus the finished requests of every engine of that server and model
+    recs += [
+        Recording(f"infertop:requests_rejected:increase{ws}", _rejected(w)),
+        Recording(f"infertop:requests_ended:increase{ws}",
+                  f"infertop:requests_rejected:increase{ws}"
+                  f"\n  + (sum without (engine) (infertop:requests_finished:increase{ws})"
+                  f"\n     or infertop:requests_rejected:increase{ws} * 0)"),
+        Recording(f"infertop:rejection:ratio{ws}",
+                  f"infertop:requests_rejected:increase{ws} / "
+                  f"infertop:requests_ended:increase{ws} > -1"),
+    ]
+    # SCH-006: vLLM's one-hot engine_sleep_state as a level, the deepest state flagged
+    # (servers/vllm.py's _vllm_sleep_level; no state flagged: no level, not "awake")
+    from .servers.vllm import VLLM_SLEEP_LEVELS
+    states = "\n  or ".join(
+        f'({VLLM_SLEEP_STATE}{{sleep_state={_q(state)}}} >= 0.5) * 0 + {_num(level)}'
+        for state, level in VLLM_SLEEP_LEVELS.items())
+    recs.append(Recording("infertop:sleep_level:level",
+                          f"max without (sleep_state) (\n  {states})"))
     # restarts: a counter that went backwards, or a new process start time
     resets = " or ".join(
         _agg(r, f"resets({r.selector()}[{rw}])")
@@ -351,6 +381,22 @@ def _recordings(cfg: DiagnosisConfig) -> list[Recording]:
                   f"increase({DCGM_ECC_DBE}[{ew}])"),
     ]
     return recs
+
+
+def _rejected(w: str) -> str:
+    """Refused requests over the window of every dialect that counts them, summed over
+    the refusal reasons (and engines, where a dialect has them) per server and model."""
+    parts = []
+    for d in DIALECTS.values():
+        for m in d.rules:
+            if m.key != "server.admission_rejections_total" or len(m.families) != 1:
+                continue
+            name = sample_name(d.name, m.families[0], Kind.COUNTER, m.part)
+            drop = list(d.drop_labels) + [src for src, _ in m.keep]
+            if d.engine_label:
+                drop.append(d.engine_label)
+            parts.append(f"sum without ({', '.join(drop)}) (increase({name}[{w}]))")
+    return "\n  or ".join(parts)
 
 
 def _finished(w: str, reasons: str) -> str:
@@ -589,6 +635,30 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
                     f"\n  and infertop:requests_finished:increase{ws} >= "
                     f"{_num(t.error_min_requests)}")
         add("DEC-004", sev, dec004, f"share of finished requests over {ws} that failed")
+    # DEC-007 requests refused at admission: judged as DEC-004 judges errors (no hold
+    # margin: the rule compares without Context.past)
+    for sev in (Severity.WARN, Severity.CRIT):
+        def dec007(th: _T, sev: Severity = sev) -> str:
+            limit = th("slo.error_ratio", ">", relax=False)
+            expr = f"infertop:rejection:ratio{ws} > {limit}"
+            if sev is Severity.CRIT:
+                expr += (f"\n  and infertop:rejection:ratio{ws} >= "
+                         f"{th('thresholds.error_crit_ratio', '>=', relax=False)}")
+            return (expr + f"\n  and infertop:requests_ended:increase{ws} >= "
+                    f"{th('thresholds.error_min_requests', '>=', relax=False)}")
+        add("DEC-007", sev, dec007,
+            f"share of the requests ended over {ws} (refused + finished) refused at admission")
+    # SCH-006 engine asleep: a warning when requests wait on it, a notice otherwise (each
+    # tick's state, no thresholds to relax)
+    def sch006(th: _T, waiting: bool) -> str:
+        queue = (f"infertop:requests_waiting:count >= "
+                 f"{th('thresholds.queue_waiting_min', '>=', relax=False)}")
+        return f"infertop:sleep_level:level >= 1\n  {'and' if waiting else 'unless'} {queue}"
+
+    add("SCH-006", Severity.WARN, lambda th: sch006(th, True),
+        "sleep level (1 weights offloaded, 2 weights and KV discarded) with requests waiting")
+    add("SCH-006", Severity.NOTICE, lambda th: sch006(th, False),
+        "sleep level (1 weights offloaded, 2 weights and KV discarded), nothing waiting")
     # DEC-005 server restarted (within the restart window)
     add("DEC-005", Severity.WARN,
         lambda th: (f"infertop:server_restarts:count{rs} > 0"
@@ -607,15 +677,30 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
     add("DEC-006", Severity.CRIT,
         lambda th: "up == 0 and on (job, instance) infertop:server:seen",
         "`up` of a target that served inference metrics in the last hour")
+    # SCH-005 the queue waits on a deferral, not capacity: a queue on half the judge
+    # window's ticks and most of it (medians) deferred; both compared through
+    # Context.past, so both relaxed while it fires
+    def deferred_part(th: _T) -> str:
+        return (f"infertop:deferred:median{js} / infertop:waiting:median{js} >= "
+                f"{th('thresholds.deferred_share_min', '>=')}"
+                f"\n  and infertop:waiting:median{js} > 0")
+
+    add("SCH-005", Severity.WARN,
+        lambda th: (f"{deferred_part(th)}"
+                    f"\n  and infertop:queued:share{js} >= {_num_relax(th, 0.5)}"),
+        "share of the queue (medians over the judge window) deferred, not waiting for "
+        "capacity")
     # SCH-002 queue while GPUs idle and KV free: needs a GPU reading on the same node as
-    # the server (a ``node`` target label on both jobs, as fleet mode uses)
+    # the server (a ``node`` target label on both jobs, as fleet mode uses); a queue
+    # mostly deferred is SCH-005's (it supersedes SCH-002 on the screen)
     add("SCH-002", Severity.WARN,
         lambda th: (f"infertop:queued:share{js} >= {_num_relax(th, 0.5)}"
                     f"\n  and infertop:kv_usage:median{js} <= "
                     f"{th('thresholds.kv_free_max', '<=')}"
                     f"\n  and on (node) (avg by (node) "
                     f"(infertop:gpu_sm_active:median{js}) <= "
-                    f"{th('thresholds.idle_sm_active_max', '<=')})"),
+                    f"{th('thresholds.idle_sm_active_max', '<=')})"
+                    f"\n  unless ({deferred_part(_T(cfg))})"),
         "share of the judge window's ticks with a queue (GPUs idle, KV free)")
     return out
 
@@ -687,7 +772,7 @@ def render(export: Export) -> str:
     out = ["# infertop diagnosis rules for Prometheus (generated by `infertop rules export`; "
            "regenerate, do not edit)",
            f"# thresholds: {export.config_path or 'defaults'}",
-           "# alertname = finding code; labels severity (warn|crit) and layer; for: = the "
+           "# alertname = finding code; labels severity (warn|crit|notice) and layer; for: = the "
            "rule's raise delay,",
            "# keep_firing_for: = its clear delay (Prometheus >= 2.42); while firing, relaxed "
            "thresholds hold it (ALERTS).",

@@ -40,9 +40,11 @@ from .promrules import (
     DCGM_REMAP_FAILURE,
     DCGM_UNC_REMAP,
     DCGM_XID,
+    VLLM_SLEEP_STATE,
     sample_name,
 )
 from .recording import Decoded, iter_snapshots
+from .servers.vllm import VLLM_SLEEP_LEVELS
 
 # GPU keys the exporter names, beyond DCGM_FIELDS (key -> (field, factor to its unit))
 EXTRA_GPU: dict[str, tuple[str, float]] = {
@@ -152,6 +154,9 @@ def _server_reading(out: InputSeries, d: Dialect, r: Reading, i: int, inst: str,
         out.put(selector("process_start_time_seconds",
                          {"job": "server", "instance": inst, "node": host}), i, r.value)
         return
+    if r.key == "server.sleep_level":
+        _sleep_state(out, d, r, i, inst, host)
+        return
     found = _family_for(d, r)
     if found is None:
         return
@@ -169,6 +174,22 @@ def _server_reading(out: InputSeries, d: Dialect, r: Reading, i: int, inst: str,
             out.put(selector(f"{fam}_sum", labels), i, r.hist_sum)
         return
     out.put(selector(sample_name(d.name, m.families[0], kind, m.part), labels), i, r.value)
+
+
+def _sleep_state(out: InputSeries, d: Dialect, r: Reading, i: int, inst: str,
+                 host: str) -> None:
+    """vLLM's level back to its one-hot ``engine_sleep_state{sleep_state}`` samples."""
+    if d.name != "vllm" or r.value is None:
+        return
+    have = dict(r.labels)
+    labels = {"job": "server", "instance": inst, "node": host}
+    if "model" in have and d.model_labels:
+        labels[d.model_labels[0]] = have["model"]
+    if "engine" in have and d.engine_label:
+        labels[d.engine_label] = have["engine"]
+    for state, level in VLLM_SLEEP_LEVELS.items():
+        out.put(selector(VLLM_SLEEP_STATE, {**labels, "sleep_state": state}), i,
+                1.0 if level == r.value else 0.0)
 
 
 def _le(le: float) -> str:
