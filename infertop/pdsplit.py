@@ -35,7 +35,8 @@ ROLES = ("prefill", "decode")
 
 def roles(history: History) -> dict[str, str]:
     """instance -> 'prefill' / 'decode' (/ 'both' / 'unified'): the server's own label
-    (SGLang engine_type, the demo's per-instance role) or, with exactly one server
+    (SGLang engine_type, the demo's per-instance role, a local --url's command line read
+    by its server probe: probes/server/roles.py) or, with exactly one server
     instance in view, the command line's (vLLM --kv-transfer-config kv_role): a host-wide
     setting cannot say which of several instances it belongs to."""
     out: dict[str, str] = {}

@@ -246,3 +246,39 @@ def test_the_probe_adds_a_remote_unknown_role_only_for_a_page_in_a_pd_pair():
     assert [(r.key, r.label("instance"), r.reason) for r in got] == \
         [("server.disagg_role", "10.9.9.9:8100", REMOTE_WHY)]
     assert probe._role_readings(own) == []
+
+
+def test_two_local_urls_give_the_pane_the_pair_and_a_measured_prefill_side():
+    """What the server probes emit for --url :8100 --url :8200, through the real
+    pipeline: the pane pairs them and the split's prefill part is measured; the process
+    probe's host-wide setting (the one server it follows: the prefill one) no longer
+    names the decode instance."""
+    from helpers.panes import pane_text
+    from helpers.rulekit import Hist, tick
+
+    from infertop.pipeline import Pipeline
+    from infertop.rules.engine import Diagnoser
+
+    p_lab, d_lab = "instance=127.0.0.1:8100,model=m", "instance=127.0.0.1:8200,model=m"
+    p_ttft, d_ttft = Hist((0.1, 0.25, 0.5, 1.0, 2.5)), Hist((0.1, 0.25, 0.5, 1.0, 2.5))
+    xfer = Hist((0.001, 0.01, 0.1, 0.5))
+    pipe = Pipeline(Diagnoser(), window=60.0)
+    for i in range(20):
+        p_ttft.observe(0.3, 10)
+        d_ttft.observe(0.5, 10)
+        xfer.observe(0.05, 10)
+        frame = pipe.feed(tick(1_000_000.0 + i, {
+            "server.disagg_role": {"instance=127.0.0.1:8100": "prefill",
+                                   "instance=127.0.0.1:8200": "decode"},
+            "server.setting": {"name=disagg_role": "prefill"},
+            "latency.ttft_seconds": {p_lab: p_ttft.value(), d_lab: d_ttft.value()},
+            "latency.kv_transfer_seconds": {d_lab: xfer.value()},
+            "server.requests_running": {p_lab: 1.0, d_lab: 4.0}}))
+    split = {r.label("part"): r for r in frame.derived if r.key == "pd.ttft_split_seconds"}
+    assert split["prefill"].ok and split["prefill"].value == pytest.approx(0.3)
+    assert split["prefill"].label("instance") == "127.0.0.1:8200"
+    assert split["total"].ok
+    text = pane_text("parallelism", frame, width=160, height=40)
+    assert "P/D prefill :8100  →  decode :8200" in text
+    line = next(ln for ln in text.splitlines() if ln.startswith("TTFT split :8200"))
+    assert "not measured" not in line
