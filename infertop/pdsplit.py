@@ -35,7 +35,8 @@ ROLES = ("prefill", "decode")
 
 def roles(history: History) -> dict[str, str]:
     """instance -> 'prefill' / 'decode' (/ 'both' / 'unified'): the server's own label
-    (SGLang engine_type, the demo's per-instance role) or, with exactly one server
+    (SGLang engine_type, the demo's per-instance role, a local --url's command line read
+    by its server probe: probes/server/roles.py) or, with exactly one server
     instance in view, the command line's (vLLM --kv-transfer-config kv_role): a host-wide
     setting cannot say which of several instances it belongs to."""
     out: dict[str, str] = {}
@@ -52,6 +53,13 @@ def roles(history: History) -> dict[str, str]:
                 if s.text:
                     out[inst] = s.text
     return out
+
+
+def unknown_roles(history: History) -> dict[str, str]:
+    """instance -> why its role is unknown (a server.disagg_role with no text: a remote
+    vLLM in a P/D pair, whose page carries no role and whose command line is not here)."""
+    return {s.label("instance"): s.reason for s in history.find("server.disagg_role")
+            if not s.text and s.reason and s.label("instance")}
 
 
 def _pooled_mean(series: Iterable[Series], window: float) -> tuple[float | None, float]:
@@ -109,7 +117,12 @@ def derive_split(history: History, window: float) -> list[Reading]:
                     and (not model or not x.label("model") or x.label("model") == model)]
         p_mean, _ = _pooled_mean(p_series, window)
 
-        if not prefill:
+        unknown = {i: why for i, why in unknown_roles(history).items()
+                   if i != inst and i not in role}
+        if not prefill and unknown:
+            other = sorted(unknown)[0]
+            p_why = f"not measured: {other}'s {unknown[other]}"
+        elif not prefill:
             p_why = ("not measured: no prefill instance in view (its TTFT is the prefill "
                      "side; add its /metrics with --url)")
         elif p_mean is None:

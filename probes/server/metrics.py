@@ -35,6 +35,7 @@ from infertop.textclean import clean, one_line
 from infertop.probes.base import Probe, sample
 
 from infertop.probes.server.http11 import ConnectFailed, Http11Client, HttpError, Response
+from infertop.probes.server.roles import RoleReader
 from infertop.probes.registry import LiveTarget, ProbeSpec, register
 
 __all__ = ["ServerMetricsProbe", "ServerMetricsError", "normalize_url"]
@@ -86,6 +87,8 @@ class ServerMetricsProbe(Probe):
         self.timeout = timeout
         self.max_bytes = max_bytes
         self._client: Http11Client | None = None
+        # the P/D role from the command line of the process on this URL's port (roles.py)
+        self._roles = RoleReader(self.url, self.instance) if not self._bad_url else None
 
     async def open(self) -> Capability:
         if self._bad_url:
@@ -145,6 +148,7 @@ class ServerMetricsProbe(Probe):
             readings, meta = self._map(text, headers)
         except ParseError as e:
             raise ServerMetricsError(clean(f"{url} did not return Prometheus metrics: {e}")) from None
+        readings += self._role_readings(readings)
         if isinstance(meta, ServerMeta) and meta.series_dropped:
             warnings += [n for n in meta.notes if "cardinality cap" in n]
         # warnings: read, but not all of it; the reason says what was left out
@@ -152,6 +156,19 @@ class ServerMetricsProbe(Probe):
                        warnings=tuple(warnings))
         return sample(self.name, readings, meta=meta, started=started,
                       reason="; ".join(warnings))
+
+    def _role_readings(self, readings: list[Reading]) -> list[Reading]:
+        """server.disagg_role for this instance when the page gave none (vLLM's never
+        does).  A remote server's unknown role is said only when the page shows it is in a
+        P/D pair (KV-transfer families): a reason on every remote unified engine is noise."""
+        if self._roles is None or any(r.key == "server.disagg_role" for r in readings):
+            return []
+        got = self._roles.poll()
+        if self._roles.local is False and not any(
+                r.key == "latency.kv_transfer_seconds" or r.key.startswith("kv.transfer_")
+                for r in readings):
+            return []
+        return got
 
     def _map(self, text: str, headers) -> tuple[list[Reading], ServerMeta | NvmlMeta]:
         """The page's readings and meta (ParseError when it is not an exposition); the

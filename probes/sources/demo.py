@@ -259,9 +259,9 @@ _KV_ROLES = {"kv_producer": "prefill", "kv_consumer": "decode", "kv_both": "both
 
 def with_role(sample: Sample, frame: SimFrame, instance: str) -> Sample:
     """``sample`` plus the instance's P/D role read from its own --kv-transfer-config.
-    Live, the process probe reads the role from the command line of the one server it
-    follows (a host-wide setting); each instance of the demo's pair has its own, so the
-    demo labels it with the instance, as SGLang's engine_type label does."""
+    Live, each local --url's server probe reads it from the command line of the process
+    on its port (probes/server/roles.py) and labels it with the instance, as SGLang's
+    engine_type label does; the demo's pair does the same from its setup."""
     try:
         cfg = json.loads(frame.setup["settings"].get("kv_transfer_config", ""))
     except ValueError:
