@@ -41,8 +41,17 @@ def expected(result) -> tuple[list[str], list[tuple[str, list[str]]]]:
                                           ("sch-gil-contention", "P"),
                                           ("krn-launch-bound", "n")])
 async def test_values_whole_and_names_cut_with_a_mark_at_80x24(scenario, key):
+    await check_80x24(scenario, key, (80, 24))
+
+
+async def test_a_terminal_shrunk_to_80_columns_refits_the_table():
+    await check_80x24("sch-gil-contention", "P", (160, 48))
+
+
+async def check_80x24(scenario: str, key: str, size: tuple[int, int]) -> None:
+    """Open ``key``'s capture at ``size``, shrink to 80x24 if needed, check the table."""
     app = demo_app(scenario)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=size) as pilot:
         while app.ticks < 1:
             await pilot.pause(0.01)
         for _ in range(20 - app.ticks):
@@ -55,6 +64,10 @@ async def test_values_whole_and_names_cut_with_a_mark_at_80x24(scenario, key):
             if not screen.capture_running:
                 break
             await pilot.pause(0.05)
+        await pilot.pause()
+        if size != (80, 24):
+            assert " cpu " in " ".join(table_lines(app)[:1])
+            await pilot.resize_terminal(80, 24)
         await pilot.pause()
         await pilot.pause()
         lines = table_lines(app)
