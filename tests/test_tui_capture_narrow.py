@@ -12,8 +12,6 @@ from infertop.probes.capture.nsys import NsysResult
 from infertop.probes.capture.pyspy import DumpResult, RecordResult
 from infertop.tui.screens.capture_table import fit_widths
 
-pytestmark = pytest.mark.slow   # demo apps driven key by key
-
 
 def table_lines(app) -> list[str]:
     """The screen's lines inside the capture table's region (its header first)."""
@@ -37,6 +35,7 @@ def expected(result) -> tuple[list[str], list[tuple[str, list[str]]]]:
         for k in result.summary.top_kernels]
 
 
+@pytest.mark.slow   # demo apps driven key by key (fit_widths below stays in the quick loop)
 @pytest.mark.parametrize("scenario,key", [("sch-gil-contention", "p"),
                                           ("sch-gil-contention", "P"),
                                           ("krn-launch-bound", "n")])
@@ -44,6 +43,7 @@ async def test_values_whole_and_names_cut_with_a_mark_at_80x24(scenario, key):
     await check_80x24(scenario, key, (80, 24))
 
 
+@pytest.mark.slow
 async def test_a_terminal_shrunk_to_80_columns_refits_the_table():
     await check_80x24("sch-gil-contention", "P", (160, 48))
 
