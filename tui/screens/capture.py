@@ -15,17 +15,20 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, ProgressBar, Static
+from textual.widgets import Footer, Input, ProgressBar, Static
 
 from infertop.probes.capture.files import CaptureError
 from infertop.probes.capture.nsys import GpuCapturePlan, NsysResult
 from infertop.probes.capture.profiler_endpoint import ProfileEndpointResult
 from infertop.probes.capture.pyspy import DumpResult, RecordResult, ThreadDump, open_hints
+
+from .capture_table import CaptureTable
 
 
 def thread_matches(t: ThreadDump, role: str, query: str) -> bool:
@@ -40,6 +43,9 @@ def thread_matches(t: ThreadDump, role: str, query: str) -> bool:
 
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x * 100:.0f}%"
+
+
+NARROW = 100     # a terminal narrower than this: the table's share of the width grows
 
 
 class CaptureScreen(Screen):
@@ -61,6 +67,7 @@ class CaptureScreen(Screen):
     CaptureScreen #capture-status.-error { background: $error 20%; color: $text; }
     CaptureScreen #capture-body { height: 1fr; }
     CaptureScreen #capture-threads { width: 45%; min-width: 30; border-right: solid $panel; }
+    CaptureScreen.-narrow #capture-threads { width: 55%; }
     CaptureScreen #capture-right { width: 1fr; }
     CaptureScreen #capture-search { height: 3; }
     CaptureScreen #capture-stacks { padding: 0 1; }
@@ -90,7 +97,7 @@ class CaptureScreen(Screen):
         yield ProgressBar(total=100, show_eta=False, id="capture-progress")
         yield Static("", id="capture-status")
         with Horizontal(id="capture-body"):
-            yield DataTable(id="capture-threads", cursor_type="row", zebra_stripes=True)
+            yield CaptureTable(id="capture-threads", cursor_type="row", zebra_stripes=True)
             with Vertical(id="capture-right"):
                 yield Input(placeholder="/ search stacks: function, file, thread",
                             id="capture-search")
@@ -100,7 +107,16 @@ class CaptureScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._narrow(self.app.size.width)
         self._draw()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._narrow(event.size.width)
+
+    def _narrow(self, width: int) -> None:
+        """Below NARROW columns the table takes more of the width: at 80 columns 45% left
+        a thread or kernel name about 5 columns beside its values (the stacks wrap)."""
+        self.set_class(0 < width < NARROW, "-narrow")
 
     # -- API for the app ------------------------------------------------------------------
     def set_progress(self, fraction: float, text: str = "") -> None:
@@ -234,20 +250,22 @@ class CaptureScreen(Screen):
         return t
 
     def _draw_body(self) -> None:
-        table = self.query_one("#capture-threads", DataTable)
+        table = self.query_one("#capture-threads", CaptureTable)
         stacks = self.query_one("#capture-stacks", Static)
-        table.clear(columns=True)
+        headers: list[str] = []
+        cut: tuple[int, ...] = ()     # the label columns that shrink, the first first
+        rows: list[tuple[list[str | Text], str | None]] = []
         r = self.result
         q = self.query_text
         if isinstance(r, DumpResult):
-            table.add_columns("PID", "role", "thread", "state")
+            headers, cut = ["PID", "role", "thread", "state"], (2, 1)
             body = Text()
             for p in r.processes:
                 shown = [t for t in p.threads if thread_matches(t, p.role, q)]
                 for th in shown:
                     style = "bold" if th.owns_gil else ("" if th.active else "dim")
-                    table.add_row(str(p.pid), p.role, th.name or "", Text(th.state, style=style),
-                                  key=f"{p.pid}:{th.tid}")
+                    rows.append(([str(p.pid), p.role, th.name or "", Text(th.state, style=style)],
+                                 f"{p.pid}:{th.tid}"))
                 if shown:
                     body.append(f"Process {p.pid} [{p.role}] {p.command}\n", "bold")
                 for th in shown:
@@ -260,11 +278,11 @@ class CaptureScreen(Screen):
             stacks.update(body if body.plain else Text(f"no stack matches {q!r}", "dim"))
         elif isinstance(r, RecordResult) and r.summary:
             s = r.summary
-            table.add_columns("thread", "cpu", "gil")
+            headers, cut = ["thread", "cpu", "gil"], (0,)
             for name, act, gil in s.per_thread:
                 if q and q.lower() not in name.lower():
                     continue
-                table.add_row(name, f"{act * 100:.0f}%", f"{gil * 100:.0f}%", key=name)
+                rows.append(([name, f"{act * 100:.0f}%", f"{gil * 100:.0f}%"], name))
             body = Text("top functions by own time (on-CPU samples)\n", "bold")
             for name, share in s.top_functions:
                 if q and q.lower() not in name.lower():
@@ -275,15 +293,17 @@ class CaptureScreen(Screen):
             stacks.update(body)
         elif isinstance(r, NsysResult) and r.summary:
             ns = r.summary
-            table.add_columns("kernel", "time", "calls", "avg µs")
+            headers, cut = ["kernel", "time", "calls", "avg µs"], (0,)
             for k in ns.top_kernels:
                 if q and q.lower() not in k.name.lower():
                     continue
-                table.add_row(k.name[:80], f"{k.time_share * 100:.1f}%", str(k.instances),
-                              f"{k.avg_ns / 1000:.1f}")
+                rows.append(([k.name, f"{k.time_share * 100:.1f}%", str(k.instances),
+                              f"{k.avg_ns / 1000:.1f}"], None))
             body = Text("launch-overhead signs\n", "bold")
             for sign in ns.launch_overhead_signs or ["none seen"]:
                 body.append(f"  - {sign}\n")
             stacks.update(body)
         else:
             stacks.update("")
+        # value columns keep their whole width; the names shrink, cut with "…"
+        table.show(headers, rows, cut)
