@@ -11,7 +11,7 @@ import socket
 
 import pytest
 
-from helpers.tui_demo import demo_app
+from helpers.tui_demo import demo_app, screen_lines
 
 pytestmark = pytest.mark.slow   # SVG snapshots of the whole app, each a Textual run
 
@@ -23,8 +23,6 @@ def fixed_host(monkeypatch):
     monkeypatch.setattr(socket, "gethostname", lambda: "gpu-box")
 
 
-def screen_lines(app) -> list[str]:
-    return ["".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips()]
 
 
 def no_value_cut(app) -> None:

@@ -11,6 +11,7 @@ from infertop.tui.modes import FleetApp, app_for_source
 from infertop.tui.options import AppOptions
 from infertop.tui.screens.fleet import NodeScreen, engine_rows, gpu_rows
 from helpers.fleet_source import DemoFleetSource
+from helpers.tui_demo import screen_lines
 
 pytestmark = pytest.mark.slow   # the fleet screen driven through the whole app
 
@@ -112,8 +113,6 @@ async def test_fleet_screen_sort_filter_and_drill_down():
         assert node.startswith("node-")
 
 
-def screen_lines(app) -> list[str]:
-    return ["".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips()]
 
 
 async def test_fleet_at_80_columns_shows_node_worst_finding_and_latency_first():

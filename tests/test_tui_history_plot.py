@@ -16,6 +16,7 @@ from infertop.tui.app import InfertopApp
 from infertop.tui.options import AppOptions
 from infertop.tui.widgets.braille_plot import Canvas, Trace, y_ticks
 from infertop.tui.widgets.history_plot import HistoryPlot, plot_text
+from helpers import tui_demo
 from helpers.synthetic_source import SyntheticSource
 
 pytestmark = pytest.mark.slow   # the history plot driven through the whole app
@@ -167,8 +168,7 @@ async def ramp(pilot, app, src, n: int) -> None:
 
 
 def screen_lines(app) -> list[str]:
-    return ["".join(seg.text for seg in strip).rstrip()
-            for strip in app.screen._compositor.render_strips()]
+    return tui_demo.screen_lines(app, strip_right=True)
 
 
 async def test_h_on_a_zoomed_pane_plots_its_history_and_h_hides_it():

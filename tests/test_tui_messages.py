@@ -8,12 +8,12 @@ import pytest
 
 from helpers.fleet_source import DemoFleetSource
 from helpers.synthetic_source import SyntheticSource
+from helpers.tui_demo import open_first_node
 from infertop.fleet import FleetPipeline, diagnoser_factory
 from infertop.pipeline import Pipeline
 from infertop.tui.app import InfertopApp
 from infertop.tui.modes import app_for_source
 from infertop.tui.options import AppOptions
-from infertop.tui.screens.fleet import NodeScreen
 from infertop.tui.widgets.history_plot import HistoryPlot
 
 pytestmark = pytest.mark.slow   # the whole app driven
@@ -57,15 +57,7 @@ async def test_a_node_screen_asks_the_fleet_app_to_show_it_again():
     app = app_for_source(src, pipeline=FleetPipeline(diagnoser_factory()), interval=1.0,
                          options=AppOptions(manual_ticks=True))
     async with app.run_test(size=(160, 48)) as pilot:
-        for _ in range(3):
-            await app._poll()
-        await pilot.pause()
-        engines = app.query_one("#fleet-engines")
-        engines.focus()
-        engines.move_cursor(row=0)
-        await pilot.press("enter")
-        await pilot.pause()
-        assert isinstance(app.screen, NodeScreen)
+        await open_first_node(app, pilot)
         shows = counting(app.screen, "show")
         await pilot.press("1")           # zoom: the node's frame drawn again, no poll
         await pilot.pause()

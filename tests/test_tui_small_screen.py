@@ -18,7 +18,7 @@ from infertop.demo.scenario import list_scenarios
 from infertop.probes.sources.demo import DemoSource
 from infertop.tui.modes import DemoApp
 from infertop.tui.options import AppOptions
-from helpers.tui_demo import demo_app
+from helpers.tui_demo import demo_app, screen_lines
 
 EIGHT = str(Path(__file__).parent / "fixtures" / "scenarios" / "eight-gpus-straggler.toml")
 CUT_NUMBER = re.compile(r"\d…")
@@ -31,8 +31,6 @@ def fixed_host(monkeypatch):
 
 
 
-def screen_lines(app) -> list[str]:
-    return ["".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips()]
 
 
 async def run_to(app, size: tuple[int, int], ticks: list[int]) -> list[list[str]]:

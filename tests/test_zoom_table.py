@@ -258,16 +258,9 @@ async def test_a_fleet_nodes_zoomed_pane_takes_the_table_keys_and_esc_still_goes
     from infertop.tui.screens.fleet import NodeScreen
     app = app_for_source(DemoFleetSource(2, {}), pipeline=FleetPipeline(diagnoser_factory()),
                          interval=1.0, options=AppOptions(manual_ticks=True))
+    from helpers.tui_demo import open_first_node
     async with app.run_test(size=(160, 48)) as pilot:
-        for _ in range(3):
-            await app._poll()
-        await pilot.pause()
-        engines = app.query_one("#fleet-engines")
-        engines.focus()
-        engines.move_cursor(row=0)
-        await pilot.press("enter")
-        await pilot.pause()
-        assert isinstance(app.screen, NodeScreen)
+        await open_first_node(app, pilot)
         await pilot.press("1")                        # zoom the node's hardware pane
         await app._poll()
         await pilot.pause()

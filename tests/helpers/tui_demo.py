@@ -11,3 +11,25 @@ from infertop.tui.options import AppOptions
 def demo_app(name: str) -> DemoApp:
     return DemoApp(DemoSource(name), interval=1.0, options=AppOptions(manual_ticks=True),
                    pipeline=make_pipeline(build_parser().parse_args([])))
+
+
+def screen_lines(app, strip_right: bool = False) -> list[str]:
+    """The app's screen as plain lines, as the terminal would show them."""
+    lines = ["".join(seg.text for seg in strip)
+             for strip in app.screen._compositor.render_strips()]
+    return [ln.rstrip() for ln in lines] if strip_right else lines
+
+
+async def open_first_node(app, pilot) -> None:
+    """A fleet app polled three times, its first engine row opened with Enter (the node's
+    own screen)."""
+    from infertop.tui.screens.fleet import NodeScreen
+    for _ in range(3):
+        await app._poll()
+    await pilot.pause()
+    engines = app.query_one("#fleet-engines")
+    engines.focus()
+    engines.move_cursor(row=0)
+    await pilot.press("enter")
+    await pilot.pause()
+    assert isinstance(app.screen, NodeScreen)
