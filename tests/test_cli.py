@@ -7,6 +7,10 @@ import sys
 
 import pytest
 
+# infertop run as a program (CLI end to end, seconds each): `make test` runs them, the
+# fast target keeps the in-process tests of the same behaviour
+E2E = pytest.mark.integration
+
 LAYERS = {"hardware", "kernels", "memory", "scheduling", "parallelism", "decoding"}
 
 
@@ -96,6 +100,7 @@ def test_doctor_exit_code_follows_the_worst_finding(scenario, duration, code):
         assert set(f) >= {"code", "layer", "severity", "title", "evidence", "remedy", "since"}
 
 
+@E2E   # infertop run as a program for seconds
 def test_record_then_replay_headless(tmp_path):
     out = tmp_path / "r.jsonl.gz"
     r = run("record", "-o", str(out), "--source", "demo:healthy", "--duration", "30")

@@ -22,6 +22,10 @@ from infertop.model import Status
 from infertop.report import render_report
 from infertop.rules.registry import all_rules
 
+# infertop run as a program (CLI end to end, seconds each): `make test` runs them, the
+# fast target keeps the in-process tests of the same behaviour
+E2E = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parent.parent
 E0 = "instance=local,model=m"   # rulekit puts server readings in source "server:local"
 
@@ -53,6 +57,7 @@ def test_doctor_on_a_refused_port_is_exit_3_server_unreachable():
     assert "connection refused" in r.stdout
 
 
+@E2E   # infertop run as a program for seconds
 @pytest.mark.parametrize("mode,said", [("500", "HTTP 500"), ("404", "HTTP 404"),
                                        ("html", "HTML"), ("hang", "")])
 def test_doctor_on_a_broken_metrics_page_is_exit_3(mode, said):
@@ -72,6 +77,7 @@ def test_a_url_that_can_never_be_read_is_one_line_and_exit_2(url, said):
         assert r.stdout == ""
 
 
+@E2E   # infertop run as a program for seconds
 def test_snapshot_json_says_which_server_is_unreachable():
     with hostile("500") as srv:
         r = run("snapshot", "--json", "--url", srv.url, "--no-gpu", "--window", "1")
@@ -83,6 +89,7 @@ def test_snapshot_json_says_which_server_is_unreachable():
     assert f"server unreachable ({name}" in r.stderr
 
 
+@E2E   # infertop run as a program for seconds
 def test_one_dead_url_of_two_still_fails_the_run():
     with hostile("ok") as good:
         dead = closed_port()
@@ -92,6 +99,7 @@ def test_one_dead_url_of_two_still_fails_the_run():
     assert f"source server:127.0.0.1:{good.port}: ok" in r.stdout
 
 
+@E2E   # infertop run as a program for seconds
 def test_host_and_process_readings_alone_never_make_a_run_healthy():
     # a real (fake-vLLM) process tree, readable, but no /metrics and no GPU
     with spawn() as t:
@@ -101,6 +109,7 @@ def test_host_and_process_readings_alone_never_make_a_run_healthy():
     assert "verdict: no source could be read" in r.stdout
 
 
+@E2E   # infertop run as a program for seconds
 def test_a_healthy_server_without_nvml_says_how_much_was_checked():
     with hostile("ok") as srv:
         r = run("doctor", "--url", srv.url, "--no-gpu", "--duration", "1")
@@ -130,6 +139,7 @@ def test_verdict_coverage_counts_and_all_checked():
 
 
 # ---- --url names an empty local port ---------------------------------------------------------
+@E2E   # infertop run as a program for seconds
 def test_url_on_an_empty_port_never_shows_another_servers_tree():
     port = closed_port()
     with spawn() as t:   # another "vLLM" runs here and would be found by name
@@ -224,6 +234,7 @@ def test_a_tree_found_by_name_for_a_url_says_so_on_the_screen():
     assert st["found_by"] == "name, not port" and st["reason"].startswith("found by name")
 
 
+@E2E   # infertop run as a program for seconds
 def test_a_pid_that_does_not_exist_is_exit_3_and_said_in_the_report():
     # a pid nobody has: above pid_max (4194304) on any Linux
     r = run("doctor", "--pid", "4194305", "--no-gpu", "--duration", "1")

@@ -21,6 +21,10 @@ from infertop.pipeline import Pipeline
 from infertop.promtext import ParseError, parse
 from infertop.rules.engine import Diagnoser
 
+# infertop run as a program (CLI end to end, seconds each): `make test` runs them, the
+# fast target keeps the in-process tests of the same behaviour
+E2E = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -138,6 +142,7 @@ def test_record_that_runs_out_of_room_keeps_what_it_wrote(tmp_path, good_recordi
 
 
 # ---- a server that sends bad numbers ------------------------------------------------------
+@E2E   # infertop run as a program for seconds
 def test_record_of_nan_and_inf_histogram_buckets_marks_them_invalid(tmp_path):
     out = tmp_path / "nan.jsonl"
     with hostile("nanhist") as srv:
