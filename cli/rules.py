@@ -12,46 +12,19 @@ would have scraped (``infertop.promtool_input``), to run the rules on a real inc
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from .errors import EXIT_OK, UsageError
 
 
-def write_file_safely(path: str, text: str, force: bool) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename,
-    so a reader never sees half a file; an existing file is kept unless ``force``.
-    (One small function on purpose: a shared safe-write helper can replace it.)"""
-    target = Path(path)
-    if target.exists() and not force:
-        raise UsageError(f"{path}: already exists (use --force to overwrite)")
-    if target.is_dir():
-        raise UsageError(f"{path}: is a folder")
-    folder = target.parent if str(target.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    except OSError as e:
-        raise UsageError(f"{path}: cannot write: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)   # mkstemp makes 0600: Prometheus may run as another user
-        os.replace(tmp, target)
-    except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise UsageError(f"{path}: cannot write: {e.strerror or e}") from None
-
-
 def _emit(args: argparse.Namespace, text: str) -> None:
     if args.output:
-        write_file_safely(args.output, text, args.force)
+        from infertop.safefile import OutputError, write_file
+        try:   # readable by all: Prometheus usually runs as another user
+            write_file(args.output, text, force=args.force, mode=0o644)
+        except OutputError as e:
+            raise UsageError(str(e)) from None
     else:
         sys.stdout.write(text)
 
@@ -63,8 +36,8 @@ def cmd_rules(args: argparse.Namespace) -> int:
     except ConfigError as e:
         raise UsageError(f"config: {e}") from None
     if args.action == "export":
-        from infertop.promrules import build, render
-        _emit(args, render(build(cfg)))
+        from infertop.promrules import export_text
+        _emit(args, export_text(cfg))
         return EXIT_OK
     from infertop.promtool_input import convert
     from infertop.promtool_input import render as render_test

@@ -145,6 +145,23 @@ def test_output_file_is_not_clobbered_without_force(tmp_path):
     assert oct(out.stat().st_mode & 0o044) == oct(0o044)   # readable by a prometheus user
 
 
+def test_output_through_a_link_or_onto_a_fifo_is_refused(tmp_path):
+    """The shared safe writer: a link is not followed, a FIFO is not written (it would
+    block), and nothing is left behind."""
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    link = tmp_path / "rules.yml"
+    link.symlink_to(victim)
+    r = infertop("rules", "export", "-o", str(link), "--force")
+    assert r.returncode == 2 and "symbolic link" in r.stderr and "Traceback" not in r.stderr
+    assert victim.read_text() == "keep" and link.is_symlink()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    r = infertop("rules", "export", "-o", str(fifo), "--force")
+    assert r.returncode == 2 and "FIFO" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "rules.yml", "victim"]
+
+
 def test_bad_config_and_bad_recording_are_one_line_errors(tmp_path):
     bad = tmp_path / "c.toml"
     bad.write_text("[thresholds]\nkv_pressure_ratio = 'high'\n")
