@@ -235,7 +235,7 @@ class FleetPipeline:
 
     def window_needed(self) -> dict[str, float]:
         """The node rules' (every node runs the same) and the cross-node rules'."""
-        node = next(iter(self.pipelines.values()), None)
+        node = next(iter(self._judged()), None)   # a row Prometheus judged has no rules
         out = node.window_needed() if node else {}
         if self.fleet_diagnoser is not None:
             out.update(self.fleet_diagnoser.window_needed())

@@ -360,3 +360,16 @@ def test_transfer_that_dominates_raises_whatever_the_buckets_and_marks_bounds():
     head = got.evidence[0]
     assert head.key == "pd.ttft_split_seconds" and dict(head.labels)["part"] == "transfer"
     assert "prefill side is not measured" in head.note
+
+
+def test_the_local_command_line_role_is_not_given_to_a_remote_instance():
+    """Two instances in view, only the local one's role known from its command line: the
+    remote one (its page carries no role) is not counted on the local one's side."""
+    data = {"server.setting": {"name=disagg_role": "prefill"},
+            "server.requests_running": {"instance=a:8000,model=m": 8,
+                                        "instance=b:8000,model=m": 8},
+            "server.requests_waiting": {"instance=a:8000,model=m": 140,
+                                        "instance=b:8000,model=m": 140}}
+    f = Feed()
+    f.run(lambda: data, 305)
+    assert f.active("PAR-006") == []

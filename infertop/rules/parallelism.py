@@ -209,9 +209,13 @@ def transfer_dominates_ttft(ctx: Context) -> Iterator[Candidate]:
 def _by_role(ctx: Context, key: str) -> dict[str, list]:
     """Readings of ``key`` grouped by their engine's P/D role (prefill, decode; "both"
     counts as neither: a kv_both engine is not one side of a pair)."""
-    fallback = ctx.setting("disagg_role")
+    readings = ctx.ok(key)
+    # the host-wide command-line setting names a role only while one instance is in view
+    # (as pdsplit.roles): with several, a remote peer would take the local server's role
+    one = len({r.label("instance") for r in readings}) <= 1
+    fallback = ctx.setting("disagg_role") if one else None
     out: dict[str, list] = {}
-    for r in ctx.ok(key):
+    for r in readings:
         role = ctx.peer("server.disagg_role", r.labels)
         name = role.text if role is not None and role.text else fallback
         if name in ("prefill", "decode"):
