@@ -155,3 +155,26 @@ async def test_demo_presenter_keys_tour_position_next_phase_and_a_bundled_captur
             await pilot.pause(0.05)
         shown = " ".join(str(w.render()) for w in app.screen.query("Static"))
         assert "bundled" in shown and "VLLM::EngineCore" in shown, shown[:2000]
+
+
+async def test_next_phase_hands_every_skipped_tick_to_after_snapshot():
+    """`]` feeds the ticks it skips: the recorder and the scenario's bundled captures
+    (after_snapshot) see each of them, as they do when the ticks are played one by one."""
+    app = DemoApp(DemoSource(None), pipeline=pipeline(), options=AppOptions(manual_ticks=True))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await drive(pilot, app, 2)
+        seen = []
+        plain = app.after_snapshot
+
+        async def counting(snap, frame):
+            seen.append(snap.time)
+            await plain(snap, frame)
+        app.after_snapshot = counting
+        before, first = app.ticks, app.source.phase.index
+        await pilot.press("right_square_bracket")
+        for _ in range(200):
+            if app.source.phase.index != first and not app.polling:
+                break
+            await pilot.pause(0.05)
+        assert app.source.phase.index == first + 1
+        assert len(seen) == app.ticks - before > 1

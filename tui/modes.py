@@ -210,11 +210,17 @@ class DemoApp(PacedApp):
                 snap = await src.next()
                 if snap is None:
                     break
-                frame = await in_daemon_thread(self._feed, snap,
+                # fed as _poll feeds (in a thread), but the panes' indexes are built only
+                # for the frame drawn; the recorder and the scenario's bundled captures
+                # (after_snapshot) see every tick
+                frame = await in_daemon_thread(self.pipeline.feed, snap,
                                                getattr(src, "epoch", None))  # demo's only
                 self.ticks += 1
+                await self.after_snapshot(snap, frame)
                 if (src.scenario.name, src.phase.index, src.epoch) != start:
                     break
+            if frame is not None:
+                frame = await in_daemon_thread(frame.prepare)
         finally:
             self.polling = False
         if frame is not None and self.screen_stack:
