@@ -223,7 +223,7 @@ class Alert:
     labels: tuple[tuple[str, str], ...] = ()   # extra labels (the Xid class's action)
 
 
-def _dur(seconds: float) -> str:
+def prom_duration(seconds: float) -> str:
     """A Prometheus duration (``90s``; ``0s`` for zero)."""
     ms = round(seconds * 1000)
     if ms % 1000 == 0:
@@ -259,13 +259,13 @@ class _T:
 
 
 def _recordings(cfg: DiagnosisConfig) -> list[Recording]:
-    w = _dur(cfg.diagnosis.window)
-    j = _dur(cfg.diagnosis.judge_window)
+    w = prom_duration(cfg.diagnosis.window)
+    j = prom_duration(cfg.diagnosis.judge_window)
     t = cfg.thresholds
-    ew = _dur(t.error_event_window)
-    rw = _dur(t.restart_window)
+    ew = prom_duration(t.error_event_window)
+    rw = prom_duration(t.restart_window)
     ws, js = w, j
-    half = _dur(cfg.diagnosis.judge_window / 2)
+    half = prom_duration(cfg.diagnosis.judge_window / 2)
 
     def judged(stat: str, series: str) -> str:
         """``stat`` (a format with ``{}`` for the range) of ``series`` over the judge
@@ -358,7 +358,7 @@ def _recordings(cfg: DiagnosisConfig) -> list[Recording]:
         _agg(r, f"resets({r.selector()}[{rw}])")
         for key in ("server.generation_tokens_total", "server.prompt_tokens_total")
         for r in raw_series(key) if not r.name.endswith(("_sum", "_count")))
-    recs.append(Recording(f"infertop:server_restarts:count{_dur(t.restart_window)}", resets))
+    recs.append(Recording(f"infertop:server_restarts:count{prom_duration(t.restart_window)}", resets))
     recs.append(Recording(
         "infertop:server:seen",
         " or ".join(f"group by (job, instance) (last_over_time({r.selector()}[1h]))"
@@ -377,7 +377,7 @@ def _recordings(cfg: DiagnosisConfig) -> list[Recording]:
                   f"{DCGM_CLOCK_REASONS[0]} or {DCGM_CLOCK_REASONS[1]}"),
         Recording("infertop:gpu_hw_slowdown:bool",
                   "floor(infertop:gpu_clock_event_reasons:mask / 8) % 2"),
-        Recording(f"infertop:gpu_ecc_uncorrected:increase{_dur(t.error_event_window)}",
+        Recording(f"infertop:gpu_ecc_uncorrected:increase{prom_duration(t.error_event_window)}",
                   f"increase({DCGM_ECC_DBE}[{ew}])"),
     ]
     return recs
@@ -440,9 +440,9 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
     """Each exported finding's condition, built from thresholds as ``_T`` hands them out
     (called once strict and once relaxed for the hold margin)."""
     d = cfg.diagnosis
-    ws, js = _dur(d.window), _dur(d.judge_window)
+    ws, js = prom_duration(d.window), prom_duration(d.judge_window)
     t = cfg.thresholds
-    rs = _dur(t.restart_window)
+    rs = prom_duration(t.restart_window)
     out: list[Alert] = []
 
     def add(code: str, sev: Severity, build: Callable[[_T], str], value_text: str,
@@ -487,8 +487,8 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
     # thirds of the window's sixths that have data, at least three of them (half the
     # window, as the screen needs; a model or batch loading in one jump is a step, not
     # growth); critical when full within the ETA at the window's pace
-    gw = _dur(t.mem_growth_window)
-    sixth = _dur(t.mem_growth_window / 6)
+    gw = prom_duration(t.mem_growth_window)
+    sixth = prom_duration(t.mem_growth_window / 6)
 
     def mem003(th: _T, crit: bool) -> str:
         used, total = "infertop:gpu_mem_used:bytes", "infertop:gpu_mem_total:bytes"
@@ -536,7 +536,7 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
     add("HW-003", Severity.WARN, lambda th: bit(32), "clocks-event reason bit (sw_thermal)")
     # HW-005 GPU errors: uncorrectable ECC over the event window; a new critical Xid
     # (the Xid's class sets the remedy and an ``xid_action`` label, as the screen's remedy)
-    ew = _dur(t.error_event_window)
+    ew = prom_duration(t.error_event_window)
     from .rules.hardware import CRIT_XIDS, XID_ACTIONS
     new_xid = (f"({DCGM_XID} > 0\n   and (changes({DCGM_XID}[{ew}]) > 0 or {DCGM_XID} "
                f"unless {DCGM_XID} offset {ew}))")
@@ -568,26 +568,26 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
 
         def build_expr(th: _T) -> str:
             th(hold_qual, ">", relax=False)
-            return (f"min_over_time({metric}[{_dur(hold)}]) > {th(qual, '>')}"
-                    f" and {metric} offset {_dur(max(0.0, hold - 1))}")
+            return (f"min_over_time({metric}[{prom_duration(hold)}]) > {th(qual, '>')}"
+                    f" and {metric} offset {prom_duration(max(0.0, hold - 1))}")
         return build_expr
 
     add("HW-006", Severity.CRIT,
         hot(DCGM_GPU_TEMP, "thresholds.gpu_very_hot_celsius", "thresholds.gpu_very_hot_seconds"),
-        f"core temperature (C), lowest of the last {_dur(t.gpu_very_hot_seconds)}")
+        f"core temperature (C), lowest of the last {prom_duration(t.gpu_very_hot_seconds)}")
     add("HW-006", Severity.WARN,
         hot(DCGM_GPU_TEMP, "thresholds.gpu_hot_celsius", "thresholds.gpu_hot_seconds"),
-        f"core temperature (C), lowest of the last {_dur(t.gpu_hot_seconds)}")
+        f"core temperature (C), lowest of the last {prom_duration(t.gpu_hot_seconds)}")
     add("HW-006", Severity.WARN,
         hot(DCGM_MEM_TEMP, "thresholds.hbm_hot_celsius", "thresholds.hbm_hot_seconds"),
-        f"memory (HBM) temperature (C), lowest of the last {_dur(t.hbm_hot_seconds)}",
+        f"memory (HBM) temperature (C), lowest of the last {prom_duration(t.hbm_hot_seconds)}",
         labels=(("sensor", "memory"),))
     # HW-007 the hardware-slowdown reason held on every evaluation of the hold
-    sd = _dur(t.hw_slowdown_seconds)
+    sd = prom_duration(t.hw_slowdown_seconds)
     add("HW-007", Severity.WARN,
         lambda th: (f"min_over_time(infertop:gpu_hw_slowdown:bool[{sd}]) == 1"
                     f" and infertop:gpu_hw_slowdown:bool offset "
-                    f"{_dur(max(0.0, t.hw_slowdown_seconds - 1))}"),
+                    f"{prom_duration(max(0.0, t.hw_slowdown_seconds - 1))}"),
         f"hardware-slowdown reason (0x8) set throughout the last {sd}")
     # HW-008 rows remapped: any uncorrectable remap or a failed remap; correctable growth
     add("HW-008", Severity.CRIT,
@@ -791,8 +791,8 @@ def render(export: Export) -> str:
             "infertop: see docs/rules.md"
         out += [f"      - alert: {_q(a.code)}",
                 f"        expr: {_block(a.expr, '          ')}",
-                f"        for: {_dur(a.for_s)}",
-                f"        keep_firing_for: {_dur(a.keep_s)}",
+                f"        for: {prom_duration(a.for_s)}",
+                f"        keep_firing_for: {prom_duration(a.keep_s)}",
                 "        labels:",
                 f"          severity: {_q(sev)}",
                 f"          layer: {_q(a.layer)}",

@@ -41,6 +41,7 @@ from .promrules import (
     DCGM_UNC_REMAP,
     DCGM_XID,
     VLLM_SLEEP_STATE,
+    prom_duration,
     sample_name,
 )
 from .recording import Decoded, iter_snapshots
@@ -258,9 +259,9 @@ def render(series: InputSeries, rule_files: list[str], tests: str = "") -> str:
              f"# grid: {series.steps} steps of {series.interval:g} s from epoch "
              f"{series.start:.3f} (promtool time 0)",
              "rule_files:"] + [f"  - {json.dumps(f)}" for f in rule_files] + [
-             f"evaluation_interval: {_dur(series.interval)}",
+             f"evaluation_interval: {prom_duration(series.interval)}",
              "tests:",
-             f"  - interval: {_dur(series.interval)}",
+             f"  - interval: {prom_duration(series.interval)}",
              "    input_series:"]
     for sel in sorted(series.series):
         lines += [f"      - series: {json.dumps(sel)}",
@@ -269,7 +270,3 @@ def render(series: InputSeries, rule_files: list[str], tests: str = "") -> str:
         lines.append(tests.rstrip("\n"))
     return "\n".join(lines) + "\n"
 
-
-def _dur(s: float) -> str:
-    ms = round(s * 1000)
-    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"

@@ -14,7 +14,7 @@ import pytest
 from helpers.spawn_tree import spawn
 from infertop.keys import SPECS
 from infertop.model import Status
-from infertop.probes.server.discovery import LOOKED_FOR, ServerProcess
+from infertop.probes.server.discovery import ServerProcess, looked_for
 from infertop.probes.server.process import (ProcessProbe, detect_container, map_gpu_pids,
                                      ns_pid_aliases, read_comm, read_nspids)
 
@@ -175,7 +175,7 @@ def test_pid_that_exits_is_reported_and_not_followed():
     gone = probe.collect_blocking()
     assert gone.meta.server is None and gone.meta.tree == ()
     assert gone.meta.reason == f"server pid {t['parent']} exited"
-    assert gone.meta.looked_for == LOOKED_FOR
+    assert gone.meta.looked_for == looked_for()
     assert {r.key for r in gone.readings} == HOST_KEYS
     assert probe.collect_blocking().meta.reason == f"server pid {t['parent']} exited"
 

@@ -44,8 +44,6 @@ def looked_for() -> str:
     return f"{registry.looked_for()} processes; --pid; owner of --url port"
 
 
-LOOKED_FOR = looked_for()   # the kinds known at import (messages ask looked_for())
-
 
 @dataclass
 class ServerProcess:
