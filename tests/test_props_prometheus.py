@@ -92,10 +92,40 @@ def targets(draw) -> object:
                                              {"status": "success", "data": {"activeTargets": 5}}]))
 
 
+@st.composite
+def rules_answer(draw) -> object:
+    """/api/v1/rules: infertop's alerting group (loaded or not) with active alerts whose
+    labels, annotations, state, value and time are anything."""
+    alerts = []
+    for _ in range(draw(st.integers(0, 4))):
+        labels = draw(st.one_of(st.fixed_dictionaries(
+            {"alertname": st.sampled_from(["MEM-001", "DEC-001", "HW-005"]) | label_value,
+             "severity": st.sampled_from(["warn", "crit", "notice"]) | label_value,
+             "layer": st.sampled_from(["memory", "decoding", "nope"]) | label_value,
+             "node": st.sampled_from(["n1", "n2"]) | label_value,
+             "instance": instance}), odd))
+        alerts.append({"labels": labels,
+                       "annotations": draw(st.one_of(st.fixed_dictionaries(
+                           {"title": label_value, "value": label_value,
+                            "remedy": label_value}), odd)),
+                       "state": draw(st.sampled_from(["firing", "pending", "inactive"]) | odd),
+                       "value": draw(sample_value),
+                       "activeAt": draw(st.sampled_from(["2026-12-01T11:00:00Z", "", None])
+                                        | text)})
+    group = {"name": draw(st.sampled_from(["infertop-findings"] * 3 + ["other"])),
+             "rules": [{"name": "r", "alerts": alerts}, draw(odd)]}
+    doc = {"status": "success", "data": {"groups": [group]}}
+    return draw(st.sampled_from([doc] * 10 + [{"status": "success", "data": {"groups": 5}},
+                                             {"status": "error", "error": "\x1b[2Jno"}]))
+
+
 def transport(answers: dict[str, object]) -> httpx.MockTransport:
     def handle(req: httpx.Request) -> httpx.Response:
         which = "targets" if req.url.path.endswith("/targets") else \
+            "rules" if req.url.path.endswith("/rules") else \
             "dcgm" if "DCGM" in req.content.decode() else "server"
+        if which == "rules" and "rules" not in answers:
+            return httpx.Response(404, content=b"404 page not found")
         body = answers[which]
         if isinstance(body, bytes):
             return httpx.Response(200, content=body)
@@ -122,9 +152,14 @@ def fleet_cells(frame) -> str:
 
 @props(40)
 @given(t=targets(), dcgm=vector(DCGM), server=vector(SERVER),
-       raw=st.sampled_from([None] * 9 + [b"", b"{" * 100_000, b"<html>", b"\xff\xfe"]))
-def test_any_prometheus_answer_goes_through_every_writer(t, dcgm, server, raw):
+       raw=st.sampled_from([None] * 9 + [b"", b"{" * 100_000, b"<html>", b"\xff\xfe"]),
+       rules=st.none() | rules_answer())
+def test_any_prometheus_answer_goes_through_every_writer(t, dcgm, server, raw, rules):
+    """The rules API's alerts (the exported rules loaded) join as findings from Prometheus
+    and switch the source to aggregates: those answers go through every writer too."""
     answers = {"targets": t, "dcgm": dcgm, "server": raw if raw is not None else server}
+    if rules is not None:
+        answers["rules"] = rules
     src = PrometheusSource("http://prom:9090", timeout=2.0, refresh=0.0,
                            transport=transport(answers))
     pipe = FleetPipeline(diagnoser_factory(load_config(None)))
@@ -138,6 +173,8 @@ def test_any_prometheus_answer_goes_through_every_writer(t, dcgm, server, raw):
         return frame
     frame = asyncio.run(go())
     tried("Prometheus answer", "fleet pipeline")
+    if src.rules.loaded:   # the alerts read as findings: the writers below see them
+        tried("Prometheus alerts", "fleet pipeline, tables, panes, JSON, doctor")
     check_output(fleet_cells(frame), "fleet tables")
     tried("Prometheus answer", "fleet tables")
     for node, nf in list(frame.nodes.items())[:2]:
