@@ -143,12 +143,12 @@ def overview_query(k: int, records: bool) -> str:
 def node_matcher(nodes: dict[str, bool]) -> str:
     """A label matcher for these nodes: ``node=~"a|b"`` for nodes named by a ``node`` label
     (value True), ``instance=~"(h1|h2)(:.*)?"`` for nodes that are an instance's host."""
-    from .source import _re_escape
+    from infertop.promql import re_literal
     labelled = sorted(n for n, by_label in nodes.items() if by_label)
     hosts = sorted(n for n, by_label in nodes.items() if not by_label)
 
     def alt(names: list[str]) -> str:
-        return "|".join(_re_escape(n).replace("\\", "\\\\") for n in names)
+        return "|".join(re_literal(n).replace("\\", "\\\\") for n in names)
     out = []
     if labelled:
         out.append(f'node=~"{alt(labelled)}"')
