@@ -78,6 +78,15 @@ def test_malformed_rules_answers_give_no_alert_and_no_crash(junk):
     assert alerts == []
 
 
+def test_an_alert_with_a_label_that_is_not_a_string_is_no_alert():
+    # checked as every series' labels (client.checked_labels): Prometheus's labels are
+    # strings, so a list or a number for one is not an alert it sent
+    for bad in ([1], 7, None, {"x": "y"}):
+        _, alerts = alerting_groups(rules_doc(alert(labels={"gpu": bad}), alert("DEC-001")),
+                                    "infertop-findings", node_of)
+        assert [a["labels"]["alertname"] for a in alerts] == ["DEC-001"], bad
+
+
 def test_hostile_alert_labels_and_annotations_are_cleaned():
     a = alert(labels={"model_name": ESC, "gpu": "0" + ESC},
               annotations={"title": "MEM-001 " + ESC + "x" * 5000, "remedy": ESC})
