@@ -147,16 +147,8 @@ class DemoApp(PacedApp):
 
     def after_bundled(self, result: Any) -> None:
         """The panes' summary of a finished capture, as the live path sets it."""
-        from infertop.probes.capture.nsys import NsysResult
-        from infertop.probes.capture.pyspy_record import RecordResult, summary_lines
-        from .captures import nsys_text
-        if isinstance(result, RecordResult) and result.summary is not None:
-            lines = ["bundled " + ln if not i else ln
-                     for i, ln in enumerate(summary_lines(result.summary, width=70))]
-            self.summaries.pyspy = Text("\n".join(lines), style=self.role_styles.get("accent", ""))
-        elif isinstance(result, NsysResult) and result.summary is not None:
-            self.summaries.nsys = Text("bundled example, not from this machine: ",
-                                       style="bold") + nsys_text(result.summary)
+        from .captures import show_summary
+        show_summary(self, result, bundled=True)
         self.bundled_for = self.source.scenario.name
         self.redraw()
 
