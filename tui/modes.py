@@ -464,9 +464,8 @@ class FleetApp(InfertopApp):
         gpus = sum(len({r.label("gpu") for r in fr.by_key("gpu.info")})
                    for fr in frame.nodes.values())
         nodes = len(frame.nodes)
-        overview = getattr(frame, "overview", None)
-        if overview is not None:   # aggregate mode: the fleet as Prometheus counts it
-            count = {r.key: r.value for r in overview.readings if not r.labels}
+        count = frame.overview_counts
+        if count:   # aggregate mode: the fleet as Prometheus counts it
             nodes = int(count.get("fleet.nodes", nodes))
             gpus = int(count.get("fleet.gpus", gpus))
         t.append(f"  {nodes} nodes  {gpus} GPUs")
