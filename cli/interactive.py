@@ -7,10 +7,16 @@ import os
 import sys
 
 from .errors import UsageError
-from .sources import make_pipeline
+from .sources import load_diagnosis_config, make_pipeline, make_source
 
 
-def run_tui(source, args: argparse.Namespace) -> int:
+def screen(args: argparse.Namespace) -> int:
+    """The screen for ``args``' source; the config TOML parsed once for source and pipeline."""
+    cfg = load_diagnosis_config(args)
+    return run_tui(make_source(args, cfg), args, cfg)
+
+
+def run_tui(source, args: argparse.Namespace, cfg=None) -> int:
     from infertop.tui.modes import app_for_source
     if getattr(args, "record", None):
         from infertop.safefile import OutputError, check_target
@@ -18,7 +24,7 @@ def run_tui(source, args: argparse.Namespace) -> int:
             check_target(args.record, force=bool(getattr(args, "force", False)))
         except OutputError as e:
             raise UsageError(str(e)) from None
-    pipeline = make_pipeline(args, source)
+    pipeline = make_pipeline(args, source, cfg)
     from infertop.tui.app import UnknownTheme
     from infertop.tui.options import AppOptions
     options = AppOptions(speed=getattr(args, "speed", None) or 1.0,

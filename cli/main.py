@@ -28,7 +28,7 @@ from .compare import cmd_compare
 from .demo import cmd_demo_list, cmd_demo_server
 from .doctor import cmd_doctor
 from .errors import EXIT_OK, EXIT_USAGE, UsageError
-from .interactive import nothing_live, run_tui
+from .interactive import nothing_live, screen
 from .record import cmd_record
 from .report import cmd_report
 from .rules import cmd_rules
@@ -62,10 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.list:
                     return cmd_demo_list()
                 args.source = f"demo:{args.name}" if args.name else "demo"
-                return run_tui(make_source(args), args)
+                return screen(args)
             if cmd == "replay":
                 args.source = f"replay:{args.file}"
-                return run_tui(make_source(args), args)
+                return screen(args)
         if argv and argv[0] == "tui":
             argv = argv[1:]
         args = build_parser().parse_args(argv)
@@ -74,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("infertop: no GPU and no inference server found here: starting the demo "
                   "tour (run `infertop` for the live screen)", file=sys.stderr)
             args.source = "demo"
-        return run_tui(make_source(args), args)
+        return screen(args)
     except UsageError as e:
         print(clean(f"infertop: {e}"), file=sys.stderr)
         return EXIT_USAGE

@@ -13,8 +13,9 @@ from infertop.source import pace
 from .errors import UsageError
 
 
-def make_source(args: argparse.Namespace):
-    """live | demo:NAME | replay:FILE -> a SnapshotSource (raises UsageError)."""
+def make_source(args: argparse.Namespace, cfg=None):
+    """live | demo:NAME | replay:FILE -> a SnapshotSource (raises UsageError).  ``cfg``: the
+    config already read (load_diagnosis_config), so the TOML is parsed once per run."""
     spec = getattr(args, "source", "live") or "live"
     speed = getattr(args, "speed", None) or 1.0
     if spec.startswith("demo"):
@@ -36,7 +37,7 @@ def make_source(args: argparse.Namespace):
         raise UsageError(f"--source must be live, demo:NAME or replay:FILE, not {spec!r}")
     if getattr(args, "prometheus", None):
         return make_prometheus_source(args)
-    return make_live_source(args)
+    return make_live_source(args, cfg)
 
 
 def make_prometheus_source(args: argparse.Namespace):
@@ -60,7 +61,7 @@ def is_fleet_args(args: argparse.Namespace) -> bool:
     return fleet_nodes(list(getattr(args, "url", None) or [])) is not None
 
 
-def make_live_source(args: argparse.Namespace):
+def make_live_source(args: argparse.Namespace, cfg=None):
     """This machine's probes, from the registry (probes/registry.py), under one Hub; or a
     fleet read directly when --url names remote hosts."""
     from infertop.probes.registry import LiveTarget, ProbeUsageError, build_probes
@@ -79,7 +80,9 @@ def make_live_source(args: argparse.Namespace):
         if args.pid:
             raise UsageError("--pid is a process of this machine: not with remote --url nodes")
         return FleetHub(nodes, deadline=deadline_for(args.interval))
-    th = load_thresholds(args)
+    # probes read a few thresholds (the host's top consumers are scanned from
+    # thresholds.host_top_scan_at)
+    th = (load_diagnosis_config(args) if cfg is None else cfg).thresholds
     target = LiveTarget(pid=args.pid, given_urls=tuple(urls),
                         urls=tuple(urls or discovered_urls(args.pid)),
                         host_top_at=min(th.host_top_scan_at, th.host_cpu_saturated))
@@ -107,6 +110,8 @@ def discovered_urls(pid: int | None) -> list[str]:
 
 
 def load_diagnosis_config(args: argparse.Namespace):
+    """--config or the user's file, parsed (UsageError when it is bad).  Read it once per
+    run and pass it to make_source and make_pipeline."""
     from infertop.config import ConfigError, load_config
     try:
         return load_config(getattr(args, "config", None))
@@ -114,16 +119,13 @@ def load_diagnosis_config(args: argparse.Namespace):
         raise UsageError(f"config: {e}") from None
 
 
-def load_thresholds(args: argparse.Namespace):
-    """The config's thresholds (--config or the user's file): probes read a few of them
-    (the host's top consumers are scanned from thresholds.host_top_scan_at)."""
-    return load_diagnosis_config(args).thresholds
-
-
-def make_pipeline(args: argparse.Namespace, source=None):
+def make_pipeline(args: argparse.Namespace, source=None, cfg=None):
+    """The pipeline for ``source``; ``cfg`` the config make_source was given (read here
+    when None)."""
     from infertop.pipeline import Pipeline
     from infertop.rules.engine import Diagnoser
-    cfg = load_diagnosis_config(args)
+    if cfg is None:
+        cfg = load_diagnosis_config(args)
     # one window for the screen's quantiles and the rules' evidence, so they agree
     if is_fleet_args(args) or getattr(source, "fleet", False):
         from infertop.fleet import FleetPipeline, diagnoser_factory

@@ -59,6 +59,9 @@ def _reading(key: str, labels: Labels, value: float | None, status: Status = Sta
     return Reading(key, value, unit, labels, status, reason)
 
 
+Increase = tuple[float, float] | None   # Series.increase: (increase, seconds)
+
+
 def _without(labels: Labels, *names: str) -> Labels:
     return tuple((k, v) for k, v in labels if k not in names)
 
@@ -82,11 +85,14 @@ def derive(history: History, window: float = 60.0,
         for s in history.find(counter):
             out.append(_rate_reading(rate_key, s, window))
     # ---- finished requests: total rate and error share, per server/engine -------------
-    groups: dict[Labels, list[Series]] = {}
-    for s in history.find("server.requests_finished_total"):
-        groups.setdefault(_without(s.labels, "reason"), []).append(s)
+    # each series' increase once: the rejection share below reads them too
+    finished = [(s, s.increase(window))
+                for s in history.find("server.requests_finished_total")]
+    groups: dict[Labels, list[tuple[Series, Increase]]] = {}
+    for s, inc in finished:
+        groups.setdefault(_without(s.labels, "reason"), []).append((s, inc))
     for labels, series in groups.items():
-        incs = [(s.label("reason"), i) for s in series if (i := s.increase(window)) is not None]
+        incs = [(s.label("reason"), i) for s, i in series if i is not None]
         if not incs:
             continue
         total = sum(i[0] for _, i in incs)
@@ -101,7 +107,7 @@ def derive(history: History, window: float = 60.0,
         out.append(_reading("server.abort_ratio", labels, aborts / total if total else None,
                             reason=idle))
     # ---- admission rejections: refused requests are errors the client sees ------------
-    out += _rejections(history, window)
+    out += _rejections(history, window, finished)
     # ---- where prompt KV came from: computed, local cache, transferred ----------------
     out += _shares(history, "kv.prompt_source_ratio", "kv.prompt_tokens_by_source_total",
                    "source", window)
@@ -230,11 +236,12 @@ def _shares(history: History, key: str, counter: str, label: str,
                 yield _reading(key, s.labels, inc[0] / total)
 
 
-def _rejections(history: History, window: float) -> Iterable[Reading]:
+def _rejections(history: History, window: float,
+                finished: list[tuple[Series, Increase]]) -> Iterable[Reading]:
     """Requests refused at admission in the window and their share of all requests that
     ended (refused + finished), per server and model.  vLLM counts refusals without an
     engine label, so the finished requests of every engine of that server and model are
-    the denominator."""
+    the denominator (``finished``: each requests_finished series with its increase)."""
     groups: dict[Labels, float] = {}
     for s in history.find("server.admission_rejections_total"):
         inc = s.increase(window)
@@ -244,12 +251,11 @@ def _rejections(history: History, window: float) -> Iterable[Reading]:
         groups[lab] = groups.get(lab, 0.0) + inc[0]
     for labels, rejected in groups.items():
         want = dict(labels)
-        finished = 0.0
-        for s in history.find("server.requests_finished_total"):
-            if all(s.label(k) == v for k, v in want.items()):
-                inc = s.increase(window)
-                finished += inc[0] if inc is not None else 0.0
-        total = rejected + finished
+        done = 0.0
+        for s, inc in finished:
+            if inc is not None and all(s.label(k) == v for k, v in want.items()):
+                done += inc[0]
+        total = rejected + done
         yield _reading("server.requests_rejected", labels, rejected)
         yield _reading("server.rejection_ratio", labels, rejected / total if total else None,
                        reason="" if total else "no request ended in the window")

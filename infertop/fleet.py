@@ -15,6 +15,7 @@ cross-node rules' (``infertop/rules/fleet.py``), plus ``nodes``: each node's own
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -126,6 +127,17 @@ class FleetFrame(Frame):
     # the fleet as Prometheus counts it (aggregate mode: only the worst nodes are in
     # ``nodes``): the prometheus-aggregates sample's readings and meta, else None
     overview: Sample | None = None
+
+    @functools.cached_property
+    def overview_counts(self) -> dict[str, float]:
+        """The overview's fleet-wide counts (fleet.nodes, fleet.gpus, fleet.targets_down:
+        its finite readings without labels), {} outside aggregate mode.  Built once per
+        Frame: the header and the fleet body both read them every tick."""
+        ov = self.overview
+        if ov is None:
+            return {}
+        return {r.key: r.value for r in ov.readings
+                if not r.labels and r.value is not None and math.isfinite(r.value)}
 
     @property
     def judged_by(self) -> str:

@@ -39,6 +39,8 @@ from .dialects import DIALECTS, FamilyMap
 from .findings import Severity
 from .keys import SPECS
 from .model import Kind
+from .promql import number as _num   # a threshold: 12 significant digits
+from .promql import re_literal
 from .rules.engine import Diagnoser
 from .rules.threshold_sources import SOURCES
 
@@ -231,12 +233,6 @@ def prom_duration(seconds: float) -> str:
     return f"{ms}ms"
 
 
-def _num(v: float) -> str:
-    """A threshold as PromQL reads it (12 significant digits: 0.7 * 0.8 is 0.56)."""
-    v = float(v)
-    return str(int(v)) if v.is_integer() and abs(v) < 1e15 else f"{v:.12g}"
-
-
 @dataclass
 class _T:
     """Thresholds as the engine's ``Context.past`` sees them: strict, or relaxed by the
@@ -324,7 +320,7 @@ def _recordings(cfg: DiagnosisConfig) -> list[Recording]:
     ]
     # finished requests and those that ended in an error reason (thresholds.error_reasons:
     # free text from the config, escaped as RE2 literals)
-    errs = "|".join(_re_literal(r) for r in t.error_reasons)
+    errs = "|".join(re_literal(r) for r in t.error_reasons)
     recs += [
         Recording(f"infertop:requests_finished:increase{ws}", _finished(w, "")),
         Recording(f"infertop:requests_failed:increase{ws}", _finished(w, errs)),
@@ -422,7 +418,7 @@ def _finished(w: str, reasons: str) -> str:
                         sel = f'{name}{{{label}!={_q(abort)}}}'
                     else:
                         sel = f'{name}{{{label}=~{_q(reasons)}}}'
-                elif _re_literal(const.get("reason", "")) in reasons.split("|"):
+                elif re_literal(const.get("reason", "")) in reasons.split("|"):
                     sel = name
                 else:
                     continue
@@ -708,11 +704,6 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
 def _fixed(expr: str) -> Callable[[_T], str]:
     """A condition with no thresholds (nothing for the hold margin to relax)."""
     return lambda th: expr
-
-
-def _re_literal(text: str) -> str:
-    """``text`` matched literally inside an RE2 regex."""
-    return "".join("\\" + c if c in ".+*?()[]{}|^$\\" else c for c in text)
 
 
 def _xid_in(xids: list[int]) -> str:

@@ -31,6 +31,7 @@ from .dialects import DIALECTS, Dialect, FamilyMap
 from .keys import SPECS
 from .meta import ServerMeta
 from .model import Kind, Reading, Snapshot, Status
+from .promql import number
 from .promrules import (
     DCGM_CLOCK_REASONS,
     DCGM_CORR_REMAP,
@@ -94,7 +95,7 @@ class InputSeries:
 def _fmt(v: float | str) -> str:
     if isinstance(v, str):
         return v
-    return str(int(v)) if v.is_integer() and abs(v) < 1e15 else repr(v)
+    return number(v, exact=True)   # the recorded value, every digit
 
 
 def selector(name: str, labels: dict[str, str]) -> str:

@@ -78,6 +78,15 @@ def test_malformed_rules_answers_give_no_alert_and_no_crash(junk):
     assert alerts == []
 
 
+def test_an_alert_with_a_label_that_is_not_a_string_is_no_alert():
+    # checked as every series' labels (client.checked_labels): Prometheus's labels are
+    # strings, so a list or a number for one is not an alert it sent
+    for bad in ([1], 7, None, {"x": "y"}):
+        _, alerts = alerting_groups(rules_doc(alert(labels={"gpu": bad}), alert("DEC-001")),
+                                    "infertop-findings", node_of)
+        assert [a["labels"]["alertname"] for a in alerts] == ["DEC-001"], bad
+
+
 def test_hostile_alert_labels_and_annotations_are_cleaned():
     a = alert(labels={"model_name": ESC, "gpu": "0" + ESC},
               annotations={"title": "MEM-001 " + ESC + "x" * 5000, "remedy": ESC})
@@ -266,3 +275,28 @@ def test_a_column_cut_at_the_left_behind_the_node_shows_a_mark_not_its_tail():
 def test_an_uncut_line_and_a_blank_line_are_left_alone():
     assert mark_cuts(_strip("node aaaa"), [0, 5], 9, 5, 0, 9).text == "node aaaa"
     assert mark_cuts(_strip(" " * 10), [0, 5], 20, 5, 0, 10).text == " " * 10
+
+
+def test_the_overview_counts_are_read_once_per_frame_by_header_and_body():
+    from types import SimpleNamespace
+
+    from infertop.fleet import AGGREGATES_SAMPLE
+    from infertop.meta import FleetOverviewMeta
+    from infertop.probes.prometheus.aggregates import overview_sample
+    from infertop.tui.modes import FleetApp
+    ov = Overview(quantiles={"kv": {"0.5": 0.4, "0.99": 0.9}},
+                  counts={"nodes": 64.0, "gpus": 512.0, "targets_down": 3.0})
+    snap = _fleet_snapshot(False, [])
+    samples = dict(snap.samples)
+    samples[AGGREGATES_SAMPLE] = overview_sample(ov, snap.time,
+                                                 FleetOverviewMeta(shown=2, detail=()))
+    frame = FleetPipeline(diagnoser_factory()).feed(
+        Snapshot(snap.time, samples, snap.tick, snap.capabilities))
+    counts = frame.overview_counts
+    assert counts == {"fleet.nodes": 64.0, "fleet.gpus": 512.0, "fleet.targets_down": 3.0}
+    assert frame.overview_counts is counts            # built once, read by both
+    assert "2 of 64 nodes, 3 targets down" in judging_line(frame)
+    app = FleetApp.__new__(FleetApp)                  # the header alone, no screen
+    app.source, app.interval = SimpleNamespace(label="prom"), 1.0
+    app.role_styles = {}
+    assert "64 nodes  512 GPUs" in app._header_text(frame).plain

@@ -92,3 +92,26 @@ def test_the_scan_mark_comes_from_the_config(tmp_path):
     # never above SCH-004's own threshold: the readings must be there when it raises
     cfg.write_text("[thresholds]\nhost_cpu_saturated = 0.6\n")
     assert scan_at("--config") == 0.6
+
+
+def test_the_config_is_parsed_once_per_run(monkeypatch, capsys):
+    # the live source (its scan mark) and the pipeline (the rules) both need the config:
+    # it was read and parsed twice at start-up; now once and passed to both
+    import socket
+
+    import infertop.config
+    from infertop.cli.main import main
+    calls = []
+    real = infertop.config.load_config
+
+    def counting(path=None):
+        calls.append(path)
+        return real(path)
+
+    monkeypatch.setattr(infertop.config, "load_config", counting)
+    with socket.socket() as s:   # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    main(["snapshot", "--no-gpu", "--url", f"http://127.0.0.1:{port}", "--window", "1",
+          "--interval", "0.5"])
+    assert len(calls) == 1

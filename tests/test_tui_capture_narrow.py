@@ -102,3 +102,40 @@ def test_fit_widths_shrinks_the_labels_only_in_their_order():
     # too narrow for the labels' floor: below it, values still whole
     assert fit_widths([30, 3, 3], 12, 2, (0,)) == [1, 3, 3]
     assert fit_widths([30, 3, 3], 4, 2, (0,)) == [1, 3, 3]
+
+
+@pytest.mark.slow   # a demo app driven key by key
+async def test_the_dump_stacks_wrap_at_boundaries_at_80x24():
+    """The stacks beside `p`'s table wrapped mid-word at 80 columns
+    ("vllm.entrypoints.openai.api_serv" / "er --model ..."): a line now ends with a whole
+    word, after a name's separator ("/", ".", "_"), or with the cut mark."""
+    from infertop.tui.widgets.boundary_wrap import BREAK_AFTER
+    app = demo_app("sch-gil-contention")
+    async with app.run_test(size=(80, 24)) as pilot:
+        while app.ticks < 1:
+            await pilot.pause(0.01)
+        await pilot.press("p")
+        screen = app.screen
+        for _ in range(400):
+            if not screen.capture_running:
+                break
+            await pilot.pause(0.05)
+        await pilot.pause()
+        strips = app.screen._compositor.render_strips()
+        region = screen.query_one("#capture-stacks-scroll").region
+        lines = ["".join(seg.text for seg in strip)[region.x:region.right].rstrip()
+                 for strip in strips[region.y:region.bottom]]
+    words: set[str] = set()
+    for p in screen.result.processes:
+        words |= set(f"Process {p.pid} [{p.role}] {p.command}".split())
+        for th in p.threads:
+            words |= set(f'Thread {th.tid_text} ({th.state}): "{th.name or ""}"'.split())
+            for f in th.frames:
+                words |= set(f.text().split())
+    shown = [ln for ln in lines if ln.strip()]
+    assert len(shown) >= 8 and any("Process" in ln for ln in shown), "\n".join(lines)
+    for ln in shown:
+        last = ln.split()[-1]
+        assert any(w.endswith(last) for w in words) or last[-1] in BREAK_AFTER \
+            or last.endswith("…"), \
+            f"{ln!r} ends inside a word\n" + "\n".join(lines)

@@ -185,3 +185,26 @@ async def test_a_dead_prometheus_is_said_in_the_body():
         await pilot.pause()
         body = "\n".join(screen_lines(app)[1:])
     assert "cannot read the fleet" in body and "127.0.0.1:9" in body, body
+
+
+async def test_fleet_strip_cuts_a_long_first_title_at_80_columns():
+    """The fleet strip put its first finding's title whole (a long one ran past the strip's
+    rows and hid the count of the rest); it is fitted as the main strip's now."""
+    from types import SimpleNamespace
+
+    from infertop.findings import Finding, Layer, Severity
+    long_title = "TTFT p99 over the SLO " + "while the prefill queue grows " * 12
+    fs = [Finding("DEC-001", Layer.DECODING, Severity.CRIT, long_title,
+                  (), "", 0.0, subject=(("node", "node-03"),)),
+          Finding("MEM-001", Layer.MEMORY, Severity.WARN, "KV cache nearly full", (), "", 0.0,
+                  subject=(("node", "node-01"),))]
+    app = app_for_source(DemoFleetSource(2, {}), pipeline=FleetPipeline(diagnoser_factory()),
+                         interval=1.0, options=AppOptions(manual_ticks=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app._poll()
+        await pilot.pause()
+        app._update_strip(SimpleNamespace(findings=fs))
+        strip = app._shown["#findings-strip"].plain
+    assert len(strip) <= 78, strip      # 80x24 is the small layout: one row, as the main strip
+    assert strip.startswith("node-03 DEC-001 TTFT p99") and "…" in strip, strip
+    assert "node-01 MEM-001" in strip or strip.endswith("+1 more (f)"), strip

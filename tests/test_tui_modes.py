@@ -153,7 +153,7 @@ async def test_demo_presenter_keys_tour_position_next_phase_and_a_bundled_captur
             if not app.screen.capture_running:
                 break
             await pilot.pause(0.05)
-        shown = " ".join(str(w.render()) for w in app.screen.query("Static"))
+        shown = " ".join(str(w.content) for w in app.screen.query("Static"))
         assert "bundled" in shown and "VLLM::EngineCore" in shown, shown[:2000]
 
 

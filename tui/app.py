@@ -63,13 +63,16 @@ INTERVALS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
 MIN_SIZE = (80, 24)   # below this the panes cannot show a reading per GPU: say so
 
 
-def strip_text(findings, styles: dict[str, str], width: int, lines: int) -> Text:
+def strip_text(findings, styles: dict[str, str], width: int, lines: int,
+               lead=None) -> Text:
     """The findings strip in ``lines`` rows of ``width``, in the Diagnoser's order (worst
     chain first, each cause before the symptoms it explains; never re-sorted here).  The
     first finding shows its code, title and value ("MEM-001 KV cache full · e0 KV usage
     98 % >= 95 %"): its title gives way word by word, never its code or value.  The others
     follow as code and title, then bare codes, and what still does not fit is "+N more
-    (f)"."""
+    (f)".  ``lead(finding)``: what goes before each code, in bold (the fleet's node and a
+    space), part of the finding like its code."""
+    lead_of = lead or (lambda f: "")
     ordered = list(findings)
     if not ordered:
         return Text()
@@ -78,9 +81,12 @@ def strip_text(findings, styles: dict[str, str], width: int, lines: int) -> Text
     style = styles.get(head.severity.value, "")
     value = finding_value(head)
     tail_room = len(f"  +{len(others)} more (f)") if others else 0
-    title = fit_words(head.title, room - tail_room - len(head.code) - 1
+    head_lead = lead_of(head)
+    title = fit_words(head.title, room - tail_room - len(head_lead) - len(head.code) - 1
                       - (len(value) + 3 if value else 0))
     t = Text()
+    if head_lead:
+        t.append(head_lead, style="bold")
     t.append(head.code, style=style)
     if title:
         t.append(f" {title}")
@@ -91,14 +97,18 @@ def strip_text(findings, styles: dict[str, str], width: int, lines: int) -> Text
     left = room - t.cell_len
 
     def pieces(titles: int) -> list[str]:
-        return [f.code + (f" {f.title}" if n < titles else "") for n, f in enumerate(others)]
+        return [lead_of(f) + f.code + (f" {f.title}" if n < titles else "")
+                for n, f in enumerate(others)]
 
     def draw(parts: list[str], rest: int) -> Text:
         out = t.copy()
         for f, piece in zip(others, parts):
             out.append("  ")
+            ahead = lead_of(f)
+            if ahead:
+                out.append(ahead, style="bold")
             out.append(f.code, style=styles.get(f.severity.value, ""))
-            out.append(piece[len(f.code):])
+            out.append(piece[len(ahead) + len(f.code):])
         if rest:
             out.append(f"  +{rest} more (f)")
         return out

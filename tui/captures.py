@@ -116,7 +116,7 @@ class CaptureController:
                                           self.app.options.record_seconds, 1, 600), go)
 
     async def _record(self, screen, seconds: float) -> None:
-        from infertop.probes.capture.pyspy import record, summary_lines
+        from infertop.probes.capture.pyspy import record
         self.running = "py-spy record"
         try:
             out_dir = await asyncio.to_thread(self._dir)
@@ -126,10 +126,7 @@ class CaptureController:
                                       f, f"recording… {f * seconds:.0f}/{seconds:g} s"),
                                   cancel=self.cancel)
             screen.set_result(result)
-            if result.summary is not None:
-                text = Text("\n".join(summary_lines(result.summary, width=70)),
-                            style=self.app.role_styles.get("accent", ""))
-                self.app.summaries.pyspy = text
+            show_summary(self.app, result)
         except CaptureError as e:
             screen.set_result(e)
         finally:
@@ -182,8 +179,7 @@ class CaptureController:
             result = await nsys_capture(session, seconds, base, self.cancel,
                                         progress=lambda f: screen.set_progress(f, "collecting…"))
             screen.set_result(result)
-            if result.summary is not None:
-                self.app.summaries.nsys = nsys_text(result.summary)
+            show_summary(self.app, result)
         except CaptureError as e:
             screen.set_result(e)
         finally:
@@ -233,6 +229,23 @@ class CaptureController:
             self.app.notify(f"GIL sampler on: py-spy dump of PID {pid} ({role}) every 2 s")
         else:
             self.app.notify(f"GIL sampler: {cap.reason}", severity="error")
+
+
+def show_summary(app, result, *, bundled: bool = False) -> None:
+    """A finished capture's summary into the panes (``app.summaries``): py-spy record's in
+    the scheduling pane, nsys's in the kernels pane.  ``bundled``: the demo's examples
+    (tui/demo_captures.py), said so on their first line."""
+    from infertop.probes.capture.nsys import NsysResult
+    from infertop.probes.capture.pyspy_record import RecordResult, summary_lines
+    if isinstance(result, RecordResult) and result.summary is not None:
+        lines = summary_lines(result.summary, width=70)
+        if bundled and lines:
+            lines[0] = "bundled " + lines[0]
+        app.summaries.pyspy = Text("\n".join(lines), style=app.role_styles.get("accent", ""))
+    elif isinstance(result, NsysResult) and result.summary is not None:
+        text = nsys_text(result.summary)
+        app.summaries.nsys = text if not bundled else \
+            Text("bundled example, not from this machine: ", style="bold") + text
 
 
 def nsys_text(summary: NsysSummary) -> Text:

@@ -14,7 +14,7 @@ from infertop.fleet import FleetFrame
 from infertop.source import SnapshotSource
 from infertop.textclean import clean
 
-from .app import InfertopApp, in_daemon_thread
+from .app import InfertopApp, in_daemon_thread, strip_text
 from .speed import SpeedMeter, speed_text
 
 if TYPE_CHECKING:
@@ -147,16 +147,8 @@ class DemoApp(PacedApp):
 
     def after_bundled(self, result: Any) -> None:
         """The panes' summary of a finished capture, as the live path sets it."""
-        from infertop.probes.capture.nsys import NsysResult
-        from infertop.probes.capture.pyspy_record import RecordResult, summary_lines
-        from .captures import nsys_text
-        if isinstance(result, RecordResult) and result.summary is not None:
-            lines = ["bundled " + ln if not i else ln
-                     for i, ln in enumerate(summary_lines(result.summary, width=70))]
-            self.summaries.pyspy = Text("\n".join(lines), style=self.role_styles.get("accent", ""))
-        elif isinstance(result, NsysResult) and result.summary is not None:
-            self.summaries.nsys = Text("bundled example, not from this machine: ",
-                                       style="bold") + nsys_text(result.summary)
+        from .captures import show_summary
+        show_summary(self, result, bundled=True)
         self.bundled_for = self.source.scenario.name
         self.redraw()
 
@@ -367,6 +359,12 @@ class ReplayApp(PacedApp):
         self.push_screen(GotoScreen(self.source.duration), done)
 
 
+def _node_lead(finding) -> str:
+    """A fleet finding's node before its code in the strip ("node-03 DEC-001")."""
+    node = dict(finding.subject).get("node")
+    return f"{node} " if node else ""
+
+
 def _hms(seconds: float) -> str:
     seconds = max(0, int(seconds))
     return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
@@ -466,9 +464,8 @@ class FleetApp(InfertopApp):
         gpus = sum(len({r.label("gpu") for r in fr.by_key("gpu.info")})
                    for fr in frame.nodes.values())
         nodes = len(frame.nodes)
-        overview = getattr(frame, "overview", None)
-        if overview is not None:   # aggregate mode: the fleet as Prometheus counts it
-            count = {r.key: r.value for r in overview.readings if not r.labels}
+        count = frame.overview_counts
+        if count:   # aggregate mode: the fleet as Prometheus counts it
             nodes = int(count.get("fleet.nodes", nodes))
             gpus = int(count.get("fleet.gpus", gpus))
         t.append(f"  {nodes} nodes  {gpus} GPUs")
@@ -491,30 +488,20 @@ class FleetApp(InfertopApp):
                     "(check the scrape jobs' labels)", style=self.role_styles.get("warn", ""))
 
     def _update_strip(self, frame) -> None:
-        """The fleet's findings, each with the node it is about."""
+        """The fleet's findings, each with the node it is about, fitted as the main
+        strip's (strip_text: the first one's title cut between words, "+N more (f)")."""
         strip = self._main_widget("#findings-strip")
         if not frame.findings:
             strip.set_class(True, "-none")
             self._shown.pop("#findings-strip", None)
             return
         strip.set_class(False, "-none")
-        t = Text()
-        room = max(20, self.size.width - 2) * (1 if self.screen_stack[0].has_class("-small")
-                                               else 3) - 14      # "  +N more (f)"
-        for n, f in enumerate(frame.findings):   # worst first (FleetPipeline sorts them)
-            node = dict(f.subject).get("node")
-            piece = f"{node} " if node else ""
-            title = f" {f.title}" if n == 0 else ""     # the first whole, the rest by code
-            if n and t.cell_len + 2 + len(piece) + len(f.code) > room:
-                t.append(f"  +{len(frame.findings) - n} more (f)")
-                break
-            if t:
-                t.append("  ")
-            if node:
-                t.append(piece, style="bold")
-            t.append(f.code, style=self.role_styles.get(f.severity.value, ""))
-            t.append(title)
-        self._set_text("#findings-strip", t)
+        small = self.screen_stack[0].has_class("-small")
+        # worst first (FleetPipeline sorts them)
+        self._set_text("#findings-strip",
+                       strip_text(frame.findings, self.role_styles,
+                                  max(20, self.size.width - 2), 1 if small else 3,
+                                  lead=_node_lead))
 
     def on_data_table_row_selected(self, event) -> None:
         from .app import PANE_CLASSES

@@ -293,7 +293,7 @@ RULES = (
         optional=("latency.queue_seconds",),
         notes="With PAR-004 as its cause (the first token waits for the KV transfer of a "
               "disaggregated pair) its remedy is the transfer's, not the queue's or "
-              "prefill's (rules/engine.py REMEDY_FROM_CAUSE).",
+              "prefill's (rules/engine.py EXPLAINS).",
         judged="p99 over diagnosis.window (derived, as on screen)"), ttft_slo),
     Rule(RuleSpec(
         "DEC-002", DEC, "inter-token latency jitter",

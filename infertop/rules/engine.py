@@ -45,38 +45,40 @@ from .registry import all_rules
 # met when it is met to within this much, so "3 s" means three ticks, not four.
 TICK_SLACK = 0.1
 
+def _own_remedy(*symptoms: str) -> dict[str, str]:
+    """Symptoms a cause explains that keep their own remedy."""
+    return dict.fromkeys(symptoms, "")
+
+
 # cause code -> the decoding symptoms it explains on the same server (the seeds' method:
 # symptom -> layer -> cause).  KV pressure queues requests (TTFT) and preempts running ones
 # (ITL stalls); a concurrency cap or a starved host queues them; throttled, lost or
 # straggling GPUs slow every step; launch-bound decode slows every token.
-EXPLAINS: dict[str, tuple[str, ...]] = {
-    "MEM-001": ("DEC-001", "DEC-002"),
-    "MEM-005": ("DEC-001",),             # evicted prefixes are prefilled again
-    "SCH-001": ("DEC-001", "DEC-002"),
-    "SCH-002": ("DEC-001",),
-    "SCH-003": ("DEC-001", "DEC-002"),
-    "SCH-004": ("DEC-001", "DEC-002"),
-    "SCH-005": ("DEC-001",),             # a deferred queue (KV transfer, LoRA) delays TTFT
-    "SCH-006": ("DEC-001", "DEC-002"),   # an asleep engine is not a slow one
-    "HW-003": ("DEC-001", "DEC-002"),
-    "HW-005": ("DEC-001", "DEC-004"),
-    "KRN-001": ("DEC-002",),
-    "KRN-002": ("DEC-001",),
-    "PAR-001": ("DEC-001", "DEC-002"),
-    "PAR-002": ("DEC-001", "DEC-002"),
-    "PAR-004": ("DEC-001",),             # the first token waits for the KV transfer
-}
-
-# (cause, symptom) -> the symptom's remedy while that cause explains it.  A symptom's own
-# remedy guesses from its own readings (DEC-001: queue or prefill, from the queue time);
-# a cause that explains it knows better.  TTFT over the SLO because the KV transfer
+# Each symptom maps to its remedy while that cause explains it ("": its own).  A symptom's
+# own remedy guesses from its own readings (DEC-001: queue or prefill, from the queue time);
+# a cause that explains it may know better.  TTFT over the SLO because the KV transfer
 # dominates is not fixed by chunked prefill or prefix caching: the remedy is the wire.
-REMEDY_FROM_CAUSE: dict[tuple[str, str], str] = {
-    ("PAR-004", "DEC-001"): (
+EXPLAINS: dict[str, dict[str, str]] = {
+    "MEM-001": _own_remedy("DEC-001", "DEC-002"),
+    "MEM-005": _own_remedy("DEC-001"),             # evicted prefixes are prefilled again
+    "SCH-001": _own_remedy("DEC-001", "DEC-002"),
+    "SCH-002": _own_remedy("DEC-001"),
+    "SCH-003": _own_remedy("DEC-001", "DEC-002"),
+    "SCH-004": _own_remedy("DEC-001", "DEC-002"),
+    "SCH-005": _own_remedy("DEC-001"),   # a deferred queue (KV transfer, LoRA) delays TTFT
+    "SCH-006": _own_remedy("DEC-001", "DEC-002"),   # an asleep engine is not a slow one
+    "HW-003": _own_remedy("DEC-001", "DEC-002"),
+    "HW-005": _own_remedy("DEC-001", "DEC-004"),
+    "KRN-001": _own_remedy("DEC-002"),
+    "KRN-002": _own_remedy("DEC-001"),
+    "PAR-001": _own_remedy("DEC-001", "DEC-002"),
+    "PAR-002": _own_remedy("DEC-001", "DEC-002"),
+    # the first token waits for the KV transfer
+    "PAR-004": {"DEC-001": (
         "the first token waits for the KV transfer from the prefill instance (PAR-004), "
         "not for prefill or the queue: put the pair on a fast path (NIXL/UCX over RDMA or "
         "NVLink, not TCP; same rack), check the transfer backend's logs for retries, "
-        "shrink the KV (FP8 KV cache); chunked prefill or more capacity will not help"),
+        "shrink the KV (FP8 KV cache); chunked prefill or more capacity will not help")},
 }
 
 
@@ -283,8 +285,8 @@ class Diagnoser:
                 # the cause's own title ("queue grows while the batch is at its cap"),
                 # not its catalogue title ("... while GPUs idle" on a box with no GPU)
                 names = ", ".join(f"{c.code} {self._cause_title(c)}" for c in causes_of[i])
-                remedy = next((REMEDY_FROM_CAUSE[(c.code, f.code)] for c in causes_of[i]
-                               if (c.code, f.code) in REMEDY_FROM_CAUSE), f.remedy)
+                remedy = next((r for c in causes_of[i] if (r := EXPLAINS[c.code][f.code])),
+                              f.remedy)
                 symptoms.setdefault((first.code, first.subject), []).append(replace(
                     f, title=f"{f.title}: caused by {names}", remedy=remedy,
                     caused_by=tuple(c.code for c in causes_of[i])))

@@ -182,10 +182,11 @@ _VALUE = {
 _KV_ROLES = {"kv_producer": "prefill", "kv_consumer": "decode", "kv_both": "both"}
 
 
-def _disagg_role(config: str | None) -> str:
+def disagg_role(config: str | None) -> str:
     """'prefill' / 'decode' / 'both' from a --kv-transfer-config JSON value ('' if none:
     no connector, or not JSON).  kv_both (NIXL's usual role) lets the router pick the
-    side per request."""
+    side per request.  Pure (no process needed): the demo's pair reads its roles from
+    its setup's settings with it (probes/sources/demo.with_role)."""
     if not config:
         return ""
     try:
@@ -215,7 +216,7 @@ def settings(args: list[str]) -> dict[str, str]:
                        ("--enable-sleep-mode", "sleep_mode")):
         if flag in found:
             out[name] = "on"
-    role = _disagg_role(out.get("kv_transfer_config"))
+    role = disagg_role(out.get("kv_transfer_config"))
     if role:
         out["disagg_role"] = role
     positional = args[1] if args[:1] == ["serve"] and len(args) > 1 else "-"

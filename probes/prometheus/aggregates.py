@@ -143,12 +143,12 @@ def overview_query(k: int, records: bool) -> str:
 def node_matcher(nodes: dict[str, bool]) -> str:
     """A label matcher for these nodes: ``node=~"a|b"`` for nodes named by a ``node`` label
     (value True), ``instance=~"(h1|h2)(:.*)?"`` for nodes that are an instance's host."""
-    from .source import _re_escape
+    from infertop.promql import re_literal
     labelled = sorted(n for n, by_label in nodes.items() if by_label)
     hosts = sorted(n for n, by_label in nodes.items() if not by_label)
 
     def alt(names: list[str]) -> str:
-        return "|".join(_re_escape(n).replace("\\", "\\\\") for n in names)
+        return "|".join(re_literal(n).replace("\\", "\\\\") for n in names)
     out = []
     if labelled:
         out.append(f'node=~"{alt(labelled)}"')
@@ -306,16 +306,18 @@ def alerting_groups(data: Any, group: str, node_of) -> tuple[bool, list[dict]]:
 
 
 def _alert(a: Any) -> dict | None:
-    if not isinstance(a, dict) or not isinstance(a.get("labels"), dict):
+    """One active alert of /api/v1/rules, checked; None when it is not one.  Its labels
+    are checked as every series' (checked_labels: strings only, capped and cleaned, as
+    they reach the screen): an alert with a label that is not a string is no alert."""
+    from .client import _rfc3339, checked_labels
+    if not isinstance(a, dict):
         return None
-    labels = {one_line(k, 100): one_line(v, 200) for k, v in a["labels"].items()
-              if isinstance(k, str) and isinstance(v, str)}
+    labels = checked_labels(a.get("labels"), True)
     got = a.get("annotations")
     notes: dict = got if isinstance(got, dict) else {}
     state = a.get("state") if a.get("state") in ("firing", "pending") else None
-    if state is None or not labels.get("alertname"):
+    if state is None or labels is None or not labels.get("alertname"):
         return None
-    from .client import _rfc3339
     value: float | None
     try:
         value = float(a.get("value"))  # type: ignore[arg-type]  # hostile: any JSON

@@ -40,6 +40,7 @@ from infertop.dcgm import DCGM_NAMES, families_from_series, gpu_readings
 from infertop.dialects import GENERIC, readings_from_families
 from infertop.meta import NvmlMeta, PrometheusMeta, ServerMeta
 from infertop.servers import registry
+from infertop.promql import re_literal
 from infertop.model import Capability, Reading, Sample, Snapshot, Status, make_labels
 from infertop.source import SnapshotSource
 
@@ -71,11 +72,7 @@ def server_name_regex() -> str:
         fams.update(d.extra_families)   # what the dialect's extras read
     fams.update(f for rule in GENERIC for f in rule.families)
     parts = sorted(fams)
-    return "|".join(f"{_re_escape(f)}(_total|_bucket|_sum|_count)?" for f in parts)
-
-
-def _re_escape(name: str) -> str:
-    return "".join("\\" + c if c in ".+*?()[]{}|^$\\" else c for c in name)
+    return "|".join(f"{re_literal(f)}(_total|_bucket|_sum|_count)?" for f in parts)
 
 
 class PrometheusSource(SnapshotSource):
@@ -143,7 +140,7 @@ class PrometheusSource(SnapshotSource):
             dcgm, servers = [], []
             if changed:
                 # inside a PromQL string a regex backslash is written twice
-                only = "|".join(_re_escape(i).replace("\\", "\\\\") for i in sorted(changed))
+                only = "|".join(re_literal(i).replace("\\", "\\\\") for i in sorted(changed))
                 dcgm, servers = await asyncio.gather(
                     self.client.query(self._dcgm_query[:-1] + f',instance=~"{only}"}}'),
                     self.client.query(self._server_query[:-1] + f',instance=~"{only}"}}'))

@@ -409,6 +409,31 @@ def discover_all() -> list[ServerProcess]:
     return servers
 
 
+@dataclass(frozen=True)
+class PortOwner:
+    """The server tree listening on a port: ``pid`` holds the socket, ``root`` is the root
+    of its tree (the server: vLLM's API server over its engine cores), ``info`` the root's
+    row of ``procs``, the process table it was found in."""
+
+    pid: int
+    root: int
+    kind: str
+    info: ProcInfo | None
+    procs: list[ProcInfo]
+
+
+def port_owner(port: int, owners: dict[int, list[int]]) -> PortOwner | None:
+    """The tree that owns ``port`` by ``owners`` (listening_ports), None when no process we
+    may read listens there: never a search by name.  Blocking (psutil).  locate (--url)
+    and the P/D role reader (probes/server/roles.py) both find a port's server with it."""
+    pids = sorted(set(owners.get(port, [])))
+    if not pids:
+        return None
+    procs = snapshot_processes()
+    root, kind = root_of(pids[0], procs)
+    return PortOwner(pids[0], root, kind, {p.pid: p for p in procs}.get(root), procs)
+
+
 def locate(pid: int | None = None, url: str | None = None) -> tuple[ServerProcess | None, str]:
     """find_server, plus a sentence saying why nothing was found."""
     import psutil
@@ -425,15 +450,13 @@ def locate(pid: int | None = None, url: str | None = None) -> tuple[ServerProces
         except Exception as e:  # psutil can fail in odd sandboxes; name discovery still works
             owners = {}
             why_port = f"could not list TCP listeners ({e}); "
-        pids = sorted(set(owners.get(port, [])))
-        if pids:
-            procs = snapshot_processes()
-            root, kind = root_of(pids[0], procs)
-            info = {p.pid: p for p in procs}.get(root)
+        found = port_owner(port, owners)
+        if found is not None:
+            info, root = found.info, found.root
             argv = clean_cmdline(info.cmdline) if info else []
-            members = [s.members for s in group_servers(procs) if s.pid == root]
-            return ServerProcess(root, kind, info.name if info else "", argv, port,
-                                 f"owner of port {port} from --url (pid {pids[0]})",
+            members = [s.members for s in group_servers(found.procs) if s.pid == root]
+            return ServerProcess(root, found.kind, info.name if info else "", argv, port,
+                                 f"owner of port {port} from --url (pid {found.pid})",
                                  members[0] if members else [root]), ""
         if port in owners:  # listed in /proc/net/tcp, but its owner's fds are not readable
             why_port = (f"port {port} is held by a process we cannot inspect (another user's: "

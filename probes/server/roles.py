@@ -68,19 +68,17 @@ def find_owner(port: int) -> tuple[Owner | None, str]:
     could pick another server's role."""
     import psutil
     owners = discovery.listening_ports()
-    pids = sorted(set(owners.get(port, [])))
-    if not pids:
+    found = discovery.port_owner(port, owners)
+    if found is None:
         why = (f"port {port} is held by a process we cannot inspect" if port in owners
                else f"no local process listens on port {port}")
         return None, why
-    procs = discovery.snapshot_processes()
-    root, kind = discovery.root_of(pids[0], procs)
-    info = {p.pid: p for p in procs}.get(root)
+    root, info = found.root, found.info
     try:
         ctime = psutil.Process(root).create_time()
     except psutil.Error:
         return None, f"port {port}'s owner (pid {root}) could not be read"
-    return Owner(root, ctime, kind, tuple(info.cmdline) if info else ()), ""
+    return Owner(root, ctime, found.kind, tuple(info.cmdline) if info else ()), ""
 
 
 def still_running(owner: Owner) -> bool:

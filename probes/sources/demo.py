@@ -12,7 +12,6 @@ History (counters of a new simulated server begin at zero).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,7 +24,7 @@ from infertop.demo.readings import entry_process, nvml_sample, process_sample
 from infertop.demo.sim import DEMO_EPOCH, SimFrame, ScenarioRun
 
 from infertop.probes.server.metrics import refused_message
-from infertop.servers import registry
+from infertop.servers import registry, vllm
 from infertop.source import SnapshotSource, pace
 
 
@@ -253,21 +252,14 @@ class DemoSource(SnapshotSource):
                 "capabilities": {n: c.to_dict() for n, c in self.capabilities().items()}}
 
 
-# vLLM KVTransferConfig.kv_role -> the part in the pair (as probes/server/settings.py)
-_KV_ROLES = {"kv_producer": "prefill", "kv_consumer": "decode", "kv_both": "both"}
-
-
 def with_role(sample: Sample, frame: SimFrame, instance: str) -> Sample:
     """``sample`` plus the instance's P/D role read from its own --kv-transfer-config.
     Live, each local --url's server probe reads it from the command line of the process
     on its port (probes/server/roles.py) and labels it with the instance, as SGLang's
-    engine_type label does; the demo's pair does the same from its setup."""
-    try:
-        cfg = json.loads(frame.setup["settings"].get("kv_transfer_config", ""))
-    except ValueError:
-        return sample
-    role = _KV_ROLES.get(cfg.get("kv_role", "")) if isinstance(cfg, dict) else None
-    if role is None:
+    engine_type label does; the demo's pair does the same from its setup, with the same
+    vLLM parser over the value (its SimFrame has no process to read a command line of)."""
+    role = vllm.disagg_role(frame.setup["settings"].get("kv_transfer_config", ""))
+    if not role:
         return sample
     r = Reading("server.disagg_role", 1.0, "", make_labels(instance=instance),
                 kind=SPECS["server.disagg_role"].kind, text=role)

@@ -229,13 +229,12 @@ def fit_columns(widths: list[int], width: int, gap: int, cut: tuple[int, ...],
     """Make a table ``width`` columns wide without cutting a value: shrink the cuttable
     columns (``cut``: labels, commands; ``widths`` is changed in place) to CUT_MIN, then
     leave out whole columns in ``drop``'s order (default right to left), a column holding
-    a finding's code last; then give what is left over back to the cut columns.  Returns
-    the columns kept, in order.  Column 0 always stays (it says what the row is)."""
+    a finding's code last; then give what is left over back to the cut columns, ``cut``'s
+    first first.  Returns the columns kept, in order.  Column 0 always stays (it says what
+    the row is)."""
     n = len(widths)
     natural = list(widths)
-    for i in cut:
-        if i < n:
-            widths[i] = min(widths[i], cut_min)
+    shrink_columns(widths, sum(widths), cut, cut_min)   # every cut column to cut_min
     keep = list(range(n))
     order = [i for i in (drop if drop is not None else range(n - 1, 0, -1)) if 0 < i < n]
     order += [i for i in range(n - 1, 0, -1) if i not in order]   # then any other
@@ -244,13 +243,28 @@ def fit_columns(widths: list[int], width: int, gap: int, cut: tuple[int, ...],
         if _table_width([widths[k] for k in keep], gap) <= width:
             break
         keep.remove(i)
-    spare = width - _table_width([widths[k] for k in keep], gap)
-    for i in cut:
-        if i in keep and spare > 0:
-            grow = min(spare, natural[i] - widths[i])
-            widths[i] += grow
-            spare -= grow
+    # the kept ones whole again, then cut as little as fits: ``cut``'s last first (what
+    # is left over goes back to its first first)
+    for i in keep:
+        widths[i] = natural[i]
+    shrink_columns(widths, _table_width([widths[k] for k in keep], gap) - width,
+                   [i for i in reversed(cut) if i in keep], cut_min)
     return keep
+
+
+def shrink_columns(widths: list[int], over: int, order: Sequence[int], floor: int) -> int:
+    """Take ``over`` columns off ``widths`` (in place) from the columns ``order`` names,
+    each down to ``floor`` before the next one gives any; returns what is still over.
+    The panes' tables (fit_columns) and the capture screen's (capture_table.fit_widths)
+    shrink their label columns with it."""
+    for i in order:
+        if over <= 0:
+            break
+        if i < len(widths):
+            take = min(over, max(0, widths[i] - floor))
+            widths[i] -= take
+            over -= take
+    return over
 
 
 def _put(cell: Text, pos: int, parts: list[str], spans: list[Span]) -> int:

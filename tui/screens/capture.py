@@ -28,6 +28,7 @@ from infertop.probes.capture.nsys import GpuCapturePlan, NsysResult
 from infertop.probes.capture.profiler_endpoint import ProfileEndpointResult
 from infertop.probes.capture.pyspy import DumpResult, RecordResult, ThreadDump, open_hints
 
+from ..widgets.boundary_wrap import BoundaryWrapped
 from .capture_table import CaptureTable
 
 
@@ -275,7 +276,9 @@ class CaptureScreen(Screen):
                         body.append(f"      {f.text()}\n")
             if q:
                 body.highlight_words([q], "reverse", case_sensitive=False)
-            stacks.update(body if body.plain else Text(f"no stack matches {q!r}", "dim"))
+            # wrapped at spaces and a name's separators, never mid-name (80 columns)
+            stacks.update(BoundaryWrapped(body) if body.plain
+                          else Text(f"no stack matches {q!r}", "dim"))
         elif isinstance(r, RecordResult) and r.summary:
             s = r.summary
             headers, cut = ["thread", "cpu", "gil"], (0,)
@@ -290,7 +293,7 @@ class CaptureScreen(Screen):
                 body.append(f"  {share * 100:5.1f}%  {name}\n")
             if q:
                 body.highlight_words([q], "reverse", case_sensitive=False)
-            stacks.update(body)
+            stacks.update(BoundaryWrapped(body))
         elif isinstance(r, NsysResult) and r.summary:
             ns = r.summary
             headers, cut = ["kernel", "time", "calls", "avg µs"], (0,)
@@ -302,7 +305,7 @@ class CaptureScreen(Screen):
             body = Text("launch-overhead signs\n", "bold")
             for sign in ns.launch_overhead_signs or ["none seen"]:
                 body.append(f"  - {sign}\n")
-            stacks.update(body)
+            stacks.update(BoundaryWrapped(body))
         else:
             stacks.update("")
         # value columns keep their whole width; the names shrink, cut with "…"

@@ -16,7 +16,7 @@ from rich.text import Text
 from textual import events
 from textual.widgets import DataTable
 
-from ..panes.columns import CUT_MIN, cut_cell
+from ..panes.columns import CUT_MIN, cut_cell, shrink_columns
 
 
 def fit_widths(natural: Sequence[int], width: int, pad: int, cut: Sequence[int],
@@ -28,13 +28,7 @@ def fit_widths(natural: Sequence[int], width: int, pad: int, cut: Sequence[int],
     widths = list(natural)
     over = sum(widths) + pad * len(widths) - width
     for floor in (cut_min, 1):
-        for i in cut:
-            if over <= 0:
-                return widths
-            if i < len(widths):
-                take = min(over, max(0, widths[i] - floor))
-                widths[i] -= take
-                over -= take
+        over = shrink_columns(widths, over, cut, floor)
     return widths
 
 

@@ -206,7 +206,7 @@ def judging_line(frame: FleetFrame) -> str:
         out = f"findings judged by infertop on each node{why}"
     ov = frame.overview
     if ov is not None:
-        count = {r.key: r.value for r in ov.readings if not r.labels}
+        count = frame.overview_counts
         q = {(r.key, r.label("quantile")): r.value for r in ov.readings if r.labels}
         nodes = count.get("fleet.nodes")
         om = ov.meta if isinstance(ov.meta, FleetOverviewMeta) else FleetOverviewMeta()
