@@ -32,9 +32,9 @@ test: $(STAMP)
 # PYTHONDONTWRITEBYTECODE (this workplace does): without it every run compiles ~700 modules
 # and rewrites each test module's asserts again (collection 12-16 s -> 2 s), and each
 # `python -m infertop` child a test starts compiles its imports anew (~0.3 s of CPU each).
-# Serial on purpose: pytest-xdist -n 2 (--dist loadfile) was measured slower on the shared
-# two-core box (4:05 wall and 165 s CPU against 2:53 and 126 s serial, 2026-12-02): each
-# worker imports and collects everything and builds the session fixtures again.
+# Serial on purpose: pytest-xdist -n 2 (--dist loadfile) was no faster on the shared
+# two-core box (4:05 wall, 165 s CPU; serial 2:53-4:56, 126-163 s CPU, 2026-12-02, under
+# other users' load): each worker imports, collects and builds session fixtures again.
 FAST_ENV := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/pycache
 test-fast: $(STAMP)
 	$(FAST_ENV) $(BIN)/python -m pytest -q -rs --durations=15 \
