@@ -28,9 +28,17 @@ test: $(STAMP)
 # slow (the whole app driven, scenarios played whole) and integration (outside programs),
 # and the property suite tries 5 inputs a property (tests/conftest.py's hypothesis profile
 # "fast"); `make test` still runs everything with the full counts
+# Bytecode is cached under .venv/pycache even where the environment sets
+# PYTHONDONTWRITEBYTECODE (this workplace does): without it every run compiles ~700 modules
+# and rewrites each test module's asserts again (collection 12-16 s -> 2 s), and each
+# `python -m infertop` child a test starts compiles its imports anew (~0.3 s of CPU each).
+# Serial on purpose: pytest-xdist -n 2 (--dist loadfile) was no faster on the shared
+# two-core box (4:05 wall, 165 s CPU; serial 2:53-4:56, 126-163 s CPU, 2026-12-02, under
+# other users' load): each worker imports, collects and builds session fixtures again.
+FAST_ENV := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/pycache
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -rs --durations=15 -m "not slow and not integration" \
-		--hypothesis-profile=fast
+	$(FAST_ENV) $(BIN)/python -m pytest -q -rs --durations=15 \
+		-m "not slow and not integration" --hypothesis-profile=fast
 
 # Lint (ruff, lint only: no formatter) and type check (mypy): configured in pyproject.toml,
 # both run by .ci/run before the tests.

@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from helpers.inproc import run_main
+
 # infertop run as a program (CLI end to end, seconds each): `make test` runs them, the
 # fast target keeps the in-process tests of the same behaviour
 E2E = pytest.mark.integration
@@ -42,7 +44,10 @@ def test_version_and_help():
     (["--theme", "nope", "--source", "demo"], "unknown theme 'nope'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words):
-    r = run(*args)
+    # main() in this process (seven children cost ~5 s): its code and stderr are what a
+    # child would give; test_version_and_help and tests/test_faults_errors.py's usage
+    # errors go through a real `python -m infertop`
+    r = run_main(*args)
     assert r.returncode == 2, r
     assert words in r.stderr and "Traceback" not in r.stderr
 

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from helpers.inproc import run_main
 from infertop.findings import FindingEvent, Severity
 from infertop.report import episodes, render_report
 
@@ -115,8 +116,9 @@ def test_screen_and_headless_pace_by_the_one_rule():
 def test_doctor_shorter_than_the_rules_windows_names_the_rules_it_could_not_judge():
     # a 3 s run said "healthy on 26 of 36 rules checked" although a rule judging a
     # median needs 8 s and MEM-002 35 s: a condition present all along could not have
-    # raised them.  It says which rules, and how long a run judges them all.
-    r = run("doctor", "--source", "demo:mem-kv-pressure", "--duration", "3", "--format", "json")
+    # raised them.  It says which rules, and how long a run judges them all.  (In this
+    # process: what doctor prints is the point; the test above runs it as a program.)
+    r = run_main("doctor", "--source", "demo:mem-kv-pressure", "--duration", "3", "--format", "json")
     doc = json.loads(r.stdout)
     short = doc["meta"]["too_short"]
     assert short["SCH-002"] == 8.0 and short["MEM-002"] == 35.0 and short["HW-003"] == 5.0
@@ -124,14 +126,14 @@ def test_doctor_shorter_than_the_rules_windows_names_the_rules_it_could_not_judg
     assert not set(short) & set(doc["meta"]["unchecked"])   # those say NOT CHECKED
     assert "rules checked" not in doc["summary"]
     assert f"too short for {len(short)} more" in doc["summary"]
-    text = run("doctor", "--source", "demo:mem-kv-pressure", "--duration", "3").stdout
+    text = run_main("doctor", "--source", "demo:mem-kv-pressure", "--duration", "3").stdout
     section = text[text.index("WINDOW TOO SHORT ("):text.index("NOT CHECKED (")]
     assert "need 8 s: " in section and "SCH-002" in section and "need 35 s: MEM-002" in section
     assert "--duration 36 or more" in section
     md = render_report([], {}, "markdown", doc["meta"])
     assert "## window too short" in md and "- need 35 s: MEM-002" in md
     # long enough: nothing listed, the verdict counts every checked rule
-    long = json.loads(run("doctor", "--source", "demo:mem-kv-pressure", "--duration", "40",
+    long = json.loads(run_main("doctor", "--source", "demo:mem-kv-pressure", "--duration", "40",
                           "--format", "json").stdout)
     assert long["meta"]["too_short"] == {} and "rules checked" in long["summary"]
     assert "WINDOW TOO SHORT" not in render_report([], {}, "text", long["meta"])

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers.faulty_server import closed_port, hostile
+from helpers.inproc import run_main
 from helpers.rulekit import SERVER, Feed, timing
 from helpers.rulekit import tick as make_tick
 from helpers.spawn_tree import spawn
@@ -70,8 +71,10 @@ def test_doctor_on_a_broken_metrics_page_is_exit_3(mode, said):
 @pytest.mark.parametrize("url,said", [("ftp://127.0.0.1/metrics", "not an http(s) URL"),
                                       ("http://127.0.0.1:99999", "bad port")])
 def test_a_url_that_can_never_be_read_is_one_line_and_exit_2(url, said):
+    # main() in this process (four children cost ~3 s): the code and the line are the
+    # point; the refused port above runs doctor as a program
     for cmd in (["doctor", "--duration", "1"], ["snapshot", "--json", "--window", "0.5"]):
-        r = run(*cmd, "--url", url, "--no-gpu")
+        r = run_main(*cmd, "--url", url, "--no-gpu")
         assert r.returncode == 2, r
         assert r.stderr.count("\n") == 1 and said in r.stderr and "--url" in r.stderr
         assert r.stdout == ""

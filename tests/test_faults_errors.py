@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers.faulty_server import HTML_404, exposition, hostile
+from helpers.inproc import run_main
 from infertop.dialects import readings_from_exposition
 from infertop.model import Sample, Snapshot, Status
 from infertop.pipeline import Pipeline
@@ -72,31 +73,37 @@ def test_demo_list_into_head_is_exit_0():
     ("[diagnosis]\nwindow = inf\n", "diagnosis.window"),
 ])
 def test_an_overflowing_number_in_the_config_is_one_line(tmp_path, toml, key):
+    # in this process: the config's errors end in main() like every UsageError (a bad
+    # flag through a real `python -m infertop`: test_demo_server_port_out_of_range_...)
     cfg = tmp_path / "c.toml"
     cfg.write_text(toml)
-    r = run("snapshot", "--json", "--config", str(cfg), "--source", "demo:healthy",
+    r = run_main("snapshot", "--json", "--config", str(cfg), "--source", "demo:healthy",
             "--window", "2")
     one_line(r, 2, key, "too large")
     assert r.stdout == ""
 
 
-@pytest.fixture
-def good_recording(tmp_path):
-    path = tmp_path / "ok.jsonl"
-    r = run("record", "-o", str(path), "--source", "demo:healthy", "--duration", "3")
+@pytest.fixture(scope="module")
+def good_recording(tmp_path_factory):
+    """Read only by the tests below: one recording for the module, made in this process
+    (what `record` does as a program is tested in tests/test_recording.py)."""
+    path = tmp_path_factory.mktemp("rec") / "ok.jsonl"
+    r = run_main("record", "-o", str(path), "--source", "demo:healthy", "--duration", "3")
     assert r.returncode == 0, r.stderr
     return path
 
 
 @pytest.mark.parametrize("samples", [[1, 2, 3], {"x": [1]}, {"x": {"readings": 5}}, "no"])
 def test_a_recording_line_of_the_wrong_shape_is_one_line(tmp_path, good_recording, samples):
+    # in this process (8 children cost ~10 s): the same main(), its code and its stderr;
+    # the next test takes a bad recording through `python -m infertop` itself
     header, first = good_recording.read_text().splitlines()[:2]
     line = json.loads(first)
     line["samples"] = samples
     bad = tmp_path / "bad.jsonl"
     bad.write_text(header + "\n" + json.dumps(line) + "\n")
     for cmd in (["snapshot", "--json"], ["doctor"]):
-        r = run(*cmd, "--source", f"replay:{bad}")
+        r = run_main(*cmd, "--source", f"replay:{bad}")
         one_line(r, 2, "corrupt")
 
 

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.inproc import run_main
 from helpers.promtool_kit import (
     PROMTOOL_HINT,
     doctor_episodes,
@@ -132,14 +133,16 @@ def test_promtool_check_rules_accepts_the_export(tmp_path):
 
 
 # ---- the CLI ---------------------------------------------------------------------------------
+# main() in this process (a child costs ~0.5-1 s): the files, codes and stderr lines are the
+# point; test_promtool_check_rules_accepts_the_export runs `rules` as a program.
 def test_output_file_is_not_clobbered_without_force(tmp_path):
     out = tmp_path / "rules.yml"
     out.write_text("mine")
-    r = infertop("rules", "export", "-o", str(out))
+    r = run_main("rules", "export", "-o", str(out))
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "--force" in r.stderr
     assert out.read_text() == "mine"
-    r = infertop("rules", "export", "-o", str(out), "--force")
+    r = run_main("rules", "export", "-o", str(out), "--force")
     assert r.returncode == 0 and out.read_text().startswith("# infertop diagnosis rules")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rules.yml"]  # no temp file left
     assert oct(out.stat().st_mode & 0o044) == oct(0o044)   # readable by a prometheus user
@@ -152,12 +155,12 @@ def test_output_through_a_link_or_onto_a_fifo_is_refused(tmp_path):
     victim.write_text("keep")
     link = tmp_path / "rules.yml"
     link.symlink_to(victim)
-    r = infertop("rules", "export", "-o", str(link), "--force")
+    r = run_main("rules", "export", "-o", str(link), "--force")
     assert r.returncode == 2 and "symbolic link" in r.stderr and "Traceback" not in r.stderr
     assert victim.read_text() == "keep" and link.is_symlink()
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    r = infertop("rules", "export", "-o", str(fifo), "--force")
+    r = run_main("rules", "export", "-o", str(fifo), "--force")
     assert r.returncode == 2 and "FIFO" in r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "rules.yml", "victim"]
 
@@ -165,11 +168,11 @@ def test_output_through_a_link_or_onto_a_fifo_is_refused(tmp_path):
 def test_bad_config_and_bad_recording_are_one_line_errors(tmp_path):
     bad = tmp_path / "c.toml"
     bad.write_text("[thresholds]\nkv_pressure_ratio = 'high'\n")
-    r = infertop("rules", "export", "--config", str(bad))
+    r = run_main("rules", "export", "--config", str(bad))
     assert r.returncode == 2 and "kv_pressure_ratio" in r.stderr and "Traceback" not in r.stderr
     junk = tmp_path / "x.jsonl"
     junk.write_text("not a recording\n")
-    r = infertop("rules", "promtool-input", str(junk))
+    r = run_main("rules", "promtool-input", str(junk))
     assert r.returncode == 2 and "not an infertop recording" in r.stderr
     assert "Traceback" not in r.stderr
 
@@ -177,14 +180,14 @@ def test_bad_config_and_bad_recording_are_one_line_errors(tmp_path):
 def test_config_changes_the_exported_file_like_the_screen(tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text("[thresholds]\nkv_pressure_ratio = 0.6\n")
-    r = infertop("rules", "export", "--config", str(cfg))
+    r = run_main("rules", "export", "--config", str(cfg))
     assert r.returncode == 0
     assert "infertop:kv_usage:median10s >= 0.6" in r.stdout
     assert f"# thresholds: {cfg}" in r.stdout
 
 
 def test_promtool_input_writes_the_scraped_families(tmp_path):
-    r = infertop("rules", "promtool-input", str(CORPUS / "vllm-kv-exhaustion.jsonl.gz"),
+    r = run_main("rules", "promtool-input", str(CORPUS / "vllm-kv-exhaustion.jsonl.gz"),
                  "--rules", "r.yml")
     assert r.returncode == 0, r.stderr
     text = r.stdout

@@ -10,6 +10,7 @@ import sys
 import httpx
 import pytest
 
+from helpers.inproc import run_main
 from infertop.cli.demo_server import DemoServer
 from infertop.probes.server.metrics import ServerMetricsProbe
 from infertop.probes.server.settings import server_settings
@@ -128,9 +129,9 @@ def test_the_pair_shows_in_the_parallelism_pane_and_in_snapshot_json():
 
 def test_snapshot_json_carries_the_roles_and_the_ttft_split():
     import json
-    r = subprocess.run([sys.executable, "-m", "infertop", "snapshot", "--json", "--source",
-                        f"demo:{NAME}", "--window", "70"], capture_output=True, text=True,
-                       timeout=120)
+    # main() in this process: the JSON is the point (tests/test_cli.py runs snapshot as a
+    # program)
+    r = run_main("snapshot", "--json", "--source", f"demo:{NAME}", "--window", "70")
     assert r.returncode == 0, r.stderr
     par = json.loads(r.stdout)["layers"]["parallelism"]["readings"]
     roles = {x["labels"]["instance"]: x["text"] for x in par if x["key"] == "server.disagg_role"}

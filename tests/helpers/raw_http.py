@@ -72,7 +72,11 @@ class RawServer:
         self._server.close()
         for w in list(self._writers):
             w.close()
-        if self._tasks:   # each sees its connection closed and returns
+        if self._tasks:   # each sees its connection closed and returns; one still
+            # waiting out a Resp.delay would hold the test up to 2 s: nobody reads its
+            # answer any more, so it is cancelled
+            for t in self._tasks:
+                t.cancel()
             await asyncio.wait(list(self._tasks), timeout=2)
         await self._server.wait_closed()
 
