@@ -81,9 +81,11 @@ class TickClock:
         return self.t
 
 
-def bench(url: str, ticks: int, interval: float, profile: str | None) -> None:
+def bench(url: str, ticks: int, interval: float, profile: str | None,
+          host_top_at: float | None) -> None:
     clock = TickClock()
-    probe = ProcessProbe(url=url, clock=clock)
+    kw = {} if host_top_at is None else {"host_top_at": host_top_at}
+    probe = ProcessProbe(url=url, clock=clock, **kw)
     cap = probe.open_blocking()
     assert cap.available, cap.reason
     for _ in range(3):   # find the server, list its tree, first CPU rates
@@ -124,6 +126,9 @@ def main() -> None:
     ap.add_argument("--interval", type=float, default=0.02,
                     help="seconds between collects (CPU rates need some time to pass)")
     ap.add_argument("--profile", help="write a cProfile of the collects to this file")
+    ap.add_argument("--host-top-at", type=float,
+                    help="host CPU ratio from which every process is scanned for the top "
+                         "consumers (SCH-004; default the probe's); 2 turns it off")
     ap.add_argument("--url", help="follow this server instead of starting a demo-server")
     a = ap.parse_args()
     demo = None
@@ -133,7 +138,7 @@ def main() -> None:
         demo = start_demo(port)
         url = f"http://127.0.0.1:{port}"
     try:
-        bench(url, a.ticks, a.interval, a.profile)
+        bench(url, a.ticks, a.interval, a.profile, a.host_top_at)
     finally:
         if demo is not None:
             demo.terminate()
