@@ -152,7 +152,15 @@ def test_permission_denied_marks_only_the_affected_readings(monkeypatch):
 
         monkeypatch.setattr(psutil.Process, "num_ctx_switches",
                             deny(psutil.Process.num_ctx_switches))
-        monkeypatch.setattr(psutil.Process, "threads", deny(psutil.Process.threads))
+        # threads are read from /proc directly (proctree.read_thread_times): deny there
+        from infertop.probes.server import process as process_mod
+        real_threads = process_mod.read_thread_times
+
+        def deny_threads(pid, proc="/proc"):
+            if pid == child:
+                raise PermissionError(13, "Permission denied")
+            return real_threads(pid, proc)
+        monkeypatch.setattr(process_mod, "read_thread_times", deny_threads)
         probe = ProcessProbe(pid=t["parent"])
         probe.collect_blocking()
         s = probe.collect_blocking()

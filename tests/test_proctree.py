@@ -166,3 +166,24 @@ def test_a_new_child_shows_the_next_tick_and_an_exited_one_at_once():
     now[0] += 1.0
     s = probe.collect_blocking()
     assert kid.pid not in s.meta.tree and grandchild not in s.meta.tree
+
+
+@pytest.mark.parametrize("length", [0, 100, 4096, 8192, 10000])
+def test_read_proc_file_reads_all_of_a_file_of_any_length(tmp_path, length):
+    from infertop.probes.server.proctree import read_proc_file
+    data = bytes(i % 251 for i in range(length))
+    (tmp_path / "f").write_bytes(data)
+    assert read_proc_file(str(tmp_path / "f"), 4096) == data
+    with pytest.raises(OSError):
+        read_proc_file(str(tmp_path / "missing"))
+
+
+def test_thread_times_agree_with_psutil():
+    from infertop.probes.server.proctree import read_thread_times
+    mine = sorted(read_thread_times(os.getpid()))
+    theirs = sorted(psutil.Process().threads(), key=lambda t: t.id)
+    assert [tid for tid, _ in mine] == [t.id for t in theirs]   # the same threads
+    for (_, secs), t in zip(mine, theirs):
+        assert secs == pytest.approx(t.user_time + t.system_time, abs=0.5)   # a moment apart
+    with pytest.raises(FileNotFoundError):
+        read_thread_times(2 ** 22 + 7)    # above any pid_max: no such process

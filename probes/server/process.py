@@ -40,7 +40,7 @@ from infertop.probes.server.discovery import (ROOT_ROLES, ServerProcess, classif
 
 from infertop.probes.server.host_top import NAME_MAX, SCAN_AT, HostTopCpu
 from infertop.probes.server.proctree import (ProcTree, read_cpu_and_tasks, read_meminfo,
-                                             read_stat_start)
+                                             read_stat_start, read_thread_times)
 from infertop.probes.server.model_config import ModelConfigReader
 from infertop.probes.registry import ProbeSpec, register
 
@@ -434,7 +434,7 @@ class ProcessProbe(BlockingProbe):
                 mem, mem_denied = get(p.memory_info)
                 nthr, nthr_denied = get(p.num_threads)
                 ctx, ctx_denied = get(p.num_ctx_switches)
-            threads, thr_denied = get(p.threads) if self.max_threads else ([], False)
+            threads, thr_denied = self._threads(psutil, p) if self.max_threads else ([], False)
         except psutil.NoSuchProcess:  # includes ZombieProcess: gone is gone
             self._members_at = -math.inf     # the tree changed: list it again next tick
             self._tree_dirty = True
@@ -504,9 +504,24 @@ class ProcessProbe(BlockingProbe):
         text = truncate(" ".join(argv)) if argv else name
         return name, argv, argv_denied, kind, role, info_labels, text
 
+    def _threads(self, psutil, p) -> tuple[list[tuple[int, float]] | None, bool]:
+        """((tid, CPU seconds) of each thread, denied?): /proc read directly where it can
+        be (proctree.read_thread_times), psutil's threads() elsewhere."""
+        if self._ptree is not None:
+            try:
+                return read_thread_times(p.pid), False
+            except PermissionError:
+                return None, True
+            except OSError:
+                raise psutil.NoSuchProcess(p.pid) from None
+        try:
+            return [(t.id, t.user_time + t.system_time) for t in p.threads()], False
+        except psutil.AccessDenied:
+            return None, True
+
     def _thread_readings(self, pid: int, key: tuple[int, float], threads, dt: float | None):
         """The busiest threads of one process since the previous tick."""
-        now_times = {t.id: t.user_time + t.system_time for t in threads}
+        now_times = dict(threads)
         prev = self._prev_thr.get(key)
         self._prev_thr[key] = now_times
         if not prev or not dt:

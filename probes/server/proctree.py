@@ -31,11 +31,30 @@ FULL_EVERY = 60.0      # seconds between full re-reads (a guard; nothing is know
 REUSE_SAFE = 1000      # tasks created since the last look above which pids may be reused
 
 
+def read_proc_file(path: str, size: int = 4096) -> bytes:
+    """A /proc file's bytes in three system calls (open, read, close; more reads only for
+    a file longer than ``size``).  Python's open() adds fstat, ioctl and lseek calls, and
+    each call lets go of the GIL: with the screen's thread busy, every one may cost this
+    thread a wait and a switch.  OSError as open() raises it."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.read(fd, size)
+        if len(data) < size:
+            return data   # a short read: /proc's seq files give all they have at once
+        chunks = [data]
+        while True:
+            more = os.read(fd, size)
+            if not more:
+                return b"".join(chunks)
+            chunks.append(more)
+    finally:
+        os.close(fd)
+
+
 def read_stat_start(pid: int, proc: str = "/proc") -> tuple[int, int] | None:
     """(ppid, start time in clock ticks since boot) from /proc/PID/stat; None if gone."""
     try:
-        with open(f"{proc}/{pid}/stat", "rb") as f:
-            data = f.read()
+        data = read_proc_file(f"{proc}/{pid}/stat", 1024)
     except OSError:
         return None
     rest = data[data.rfind(b")") + 2:].split()   # the comm may hold ')' and spaces
@@ -45,13 +64,34 @@ def read_stat_start(pid: int, proc: str = "/proc") -> tuple[int, int] | None:
         return None
 
 
+_HZ = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
+
+
+def read_thread_times(pid: int, proc: str = "/proc") -> list[tuple[int, float]]:
+    """(tid, user + system CPU seconds) of each of pid's threads, as psutil's threads()
+    gives them (tids in order) in a third of its system calls: a vLLM tree has hundreds
+    of threads, read every tick.  A thread that exits meanwhile is left out;
+    FileNotFoundError when the process is gone, PermissionError when it may not be read."""
+    out = []
+    for tid in sorted(os.listdir(f"{proc}/{pid}/task"), key=lambda t: (len(t), t)):
+        try:
+            data = read_proc_file(f"{proc}/{pid}/task/{tid}/stat", 1024)
+        except (FileNotFoundError, ProcessLookupError):
+            continue   # the thread exited after the listing
+        rest = data[data.rfind(b")") + 2:].split()
+        try:
+            out.append((int(tid), (int(rest[11]) + int(rest[12])) / _HZ))
+        except (IndexError, ValueError):
+            continue
+    return out
+
+
 def read_cpu_and_tasks(proc: str = "/proc") -> tuple[list[int], int | None] | None:
     """The host's aggregate ``cpu`` line (clock ticks: user nice system idle iowait irq
     softirq steal guest guest_nice, as many as the kernel has) and the ``processes``
     counter (tasks created since boot), from one read of /proc/stat; None if unreadable."""
     try:
-        with open(f"{proc}/stat", "rb") as f:
-            data = f.read()
+        data = read_proc_file(f"{proc}/stat", 65536)
     except OSError:
         return None
     first, _, _ = data.partition(b"\n")
@@ -76,8 +116,7 @@ def read_meminfo(proc: str = "/proc") -> tuple[int, int] | None:
     """(MemTotal, MemAvailable) in bytes from /proc/meminfo; None when unreadable or an
     old kernel without MemAvailable (the caller asks psutil, which estimates it)."""
     try:
-        with open(f"{proc}/meminfo", "rb") as f:
-            data = f.read()
+        data = read_proc_file(f"{proc}/meminfo")
     except OSError:
         return None
     got: dict[bytes, int] = {}
