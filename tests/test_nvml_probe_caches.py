@@ -132,6 +132,19 @@ async def test_static_facts_are_read_on_their_cadence_and_present_every_tick():
     await probe.close()
 
 
+async def test_a_static_fact_that_failed_is_asked_again_on_the_slow_cadence():
+    clock = ManualClock()
+    gpu = FakeGPU(no_permission={"nvmlDeviceGetNumGpuCores"})
+    fake = FakeNVML([gpu], clock=clock)
+    probe = await opened(fake, slow_every=5, static_every=60)
+    s = await ticks(probe, clock, 2)
+    assert reading(s, "gpu.cuda_cores", gpu=0).status is Status.ERROR
+    gpu.no_permission.clear()     # a passing error: not kept for the static minute
+    s = await ticks(probe, clock, 5)
+    assert reading(s, "gpu.cuda_cores", gpu=0).value == 16896
+    await probe.close()
+
+
 async def test_topology_is_read_once_and_again_the_tick_a_gpu_is_lost():
     clock = ManualClock()
     fake = FakeNVML([FakeGPU(nvlinks=0) for _ in range(3)], clock=clock)

@@ -251,7 +251,8 @@ class NvmlProbe(BlockingProbe):
             out.extend(dead_readings(g))
         live = tuple(g.index for g in self._gpus if not g.dead)
         # tick 1 uses the topology read at open; a lost GPU's pairs go the tick it is lost
-        if (static and self._tick > 1) or live != self._topology_of:
+        if (static and self._tick > 1) or live != self._topology_of \
+                or (slow and self._tick > 1 and not _settled(self._topology)):
             self._topology = topology(self.calls, self._gpus)
             self._topology_of = live
         out.extend(self._topology)
@@ -304,8 +305,8 @@ class NvmlProbe(BlockingProbe):
                 and g.nvlink_src != "gpm":
             g.gpm.drop_rates()   # the links read another source: stop asking GPM for them
         out += xid_readings(g)
-        if static or not g.static:
-            g.static = read_static(calls, g)
+        if static or not g.static or (slow and not _settled(g.static)):
+            g.static = read_static(calls, g)   # a passing error: asked again on slow ticks
         out += g.static
         if slow or not g.slow:
             g.slow = read_slow(calls, g)
@@ -402,6 +403,12 @@ class NvmlProbe(BlockingProbe):
             if g is not None:
                 g.xid_total += 1
                 g.xid_last = int(data.eventData)
+
+
+def _settled(readings: list[Reading]) -> bool:
+    """Every reading an answer (or a lasting refusal): nothing to ask again before the
+    static cadence.  An error (permission, timeout, unknown) may pass: slow cadence."""
+    return all(r.status is Status.OK or r.status is Status.UNSUPPORTED for r in readings)
 
 
 def _try(fn: Callable[[], Any], default: Any) -> Any:
