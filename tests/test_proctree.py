@@ -15,6 +15,7 @@ import sys
 import psutil
 import pytest
 
+from infertop.model import Status
 from infertop.probes.server.process import ProcessProbe
 from infertop.probes.server.proctree import (FULL_EVERY, REUSE_SAFE, ProcTree,
                                              read_cpu_and_tasks, read_meminfo,
@@ -187,3 +188,38 @@ def test_thread_times_agree_with_psutil():
         assert secs == pytest.approx(t.user_time + t.system_time, abs=0.5)   # a moment apart
     with pytest.raises(FileNotFoundError):
         read_thread_times(2 ** 22 + 7)    # above any pid_max: no such process
+
+
+def test_member_reads_agree_with_psutil():
+    from infertop.probes.server.proctree import read_member
+    m = read_member(os.getpid())
+    p = psutil.Process()
+    with p.oneshot():
+        assert m["status"] == p.status() and m["threads"] == p.num_threads()
+        assert m["cpu"] == pytest.approx(sum(p.cpu_times()[:2]), abs=0.5)
+        assert m["rss"] == pytest.approx(p.memory_info().rss, rel=0.2)
+        ctx = p.num_ctx_switches()
+    assert m["ctx"][0] <= ctx.voluntary and m["ctx"][1] <= ctx.involuntary
+    assert m["denied"] == []
+    with pytest.raises(FileNotFoundError):
+        read_member(2 ** 22 + 7)
+
+
+def test_without_a_proc_to_list_the_probe_reads_through_psutil():
+    """Where /proc cannot be listed (not Linux) the tree comes from psutil's children()
+    and each member's counters from psutil: same readings."""
+    kid = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                           stdin=subprocess.PIPE)
+    try:
+        probe = ProcessProbe(pid=os.getpid())
+        probe._ptree = None
+        probe.collect_blocking()
+        s = probe.collect_blocking()
+        assert kid.pid in s.meta.tree
+        for key in ("process.cpu_ratio", "process.rss_bytes", "process.threads",
+                    "process.ctx_switches_total", "process.state", "thread.cpu_ratio"):
+            rows = [r for r in s.find(key) if r.label("pid") == str(os.getpid())]
+            assert rows and all(r.status is Status.OK for r in rows), key
+    finally:
+        kid.stdin.close()
+        kid.wait(30)
