@@ -514,6 +514,7 @@ class ProcessProbe(BlockingProbe):
         except OSError:   # gone (a permission error is per file, inside)
             raise psutil.NoSuchProcess(pid) from None
         no = m["denied"]
+        assert isinstance(no, list)
         return (m.get("status"), m.get("cpu"), "stat" in no, m.get("rss"), "statm" in no,
                 m.get("threads"), "stat" in no, m.get("ctx"), "status" in no)
 
