@@ -123,16 +123,17 @@ def test_process_that_exits_between_ticks_is_dropped_silently():
 
 
 def test_process_vanishing_mid_sample_is_skipped(monkeypatch):
+    from infertop.probes.server import process as process_mod
     with spawn() as t:
         child = t["child"]
-        real = psutil.Process.num_threads
+        real = process_mod.read_member   # the per-tick read of a member (/proc directly)
 
-        def vanish(self):
-            if self.pid == child:
-                raise psutil.NoSuchProcess(self.pid)
-            return real(self)
+        def vanish(pid, proc="/proc"):
+            if pid == child:
+                raise FileNotFoundError(2, "No such file or directory")
+            return real(pid, proc)
 
-        monkeypatch.setattr(psutil.Process, "num_threads", vanish)
+        monkeypatch.setattr(process_mod, "read_member", vanish)
         s = ProcessProbe(pid=t["parent"]).collect_blocking()
     assert s.meta.tree == (t["parent"],)
     assert not [r for r in s.readings if r.label("pid") == str(child)]
@@ -142,17 +143,24 @@ def test_process_vanishing_mid_sample_is_skipped(monkeypatch):
 def test_permission_denied_marks_only_the_affected_readings(monkeypatch):
     with spawn() as t:
         child = t["child"]
+        # a member's per-tick counters and its threads are read from /proc directly
+        # (proctree.read_member, read_thread_times): deny its status file and threads there
+        from infertop.probes.server import proctree
+        from infertop.probes.server import process as process_mod
+        real_file = proctree.read_proc_file
 
-        def deny(real):
-            def f(self, *a, **k):
-                if self.pid == child:
-                    raise psutil.AccessDenied(self.pid)
-                return real(self, *a, **k)
-            return f
+        def deny_status(path, size=4096):
+            if path == f"/proc/{child}/status":
+                raise PermissionError(13, "Permission denied")
+            return real_file(path, size)
+        monkeypatch.setattr(proctree, "read_proc_file", deny_status)
+        real_threads = process_mod.read_thread_times
 
-        monkeypatch.setattr(psutil.Process, "num_ctx_switches",
-                            deny(psutil.Process.num_ctx_switches))
-        monkeypatch.setattr(psutil.Process, "threads", deny(psutil.Process.threads))
+        def deny_threads(pid, proc="/proc"):
+            if pid == child:
+                raise PermissionError(13, "Permission denied")
+            return real_threads(pid, proc)
+        monkeypatch.setattr(process_mod, "read_thread_times", deny_threads)
         probe = ProcessProbe(pid=t["parent"])
         probe.collect_blocking()
         s = probe.collect_blocking()

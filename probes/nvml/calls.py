@@ -49,6 +49,11 @@ class NvmlCalls:
     def is_error(self, exc: BaseException, class_name: str) -> bool:
         return isinstance(exc, getattr(self.nvml, class_name, _Never))
 
+    def is_missing(self, exc: BaseException) -> bool:
+        """The loaded driver library lacks the function: it will not grow it while we run."""
+        return (self.is_error(exc, "NVMLError_FunctionNotFound") or isinstance(exc, AttributeError)
+                or type(exc).__name__ == "NVMLLibraryMismatchError")
+
     def failure(self, exc: BaseException, call: str, gpu_name: str) -> tuple[Status, str]:
         """(status, reason) for a failed call: what the user can read on the screen."""
         err = self.is_error
@@ -57,8 +62,7 @@ class NvmlCalls:
         if err(exc, "NVMLError_NoPermission"):
             return Status.ERROR, (f"no permission for {call} (NVML: insufficient permissions; "
                                   "needs root or access to /dev/nvidia*)")
-        if (err(exc, "NVMLError_FunctionNotFound") or isinstance(exc, AttributeError)
-                or type(exc).__name__ == "NVMLLibraryMismatchError"):
+        if self.is_missing(exc):
             return Status.UNSUPPORTED, (f"{call} missing in this driver's NVML "
                                         "(nvidia-ml-py newer than the driver?)")
         if err(exc, "NVMLError_Timeout"):

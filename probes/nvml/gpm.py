@@ -43,20 +43,35 @@ class GpmSampler:
         self._min = min_interval
         self._clock = clock
         self._ok = nvml.NVML_SUCCESS
-        wanted = GPM_READINGS + GPM_RATES
+        self._nvml = nvml
+        self._bufs = [calls("nvmlGpmSampleAlloc"), calls("nvmlGpmSampleAlloc")]
+        self._ask(GPM_READINGS + GPM_RATES)
+        self._prev: tuple[int, float] | None = None   # (buffer index, clock time)
+        self.values: dict[str, float | None] = {}
+        self.returns: dict[str, int] = {}
+        self.interval = 0.0   # seconds between the two samples of ``values``
+
+    def _ask(self, wanted: tuple[tuple[str, str, float], ...]) -> None:
+        """The metrics request: which metrics each computed pair asks the driver for."""
+        nvml = self._nvml
         self._keys = [k for k, _, _ in wanted]
         self._scale = [s for _, _, s in wanted]
-        self._bufs = [calls("nvmlGpmSampleAlloc"), calls("nvmlGpmSampleAlloc")]
         mg = nvml.c_nvmlGpmMetricsGet_t()
         mg.version = nvml.NVML_GPM_METRICS_GET_VERSION
         mg.numMetrics = len(wanted)
         for i, (_, const, _) in enumerate(wanted):
             mg.metrics[i].metricId = getattr(nvml, const)
         self._mg = mg
-        self._prev: tuple[int, float] | None = None   # (buffer index, clock time)
-        self.values: dict[str, float | None] = {}
-        self.returns: dict[str, int] = {}
-        self.interval = 0.0   # seconds between the two samples of ``values``
+        self.rates = len(wanted) > len(GPM_READINGS)
+
+    def drop_rates(self) -> None:
+        """Stop asking for the PCIe/NVLink rate metrics (the links read them elsewhere:
+        this GPU's GPM lacks them, or it has no NVLink): half the metrics per pair.  Their
+        last values leave ``values``, so nothing reads a frozen rate."""
+        self._ask(GPM_READINGS)
+        for key, _, _ in GPM_RATES:
+            self.values.pop(key, None)
+            self.returns.pop(key, None)
 
     @property
     def ready(self) -> bool:
@@ -81,8 +96,9 @@ class GpmSampler:
         finally:
             self._prev = (cur, now)   # a failed pair must not poison the next one
         ok = self._ok
+        metrics = mg.metrics   # one lookup: each is a ctypes field access through pynvml
         for i, key in enumerate(self._keys):
-            m = mg.metrics[i]
+            m = metrics[i]
             ret = int(m.nvmlReturn)
             self.returns[key] = ret
             self.values[key] = float(m.value) * self._scale[i] if ret == ok else None

@@ -15,6 +15,13 @@ from infertop.probes.nvml.gpm import GpmSampler
 LOST_REASON = "GPU lost (fell off the bus)"
 MHZ = 1e6
 OK = Status.OK
+# A call a GPU refused with NotSupported is asked again after this many ticks (30 s at the
+# screen's 1 Hz: a MIG switch or a driver setting can make it answer); one the driver
+# library lacks (FunctionNotFound) is never asked again while we run.  In between its
+# readings are re-sent as they were.  GpuIsLost and every other error are never
+# remembered: the next tick asks again, and a GPU that fell off the bus is seen the tick
+# it happens (util and memory, asked every tick, are never remembered either).
+NOT_SUPPORTED_RECHECK = 30
 
 # Every per-GPU key, so a lost GPU can mark each one ERROR (the screen shows why, not blanks).
 GPU_KEYS: tuple[str, ...] = (
@@ -41,6 +48,21 @@ def mk(key: str, value: float | None, labels: Labels, status: Status = OK,
     ok = status is OK or status is Status.STALE
     return Reading(key, value if ok else None, spec.unit, labels, status, reason, spec.kind,
                    text)
+
+
+def gmk(g: "GpuState", key: str, value: float | None, status: Status = OK, reason: str = "",
+        text: str | None = None) -> Reading:
+    """``mk`` with this GPU's labels, giving back the last tick's Reading when nothing in it
+    changed (a steady GPU's temperature, clocks, memory total, a refusal's reason): a
+    frozen Reading is shared, never changed, and building one is most of a cheap call's
+    cost."""
+    what = (value, status, reason, text)
+    hit = g.last.get(key)
+    if hit is not None and hit[0] == what:
+        return hit[1]
+    r = mk(key, value, g.labels, status, reason, text)
+    g.last[key] = (what, r)
+    return r
 
 
 def text_of(v: Any) -> str:
@@ -89,35 +111,66 @@ class GpuState:
     xid_total: int = 0
     xid_last: int | None = None
     proc_ts: int = 0                # µs timestamp of the newest per-process sample seen
+    static: list[Reading] = field(default_factory=list)  # never-changing facts, re-sent
+    tick: int = 0                   # the probe's tick number (for ``refused`` expiry)
+    # what -> (the readings a refused call gave, the tick to ask again; None: never)
+    refused: dict[str, tuple[list[Reading], int | None]] = field(default_factory=dict)
+    info: list[Reading] = field(default_factory=list)   # gpu.info and gpu.lost=0, built once
+    last: dict[str, tuple[tuple, Reading]] = field(default_factory=dict)   # gmk's memory
+
+
+def refused(g: GpuState, what: str) -> list[Reading] | None:
+    """The readings a remembered refusal of ``what`` gave, or None: ask the GPU."""
+    hit = g.refused.get(what)
+    if hit is None:
+        return None
+    if hit[1] is not None and g.tick >= hit[1]:
+        del g.refused[what]   # time to ask again
+        return None
+    return hit[0]
+
+
+def remember(calls: NvmlCalls, g: GpuState, what: str, exc: BaseException,
+             readings: list[Reading]) -> list[Reading]:
+    """Keep ``readings`` (a failed call's) for ``what`` if the failure will last:
+    missing function for good, NotSupported for NOT_SUPPORTED_RECHECK ticks."""
+    if calls.is_missing(exc):
+        g.refused[what] = (readings, None)
+    elif calls.is_error(exc, "NVMLError_NotSupported"):
+        g.refused[what] = (readings, g.tick + NOT_SUPPORTED_RECHECK)
+    return readings
 
 
 def read_one(calls: NvmlCalls, g: GpuState, key: str, fn: str, *args: Any,
              scale: float = 1.0) -> Reading:
-    """One call, one reading; a failure becomes that reading's status and reason."""
+    """One call, one reading; a failure becomes that reading's status and reason (a
+    lasting one is remembered per GPU: ``refused``)."""
+    known = refused(g, key)
+    if known is not None:
+        return known[0]
     try:
         v = calls(fn, g.handle, *args)
     except GpuLost:
         raise
     except Exception as e:
         st, why = calls.failure(e, fn, g.name)
-        return mk(key, None, g.labels, st, why)
-    return mk(key, float(v) * scale, g.labels)
+        return remember(calls, g, key, e, [gmk(g, key, None, st, why)])[0]
+    return gmk(g, key, float(v) * scale)
 
 
 def fail_all(calls: NvmlCalls, g: GpuState, keys: tuple[str, ...], e: BaseException,
              fn: str) -> list[Reading]:
     st, why = calls.failure(e, fn, g.name)
-    return [mk(k, None, g.labels, st, why) for k in keys]
+    return [gmk(g, k, None, st, why) for k in keys]
 
 
 def xid_readings(g: GpuState) -> list[Reading]:
     if not g.xid:
         return []
-    lab = g.labels
-    last = (mk("gpu.xid_last", float(g.xid_last), lab) if g.xid_last is not None else
-            mk("gpu.xid_last", None, lab, Status.NODATA,
-               "no Xid error seen since infertop started"))
-    return [mk("gpu.xid_total", float(g.xid_total), lab), last]
+    last = (gmk(g, "gpu.xid_last", float(g.xid_last)) if g.xid_last is not None else
+            gmk(g, "gpu.xid_last", None, Status.NODATA,
+                "no Xid error seen since infertop started"))
+    return [gmk(g, "gpu.xid_total", float(g.xid_total)), last]
 
 
 def info_labels(g: GpuState) -> Labels:

@@ -16,7 +16,7 @@ from typing import Any
 from infertop.model import Reading, Status
 
 from infertop.probes.nvml.calls import GpuLost, NvmlCalls
-from infertop.probes.nvml.gpu import GpuState, field_value, mk, read_one
+from infertop.probes.nvml.gpu import GpuState, field_value, gmk, read_one
 
 PCIE_KEYS = ("gpu.pcie_tx_bytes_per_second", "gpu.pcie_rx_bytes_per_second")
 NVLINK_KEYS = ("gpu.nvlink_tx_bytes_per_second", "gpu.nvlink_rx_bytes_per_second")
@@ -134,9 +134,9 @@ def _rate(g: GpuState, key: tuple[int, int], value: float, ts_us: int,
 
 def _as_readings(g: GpuState, keys: tuple[str, ...], got: Any) -> list[Reading]:
     if got and isinstance(got[0], Status):
-        return [mk(k, None, g.labels, got[0], got[1]) for k in keys]
-    return [mk(k, v, g.labels) if v is not None else
-            mk(k, None, g.labels, Status.NODATA, "rate needs two samples")
+        return [gmk(g, k, None, got[0], got[1]) for k in keys]
+    return [gmk(g, k, v) if v is not None else
+            gmk(g, k, None, Status.NODATA, "rate needs two samples")
             for k, v in zip(keys, got)]
 
 
@@ -145,12 +145,12 @@ def _from_gpm(g: GpuState, keys: tuple[str, ...],
     """Rates from GPM; None when GPM lacks them (the caller switches source)."""
     assert g.gpm is not None
     if gpm_failure is not None:
-        return [mk(k, None, g.labels, *gpm_failure) for k in keys]
+        return [gmk(g, k, None, *gpm_failure) for k in keys]
     if not g.gpm.ready:
-        return [mk(k, None, g.labels, Status.NODATA, GPM_WAIT) for k in keys]
+        return [gmk(g, k, None, Status.NODATA, GPM_WAIT) for k in keys]
     vals = [g.gpm.values.get(k) for k in keys]
     if all(v is not None for v in vals):
-        return [mk(k, v, g.labels) for k, v in zip(keys, vals)]
+        return [gmk(g, k, v) for k, v in zip(keys, vals)]
     return None
 
 
@@ -161,7 +161,7 @@ def _pcie(calls: NvmlCalls, g: GpuState, slow: bool, fields: dict[str, Any],
         if got is not None:
             return got
         g.pcie_src = "fields"   # this driver's GPM lacks PCIe metrics: counters from next tick
-        return [mk(k, None, g.labels, Status.NODATA, "switching to PCIe byte counters")
+        return [gmk(g, k, None, Status.NODATA, "switching to PCIe byte counters")
                 for k in PCIE_KEYS]
     if g.pcie_src == "fields":
         got = fields.get("pcie")
@@ -172,7 +172,7 @@ def _pcie(calls: NvmlCalls, g: GpuState, slow: bool, fields: dict[str, Any],
         if slow or not g.pcie_cache:
             g.pcie_cache = _pcie_throughput(calls, g)
         return g.pcie_cache
-    return [mk(k, None, g.labels, Status.UNSUPPORTED, g.pcie_reason) for k in PCIE_KEYS]
+    return [gmk(g, k, None, Status.UNSUPPORTED, g.pcie_reason) for k in PCIE_KEYS]
 
 
 def _pcie_throughput(calls: NvmlCalls, g: GpuState) -> list[Reading]:
@@ -190,15 +190,15 @@ def _pcie_throughput(calls: NvmlCalls, g: GpuState) -> list[Reading]:
 def _nvlink(g: GpuState, fields: dict[str, Any],
             gpm_failure: tuple[Status, str] | None) -> list[Reading]:
     if g.nvlink_src == "none":
-        return [mk(k, None, g.labels, Status.UNSUPPORTED, g.nvlink_reason) for k in NVLINK_KEYS]
+        return [gmk(g, k, None, Status.UNSUPPORTED, g.nvlink_reason) for k in NVLINK_KEYS]
     if not g.nvlink_active:
-        return [mk(k, 0.0, g.labels) for k in NVLINK_KEYS]   # links exist, none is up
+        return [gmk(g, k, 0.0) for k in NVLINK_KEYS]   # links exist, none is up
     if g.nvlink_src == "gpm" and g.gpm is not None:
         got = _from_gpm(g, NVLINK_KEYS, gpm_failure)
         if got is not None:
             return got
         g.nvlink_src = "fields"
-        return [mk(k, None, g.labels, Status.NODATA, "switching to NVLink byte counters")
+        return [gmk(g, k, None, Status.NODATA, "switching to NVLink byte counters")
                 for k in NVLINK_KEYS]
     got = fields.get("nvlink")
     if got and got[0] is Status.UNSUPPORTED:

@@ -5,8 +5,15 @@ What it reads (label gpu = NVML index), and how often:
                PCIe link gen/width, PCIe and NVLink byte rates (nvml_links), GPM SM active,
                occupancy, tensor active, DRAM bandwidth (nvml_gpm), Xid events (an event
                set polled with timeout 0)
-  slow ticks   power limit, max clocks, ECC totals, MIG mode, NVLink links up, per-process
-  (slow_every) GPU memory and SM share, GPU-pair topology (nvml_slow); re-sent in between
+  slow ticks   power limit, ECC totals, HBM temperature, remapped rows, MIG mode, NVLink
+  (slow_every) links up, per-process GPU memory and SM share (nvml_slow); re-sent in between
+  static ticks max clocks, memory bus width, CUDA cores, compute capability, GPU-pair
+  (static_every) topology (also re-read the tick a GPU is lost); re-sent in between
+
+A call the GPU refused with NotSupported is asked again only every NOT_SUPPORTED_RECHECK
+ticks, one the driver lacks (FunctionNotFound) never (gpu.refused); their readings are
+re-sent meanwhile.  util and memory are asked every tick whatever happened, so a GPU that
+falls off the bus is seen the tick it does.
 
 Failure is per call: NotSupported -> that reading UNSUPPORTED "not supported on <GPU>";
 NoPermission -> ERROR naming the call; GpuIsLost -> gpu.lost=1 and every reading of that GPU
@@ -28,11 +35,12 @@ from infertop.probes.base import BlockingProbe, sample
 from infertop.probes.nvml.calls import GpuLost, NvmlCalls
 from infertop.probes.nvml.decode import decode_throttle
 from infertop.probes.nvml.gpm import GPM_READINGS, GpmSampler
-from infertop.probes.nvml.gpu import (LOST_REASON, MHZ, GpuState, dead_readings, fail_all, handle_addr,
-                       info_labels, mk, read_one, text_of, xid_readings)
+from infertop.probes.nvml.gpu import (LOST_REASON, MHZ, GpuState, dead_readings, fail_all,
+                                      gmk, handle_addr, info_labels, mk, read_one, text_of,
+                                      xid_readings)
 from infertop.probes.nvml.links import link_rates, refresh_nvlink
 from infertop.probes.nvml.owners import GpuProcessOwners
-from infertop.probes.nvml.slow import read_slow, topology
+from infertop.probes.nvml.slow import read_slow, read_static, topology
 from infertop.probes.registry import ProbeSpec, register
 
 __all__ = ["NvmlProbe", "LOST_REASON"]
@@ -42,11 +50,14 @@ class NvmlProbe(BlockingProbe):
     name = "nvml"
 
     def __init__(self, *, nvml_module: ModuleType | None = None, slow_every: int = 5,
-                 gpm_min_interval: float = 0.1,
+                 static_every: int = 60, gpm_min_interval: float = 0.1,
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
         self._module = nvml_module
         self.slow_every = max(1, int(slow_every))
+        # a minute at 1 Hz: these facts cannot change while the GPU is on the bus; the
+        # re-read is only a guard against a driver that answered oddly once
+        self.static_every = max(1, int(static_every))
         self.gpm_min_interval = gpm_min_interval
         self._clock = clock            # GPM spacing and counter fallbacks (tests inject one)
         self._calls: NvmlCalls | None = None
@@ -54,6 +65,7 @@ class NvmlProbe(BlockingProbe):
         self._by_addr: dict[int, GpuState] = {}
         self._event_set: Any = None
         self._topology: list[Reading] = []
+        self._topology_of: tuple[int, ...] = ()   # the live GPUs _topology was read for
         self._owners = GpuProcessOwners()   # user and command of each GPU process
         self._owner_readings: list[Reading] = []
         self._meta = NvmlMeta()
@@ -109,6 +121,7 @@ class NvmlProbe(BlockingProbe):
         self._open_xid()
         self._topology = topology(calls, self._gpus)
         live = [g for g in self._gpus if not g.dead]
+        self._topology_of = tuple(g.index for g in live)
         self._meta = NvmlMeta(
             gpus=tuple(GpuName(g.index, g.name, g.uuid) for g in self._gpus),
             driver=driver,
@@ -221,20 +234,27 @@ class NvmlProbe(BlockingProbe):
             return sample(self.name, [], status=Status.ERROR, reason=self.capability.reason,
                           started=started)
         slow = self._tick % self.slow_every == 0
+        static = self._tick % self.static_every == 0
+        tick = self._tick
         self._tick += 1
         self._drain_xid()
         out: list[Reading] = []
         for g in self._gpus:
             if not g.dead:
+                g.tick = tick
                 try:
-                    out.extend(self._read_gpu(g, slow))
+                    out.extend(self._read_gpu(g, slow, static))
                     continue
                 except GpuLost:
-                    g.lost, g.dead, g.slow = True, LOST_REASON, []
+                    g.lost, g.dead, g.slow, g.static = True, LOST_REASON, [], []
                     g.gpm = None   # its buffers belong to a dead handle; freeing could hang
             out.extend(dead_readings(g))
-        if slow and self._tick > 1:   # tick 1 uses the topology read at open
+        live = tuple(g.index for g in self._gpus if not g.dead)
+        # tick 1 uses the topology read at open; a lost GPU's pairs go the tick it is lost
+        if (static and self._tick > 1) or live != self._topology_of \
+                or (slow and self._tick > 1 and not _settled(self._topology)):
             self._topology = topology(self.calls, self._gpus)
+            self._topology_of = live
         out.extend(self._topology)
         if slow:   # on the process lists' cadence; re-sent in between like them
             pids = [int(r.label("pid")) for g in self._gpus for r in g.slow
@@ -248,15 +268,18 @@ class NvmlProbe(BlockingProbe):
         return sample(self.name, out, status=status, reason=reason, meta=self._meta,
                       started=started)
 
-    def _read_gpu(self, g: GpuState, slow: bool) -> list[Reading]:
+    def _read_gpu(self, g: GpuState, slow: bool, static: bool) -> list[Reading]:
         calls = self.calls
         nvml = calls.nvml
         lab = g.labels
-        out = [mk("gpu.info", 1.0, info_labels(g), text=g.name), mk("gpu.lost", 0.0, lab)]
+        if not g.info:   # name, UUID and bus id are read once, at open
+            g.info = [mk("gpu.info", 1.0, info_labels(g), text=g.name),
+                      mk("gpu.lost", 0.0, lab)]
+        out = list(g.info)
         try:
             u = calls("nvmlDeviceGetUtilizationRates", g.handle)
-            out += [mk("gpu.util_ratio", u.gpu / 100.0, lab),
-                    mk("gpu.mem_util_ratio", u.memory / 100.0, lab)]
+            out += [gmk(g, "gpu.util_ratio", u.gpu / 100.0),
+                    gmk(g, "gpu.mem_util_ratio", u.memory / 100.0)]
         except GpuLost:
             raise
         except Exception as e:
@@ -278,7 +301,13 @@ class NvmlProbe(BlockingProbe):
         gpm_readings, gpm_failure = self._gpm(g)
         out += gpm_readings
         out += link_rates(calls, g, slow, gpm_failure, self._clock() * 1e6)
+        if g.gpm is not None and g.gpm.rates and g.gpm.ready and g.pcie_src != "gpm" \
+                and g.nvlink_src != "gpm":
+            g.gpm.drop_rates()   # the links read another source: stop asking GPM for them
         out += xid_readings(g)
+        if static or not g.static or (slow and not _settled(g.static)):
+            g.static = read_static(calls, g)   # a passing error: asked again on slow ticks
+        out += g.static
         if slow or not g.slow:
             g.slow = read_slow(calls, g)
         out += g.slow
@@ -307,8 +336,8 @@ class NvmlProbe(BlockingProbe):
                 raise
             except Exception as e:
                 return fail_all(calls, g, keys, e, "nvmlDeviceGetMemoryInfo")
-        return [mk("gpu.mem_used_bytes", float(m.used), g.labels),
-                mk("gpu.mem_total_bytes", float(m.total), g.labels)]
+        return [gmk(g, "gpu.mem_used_bytes", float(m.used)),
+                gmk(g, "gpu.mem_total_bytes", float(m.total))]
 
     def _throttle(self, g: GpuState) -> Reading:
         calls = self.calls
@@ -323,12 +352,14 @@ class NvmlProbe(BlockingProbe):
                 g.throttle_fn = old   # a driver older than the clocks-event rename
                 return self._throttle(g)
             st, why = calls.failure(e, g.throttle_fn, g.name)
-            return mk("gpu.throttle_reasons", None, g.labels, st, why)
-        return mk("gpu.throttle_reasons", float(mask), g.labels, text=decode_throttle(mask))
+            return gmk(g, "gpu.throttle_reasons", None, st, why)
+        hit = g.last.get("gpu.throttle_reasons")
+        if hit is not None and hit[0][0] == mask and hit[1].ok:
+            return hit[1]   # same mask: same text (no decoding)
+        return gmk(g, "gpu.throttle_reasons", float(mask), text=decode_throttle(mask))
 
     def _gpm(self, g: GpuState) -> tuple[list[Reading], tuple[Status, str] | None]:
         """This tick's GPM readings, and the failure (if any) the link rates share."""
-        lab = g.labels
         keys = [k for k, _, _ in GPM_READINGS]
         if g.gpm is not None:
             try:
@@ -338,7 +369,7 @@ class NvmlProbe(BlockingProbe):
             except Exception as e:
                 st, why = self.calls.failure(e, "GPM sampling", g.name)
                 if st is not Status.UNSUPPORTED:
-                    return [mk(k, None, lab, st, why) for k in keys], (st, why)
+                    return [gmk(g, k, None, st, why) for k in keys], (st, why)
                 # e.g. MIG switched on: GPM is gone for this GPU; links fall back to counters
                 g.gpm.free()
                 g.gpm, g.gpm_status, g.gpm_reason = None, st, f"GPM {why}"
@@ -346,15 +377,15 @@ class NvmlProbe(BlockingProbe):
                 g.nvlink_src = "fields" if g.nvlink_src == "gpm" else g.nvlink_src
         gpm = g.gpm
         if gpm is None:
-            return [mk(k, None, lab, g.gpm_status, g.gpm_reason) for k in keys], None
+            return [gmk(g, k, None, g.gpm_status, g.gpm_reason) for k in keys], None
         if not gpm.ready:
             why = f"GPM needs two samples >= {self.gpm_min_interval:g} s apart"
-            return [mk(k, None, lab, Status.NODATA, why) for k in keys], None
+            return [gmk(g, k, None, Status.NODATA, why) for k in keys], None
         out = []
         for k in keys:
             v = gpm.values.get(k)
-            out.append(mk(k, v, lab) if v is not None else
-                       mk(k, None, lab, Status.UNSUPPORTED,
+            out.append(gmk(g, k, v) if v is not None else
+                       gmk(g, k, None, Status.UNSUPPORTED,
                           f"GPM metric not supported on {g.name}"))
         return out, None
 
@@ -372,6 +403,12 @@ class NvmlProbe(BlockingProbe):
             if g is not None:
                 g.xid_total += 1
                 g.xid_last = int(data.eventData)
+
+
+def _settled(readings: list[Reading]) -> bool:
+    """Every reading an answer (or a lasting refusal): nothing to ask again before the
+    static cadence.  An error (permission, timeout, unknown) may pass: slow cadence."""
+    return all(r.status is Status.OK or r.status is Status.UNSUPPORTED for r in readings)
 
 
 def _try(fn: Callable[[], Any], default: Any) -> Any:

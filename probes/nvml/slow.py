@@ -2,6 +2,9 @@
 
 These change rarely or cost more (process lists allocate, topology is O(GPUs²) calls), so
 the probe reads them every ``slow_every`` ticks and re-sends the last values in between.
+What never changes while the GPU is on the bus (max clocks, memory bus width, CUDA cores,
+compute capability: ``read_static``; the GPU pairs' topology) is read on the probe's
+``static_every`` cadence instead (and topology again whenever a GPU is lost).
 """
 
 from __future__ import annotations
@@ -12,28 +15,37 @@ from infertop.model import Reading, Status, make_labels
 
 from infertop.probes.nvml.calls import GpuLost, NvmlCalls
 from infertop.probes.nvml.decode import topology_name
-from infertop.probes.nvml.gpu import LOST_REASON, MHZ, GpuState, mk, read_one
+from infertop.probes.nvml.gpu import (LOST_REASON, MHZ, GpuState, mk, read_one, refused,
+                                      remember)
 from infertop.probes.nvml.links import refresh_nvlink
+
+
+def read_static(calls: NvmlCalls, g: GpuState) -> list[Reading]:
+    """Facts of the board itself: the same answer for as long as the GPU is on the bus."""
+    nvml = calls.nvml
+    return [
+        read_one(calls, g, "gpu.sm_clock_max_hz", "nvmlDeviceGetMaxClockInfo",
+                 nvml.NVML_CLOCK_SM, scale=MHZ),
+        read_one(calls, g, "gpu.mem_clock_max_hz", "nvmlDeviceGetMaxClockInfo",
+                 nvml.NVML_CLOCK_MEM, scale=MHZ),
+        # static facts for the speed-of-light peaks (infertop/peaks.py)
+        read_one(calls, g, "gpu.mem_bus_width_bits", "nvmlDeviceGetMemoryBusWidth"),
+        read_one(calls, g, "gpu.cuda_cores", "nvmlDeviceGetNumGpuCores"),
+        compute_capability(calls, g),
+    ]
 
 
 def read_slow(calls: NvmlCalls, g: GpuState) -> list[Reading]:
     nvml = calls.nvml
     lab = g.labels
     out = [
+        # a limit an admin (nvidia-smi -pl) or the data centre's power capping may move
         read_one(calls, g, "gpu.power_limit_watts", "nvmlDeviceGetEnforcedPowerLimit",
                  scale=1e-3),
-        read_one(calls, g, "gpu.sm_clock_max_hz", "nvmlDeviceGetMaxClockInfo",
-                 nvml.NVML_CLOCK_SM, scale=MHZ),
-        read_one(calls, g, "gpu.mem_clock_max_hz", "nvmlDeviceGetMaxClockInfo",
-                 nvml.NVML_CLOCK_MEM, scale=MHZ),
         read_one(calls, g, "gpu.ecc_uncorrected_total", "nvmlDeviceGetTotalEccErrors",
                  nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC),
         read_one(calls, g, "gpu.ecc_corrected_total", "nvmlDeviceGetTotalEccErrors",
                  nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, nvml.NVML_VOLATILE_ECC),
-        # static facts for the speed-of-light peaks (infertop/peaks.py)
-        read_one(calls, g, "gpu.mem_bus_width_bits", "nvmlDeviceGetMemoryBusWidth"),
-        read_one(calls, g, "gpu.cuda_cores", "nvmlDeviceGetNumGpuCores"),
-        compute_capability(calls, g),
         mem_temperature(calls, g),
     ]
     out += remapped_rows(calls, g)
@@ -64,6 +76,9 @@ def remapped_rows(calls: NvmlCalls, g: GpuState) -> list[Reading]:
     """nvmlDeviceGetRemappedRows -> (correctable rows, uncorrectable rows, pending, failure);
     Ampere and newer data-centre GPUs (older ones retire pages instead: NotSupported)."""
     fn = "nvmlDeviceGetRemappedRows"
+    known = refused(g, fn)
+    if known is not None:
+        return known
     try:
         got = calls(fn, g.handle)
         values = [float(v) for v in tuple(got)[:4]]
@@ -73,7 +88,7 @@ def remapped_rows(calls: NvmlCalls, g: GpuState) -> list[Reading]:
         raise
     except Exception as e:
         st, why = calls.failure(e, fn, g.name)
-        return [mk(k, None, g.labels, st, why) for k in REMAP_KEYS]
+        return remember(calls, g, fn, e, [mk(k, None, g.labels, st, why) for k in REMAP_KEYS])
     return [mk(k, v, g.labels) for k, v in zip(REMAP_KEYS, values)]
 
 
@@ -82,13 +97,16 @@ def mem_temperature(calls: NvmlCalls, g: GpuState) -> Reading:
     fn = "nvmlDeviceGetFieldValues"
     key = "gpu.mem_temp_celsius"
     fid = getattr(calls.nvml, "NVML_FI_DEV_MEMORY_TEMP", 82)
+    known = refused(g, key)
+    if known is not None:
+        return known[0]
     try:
         fv = calls(fn, g.handle, [fid])[0]
     except GpuLost:
         raise
     except Exception as e:
         st, why = calls.failure(e, fn, g.name)
-        return mk(key, None, g.labels, st, why)
+        return remember(calls, g, key, e, [mk(key, None, g.labels, st, why)])[0]
     if fv.nvmlReturn != getattr(calls.nvml, "NVML_SUCCESS", 0):
         return mk(key, None, g.labels, Status.UNSUPPORTED,
                   f"memory temperature not reported by {g.name} (NVML field 82)")
@@ -100,13 +118,17 @@ def mem_temperature(calls: NvmlCalls, g: GpuState) -> Reading:
 def compute_capability(calls: NvmlCalls, g: GpuState) -> Reading:
     """gpu.compute_capability: value major + minor / 10, text "major.minor"."""
     fn = "nvmlDeviceGetCudaComputeCapability"
+    known = refused(g, fn)
+    if known is not None:
+        return known[0]
     try:
         major, minor = calls(fn, g.handle)
     except GpuLost:
         raise
     except Exception as e:
         st, why = calls.failure(e, fn, g.name)
-        return mk("gpu.compute_capability", None, g.labels, st, why)
+        return remember(calls, g, fn, e, [mk("gpu.compute_capability", None, g.labels, st,
+                                              why)])[0]
     major, minor = int(major), int(minor)
     return mk("gpu.compute_capability", major + minor / 10, g.labels, text=f"{major}.{minor}")
 

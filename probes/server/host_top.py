@@ -15,6 +15,8 @@ import os
 import time
 from collections.abc import Callable
 
+from infertop.probes.server.proctree import read_proc_file
+
 SCAN_AT = 0.8        # the default of thresholds.host_top_scan_at (SCH-004 raises at 0.9)
 SCAN_EVERY = 5.0     # seconds between scans while it lasts
 TOP_N = 5
@@ -89,11 +91,11 @@ class HostTopCpu:
         for e in entries:
             if not e.isdigit():
                 continue
-            try:
-                with open(f"{self.proc}/{e}/stat", encoding="utf-8", errors="replace") as fh:
-                    got = parse_stat(fh.read())
+            try:   # three system calls a file (a scan reads every process's)
+                raw = read_proc_file(f"{self.proc}/{e}/stat", 1024)
             except OSError:     # exited while we looked, or not ours to read
                 continue
+            got = parse_stat(raw.decode("utf-8", errors="replace"))
             if got is None:
                 continue
             comm, ppid, ticks, start = got

@@ -39,6 +39,8 @@ from infertop.probes.server.discovery import (ROOT_ROLES, ServerProcess, classif
                         clean_cmdline, is_server_kind, looked_for, server_settings)
 
 from infertop.probes.server.host_top import NAME_MAX, SCAN_AT, HostTopCpu
+from infertop.probes.server.proctree import (ProcTree, read_cpu_and_tasks, read_meminfo,
+                                             read_member, read_stat_start, read_thread_times)
 from infertop.probes.server.model_config import ModelConfigReader
 from infertop.probes.registry import ProbeSpec, register
 
@@ -180,18 +182,28 @@ class ProcessProbe(BlockingProbe):
         self._prev_host: tuple[float, float] | None = None
         self._container: tuple[bool, str] | None = None
         self.tree: list[int] = []
-        # children(recursive=True) reads /proc/*/stat for every process on the host (psutil's
-        # ppid_map): on a busy GPU box that is the probe's biggest cost, so the member list
-        # is refreshed every ``rediscover_every`` seconds (or when a member exits) and the
-        # same psutil.Process objects are reused in between.
+        # The tree's members, every tick, from a pid table that follows the host's process
+        # creations (proctree.py: a new child shows the tick after it started) instead of
+        # psutil's children(recursive=True), which reads every process's /proc/PID/stat.
+        # Where /proc cannot be read that way (not Linux), children() it is, every
+        # ``rediscover_every`` seconds (or when a member exits).  The same psutil.Process
+        # objects are reused from tick to tick either way.
+        self._ptree: ProcTree | None = ProcTree()
+        self._tasks: int | None = None      # /proc/stat's task counter, read this tick
+        self._tree_dirty = False            # a member exited: re-read whom its kids belong to
+        self._procs: dict[int, tuple[int, Any]] = {}   # pid -> (start ticks, psutil.Process)
+        self._zombies: set[int] = set()     # members seen exited but not reaped
         self._members: list[Any] = []
         self._members_root: int | None = None
         self._members_at = -math.inf
         self._comm: dict[tuple[int, int], str] = {}   # thread names seldom change
-        # what a member is (name, user, parent, cleaned command line, kind, role): read and
-        # cleaned once per member refresh, not every tick (a real vLLM tree: 2.2 ms a tick,
-        # a third of it cleaning, redacting and classifying the same command lines)
+        # what a member is (name, user, parent, cleaned command line, kind, role; the pids
+        # it has in nested namespaces): read and cleaned once per ``rediscover_every``
+        # seconds, not every tick (a real vLLM tree: 2.2 ms a tick, a third of it
+        # cleaning, redacting and classifying the same command lines)
         self._static: dict[tuple[int, float], tuple] = {}
+        self._described_at = -math.inf
+        self._nspids: dict[int, list[int] | None] = {}
         self._settings: tuple[tuple, dict[str, str]] = ((), {})
         self._model_config = ModelConfigReader()
         self._top = HostTopCpu(clock=clock, at=host_top_at)   # thresholds.host_top_scan_at
@@ -252,24 +264,48 @@ class ProcessProbe(BlockingProbe):
         # the model's shape for the speed-of-light estimate (cached; read once per model)
         readings += self._model_config.readings(settings, pid=server.pid)
         self.tree = pids
-        aliases = ns_pid_aliases(pids)
+        aliases = self._aliases(pids)
         # pid_aliases only when the tree lives in a nested PID namespace
         meta = replace(meta, server=server.to_meta(), tree=tuple(pids),
                        pid_aliases=tuple(sorted(aliases.items())))
         return sample(self.name, readings, meta=meta, started=started)
 
+    def _aliases(self, pids: list[int]) -> dict[int, int]:
+        """ns_pid_aliases of the tree, each member's NSpid line read once per description
+        refresh (a process keeps its pids in every namespace for its life)."""
+        out: dict[int, int] = {}
+        for pid in pids:
+            if pid not in self._nspids:
+                self._nspids[pid] = read_nspids(pid)
+            for alias in self._nspids[pid] or ():
+                if alias != pid:
+                    out.setdefault(alias, pid)
+        return out
+
     # -- server discovery and liveness
+    @staticmethod
+    def _started(psutil, pid: int) -> float | None:
+        """When pid started (clock ticks from /proc/PID/stat; psutil's create_time where
+        that cannot be read): the same pid with another start is another process.
+        NoSuchProcess when it is gone, None when it exists but may not be read."""
+        got = read_stat_start(pid)
+        if got is not None:
+            return float(got[1])
+        try:
+            return psutil.Process(pid).create_time() + 1e12   # never equal to a tick count
+        except psutil.AccessDenied:
+            return None
+
     def _ensure_server(self, psutil) -> ServerProcess | None:
         now = self._clock()
         if self.server is not None:
             try:
-                ctime = psutil.Process(self.server.pid).create_time()
+                started = self._started(psutil, self.server.pid)
                 # same pid and same start time: not a new process that reused the pid
-                alive = self._server_ctime is None or ctime == self._server_ctime
+                alive = started is None or self._server_ctime is None \
+                    or started == self._server_ctime
             except psutil.NoSuchProcess:
                 alive = False
-            except psutil.AccessDenied:
-                alive = True  # exists; we just may not read it
             if alive:
                 return self.server
             self._drop(f"server pid {self.server.pid} exited")
@@ -285,12 +321,10 @@ class ProcessProbe(BlockingProbe):
             self._why = why
             return None
         try:
-            self._server_ctime = psutil.Process(found.pid).create_time()
+            self._server_ctime = self._started(psutil, found.pid)
         except psutil.NoSuchProcess:
             self._why = f"server pid {found.pid} exited while being found"
             return None
-        except psutil.AccessDenied:
-            self._server_ctime = None
         self.server, self._why, self._exited = found, "", ""
         return found
 
@@ -304,6 +338,18 @@ class ProcessProbe(BlockingProbe):
 
     def _tree(self, psutil, server: ServerProcess):
         now = self._clock()
+        if now - self._described_at >= self.rediscover_every:
+            self._described_at = now
+            self._comm.clear()     # names (and reused thread ids) are at most this old
+            self._static.clear()   # so are command lines, names, users and roles
+            self._nspids.clear()
+        if self._ptree is not None:
+            full = self._tree_dirty or self._members_root != server.pid
+            if self._ptree.update(self._tasks, now, full=full):
+                self._tree_dirty = False
+                return self._members_of(psutil, server,
+                                        [server.pid, *self._ptree.descendants(server.pid)])
+            self._ptree = None   # no /proc to list: psutil's way from now on
         # between refreshes a member that exits is noticed by its read (NoSuchProcess),
         # which asks for a refresh; no is_running() per member per tick (a second read of
         # its stat file)
@@ -321,9 +367,35 @@ class ProcessProbe(BlockingProbe):
         except psutil.AccessDenied:
             kids = []
         self._members, self._members_root, self._members_at = [root, *kids], server.pid, now
-        self._comm.clear()   # names (and reused thread ids) are at most one refresh old
-        self._static.clear()   # so are command lines, names, users and roles
         return self._members
+
+    def _members_of(self, psutil, server: ServerProcess, pids: list[int]):
+        """psutil.Process objects for the tree's pids, reused while a pid keeps its start
+        time (a reused pid gets a new one); None when the root itself is gone."""
+        procs: dict[int, tuple[int, Any]] = {}
+        members = []
+        ptree = self._ptree
+        self._zombies &= set(pids)
+        for pid in pids:
+            start = ptree.start_of(pid) if ptree is not None else None
+            known = self._procs.get(pid)
+            if known is not None and start is not None and known[0] == start:
+                p = known[1]
+            else:
+                try:
+                    p = psutil.Process(pid)
+                except psutil.NoSuchProcess:
+                    if pid == server.pid:
+                        self._drop(f"server pid {server.pid} exited")
+                        self._procs, self._members = {}, []
+                        return None
+                    continue
+                except psutil.AccessDenied:
+                    continue
+            procs[pid] = (start if start is not None else -1, p)
+            members.append(p)
+        self._procs, self._members, self._members_root = procs, members, server.pid
+        return members
 
     # -- one process
     def _read_process(self, psutil, p, server: ServerProcess,
@@ -341,27 +413,32 @@ class ProcessProbe(BlockingProbe):
                 return None, True
 
         try:
-            with p.oneshot():
-                status, _ = get(p.status)
-                if status == psutil.STATUS_ZOMBIE:  # exited, parent has not reaped it yet
-                    return None
-                ctime, _ = get(p.create_time)
-                ctime = ctime or 0.0
-                static = self._static.get((pid, ctime))
-                if static is None:
+            if self._ptree is not None:   # /proc read directly: a third of psutil's calls
+                got = self._lean(psutil, pid)
+            else:
+                with p.oneshot():
+                    got = self._by_psutil(psutil, p, get)
+            status, cpu, cpu_denied, rss, mem_denied, nthr, nthr_denied, ctx, ctx_denied = got
+            t_read = self._clock()
+            if status == psutil.STATUS_ZOMBIE:  # exited, parent has not reaped it yet
+                if pid not in self._zombies:   # once: a zombie may linger for long
+                    self._zombies.add(pid)
+                    self._tree_dirty = True    # its children have another parent now
+                return None
+            ctime, _ = get(p.create_time)      # kept by the Process object: no read
+            ctime = ctime or 0.0
+            static = self._static.get((pid, ctime))
+            if static is None:                 # once per description refresh
+                with p.oneshot():
                     name, _ = get(p.name)
                     uids, _ = get(p.uids)
                     ppid, _ = get(p.ppid)
                     argv, argv_denied = get(p.cmdline)
-                    raw = (name, uids, ppid, argv, argv_denied)
-                times, times_denied = get(p.cpu_times)
-                t_read = self._clock()
-                mem, mem_denied = get(p.memory_info)
-                nthr, nthr_denied = get(p.num_threads)
-                ctx, ctx_denied = get(p.num_ctx_switches)
-            threads, thr_denied = get(p.threads) if self.max_threads else ([], False)
+                raw = (name, uids, ppid, argv, argv_denied)
+            threads, thr_denied = self._threads(psutil, p) if self.max_threads else ([], False)
         except psutil.NoSuchProcess:  # includes ZombieProcess: gone is gone
             self._members_at = -math.inf     # the tree changed: list it again next tick
+            self._tree_dirty = True
             return None
         if static is None:
             static = self._static[(pid, ctime)] = self._describe(pid, server, *raw)
@@ -373,12 +450,12 @@ class ProcessProbe(BlockingProbe):
         key = (pid, ctime)
         seen.add(key)
         # CPU in cores: the rate of user+system time since the previous tick
-        if times_denied or times is None:
+        if cpu_denied or cpu is None:
             out.append(_reading("process.cpu_ratio", None, labels, status=Status.ERROR,
                                 reason=denied))
             dt = None
         else:
-            total = times.user + times.system
+            total = cpu
             prev = self._prev_cpu.get(key)
             self._prev_cpu[key] = (t_read, total)
             dt = (t_read - prev[0]) if prev else None
@@ -388,7 +465,7 @@ class ProcessProbe(BlockingProbe):
                 out.append(_reading("process.cpu_ratio", None, labels, status=Status.NODATA,
                                     reason="CPU rate needs two samples"))
                 dt = None
-        out.append(_reading("process.rss_bytes", float(mem.rss) if mem else None, labels,
+        out.append(_reading("process.rss_bytes", float(rss) if rss is not None else None, labels,
                             status=Status.ERROR if mem_denied else Status.OK,
                             reason=denied if mem_denied else ""))
         if status:
@@ -396,9 +473,9 @@ class ProcessProbe(BlockingProbe):
         out.append(_reading("process.threads", float(nthr) if nthr is not None else None, labels,
                             status=Status.ERROR if nthr_denied else Status.OK,
                             reason=denied if nthr_denied else ""))
-        for typ in ("voluntary", "involuntary"):
+        for i, typ in enumerate(("voluntary", "involuntary")):
             out.append(_reading("process.ctx_switches_total",
-                                float(getattr(ctx, typ)) if ctx is not None else None,
+                                float(ctx[i]) if ctx is not None else None,
                                 {**labels, "type": typ},
                                 status=Status.ERROR if ctx_denied else Status.OK,
                                 reason=denied if ctx_denied else ""))
@@ -428,9 +505,52 @@ class ProcessProbe(BlockingProbe):
         text = truncate(" ".join(argv)) if argv else name
         return name, argv, argv_denied, kind, role, info_labels, text
 
+    @staticmethod
+    def _lean(psutil, pid: int) -> tuple:
+        """This tick's (status, CPU s, denied, RSS, denied, threads, denied, (vol, invol),
+        denied) from /proc (proctree.read_member)."""
+        try:
+            m = read_member(pid)
+        except OSError:   # gone (a permission error is per file, inside)
+            raise psutil.NoSuchProcess(pid) from None
+        no = m["denied"]
+        assert isinstance(no, list)
+        return (m.get("status"), m.get("cpu"), "stat" in no, m.get("rss"), "statm" in no,
+                m.get("threads"), "stat" in no, m.get("ctx"), "status" in no)
+
+    @staticmethod
+    def _by_psutil(psutil, p, get) -> tuple:
+        """The same through psutil (inside its oneshot), where /proc is not read directly."""
+        status, _ = get(p.status)
+        if status == psutil.STATUS_ZOMBIE:   # nothing more to read of it
+            return (status, None, False, None, False, None, False, None, False)
+        times, times_denied = get(p.cpu_times)
+        mem, mem_denied = get(p.memory_info)
+        nthr, nthr_denied = get(p.num_threads)
+        ctx, ctx_denied = get(p.num_ctx_switches)
+        return (status, times.user + times.system if times is not None else None,
+                times_denied, mem.rss if mem is not None else None, mem_denied, nthr,
+                nthr_denied, (ctx.voluntary, ctx.involuntary) if ctx is not None else None,
+                ctx_denied)
+
+    def _threads(self, psutil, p) -> tuple[list[tuple[int, float]] | None, bool]:
+        """((tid, CPU seconds) of each thread, denied?): /proc read directly where it can
+        be (proctree.read_thread_times), psutil's threads() elsewhere."""
+        if self._ptree is not None:
+            try:
+                return read_thread_times(p.pid), False
+            except PermissionError:
+                return None, True
+            except OSError:
+                raise psutil.NoSuchProcess(p.pid) from None
+        try:
+            return [(t.id, t.user_time + t.system_time) for t in p.threads()], False
+        except psutil.AccessDenied:
+            return None, True
+
     def _thread_readings(self, pid: int, key: tuple[int, float], threads, dt: float | None):
         """The busiest threads of one process since the previous tick."""
-        now_times = {t.id: t.user_time + t.system_time for t in threads}
+        now_times = dict(threads)
         prev = self._prev_thr.get(key)
         self._prev_thr[key] = now_times
         if not prev or not dt:
@@ -463,10 +583,20 @@ class ProcessProbe(BlockingProbe):
 
     def _host(self, psutil) -> list[Reading]:
         out = []
-        ct = psutil.cpu_times()
-        # on Linux guest time is already inside user/nice: count it once (as psutil does)
-        total = sum(ct) - getattr(ct, "guest", 0.0) - getattr(ct, "guest_nice", 0.0)
-        busy = total - ct.idle - getattr(ct, "iowait", 0.0)
+        # one read of /proc/stat gives the CPU times and the task counter the tree
+        # follows (proctree.py); psutil where that file cannot be read
+        got = read_cpu_and_tasks()
+        if got is not None and len(got[0]) >= 4:
+            f, self._tasks = got[0], got[1]
+            # on Linux guest time is already inside user/nice: count it once (as psutil
+            # does); the ratio below needs no unit, so clock ticks as they are
+            total = float(sum(f) - sum(f[8:10]))
+            busy = total - f[3] - (f[4] if len(f) > 4 else 0)
+        else:
+            self._tasks = None
+            ct = psutil.cpu_times()
+            total = sum(ct) - getattr(ct, "guest", 0.0) - getattr(ct, "guest_nice", 0.0)
+            busy = total - ct.idle - getattr(ct, "iowait", 0.0)
         prev, self._prev_host = self._prev_host, (busy, total)
         if prev and total > prev[1]:
             out.append(_reading("host.cpu_ratio",
@@ -480,10 +610,13 @@ class ProcessProbe(BlockingProbe):
         except OSError:
             out.append(_reading("host.load1", None, {}, status=Status.UNSUPPORTED,
                                 reason="no load average on this system"))
-        vm = psutil.virtual_memory()
+        mem = read_meminfo()   # MemTotal and MemAvailable, as psutil.virtual_memory has them
+        if mem is None:        # not Linux, or a kernel without MemAvailable: psutil estimates
+            vm = psutil.virtual_memory()
+            mem = (vm.total, vm.available)
         # used = total - available: memory nothing can reclaim (page cache is not "used")
-        out.append(_reading("host.mem_used_bytes", float(vm.total - vm.available), {}))
-        out.append(_reading("host.mem_total_bytes", float(vm.total), {}))
+        out.append(_reading("host.mem_used_bytes", float(mem[0] - mem[1]), {}))
+        out.append(_reading("host.mem_total_bytes", float(mem[0]), {}))
         return out
 
 
