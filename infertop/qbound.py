@@ -40,7 +40,14 @@ def side_of(value: float | None,
     with observations beyond it (in +Inf)."""
     if value is None:
         return None
-    bs = sorted(buckets, key=lambda b: b[0])
+    return sorted_side_of(value, sorted(buckets, key=lambda b: b[0]))
+
+
+def sorted_side_of(value: float | None,
+                   bs: list[tuple[float, float]]) -> tuple[str, float] | None:
+    """``side_of`` of buckets already sorted by bound (history.sort_buckets; not modified)."""
+    if value is None:
+        return None
     first = next((le for le, _ in bs if le > 0), None)
     if first is not None and value <= first:
         return BELOW, first

@@ -14,6 +14,7 @@ the estimate splits the model over tensor_parallel_size x pipeline_parallel_size
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Iterable
 
 from .history import History, Series
@@ -74,6 +75,12 @@ def compute_dtype(settings: dict[str, str], model: dict) -> str:
     return dtype_family(model.get("dtype") or settings.get("dtype"))
 
 
+@lru_cache(maxsize=1024)
+def _gpu_labels(gpu: str, dtype: str | None) -> Labels:
+    """gpu_peaks' labels (gpu=, and dtype= for the FLOPs), the same every tick: memoised."""
+    return make_labels(gpu=gpu) if dtype is None else make_labels(gpu=gpu, dtype=dtype)
+
+
 def gpu_peaks(history: History, family: str) -> tuple[list[Reading], dict[str, tuple]]:
     out: list[Reading] = []
     peaks: dict[str, tuple] = {}
@@ -92,9 +99,8 @@ def gpu_peaks(history: History, family: str) -> tuple[list[Reading], dict[str, t
                         sm_clock_max_hz=last("gpu.sm_clock_max_hz"))
         pb = peak_bandwidth(s.text, bus_width_bits=last("gpu.mem_bus_width_bits"),
                             mem_clock_max_hz=last("gpu.mem_clock_max_hz"))
-        out.append(_reading("gpu.peak_flops", make_labels(gpu=g, dtype=family), pf.value,
-                            pf.how))
-        out.append(_reading("gpu.peak_mem_bandwidth_bytes_per_second", make_labels(gpu=g),
+        out.append(_reading("gpu.peak_flops", _gpu_labels(g, family), pf.value, pf.how))
+        out.append(_reading("gpu.peak_mem_bandwidth_bytes_per_second", _gpu_labels(g, None),
                             pb.value, pb.how))
         peaks[g] = (pf, pb)
     return out, peaks
