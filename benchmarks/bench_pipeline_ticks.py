@@ -10,8 +10,9 @@ machine's load.
         [--rounds 5] [--profile out.prof] [--dump frames.jsonl]
 
 Each round feeds the whole recording through a fresh Pipeline (default config, as the
-app makes it); the first 5 ticks of a round are not timed (first-tick imports and
-caches).  Prints ms of CPU per tick, median and min over rounds; asserts nothing.
+app makes it, with the lookups the panes make at 160x48 seeded: PANE_LOOKUPS); the
+first 5 ticks of a round are not timed (first-tick imports and caches).  Prints ms of
+CPU per tick, median and min over rounds; asserts nothing.
 ``--dump`` writes every frame's readings and findings as JSON lines (one round), to
 compare two versions' output exactly (``cmp a.jsonl b.jsonl``).
 """
@@ -29,6 +30,28 @@ from infertop.cli.main import build_parser, make_pipeline
 from infertop.probes.sources.replay import ReplaySource
 
 WARM = 5
+
+# the (key, label) lookups the panes make at 160x48 on the harness recording (what the
+# app's Pipeline.asked holds after its first frames, printed from bench_screen_ticks):
+# Frame.prepare builds these in the pipeline thread, so a round seeds them
+PANE_LOOKUPS = [(k, "gpu") for k in (
+    "gpu.dram_bw_util_ratio", "gpu.info", "gpu.lost", "gpu.mem_total_bytes",
+    "gpu.mem_used_bytes", "gpu.nvlink_tx_bytes_per_second", "gpu.pcie_rx_bytes_per_second",
+    "gpu.pcie_tx_bytes_per_second", "gpu.power_limit_watts", "gpu.power_watts",
+    "gpu.sm_active_ratio", "gpu.sm_clock_hz", "gpu.sm_clock_max_hz",
+    "gpu.sm_occupancy_ratio", "gpu.temp_celsius", "gpu.tensor_active_ratio",
+    "gpu.throttle_reasons", "gpu.util_ratio")] + [(k, "quantile") for k in (
+    "latency.e2e_seconds", "latency.itl_seconds", "latency.kv_transfer_seconds",
+    "latency.queue_seconds", "latency.ttft_seconds")] + [(k, "pid") for k in (
+    "process.cpu_ratio", "process.ctx_switches_per_second", "process.rss_bytes",
+    "process.state", "process.threads")]
+
+
+def new_pipeline():
+    pipe = make_pipeline(build_parser().parse_args([]))
+    if hasattr(pipe, "asked"):     # (a version before Frame.prepare learnt them has none)
+        pipe.asked.update(PANE_LOOKUPS)
+    return pipe
 
 
 async def load(path: str) -> list:
@@ -51,7 +74,7 @@ def frame_line(frame) -> str:
 
 
 def one_round(snaps: list, prof: cProfile.Profile | None = None) -> float:
-    pipe = make_pipeline(build_parser().parse_args([]))
+    pipe = new_pipeline()
     for snap in snaps[:WARM]:
         pipe.feed(snap).prepare()
     if prof:
@@ -74,7 +97,7 @@ def main() -> None:
     args = ap.parse_args()
     snaps = asyncio.run(load(args.recording))
     if args.dump:
-        pipe = make_pipeline(build_parser().parse_args([]))
+        pipe = new_pipeline()
         with open(args.dump, "w") as f:
             for snap in snaps:
                 f.write(frame_line(pipe.feed(snap).prepare()) + "\n")
