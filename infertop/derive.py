@@ -158,6 +158,7 @@ def derive(history: History, window: float = 60.0,
                             d.total if d is not None else None))
         # sorted once for the three quantiles (s.quantile and side_of sorted each time)
         bs = sort_buckets(d.buckets) if d is not None and d.total > 0 else []
+        edges = qbound.edges(bs)
         for q in QUANTILES:
             labels = _with_label(s.labels, "quantile", q)
             if d is None:
@@ -169,7 +170,7 @@ def derive(history: History, window: float = 60.0,
                 v = sorted_bucket_quantile(q, bs)     # s.quantile(q, window)
                 # the rank fell in the lowest bucket (or past the last): the buckets only
                 # say "below" ("above") that bound: carry the bound, not a made-up value
-                bound = qbound.sorted_side_of(v, bs)
+                bound = qbound.side_at_edges(v, edges)      # qbound.side_of(v, d.buckets)
                 if bound is not None:
                     v = bound[1]
                 out.append(_reading(s.key, labels, v,

@@ -672,6 +672,19 @@ class History:
         self._label_index[(key, name)] = (version, index)
         return index
 
+    def latest_by(self, key: str, name: str) -> dict[str, float]:
+        """``latest(key, **{name: v})`` for every value ``v`` of label ``name`` at once:
+        one pass over the key's current series (the first OK one with a value wins)."""
+        out: dict[str, float] = {}
+        for s in self.find(key):
+            v = s.label(name)
+            if v in out:
+                continue
+            x = s.last()
+            if x is not None and s.status is Status.OK:
+                out[v] = x
+        return out
+
     def latest(self, key: str, **labels: str) -> float | None:
         for s in self.find(key, **labels):
             v = s.last()

@@ -221,7 +221,9 @@ class Pipeline:
         # per source: (time, raw readings) of its last OK tick; per server instance: the
         # derived readings of that tick (shown STALE while the source is down)
         self._last_good: dict[str, tuple[float, tuple[Reading, ...]]] = {}
-        self._last_derived: dict[str, list[Reading]] = {}
+        # (the tick's derived readings, filtered to the instance only when they are
+        # shown: a scan of every derived reading each tick for an outage that rarely comes)
+        self._last_derived: dict[str, tuple[Reading, ...]] = {}
         self._last_good_pid: dict[str, Any] = {}   # server source -> its process then
         # what a report of the run says: when it began, and on how many ticks a server
         # or GPU source answered (the last tick alone may be an outage)
@@ -283,6 +285,7 @@ class Pipeline:
         good readings (and, for a server, the rates and quantiles of that tick) marked
         STALE with their age, for as long as History keeps series (expire_after)."""
         out: list[Reading] = []
+        kept: tuple[Reading, ...] = ()
         pid = server_pid(snap)
         for name, s in snap.samples.items():
             instance = name[len(SERVER_PREFIX):] if name.startswith(SERVER_PREFIX) else None
@@ -290,8 +293,7 @@ class Pipeline:
                 self._last_good[name] = (snap.time, s.readings)
                 self._last_good_pid[name] = pid
                 if instance is not None:
-                    self._last_derived[instance] = [r for r in derived if r.ok and
-                                                    r.label("instance") == instance]
+                    self._last_derived[instance] = kept = kept or tuple(derived)
                 continue
             if s.status is not Status.ERROR or s.readings or name not in self._last_good:
                 continue
@@ -307,5 +309,6 @@ class Pipeline:
             out += [r.with_status(Status.STALE, why) for r in readings if r.ok]
             if instance is not None:
                 out += [r.with_status(Status.STALE, why)
-                        for r in self._last_derived.get(instance, ())]
+                        for r in self._last_derived.get(instance, ())
+                        if r.ok and r.label("instance") == instance]
         return out

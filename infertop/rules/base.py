@@ -153,6 +153,7 @@ class Context:
         self._tp_groups: list[tuple[str, ...]] | None = None
         self._procs: dict[str, Proc] | None = None
         self._fallback: dict[str, list[Reading]] = {}
+        self._has: dict[tuple[str, Labels], bool] = {}
 
     # -- current readings ---------------------------------------------------------------
     def all(self, key: str) -> list[Reading]:
@@ -196,7 +197,15 @@ class Context:
         return False
 
     def has_input(self, spec: InputSpec) -> bool:
-        return any(self.has(k, lab) for k, lab in spec.alternatives)
+        # asked for every rule every tick, the same inputs by many rules: once a tick each
+        memo = self._has
+        for alt in spec.alternatives:
+            got = memo.get(alt)
+            if got is None:
+                got = memo[alt] = self.has(*alt)
+            if got:
+                return True
+        return False
 
     def exact(self, key: str, labels: Labels) -> Valued | None:
         """The reading of ``key`` with exactly these labels (OK/STALE), or None."""
@@ -427,6 +436,9 @@ def ev(r: Reading | None, key: str, labels: Labels, value, threshold, op: str,
 
 
 def sub(**labels: object) -> Labels:
+    if len(labels) == 1:      # sub(gpu=...) for every GPU of several rules every tick
+        (name, value), = labels.items()
+        return ((name, str(value)),)
     return make_labels(labels)
 
 
