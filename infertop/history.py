@@ -13,7 +13,8 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import itemgetter
+from itertools import repeat
+from operator import ge, itemgetter, sub
 from typing import Iterable, Iterator
 
 from .model import Kind, Labels, Reading, Snapshot, Status
@@ -436,8 +437,8 @@ class Series:
             return None
         tot, b, t, sums = h.v, h.b, h.t, h.sum
         last = n - 1
-        if all(tot[k] >= tot[k - 1] for k in range(i0 + 1, n)) and \
-                _same(b[i0], b[last]):
+        # no drop in the window (each total >= the one before), compared in C
+        if all(map(ge, tot[i0 + 1:n], tot[i0:n - 1])) and _same(b[i0], b[last]):
             return HistPoint(t[last], _diff(b[last], h.counts(last), h.counts(i0)),
                              tot[last] - tot[i0], sums[last] - sums[i0])
         acc: HistPoint | None = None
@@ -470,7 +471,8 @@ def _same(a: tuple, b: tuple) -> bool:
 
 
 def _diff(bounds: tuple, new: array, old: array) -> tuple[tuple[float, float], ...]:
-    return tuple((le, max(0.0, c - p)) for le, c, p in zip(bounds, new, old))
+    """((bound, max(0, new - old)), ...), the loops in C (every histogram, every tick)."""
+    return tuple(zip(bounds, map(max, repeat(0.0), map(sub, new, old))))
 
 
 def _same_bounds(a, b) -> bool:

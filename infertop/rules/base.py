@@ -36,6 +36,9 @@ SLOW_KEYS = frozenset({
     "thread.cpu_ratio", "host.cpu_count", "host.top_cpu_cores",
 } | {k for k, s in SPECS.items() if s.kind is Kind.INFO})
 
+# statuses whose readings carry a value (model.has_value)
+_VALUED = (Status.OK, Status.STALE)
+
 # Rules that compare a window's median need a shorter raise delay than the global one:
 # the median itself crosses only once about half of ``judge_window`` has been past the
 # threshold, so a step is raised ~judge_window/2 + 3 s after it began, and a single
@@ -186,8 +189,9 @@ class Context:
     def ok(self, key: str) -> list[Valued]:
         """Readings of ``key`` with a value (OK or STALE); computed once per tick."""
         got = self._ok.get(key)
-        if got is None:
-            got = self._ok[key] = [r for r in self.all(key) if has_value(r)]
+        if got is None:     # has_value(r), inline: every reading of ~60 keys a tick
+            got = self._ok[key] = [r for r in self.all(key)  # type: ignore[misc]
+                                   if r.value is not None and r.status in _VALUED]
         return got
 
     def has(self, key: str, labels: Labels = ()) -> bool:
