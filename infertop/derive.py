@@ -7,14 +7,13 @@ a restart (counter reset) never produces a negative rate.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Iterable
 
 from . import qbound
 from .history import History, Series, sort_buckets, sorted_bucket_quantile
 from .keys import SPECS
 from .pdsplit import derive_split
-from .model import Labels, Reading, Status, make_labels
+from .model import Labels, Reading, Status, with_label
 from .sol_derive import derive_sol
 from .rules.window import covered, value_at
 
@@ -58,14 +57,6 @@ def _reading(key: str, labels: Labels, value: float | None, status: Status = Sta
     if value is None and status is Status.OK:
         status = Status.NODATA
     return Reading(key, value, unit, labels, status, reason)
-
-
-@lru_cache(maxsize=4096, typed=True)
-def _with_label(labels: Labels, name: str, value: object) -> Labels:
-    """``make_labels(labels, name=value)``, memoised: the same series get the same quantile
-    labels every tick (bounded: a server that renames its labels every scrape only
-    evicts)."""
-    return make_labels(labels, **{name: value})
 
 
 def _without(labels: Labels, *names: str) -> Labels:
@@ -154,13 +145,13 @@ def derive(history: History, window: float = 60.0,
         if not s.key.startswith("latency."):
             continue
         d = s.hist_delta(window)
-        out.append(_reading("latency.observations", _with_label(s.labels, "of", s.key),
+        out.append(_reading("latency.observations", with_label(s.labels, "of", s.key),
                             d.total if d is not None else None))
         # sorted once for the three quantiles (s.quantile and side_of sorted each time)
         bs = sort_buckets(d.buckets) if d is not None and d.total > 0 else []
         edges = qbound.edges(bs)
         for q in QUANTILES:
-            labels = _with_label(s.labels, "quantile", q)
+            labels = with_label(s.labels, "quantile", q)
             if d is None:
                 out.append(_reading(s.key, labels, None, Status.NODATA, "needs two scrapes"))
             elif d.total <= 0:

@@ -570,6 +570,7 @@ class History:
         # the tick a series that had a point on the previous one is at, when ``t`` is
         # the clock's newest time (it is, unless ``t`` went back: then no shortcut)
         prev = clock.first + len(clock.t) - 2 if clock.t and clock.t[-1] == t else None
+        tick = prev + 1 if prev is not None else 0     # (unused when prev is None)
         ok = Status.OK
         for r in readings:
             s = series.get((r.key, r.labels))
@@ -585,7 +586,7 @@ class History:
             # Series.append, when its newest point is the previous tick's (so earlier
             # than t) and its times are the clock's: the point is this tick's
             s._gen += 1
-            s._k1 = prev + 1          # type: ignore[operator]  (prev is not None here)
+            s._k1 = tick
             n = s._n
             if s._v is None:
                 if n == 0:
