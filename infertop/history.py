@@ -571,18 +571,26 @@ class History:
         # the clock's newest time (it is, unless ``t`` went back: then no shortcut)
         prev = clock.first + len(clock.t) - 2 if clock.t and clock.t[-1] == t else None
         tick = prev + 1 if prev is not None else 0     # (unused when prev is None)
-        ok = Status.OK
+        ok, hist = Status.OK, Kind.HISTOGRAM
         for r in readings:
             s = series.get((r.key, r.labels))
-            if s is None or s._k1 != prev or s._t is not None or s._h is not None:
-                self._add_reading(t, r)
+            if s is None:
+                self._add_reading(t, r)     # a new series
                 continue
+            # _add_reading's steps for a series that exists, inline
             s.status, s.reason, s.last_seen = r.status, r.reason, t
             if r.text is not None:
                 s.text = r.text
             value = r.value
             if r.status is not ok or value is None:
                 continue   # STALE repeats an old value; never record it as a new point
+            if r.kind is hist:
+                if r.buckets is not None:
+                    s.append_hist(t, r.buckets, value, r.hist_sum or 0.0)
+                continue
+            if s._k1 != prev or s._t is not None or s._h is not None:
+                s.append(t, value)
+                continue
             # Series.append, when its newest point is the previous tick's (so earlier
             # than t) and its times are the clock's: the point is this tick's
             s._gen += 1
