@@ -28,8 +28,6 @@ from infertop.pipeline import Frame, Pipeline
 from infertop.recording import decode, iter_snapshots
 from infertop.rules.engine import Diagnoser
 
-pytestmark = pytest.mark.slow    # ~12 s of CPU in all
-
 HERE = Path(__file__).parent
 DIGESTS = HERE / "fixtures" / "pipeline_oracle.json"
 RECORDINGS = ("vllm-killed-restarted", "vllm-kv-exhaustion", "llamacpp-slots-busy")
@@ -67,8 +65,19 @@ def digests(name: str) -> list[str]:
             for snap in snapshots(name)]
 
 
-@pytest.mark.parametrize("name", RECORDINGS + tuple(SCENARIOS))
+def test_every_frame_of_the_smallest_input_is_what_it_was():
+    """In the fast run; the rest (~12 s of CPU in all) are slow."""
+    check("llamacpp-slots-busy")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in RECORDINGS + tuple(SCENARIOS)
+                                  if n != "llamacpp-slots-busy"])
 def test_every_frame_is_what_it_was(name):
+    check(name)
+
+
+def check(name: str) -> None:
     want = json.loads(DIGESTS.read_text())[name]
     got = digests(name)
     assert len(got) == len(want), f"{name}: {len(got)} frames, pinned {len(want)}"
@@ -78,6 +87,7 @@ def test_every_frame_is_what_it_was(name):
         "is meant, run: .venv/bin/python tests/test_pipeline_oracle.py --update")
 
 
+@pytest.mark.slow
 def test_the_oracle_sees_what_it_pins():
     """The inputs exercise what the digests are meant to pin: stale readings of a server
     that went down (with its derived ones), findings, several GPUs."""
