@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Iterable
 
 from . import qbound
-from .history import History, Series
+from .history import History, Series, sort_buckets, sorted_bucket_quantile
 from .keys import SPECS
 from .pdsplit import derive_split
-from .model import Labels, Reading, Status, make_labels
+from .model import Labels, Reading, Status, with_label
 from .sol_derive import derive_sol
 from .rules.window import covered, value_at
 
@@ -151,20 +151,23 @@ def derive(history: History, window: float = 60.0,
         if not s.key.startswith("latency."):
             continue
         d = s.hist_delta(window)
-        out.append(_reading("latency.observations", make_labels(s.labels, of=s.key),
+        out.append(_reading("latency.observations", with_label(s.labels, "of", s.key),
                             d.total if d is not None else None))
+        # sorted once for the three quantiles (s.quantile and side_of sorted each time)
+        bs = sort_buckets(d.buckets) if d is not None and d.total > 0 else []
+        edges = qbound.edges(bs)
         for q in QUANTILES:
-            labels = make_labels(s.labels, quantile=q)
+            labels = with_label(s.labels, "quantile", q)
             if d is None:
                 out.append(_reading(s.key, labels, None, Status.NODATA, "needs two scrapes"))
             elif d.total <= 0:
                 out.append(_reading(s.key, labels, None, Status.NODATA,
                                     "no request in the window"))
             else:
-                v = s.quantile(q, window)
+                v = sorted_bucket_quantile(q, bs)     # s.quantile(q, window)
                 # the rank fell in the lowest bucket (or past the last): the buckets only
                 # say "below" ("above") that bound: carry the bound, not a made-up value
-                bound = qbound.side_of(v, d.buckets)
+                bound = qbound.side_at_edges(v, edges)      # qbound.side_of(v, d.buckets)
                 if bound is not None:
                     v = bound[1]
                 out.append(_reading(s.key, labels, v,

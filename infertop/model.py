@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from collections.abc import Mapping  # typing.Mapping's isinstance is 5x slower: hot path
 from typing import TYPE_CHECKING, Any, Iterator, TypeGuard, TypeVar
 
@@ -75,6 +76,21 @@ def make_labels(labels: Mapping[str, Any] | Labels | None = None, **more: Any) -
     for k, v in more.items():
         items[k] = str(v)
     return tuple(sorted(items.items()))
+
+
+def with_label(labels: Labels, name: str, value: object) -> Labels:
+    """``make_labels(labels, **{name: value})``, memoised: the same series get the same
+    quantile/of= labels every tick, in derive and in the rules (bounded: a server that
+    renames its labels every scrape only evicts)."""
+    try:
+        return _with_label(labels, name, value)
+    except TypeError:          # something unhashable in labels made by hand: no memo
+        return make_labels(labels, **{name: value})
+
+
+@lru_cache(maxsize=4096, typed=True)
+def _with_label(labels: Labels, name: str, value: object) -> Labels:
+    return make_labels(labels, **{name: value})
 
 
 @dataclass(frozen=True, slots=True)

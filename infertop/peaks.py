@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 TERA = 1e12
 
@@ -111,6 +112,9 @@ def dtype_family(dtype: str | None) -> str:
     return "16bit"   # bfloat16, float16, half, auto (LLM checkpoints are 16-bit)
 
 
+# pure on the GPU's name: memoised, as the peaks are derived for every GPU every tick
+# (15 regexes a GPU a tick were a tenth of the pipeline thread's derive on 8 GPUs)
+@lru_cache(maxsize=64)
 def find_sku(gpu_name: str | None) -> Sku | None:
     if not gpu_name:
         return None
@@ -120,6 +124,7 @@ def find_sku(gpu_name: str | None) -> Sku | None:
     return None
 
 
+@lru_cache(maxsize=256)   # pure; asked for every GPU every tick
 def peak_flops(gpu_name: str | None, dtype: str = "16bit", *, compute_capability: str | None = None,
                cuda_cores: float | None = None, sm_clock_max_hz: float | None = None) -> Peak:
     """Dense tensor FLOP/s for ``dtype`` (a family from ``dtype_family``)."""
@@ -147,6 +152,7 @@ def peak_flops(gpu_name: str | None, dtype: str = "16bit", *, compute_capability
                 f"FLOP/SM/clock ({arch.name}, dense {dtype})")
 
 
+@lru_cache(maxsize=256)   # pure; asked for every GPU every tick
 def peak_bandwidth(gpu_name: str | None, *, bus_width_bits: float | None = None,
                    mem_clock_max_hz: float | None = None) -> Peak:
     """Memory bandwidth in bytes/s: NVML bus width x max memory clock x 2, else the table."""

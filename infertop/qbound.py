@@ -40,11 +40,33 @@ def side_of(value: float | None,
     with observations beyond it (in +Inf)."""
     if value is None:
         return None
-    bs = sorted(buckets, key=lambda b: b[0])
+    return sorted_side_of(value, sorted(buckets, key=lambda b: b[0]))
+
+
+def sorted_side_of(value: float | None,
+                   bs: list[tuple[float, float]]) -> tuple[str, float] | None:
+    """``side_of`` of buckets already sorted by bound (history.sort_buckets; not modified)."""
+    return side_at_edges(value, edges(bs))
+
+
+Edges = tuple[float | None, tuple[float, float] | None, float]
+
+
+def edges(bs: list[tuple[float, float]]) -> Edges:
+    """What ``sorted_side_of`` reads of sorted buckets: the first positive bound, the last
+    finite bucket, the last count; once for the several quantiles of one histogram."""
     first = next((le for le, _ in bs if le > 0), None)
+    finite = [(le, c) for le, c in bs if not math.isinf(le)]
+    return first, (finite[-1] if finite else None), (bs[-1][1] if bs else 0.0)
+
+
+def side_at_edges(value: float | None, e: Edges) -> tuple[str, float] | None:
+    """``sorted_side_of`` from the buckets' ``edges``."""
+    if value is None:
+        return None
+    first, last_finite, top = e
     if first is not None and value <= first:
         return BELOW, first
-    finite = [(le, c) for le, c in bs if not math.isinf(le)]
-    if finite and bs and value >= finite[-1][0] and bs[-1][1] > finite[-1][1]:
-        return ABOVE, finite[-1][0]
+    if last_finite is not None and value >= last_finite[0] and top > last_finite[1]:
+        return ABOVE, last_finite[0]
     return None

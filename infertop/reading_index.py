@@ -32,16 +32,23 @@ class ReadingIndex:
         # (the Frame: the panes, the JSON)
         self.shown: dict[str, list[Reading]] = {}
         raw, shown = self.raw, self.shown
+        cumulative: set[str] = set()     # keys with a counter or a histogram among them
         for s in snapshot.samples.values():
             for r in s.readings:
-                lst = raw.get(r.key)
+                key = r.key
+                lst = raw.get(key)
                 if lst is None:
-                    raw[r.key] = [r]
+                    raw[key] = [r]
                 else:
                     lst.append(r)
+                if r.kind in CUMULATIVE:
+                    cumulative.add(key)
         for key, lst in raw.items():
+            if key not in cumulative:     # the same list when nothing is left out (most keys)
+                shown[key] = lst
+                continue
             kept = [r for r in lst if r.kind not in CUMULATIVE]
-            if kept:      # the same list when nothing is left out (most keys)
+            if kept:
                 shown[key] = lst if len(kept) == len(lst) else kept
         for r in derived:
             lst = self.derived.get(r.key)

@@ -14,6 +14,7 @@ the estimate splits the model over tensor_parallel_size x pipeline_parallel_size
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Iterable
 
 from .history import History, Series
@@ -74,27 +75,36 @@ def compute_dtype(settings: dict[str, str], model: dict) -> str:
     return dtype_family(model.get("dtype") or settings.get("dtype"))
 
 
+@lru_cache(maxsize=1024)
+def _gpu_labels(gpu: str, dtype: str | None) -> Labels:
+    """gpu_peaks' labels (gpu=, and dtype= for the FLOPs), the same every tick: memoised."""
+    return make_labels(gpu=gpu) if dtype is None else make_labels(gpu=gpu, dtype=dtype)
+
+
 def gpu_peaks(history: History, family: str) -> tuple[list[Reading], dict[str, tuple]]:
     out: list[Reading] = []
     peaks: dict[str, tuple] = {}
-    for s in history.find("gpu.info"):
+    gpus = history.find("gpu.info")
+    if not gpus:
+        return out, peaks
+    # each input for every GPU in one pass a key (history.latest per GPU and key was 40
+    # lookups a tick on 8 GPUs)
+    cores, sm_max, bus, mem_max = (history.latest_by(key, "gpu") for key in (
+        "gpu.cuda_cores", "gpu.sm_clock_max_hz", "gpu.mem_bus_width_bits",
+        "gpu.mem_clock_max_hz"))
+    ccs: dict[str, str] = {}
+    for c in history.find("gpu.compute_capability"):
+        if c.text:
+            ccs.setdefault(c.label("gpu"), c.text)
+    for s in gpus:
         g = s.label("gpu")
         if not g or s.status not in (Status.OK, Status.STALE):
             continue  # a lost GPU has no peak worth showing
-
-        def last(key: str) -> float | None:   # called within this iteration only
-            return history.latest(key, gpu=g)  # noqa: B023
-
-        cc = next((c.text for c in history.find("gpu.compute_capability", gpu=g) if c.text),
-                  None)
-        pf = peak_flops(s.text, family, compute_capability=cc,
-                        cuda_cores=last("gpu.cuda_cores"),
-                        sm_clock_max_hz=last("gpu.sm_clock_max_hz"))
-        pb = peak_bandwidth(s.text, bus_width_bits=last("gpu.mem_bus_width_bits"),
-                            mem_clock_max_hz=last("gpu.mem_clock_max_hz"))
-        out.append(_reading("gpu.peak_flops", make_labels(gpu=g, dtype=family), pf.value,
-                            pf.how))
-        out.append(_reading("gpu.peak_mem_bandwidth_bytes_per_second", make_labels(gpu=g),
+        pf = peak_flops(s.text, family, compute_capability=ccs.get(g),
+                        cuda_cores=cores.get(g), sm_clock_max_hz=sm_max.get(g))
+        pb = peak_bandwidth(s.text, bus_width_bits=bus.get(g), mem_clock_max_hz=mem_max.get(g))
+        out.append(_reading("gpu.peak_flops", _gpu_labels(g, family), pf.value, pf.how))
+        out.append(_reading("gpu.peak_mem_bandwidth_bytes_per_second", _gpu_labels(g, None),
                             pb.value, pb.how))
         peaks[g] = (pf, pb)
     return out, peaks

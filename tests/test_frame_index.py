@@ -66,3 +66,56 @@ async def test_the_app_draws_prepared_frames():
         await app._poll()
         assert app.frame is not None and app.frame._by_label is not None
         assert ("gpu.util_ratio", "gpu") in app.frame._by_label
+
+
+def test_prepare_builds_what_earlier_frames_were_asked_and_only_that():
+    """Once the panes have asked a frame for a (key, label) index it had not built, the
+    pipeline's next frames build exactly the pairs asked so far in prepare (the panes read
+    ~30 of ~170 (key, gpu/pid) pairs on 8 GPUs); answers are the same either way."""
+    pipe = Pipeline()
+    first = pipe.feed(snap(100.0, sample("nvml", 100.0, some_readings(5)))).prepare()
+    assert first.asked is pipe.asked and not pipe.asked        # all built: nothing missed
+    first.by_label("gpu.util_ratio", "engine")                 # not built: a miss, learnt
+    assert pipe.asked == {("gpu.util_ratio", "engine")}
+    second = pipe.feed(snap(101.0, sample("nvml", 101.0, some_readings(6)))).prepare()
+    assert set(second._by_label) == {("gpu.util_ratio", "engine")}
+    assert second.by_label("gpu.power_watts", "gpu") == {       # built where asked ...
+        v: [r for r in second.by_key("gpu.power_watts") if r.label("gpu") == v]
+        for v in {r.label("gpu") for r in second.by_key("gpu.power_watts")}}
+    third = pipe.feed(snap(102.0, sample("nvml", 102.0, some_readings(7)))).prepare()
+    assert set(third._by_label) == {("gpu.util_ratio", "engine"),   # ... and then by prepare
+                                    ("gpu.power_watts", "gpu")}
+    for key, name in third._by_label:
+        for value in ("", "0", "3", "x"):
+            assert third.by_label(key, name).get(value, []) == scan(third, key, name, value)
+    assert pipe.asked == {("gpu.util_ratio", "engine"), ("gpu.power_watts", "gpu")}
+
+
+async def test_after_its_first_frames_the_app_draws_with_every_lookup_prepared():
+    """The pairs the panes read are learnt on the first frames; from then on the frame
+    they draw has every one built in the pipeline thread (none is built on the event
+    loop: the pipeline's asked set no longer grows)."""
+    app = InfertopApp(SyntheticSource(gpus=2), pipeline=Pipeline(), interval=0.05,
+                      options=AppOptions(manual_ticks=True))
+    prepared: list[set] = []     # the pairs each frame had built when prepare returned
+    feed = app._feed
+
+    def spy(snap, epoch):
+        frame = feed(snap, epoch)
+        prepared.append(set(frame._by_label or ()))
+        return frame
+
+    app._feed = spy   # type: ignore[method-assign]
+    async with app.run_test(size=(120, 40)) as pilot:
+        while app.ticks < 1:
+            await pilot.pause(0.01)
+        for _ in range(3):
+            await app._poll()
+            await pilot.pause()
+        asked = set(app.pipeline.asked)
+        assert ("gpu.util_ratio", "gpu") in asked
+        await app._poll()
+        await pilot.pause()
+        assert app.pipeline.asked == asked
+        assert asked <= prepared[-1]
+        assert ("gpu.util_ratio", "pid") not in prepared[-1]   # never read: not built

@@ -36,6 +36,9 @@ SLOW_KEYS = frozenset({
     "thread.cpu_ratio", "host.cpu_count", "host.top_cpu_cores",
 } | {k for k, s in SPECS.items() if s.kind is Kind.INFO})
 
+# statuses whose readings carry a value (model.has_value)
+_VALUED = (Status.OK, Status.STALE)
+
 # Rules that compare a window's median need a shorter raise delay than the global one:
 # the median itself crosses only once about half of ``judge_window`` has been past the
 # threshold, so a step is raised ~judge_window/2 + 3 s after it began, and a single
@@ -153,6 +156,7 @@ class Context:
         self._tp_groups: list[tuple[str, ...]] | None = None
         self._procs: dict[str, Proc] | None = None
         self._fallback: dict[str, list[Reading]] = {}
+        self._has: dict[tuple[str, Labels], bool] = {}
 
     # -- current readings ---------------------------------------------------------------
     def all(self, key: str) -> list[Reading]:
@@ -185,8 +189,9 @@ class Context:
     def ok(self, key: str) -> list[Valued]:
         """Readings of ``key`` with a value (OK or STALE); computed once per tick."""
         got = self._ok.get(key)
-        if got is None:
-            got = self._ok[key] = [r for r in self.all(key) if has_value(r)]
+        if got is None:     # has_value(r), inline: every reading of ~60 keys a tick
+            got = self._ok[key] = [r for r in self.all(key)  # type: ignore[misc]
+                                   if r.value is not None and r.status in _VALUED]
         return got
 
     def has(self, key: str, labels: Labels = ()) -> bool:
@@ -196,7 +201,15 @@ class Context:
         return False
 
     def has_input(self, spec: InputSpec) -> bool:
-        return any(self.has(k, lab) for k, lab in spec.alternatives)
+        # asked for every rule every tick, the same inputs by many rules: once a tick each
+        memo = self._has
+        for alt in spec.alternatives:
+            got = memo.get(alt)
+            if got is None:
+                got = memo[alt] = self.has(*alt)
+            if got:
+                return True
+        return False
 
     def exact(self, key: str, labels: Labels) -> Valued | None:
         """The reading of ``key`` with exactly these labels (OK/STALE), or None."""
@@ -427,6 +440,9 @@ def ev(r: Reading | None, key: str, labels: Labels, value, threshold, op: str,
 
 
 def sub(**labels: object) -> Labels:
+    if len(labels) == 1:      # sub(gpu=...) for every GPU of several rules every tick
+        (name, value), = labels.items()
+        return ((name, str(value)),)
     return make_labels(labels)
 
 

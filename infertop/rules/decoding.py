@@ -7,7 +7,7 @@ from typing import Iterator
 
 from .. import qbound
 from ..findings import Evidence, RuleSpec, Severity
-from ..model import Kind, Labels, Layer, Status, make_labels
+from ..model import Kind, Labels, Layer, Status, with_label
 from ..units import UNIX_TIME, fmt_seconds
 from .base import QUEUED_SHARE, Candidate, Context, Rule, server_subject, sub
 
@@ -17,12 +17,12 @@ WARN, CRIT = Severity.WARN, Severity.CRIT
 
 def _quantile(ctx: Context, s, q: float) -> float | None:
     """The derived (on-screen) quantile over the window: rules never recompute it."""
-    return ctx.derived(s.key, make_labels(s.labels, quantile=q))
+    return ctx.derived(s.key, with_label(s.labels, "quantile", q))
 
 
 def _observed(ctx: Context, s) -> float | None:
     """Observations of histogram ``s`` in the window (derived, as shown in JSON)."""
-    return ctx.derived("latency.observations", make_labels(s.labels, of=s.key))
+    return ctx.derived("latency.observations", with_label(s.labels, "of", s.key))
 
 
 # ---- DEC-001 TTFT p99 over the SLO ----------------------------------------------------------
@@ -32,7 +32,7 @@ def ttft_slo(ctx: Context) -> Iterator[Candidate]:
         n = _observed(ctx, s)
         if n is None or n < t.slo_min_requests:
             continue
-        p99_labels = make_labels(s.labels, quantile=0.99)
+        p99_labels = with_label(s.labels, "quantile", 0.99)
         p99 = _quantile(ctx, s, 0.99)
         if p99 is None or p99 <= slo or ctx.derived_bound(s.key, p99_labels) == qbound.BELOW:
             continue   # under the SLO, or only known to be under a bound: not a breach
@@ -61,7 +61,7 @@ def _ttft_remedy(ctx: Context, s, p99: float, evidence: list[Evidence]) -> str |
     q99 = _quantile(ctx, qs, 0.99) if qs is not None else None
     if q99 is None:
         return None
-    q_labels = make_labels(s.labels, quantile=0.99)
+    q_labels = with_label(s.labels, "quantile", 0.99)
     bound = ctx.derived_bound("latency.queue_seconds", q_labels)
     evidence.append(Evidence("latency.queue_seconds", q_labels, q99, None, "", "s",
                              "time waiting before prefill" +
@@ -100,9 +100,9 @@ def itl_jitter(ctx: Context) -> Iterator[Candidate]:
         yield Candidate(server_subject(s.labels), WARN, (
             Evidence(s.key, s.labels, round(ratio, 2), t.itl_jitter_ratio, ">=", "",
                      "p99 / p50 of inter-token latency"),
-            Evidence(s.key, make_labels(s.labels, quantile=0.99), p99, t.itl_jitter_min_seconds,
+            Evidence(s.key, with_label(s.labels, "quantile", 0.99), p99, t.itl_jitter_min_seconds,
                      ">=", "s"),
-            Evidence(s.key, make_labels(s.labels, quantile=0.5), p50, None, "", "s"),
+            Evidence(s.key, with_label(s.labels, "quantile", 0.5), p50, None, "", "s"),
         ), title=f"inter-token latency jitter (p99 {ratio:.1f}x p50)")
 
 

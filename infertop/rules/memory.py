@@ -99,13 +99,13 @@ def mem_headroom(ctx: Context) -> Iterator[Candidate]:
     reservation to explain it) holds the finding for as long as it lasts."""
     t = ctx.t
     totals = ctx.per_gpu("gpu.mem_total_bytes")
+    reserved = _reservation(ctx)          # the server's, the same for every GPU
     for gpu, used in ctx.per_gpu("gpu.mem_used_bytes").items():
         tot = totals.get(gpu)
         if tot is None or not tot.value:
             continue
         total = tot.value
         used_share = min(1.0, max(0.0, used.value / total))
-        free_note = f"{fmt_bytes(max(0.0, total - used.value))} free of {fmt_bytes(total)}"
         evidence, sev = [], None
         growth = _growth(ctx, used, total)
         if growth is not None:
@@ -114,7 +114,6 @@ def mem_headroom(ctx: Context) -> Iterator[Candidate]:
             evidence.append(ev(used, used.key, used.labels, rise, t.mem_growth_ratio * total, ">=",
                                f"+{fmt_bytes(rise)} in {span:.0f} s, steadily; full in "
                                f"~{eta:.0f} s at this pace"))
-        reserved = _reservation(ctx)
         level = None
         low = 1.0 - used_share < t.mem_headroom_ratio
         if reserved is not None and used_share > reserved[0] + RESERVE_SLACK and low:
@@ -124,20 +123,22 @@ def mem_headroom(ctx: Context) -> Iterator[Candidate]:
             level = "beyond the reservation"
             evidence.append(Evidence("gpu.mem_used_bytes", used.labels, used_share,
                                      share + RESERVE_SLACK, ">", "ratio",
-                                     f"{free_note}; the server reserves {share:.0%} "
-                                     f"({name}): something else holds the rest"))
+                                     f"{_free_note(used.value, total)}; the server "
+                                     f"reserves {share:.0%} ({name}): something else "
+                                     "holds the rest"))
             sev = max(sev or WARN, CRIT if used_share >= t.mem_full_ratio else WARN)
         elif reserved is None and used_share >= t.mem_full_ratio:
             level = "nearly full"
             evidence.append(Evidence("gpu.mem_used_bytes", used.labels, used_share,
                                      t.mem_full_ratio, ">=", "ratio",
-                                     f"{free_note}; no reservation setting explains it"))
+                                     f"{_free_note(used.value, total)}; no reservation "
+                                     "setting explains it"))
             sev = CRIT
-        elif low and not _preallocated(ctx, gpu, used_share):
+        elif low and not _preallocated(ctx, gpu, used_share, reserved):
             evidence.append(Evidence("gpu.mem_used_bytes", used.labels, used_share,
                                      1.0 - t.mem_headroom_ratio, ">", "ratio",
-                                     f"{free_note} (servers that pre-allocate a KV "
-                                     "cache run here by design)"))
+                                     f"{_free_note(used.value, total)} (servers that "
+                                     "pre-allocate a KV cache run here by design)"))
             sev = sev or NOTICE
         if sev is None:
             continue
@@ -177,10 +178,15 @@ def _reservation(ctx: Context) -> tuple[float, str] | None:
     return None
 
 
-def _preallocated(ctx: Context, gpu: str, used_share: float) -> bool:
+def _free_note(used: float, total: float) -> str:
+    return f"{fmt_bytes(max(0.0, total - used))} free of {fmt_bytes(total)}"
+
+
+def _preallocated(ctx: Context, gpu: str, used_share: float,
+                  reserved: tuple[float, str] | None) -> bool:
     """True when low headroom is a server's own reservation: a vLLM/SGLang/TGI/TRT-LLM
-    process holds memory on this GPU, or usage matches the reservation it was given."""
-    reserved = _reservation(ctx)
+    process holds memory on this GPU, or usage matches the reservation it was given
+    (``reserved``: ``_reservation(ctx)``)."""
     if reserved is not None:
         return used_share <= reserved[0] + RESERVE_SLACK
     for r in ctx.ok("process.gpu_mem_bytes"):
