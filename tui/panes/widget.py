@@ -30,6 +30,7 @@ from ..app_of import infertop_app
 from ..zoom_table import TABLE_BINDINGS, TableView, ZoomTableKeys
 from .columns import Columns
 from .context import FrameLookups, PaneContext
+from .styles_cache import PaneStylesCache
 
 
 class ZoomingScreen(Screen):
@@ -51,6 +52,8 @@ class LayerPane(ZoomTableKeys, Static):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("waiting for the first tick…", classes="pane", **kwargs)
+        # Textual's line cache with content rows joined from pieces (styles_cache.py)
+        self._styles_cache = PaneStylesCache()
         self.border_title = f"{self.pane_layer.position + 1} {self.pane_layer.value}"
         self.worst: str | None = None
         self.last_renderable: RenderableType | None = None
