@@ -282,6 +282,7 @@ class InfertopApp(App):
         self._bar_lines: dict[str, tuple[int, int] | None] = {}   # (width, lines) a bar was laid out at
         self._grid_rows = ""    # the panes grid's row sizes set by _fit_grid ("": CSS's)
         self._trends: dict = {}     # sparklines of this trend slot, across ticks (FrameLookups)
+        self.history_plot_of: tuple | None = None   # (main screen, its plot): _plot_of's
         self.host = socket.gethostname()   # once: the header is drawn every tick
         for extra in THEMES:
             self.register_theme(extra)
