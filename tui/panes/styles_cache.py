@@ -55,6 +55,9 @@ class PaneStylesCache(StylesCache):
             content_size = size
         if padding is None:
             padding = styles.padding
+        if size.width != self._width:   # what Textual's render does first: clearing after
+            self.clear()                # the frame was found would drop it again
+            self._width = size.width
         self._frame_now = self._frame_for(styles, size, content_size, padding,
                                           base_background, background, opacity,
                                           border_title, border_subtitle, kwargs)
