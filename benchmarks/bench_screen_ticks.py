@@ -9,7 +9,7 @@ measured; the terminal write itself is not, the headless driver has none).
     FAKE_NVML_SPEC=../gpu8.json PYTHONPATH=../shared/bench/fakenvml \\
         .venv/bin/infertop record -o /tmp/h.jsonl --duration 70 --url http://127.0.0.1:18080
     python benchmarks/bench_screen_ticks.py /tmp/h.jsonl [--ticks 60] [--size 160x48]
-        [--profile out.prof]
+        [--profile out.prof] [--settle-gc]
 
 Prints ms of CPU per tick for the process (all threads) and for the main thread (panes,
 compositor); repeat and compare medians, interleaving the versions compared.  Asserts
@@ -44,7 +44,8 @@ class Snapshots(SnapshotSource):
         return snap
 
 
-async def run(path: str, ticks: int, size: tuple[int, int], profile: str | None) -> None:
+async def run(path: str, ticks: int, size: tuple[int, int], profile: str | None,
+              settle_gc: bool = False) -> None:
     replay = ReplaySource(path)
     snaps = []
     while (snap := await replay.next()) is not None:
@@ -52,7 +53,8 @@ async def run(path: str, ticks: int, size: tuple[int, int], profile: str | None)
     if len(snaps) < ticks + 6:
         raise SystemExit(f"{path}: {len(snaps)} ticks, need {ticks + 6} (no wrap-around: "
                          "time must not go back)")
-    app = LiveApp(Snapshots(snaps), interval=1.0, options=AppOptions(manual_ticks=True),
+    app = LiveApp(Snapshots(snaps), interval=1.0,
+                  options=AppOptions(manual_ticks=True, settle_gc=settle_gc),
                   pipeline=make_pipeline(build_parser().parse_args([])))
     async with app.run_test(size=size) as pilot:
         while app.ticks < 1:
@@ -81,9 +83,13 @@ def main() -> None:
     ap.add_argument("--ticks", type=int, default=60)
     ap.add_argument("--size", default="160x48")
     ap.add_argument("--profile", help="write a cProfile of the measured ticks here")
+    ap.add_argument("--settle-gc", action="store_true",
+                    help="freeze the collector after the first frame, as the live screen "
+                         "does (without it full collections of the startup objects land "
+                         "on whatever allocates, and add to the ticks measured)")
     a = ap.parse_args()
     w, h = (int(x) for x in a.size.split("x"))
-    asyncio.run(run(a.recording, a.ticks, (w, h), a.profile))
+    asyncio.run(run(a.recording, a.ticks, (w, h), a.profile, a.settle_gc))
 
 
 if __name__ == "__main__":

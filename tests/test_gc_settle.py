@@ -1,6 +1,7 @@
 """tui/app.py settle_garbage_collector: the CLI's app freezes its startup objects out of
 the cyclic GC after the first frame (a full collection walked them all, 41-56 ms on the
-event loop twice a minute); tests' apps do not (a test process holds every test's objects)."""
+event loop twice a minute) and collects the youngest generation every 10,000 allocations,
+not 700; tests' apps do neither (a test process holds every test's objects)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,11 @@ from infertop.tui.options import AppOptions
 @pytest.fixture
 def unfrozen(monkeypatch):
     monkeypatch.setattr(app_module, "_gc_settled", False)
+    thresholds = gc.get_threshold()
     gc.unfreeze()
     yield
     gc.unfreeze()     # the frozen objects go back to the oldest generation
+    gc.set_threshold(*thresholds)
 
 
 async def ticks_with(options: AppOptions, n: int = 3) -> int:
@@ -39,15 +42,20 @@ async def test_the_cli_app_freezes_its_startup_objects_once(unfrozen, monkeypatc
     calls = []
     real = gc.freeze
     monkeypatch.setattr(gc, "freeze", lambda: (calls.append(1), real()))
+    before = gc.get_threshold()
     frozen = await ticks_with(AppOptions(settle_gc=True))
     assert frozen[-1] > 10_000      # the imports and widget tree (~300k in a real run)
+    # the youngest generation is collected less often; the older ones as before
+    assert gc.get_threshold() == (app_module.GEN0_THRESHOLD, *before[1:])
     # once: a second app in the same process does not freeze again
     await ticks_with(AppOptions(settle_gc=True))
     assert len(calls) == 1
 
 
 async def test_an_app_that_does_not_ask_freezes_nothing(unfrozen):
+    before = gc.get_threshold()
     assert max(await ticks_with(AppOptions())) == 0
+    assert gc.get_threshold() == before
 
 
 def test_the_command_line_asks_for_it(monkeypatch):

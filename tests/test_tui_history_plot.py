@@ -216,6 +216,26 @@ async def test_h_needs_a_zoomed_pane_and_unzooming_hides_the_plot():
         assert plot.shown and plot.last_text.plain.startswith("GPU util")
 
 
+async def test_the_plot_kept_between_ticks_is_the_one_on_screen():
+    """sync_history_plot keeps the plot it found (no DOM query a tick); a plot that left
+    the DOM is not the one drawn: the new one is found and drawn."""
+    from infertop.tui.widgets.history_plot import _plot_of
+    app, src = ramp_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ramp(pilot, app, src, 5)
+        first = app.query_one(HistoryPlot)
+        assert _plot_of(app) is first and _plot_of(app) is first
+        await first.remove()
+        second = HistoryPlot(id="history-plot")
+        await app.screen_stack[0].mount(second, before=app.query_one("#too-small"))
+        assert _plot_of(app) is second
+        await pilot.press("6")
+        await pilot.press("h")
+        await app._poll()
+        await pilot.pause()
+        assert second.shown and "TTFT p99" in second.last_text.plain
+
+
 async def test_plot_fits_80x24():
     app, src = ramp_app()
     async with app.run_test(size=(80, 24)) as pilot:

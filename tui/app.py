@@ -182,6 +182,16 @@ def settle_garbage_collector() -> None:
     _gc_settled = True
     gc.collect()
     gc.freeze()
+    # and collect the youngest generation every GEN0_THRESHOLD net allocations, not 700:
+    # each tick allocates a few thousand objects that live a tick or more (the Frame's
+    # indexes, the panes' Text, Textual's strips), so at 700 they were walked three times
+    # a tick and again in the middle generation, 2.1 ms a tick on the 8-GPU recording
+    # (bench_screen_ticks, gc callbacks); at 10,000 it is one walk every ~2 ticks, 0.7 ms
+    # (issue 23).  Cyclic garbage waits a little longer: a few MB at most.
+    gc.set_threshold(GEN0_THRESHOLD, *gc.get_threshold()[1:])
+
+
+GEN0_THRESHOLD = 10_000
 
 
 _gc_settled = False
@@ -292,6 +302,7 @@ class InfertopApp(App):
         self._bar_lines: dict[str, tuple[int, int] | None] = {}   # (width, lines) a bar was laid out at
         self._grid_rows = ""    # the panes grid's row sizes set by _fit_grid ("": CSS's)
         self._trends: dict = {}     # sparklines of this trend slot, across ticks (FrameLookups)
+        self.history_plot_of: tuple | None = None   # (main screen, its plot): _plot_of's
         self.host = socket.gethostname()   # once: the header is drawn every tick
         for extra in THEMES:
             self.register_theme(extra)
