@@ -18,6 +18,7 @@ import pynvml as real_pynvml
 import pytest
 
 from helpers.fake_pynvml import FakeGPU, FakeNVML, GiB, ManualClock, h100_pair
+from helpers.nvml_probe import opened, reading
 from infertop.keys import SPECS
 from infertop.model import Status
 from infertop.probes.base import StillRunning
@@ -30,20 +31,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 # ------------------------------------------------------------------ helpers
-def reading(sample, key, **labels):
-    found = [r for r in sample.readings if r.key == key
-             and all(r.label(k) == str(v) for k, v in labels.items())]
-    assert len(found) == 1, f"{key} {labels}: {len(found)} readings"
-    return found[0]
-
-
-async def opened(fake: FakeNVML, **kw) -> NvmlProbe:
-    probe = NvmlProbe(nvml_module=fake.module, clock=fake.clock, **kw)
-    cap = await probe.open()
-    assert cap.available, cap.reason
-    return probe
-
-
 async def ticks(probe: NvmlProbe, clock: ManualClock, n: int, dt: float = 1.0):
     s = None
     for _ in range(n):

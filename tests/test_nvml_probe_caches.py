@@ -11,23 +11,10 @@ from __future__ import annotations
 import pytest
 
 from helpers.fake_pynvml import FakeGPU, FakeNVML, ManualClock, h100_pair
+from helpers.nvml_probe import opened, reading
 from infertop.model import Status
 from infertop.probes.nvml.gpu import NOT_SUPPORTED_RECHECK
 from infertop.probes.nvml.probe import LOST_REASON, NvmlProbe
-
-
-def reading(sample, key, **labels):
-    found = [r for r in sample.readings if r.key == key
-             and all(r.label(k) == str(v) for k, v in labels.items())]
-    assert len(found) == 1, f"{key} {labels}: {len(found)} readings"
-    return found[0]
-
-
-async def opened(fake: FakeNVML, **kw) -> NvmlProbe:
-    probe = NvmlProbe(nvml_module=fake.module, clock=fake.clock, **kw)
-    cap = await probe.open()
-    assert cap.available, cap.reason
-    return probe
 
 
 async def ticks(probe: NvmlProbe, clock: ManualClock, n: int):
