@@ -676,9 +676,9 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
     # SCH-005 the queue waits on a deferral, not capacity: a queue on half the judge
     # window's ticks and most of it (medians) deferred; both compared through
     # Context.past, so both relaxed while it fires
-    def deferred_part(th: _T) -> str:
+    def deferred_part(th: _T, relax: bool = True) -> str:
         return (f"infertop:deferred:median{js} / infertop:waiting:median{js} >= "
-                f"{th('thresholds.deferred_share_min', '>=')}"
+                f"{th('thresholds.deferred_share_min', '>=', relax)}"
                 f"\n  and infertop:waiting:median{js} > 0")
 
     add("SCH-005", Severity.WARN,
@@ -696,7 +696,7 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
                     f"\n  and on (node) (avg by (node) "
                     f"(infertop:gpu_sm_active:median{js}) <= "
                     f"{th('thresholds.idle_sm_active_max', '<=')})"
-                    f"\n  unless ({deferred_part(_T(cfg))})"),
+                    f"\n  unless ({deferred_part(th, relax=False)})"),
         "share of the judge window's ticks with a queue (GPUs idle, KV free)")
     return out
 

@@ -306,3 +306,10 @@ def test_exported_series_names_are_on_each_dialects_page(dialect):
                                f"{sorted(n for n in names if n.startswith(r.name[:12]))}"
                 checked += 1
     assert checked >= 3, f"{dialect}: only {checked} names checked"
+
+
+def test_every_threshold_in_an_alerts_expression_is_listed_as_its_source():
+    """An alert's threshold_source names each threshold its expression compares with
+    (SCH-002's `unless` clause took deferred_share_min without recording it)."""
+    sch002 = [a for a in build().alerts if a.code == "SCH-002"]
+    assert sch002 and all("thresholds.deferred_share_min" in a.sources for a in sch002)
