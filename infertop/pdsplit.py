@@ -94,6 +94,9 @@ def derive_split(history: History, window: float) -> list[Reading]:
     if not decode:
         return []
     prefill = sorted(i for i, r in role.items() if r == "prefill")
+    # instances whose role is unknown (remote): why the prefill side is not measured
+    unknown_all = {} if prefill else \
+        {i: why for i, why in unknown_roles(history).items() if i not in role}
     out: list[Reading] = []
     for s in ttft:
         inst = s.label("instance")
@@ -117,8 +120,7 @@ def derive_split(history: History, window: float) -> list[Reading]:
                     and (not model or not x.label("model") or x.label("model") == model)]
         p_mean, _ = _pooled_mean(p_series, window)
 
-        unknown = {i: why for i, why in unknown_roles(history).items()
-                   if i != inst and i not in role}
+        unknown = {i: why for i, why in unknown_all.items() if i != inst}
         if not prefill and unknown:
             other = sorted(unknown)[0]
             p_why = f"not measured: {other}'s {unknown[other]}"

@@ -136,19 +136,12 @@ class Frame:
         where it is asked (once), and by prepare from then on."""
         self.by_key("")
         asked = self.asked
-        if asked:
-            record, self.asked = self.asked, None   # building here is not being asked
-            try:
-                for key, name in tuple(asked):      # (the event loop may add to it)
-                    self.by_label(key, name)
-            finally:
-                self.asked = record
-            return self
-        record, self.asked = self.asked, None
+        pairs = tuple(asked) if asked else \
+            tuple((key, name) for key in self._index or () for name in names)
+        record, self.asked = asked, None   # building here is not being asked
         try:
-            for key in self._index or ():
-                for name in names:
-                    self.by_label(key, name)
+            for key, name in pairs:          # (a snapshot: the event loop may add to asked)
+                self.by_label(key, name)
         finally:
             self.asked = record
         return self

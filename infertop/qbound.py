@@ -40,20 +40,14 @@ def side_of(value: float | None,
     with observations beyond it (in +Inf)."""
     if value is None:
         return None
-    return sorted_side_of(value, sorted(buckets, key=lambda b: b[0]))
-
-
-def sorted_side_of(value: float | None,
-                   bs: list[tuple[float, float]]) -> tuple[str, float] | None:
-    """``side_of`` of buckets already sorted by bound (history.sort_buckets; not modified)."""
-    return side_at_edges(value, edges(bs))
+    return side_at_edges(value, edges(sorted(buckets, key=lambda b: b[0])))
 
 
 Edges = tuple[float | None, tuple[float, float] | None, float]
 
 
 def edges(bs: list[tuple[float, float]]) -> Edges:
-    """What ``sorted_side_of`` reads of sorted buckets: the first positive bound, the last
+    """What ``side_of`` reads of buckets sorted by bound: the first positive bound, the last
     finite bucket, the last count; once for the several quantiles of one histogram."""
     first = next((le for le, _ in bs if le > 0), None)
     finite = [(le, c) for le, c in bs if not math.isinf(le)]
@@ -61,7 +55,7 @@ def edges(bs: list[tuple[float, float]]) -> Edges:
 
 
 def side_at_edges(value: float | None, e: Edges) -> tuple[str, float] | None:
-    """``sorted_side_of`` from the buckets' ``edges``."""
+    """``side_of`` from the sorted buckets' ``edges`` (computed once for several quantiles)."""
     if value is None:
         return None
     first, last_finite, top = e
