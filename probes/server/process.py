@@ -120,11 +120,19 @@ def read_nspids(pid: int | str, proc: str = "/proc") -> list[int] | None:
     return None
 
 
-def ns_pid_aliases(pids: Iterable[int], proc: str = "/proc") -> dict[int, int]:
-    """Every other pid a tree process is known by (in nested namespaces) -> its pid here."""
+def ns_pid_aliases(pids: Iterable[int], proc: str = "/proc",
+                   cache: dict[int, list[int] | None] | None = None) -> dict[int, int]:
+    """Every other pid a tree process is known by (in nested namespaces) -> its pid here.
+    ``cache``: pid -> its NSpid line, read once (a process keeps its pids for its life)."""
     out: dict[int, int] = {}
     for pid in pids:
-        for alias in read_nspids(pid, proc) or ():
+        if cache is None:
+            nspids = read_nspids(pid, proc)
+        else:
+            if pid not in cache:
+                cache[pid] = read_nspids(pid, proc)
+            nspids = cache[pid]
+        for alias in nspids or ():
             if alias != pid:
                 out.setdefault(alias, pid)
     return out
@@ -271,16 +279,9 @@ class ProcessProbe(BlockingProbe):
         return sample(self.name, readings, meta=meta, started=started)
 
     def _aliases(self, pids: list[int]) -> dict[int, int]:
-        """ns_pid_aliases of the tree, each member's NSpid line read once per description
-        refresh (a process keeps its pids in every namespace for its life)."""
-        out: dict[int, int] = {}
-        for pid in pids:
-            if pid not in self._nspids:
-                self._nspids[pid] = read_nspids(pid)
-            for alias in self._nspids[pid] or ():
-                if alias != pid:
-                    out.setdefault(alias, pid)
-        return out
+        """ns_pid_aliases of the tree, each member's NSpid line read once (kept in
+        ``_nspids``, which the description refresh clears)."""
+        return ns_pid_aliases(pids, cache=self._nspids)
 
     # -- server discovery and liveness
     @staticmethod

@@ -74,10 +74,12 @@ def find_owner(port: int) -> tuple[Owner | None, str]:
                else f"no local process listens on port {port}")
         return None, why
     root, info = found.root, found.info
-    try:
-        ctime = psutil.Process(root).create_time()
-    except psutil.Error:
-        return None, f"port {port}'s owner (pid {root}) could not be read"
+    ctime = info.create_time if info else 0.0   # psutil's, from the same process table
+    if not ctime:
+        try:
+            ctime = psutil.Process(root).create_time()
+        except psutil.Error:
+            return None, f"port {port}'s owner (pid {root}) could not be read"
     return Owner(root, ctime, found.kind, tuple(info.cmdline) if info else ()), ""
 
 
