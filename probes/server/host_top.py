@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Callable
 
-from infertop.probes.server.proctree import read_proc_file
+from infertop.probes.server.proctree import CLOCK_TICKS, read_proc_file
 
 SCAN_AT = 0.8        # the default of thresholds.host_top_scan_at (SCH-004 raises at 0.9)
 SCAN_EVERY = 5.0     # seconds between scans while it lasts
@@ -46,10 +46,7 @@ class HostTopCpu:
         self._prev: dict[tuple[int, int], float] = {}
         self._prev_t: float | None = None
         self._next = 0.0
-        try:
-            self._hz = float(os.sysconf("SC_CLK_TCK"))
-        except (ValueError, OSError, AttributeError):
-            self._hz = 100.0
+        self._hz = CLOCK_TICKS   # clock ticks a second (stat's CPU times are in them)
 
     def scan(self, host_ratio: float | None, tree: set[int]
              ) -> list[tuple[int, str, float, bool]] | None:

@@ -51,20 +51,27 @@ def read_proc_file(path: str, size: int = 4096) -> bytes:
         os.close(fd)
 
 
+def stat_fields(data: bytes) -> list[bytes]:
+    """The fields of a /proc/PID/stat line after the comm (state first): the comm sits in
+    parentheses and may itself hold ')' and spaces, so split after the last ')'."""
+    return data[data.rfind(b")") + 2:].split()
+
+
 def read_stat_start(pid: int, proc: str = "/proc") -> tuple[int, int] | None:
     """(ppid, start time in clock ticks since boot) from /proc/PID/stat; None if gone."""
     try:
         data = read_proc_file(f"{proc}/{pid}/stat", 1024)
     except OSError:
         return None
-    rest = data[data.rfind(b")") + 2:].split()   # the comm may hold ')' and spaces
+    rest = stat_fields(data)
     try:
         return int(rest[1]), int(rest[19])
     except (IndexError, ValueError):
         return None
 
 
-_HZ = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
+# clock ticks a second: /proc/PID/stat's CPU times are counted in them
+CLOCK_TICKS = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
 
 
 def read_thread_times(pid: int, proc: str = "/proc") -> list[tuple[int, float]]:
@@ -78,9 +85,9 @@ def read_thread_times(pid: int, proc: str = "/proc") -> list[tuple[int, float]]:
             data = read_proc_file(f"{proc}/{pid}/task/{tid}/stat", 1024)
         except (FileNotFoundError, ProcessLookupError):
             continue   # the thread exited after the listing
-        rest = data[data.rfind(b")") + 2:].split()
+        rest = stat_fields(data)
         try:
-            out.append((int(tid), (int(rest[11]) + int(rest[12])) / _HZ))
+            out.append((int(tid), (int(rest[11]) + int(rest[12])) / CLOCK_TICKS))
         except (IndexError, ValueError):
             continue
     return out
@@ -103,10 +110,10 @@ def read_member(pid: int, proc: str = "/proc") -> dict[str, object]:
     denied: list[str] = []
     try:
         stat = read_proc_file(f"{proc}/{pid}/stat", 1024)
-        rest = stat[stat.rfind(b")") + 2:].split()
+        rest = stat_fields(stat)
         letter = rest[0].decode("ascii", "replace")
         out["status"] = _STATES.get(letter, "?")
-        out["cpu"] = (int(rest[11]) + int(rest[12])) / _HZ
+        out["cpu"] = (int(rest[11]) + int(rest[12])) / CLOCK_TICKS
         out["threads"] = int(rest[17])
     except (PermissionError, IndexError, ValueError):
         denied.append("stat")
