@@ -282,3 +282,35 @@ def test_two_local_urls_give_the_pane_the_pair_and_a_measured_prefill_side():
     assert "P/D prefill :8100  →  decode :8200" in text
     line = next(ln for ln in text.splitlines() if ln.startswith("TTFT split :8200"))
     assert "not measured" not in line
+
+
+def test_a_port_with_no_owner_is_looked_at_less_and_less_often_then_again_every_5_s():
+    """Each look lists every socket and process on the host: a port whose owner is not
+    found (another user's, or the server not up yet) backs off to MISS_MAX_S between
+    looks; once found, the owner is watched every recheck_every again."""
+    now = [0.0]
+    looks: list[float] = []
+    owner = Owner(7, 1.0, "vllm", ("vllm", "serve", "--kv-transfer-config", CONSUMER))
+    up_at = 200.0
+
+    def find(port):
+        looks.append(now[0])
+        return (owner, "") if now[0] >= up_at else (None, "no local process listens")
+
+    async def go():
+        r = RoleReader("http://127.0.0.1:8300", "127.0.0.1:8300", find=find,
+                       alive=lambda o: True, clock=lambda: now[0])
+        r.local = True
+        while now[0] < 300:
+            r.poll()
+            if r._running is not None:
+                await r._running
+            now[0] += 1.0
+        return r.poll()
+    last = asyncio.run(go())
+    before = [t for t in looks if t < up_at]
+    gaps = [b - a for a, b in zip(before, before[1:])]
+    assert gaps == sorted(gaps) and max(gaps) <= roles_mod.MISS_MAX_S   # backs off, capped
+    assert len(before) <= 12              # every 5 s would have been 40 looks
+    assert looks[-1] - up_at <= roles_mod.MISS_MAX_S + 1   # found within one capped wait
+    assert [x.text for x in last] == ["decode"]

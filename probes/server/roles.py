@@ -94,6 +94,9 @@ def still_running(owner: Owner) -> bool:
         return False
 
 
+MISS_MAX_S = 40.0    # the longest wait between looks for a port's owner that was not found
+
+
 class RoleReader:
     """The role of one URL's server, for its metrics probe.  ``find``/``alive``/``clock``
     are the boundaries tests replace."""
@@ -109,6 +112,10 @@ class RoleReader:
         # (socket.getfqdn), which is no call for the event loop
         self.local: bool | None = None if self.port is not None else False
         self.recheck_every = recheck_every
+        # the wait before the next look: recheck_every while an owner is known; doubled
+        # after each look that found none, up to MISS_MAX_S (a port held by another user,
+        # or a server not up yet: each look lists every socket and process on the host)
+        self._delay = recheck_every
         self._find, self._alive, self._clock = find, alive, clock
         self._owner: Owner | None = None
         self._role: str | None = None
@@ -132,6 +139,8 @@ class RoleReader:
             self._owner, self._role = None, None
             if self.local is None:
                 self.local = False
+        self._delay = self.recheck_every if self._owner is not None else \
+            min(MISS_MAX_S, self._delay * 2)
 
     def poll(self) -> list[Reading]:
         """The role reading as last read ([] while unknown), starting a look in a worker
@@ -140,7 +149,7 @@ class RoleReader:
             return [self._reading(None, REMOTE_WHY)]
         now = self._clock()
         if now >= self._next and (self._running is None or self._running.done()):
-            self._next = now + self.recheck_every
+            self._next = now + self._delay
             self._running = asyncio.get_running_loop().run_in_executor(None, self.check)
         return [self._reading(self._role)] if self._role else []
 
