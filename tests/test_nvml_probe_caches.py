@@ -166,6 +166,8 @@ async def test_an_unchanged_reading_is_shared_and_a_changed_one_is_new_the_same_
     gpu.clocks_event_reasons = 0
     d = await probe.collect()
     assert reading(d, "gpu.throttle_reasons", gpu=0).text == "none"
+    e = await probe.collect()     # the same mask: the same reading, not decoded again
+    assert reading(e, "gpu.throttle_reasons", gpu=0) is reading(d, "gpu.throttle_reasons", gpu=0)
     await probe.close()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from infertop.keys import SPECS
@@ -50,17 +51,22 @@ def mk(key: str, value: float | None, labels: Labels, status: Status = OK,
                    text)
 
 
+_FROM_VALUE = object()   # gmk's cache key part for a text computed from the value
+
+
 def gmk(g: "GpuState", key: str, value: float | None, status: Status = OK, reason: str = "",
-        text: str | None = None) -> Reading:
+        text: str | None | Callable[[], str] = None) -> Reading:
     """``mk`` with this GPU's labels, giving back the last tick's Reading when nothing in it
     changed (a steady GPU's temperature, clocks, memory total, a refusal's reason): a
     frozen Reading is shared, never changed, and building one is most of a cheap call's
-    cost."""
-    what = (value, status, reason, text)
+    cost.  ``text`` may be a function of the value (e.g. a throttle mask's decoding):
+    called only when the value changed."""
+    what = (value, status, reason, _FROM_VALUE if callable(text) else text)
     hit = g.last.get(key)
     if hit is not None and hit[0] == what:
         return hit[1]
-    r = mk(key, value, g.labels, status, reason, text)
+    r = mk(key, value, g.labels, status, reason,
+           text() if callable(text) else text)
     g.last[key] = (what, r)
     return r
 

@@ -353,10 +353,8 @@ class NvmlProbe(BlockingProbe):
                 return self._throttle(g)
             st, why = calls.failure(e, g.throttle_fn, g.name)
             return gmk(g, "gpu.throttle_reasons", None, st, why)
-        hit = g.last.get("gpu.throttle_reasons")
-        if hit is not None and hit[0][0] == mask and hit[1].ok:
-            return hit[1]   # same mask: same text (no decoding)
-        return gmk(g, "gpu.throttle_reasons", float(mask), text=decode_throttle(mask))
+        return gmk(g, "gpu.throttle_reasons", float(mask),
+                   text=lambda: decode_throttle(mask))   # decoded only when the mask moves
 
     def _gpm(self, g: GpuState) -> tuple[list[Reading], tuple[Status, str] | None]:
         """This tick's GPM readings, and the failure (if any) the link rates share."""
