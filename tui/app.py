@@ -95,16 +95,16 @@ def strip_text(findings, styles: dict[str, str], width: int, lines: int,
     if not others:
         return t
     left = room - t.cell_len
+    leads = [lead_of(f) for f in others]   # once: pieces() runs once per count of titles
 
     def pieces(titles: int) -> list[str]:
-        return [lead_of(f) + f.code + (f" {f.title}" if n < titles else "")
+        return [leads[n] + f.code + (f" {f.title}" if n < titles else "")
                 for n, f in enumerate(others)]
 
     def draw(parts: list[str], rest: int) -> Text:
         out = t.copy()
-        for f, piece in zip(others, parts):
+        for f, ahead, piece in zip(others, leads, parts):
             out.append("  ")
-            ahead = lead_of(f)
             if ahead:
                 out.append(ahead, style="bold")
             out.append(f.code, style=styles.get(f.severity.value, ""))
@@ -479,9 +479,11 @@ class InfertopApp(App):
     # what the status line says when a finite source (a replay) has ended
     end_note = "end of recording: press [ or { to go back, q to quit"
 
-    def _feed(self, snap, epoch) -> Frame:
-        """The pipeline's tick and the indexes the panes read through, in its thread."""
-        return self.pipeline.feed(snap, epoch).prepare()
+    def _feed(self, snap, epoch, prepare: bool = True) -> Frame:
+        """The pipeline's tick and (``prepare``) the indexes the panes read through, in its
+        thread; a tick that will not be drawn skips the indexes."""
+        frame = self.pipeline.feed(snap, epoch)
+        return frame.prepare() if prepare else frame
 
     async def after_snapshot(self, snap, frame: Frame) -> None:
         """Hook for recording and samplers (kept out of _apply: may await I/O)."""

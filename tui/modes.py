@@ -205,8 +205,8 @@ class DemoApp(PacedApp):
                 # fed as _poll feeds (in a thread), but the panes' indexes are built only
                 # for the frame drawn; the recorder and the scenario's bundled captures
                 # (after_snapshot) see every tick
-                frame = await in_daemon_thread(self.pipeline.feed, snap,
-                                               getattr(src, "epoch", None))  # demo's only
+                frame = await in_daemon_thread(self._feed, snap,
+                                               getattr(src, "epoch", None), False)
                 self.ticks += 1
                 await self.after_snapshot(snap, frame)
                 if (src.scenario.name, src.phase.index, src.epoch) != start:
@@ -412,9 +412,9 @@ class FleetApp(InfertopApp):
 
     end_note = "end of recording: q to quit"
 
-    def _feed(self, snap, epoch):
+    def _feed(self, snap, epoch, prepare: bool = True):
         """The fleet pipeline's tick (64 nodes' Histories and rules), in the base's poll
-        thread.  Not Frame.prepare: it would build the whole fleet's relabelled Snapshot,
+        thread.  Never Frame.prepare (whatever ``prepare`` says): it would build the whole fleet's relabelled Snapshot,
         which the fleet screen never reads (it reads each node's Frame)."""
         return self.pipeline.feed(snap, epoch)
 
