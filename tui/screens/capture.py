@@ -103,7 +103,7 @@ class CaptureScreen(Screen):
                 yield Input(placeholder="/ search stacks: function, file, thread",
                             id="capture-search")
                 with VerticalScroll(id="capture-stacks-scroll"):
-                    yield Static("", id="capture-stacks")
+                    yield BoundaryWrapped("", id="capture-stacks")
         yield Static("", id="capture-paths")
         yield Footer()
 
@@ -252,7 +252,7 @@ class CaptureScreen(Screen):
 
     def _draw_body(self) -> None:
         table = self.query_one("#capture-threads", CaptureTable)
-        stacks = self.query_one("#capture-stacks", Static)
+        stacks = self.query_one("#capture-stacks", BoundaryWrapped)
         headers: list[str] = []
         cut: tuple[int, ...] = ()     # the label columns that shrink, the first first
         rows: list[tuple[list[str | Text], str | None]] = []
@@ -277,7 +277,7 @@ class CaptureScreen(Screen):
             if q:
                 body.highlight_words([q], "reverse", case_sensitive=False)
             # wrapped at spaces and a name's separators, never mid-name (80 columns)
-            stacks.update(BoundaryWrapped(body) if body.plain
+            stacks.update(body if body.plain
                           else Text(f"no stack matches {q!r}", "dim"))
         elif isinstance(r, RecordResult) and r.summary:
             s = r.summary
@@ -293,7 +293,7 @@ class CaptureScreen(Screen):
                 body.append(f"  {share * 100:5.1f}%  {name}\n")
             if q:
                 body.highlight_words([q], "reverse", case_sensitive=False)
-            stacks.update(BoundaryWrapped(body))
+            stacks.update(body)
         elif isinstance(r, NsysResult) and r.summary:
             ns = r.summary
             headers, cut = ["kernel", "time", "calls", "avg µs"], (0,)
@@ -305,7 +305,7 @@ class CaptureScreen(Screen):
             body = Text("launch-overhead signs\n", "bold")
             for sign in ns.launch_overhead_signs or ["none seen"]:
                 body.append(f"  - {sign}\n")
-            stacks.update(BoundaryWrapped(body))
+            stacks.update(body)
         else:
             stacks.update("")
         # value columns keep their whole width; the names shrink, cut with "…"

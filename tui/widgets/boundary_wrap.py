@@ -7,13 +7,19 @@ space; a word too long for a line breaks after one of its separators ("/", ".", 
 a run with none in reach is cut with "…" and goes on on the next line.  Continuation
 lines are indented two more than their line, so a frame's location reads as its own.
 The width is the widget's at render time (``BoundaryWrapped``), so a resize re-wraps.
+
+``BoundaryWrapped`` is a Static that renders the wrapped lines as a ``Text``: Textual
+selects (mouse drag, copy) only Text/Content, not a Rich renderable's output, so the
+wrapping happens in ``render`` and the copied text is the lines the screen shows.
 """
 
 from __future__ import annotations
 
-from rich.console import Console, ConsoleOptions, RenderResult
-from rich.measure import Measurement
 from rich.text import Text
+from textual.app import RenderResult
+from textual.geometry import Size
+from textual.visual import visualize
+from textual.widgets import Static
 
 BREAK_AFTER = frozenset("/._-:,")   # a long name may break after these
 STRONG = frozenset("/.:")            # ... after these first: a path's or a module's parts
@@ -85,20 +91,36 @@ def wrap_line(line: Text, width: int) -> list[Text]:
     return out
 
 
-class BoundaryWrapped:
-    """A Rich renderable: ``text`` wrapped at boundaries to the width it is drawn at."""
+def wrap_text(text: Text, width: int) -> Text:
+    """Each line of ``text`` wrapped at boundaries to ``width`` columns (``wrap_line``)."""
+    return Text("\n").join([w for line in text.split("\n", allow_blank=True)
+                            for w in wrap_line(line, width)])
 
-    def __init__(self, text: Text) -> None:
-        self.text = text
 
-    def __str__(self) -> str:   # as a Text's: its plain text (what a search reads)
-        return self.text.plain
+class BoundaryWrapped(Static):
+    """A Static whose ``Text`` content is drawn wrapped at boundaries to the widget's width.
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        width = options.max_width
-        lines = [w for line in self.text.split("\n", allow_blank=True)
-                 for w in wrap_line(line, width)]
-        yield Text("\n").join(lines)
+    Other content (a str, a renderable) is drawn as a Static draws it.  The auto height
+    is the wrapped text's at the width the layout offers (``get_content_height``), so the
+    scroll region holds every wrapped line.
+    """
 
-    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        return Measurement.get(console, options, self.text)
+    def _wrapped(self, width: int) -> RenderResult:
+        content = self.content
+        if isinstance(content, Text) and width > 0:
+            return wrap_text(content, width)
+        return self.visual
+
+    def render(self) -> RenderResult:
+        return self._wrapped(self.size.width)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        if not width:
+            return 0
+        if self._content_height_cache[0] == width:
+            return self._content_height_cache[1]
+        visual = visualize(self, self._wrapped(width), markup=self._render_markup)
+        # as Widget.get_content_height measures it (RenderStyles reads as a RulesMap)
+        height = visual.get_height(self.styles, width)  # type: ignore[arg-type]
+        self._content_height_cache = (width, height)
+        return height
