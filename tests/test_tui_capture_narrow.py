@@ -139,3 +139,26 @@ async def test_the_dump_stacks_wrap_at_boundaries_at_80x24():
         assert any(w.endswith(last) for w in words) or last[-1] in BREAK_AFTER \
             or last.endswith("…"), \
             f"{ln!r} ends inside a word\n" + "\n".join(lines)
+
+
+@pytest.mark.parametrize("first", [80, 120])
+async def test_the_narrow_class_follows_the_terminal_width(first):
+    """Below 100 columns the capture table takes 55% of the width (`-narrow`), from the
+    screen's first frame and across resizes."""
+    from textual.app import App
+
+    from infertop.tui.screens.capture import CaptureScreen
+
+    app = App()
+    async with app.run_test(size=(first, 24)) as pilot:
+        await app.push_screen(CaptureScreen())
+        await pilot.pause()
+        screen = app.screen
+        for n, width in enumerate((first, 99, 100, 80, 160)):
+            if n:
+                await pilot.resize_terminal(width, 24)
+                await pilot.pause()
+            assert screen.has_class("-narrow") == (width < 100), width
+            table = screen.query_one("#capture-threads")
+            assert table.outer_size.width == (width * 55 // 100 if width < 100
+                                              else max(30, width * 45 // 100)), width

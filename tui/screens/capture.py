@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from rich.text import Text
-from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -51,6 +50,10 @@ NARROW = 100     # a terminal narrower than this: the table's share of the width
 
 class CaptureScreen(Screen):
     """Full screen for one capture; search with `/`, Esc cancels (running) or closes."""
+
+    # Below NARROW columns the table takes more of the width (`-narrow`): at 80 columns
+    # 45% left a thread or kernel name about 5 columns beside its values (the stacks wrap).
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW, "-wide")]
 
     BINDINGS = [
         Binding("escape", "close_or_cancel", "close / cancel"),
@@ -108,16 +111,7 @@ class CaptureScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self._narrow(self.app.size.width)
         self._draw()
-
-    def on_resize(self, event: events.Resize) -> None:
-        self._narrow(event.size.width)
-
-    def _narrow(self, width: int) -> None:
-        """Below NARROW columns the table takes more of the width: at 80 columns 45% left
-        a thread or kernel name about 5 columns beside its values (the stacks wrap)."""
-        self.set_class(0 < width < NARROW, "-narrow")
 
     # -- API for the app ------------------------------------------------------------------
     def set_progress(self, fraction: float, text: str = "") -> None:
