@@ -5,7 +5,7 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass, field
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from infertop.keys import SPECS
 from infertop.model import Labels, Reading, Status, make_labels
@@ -15,6 +15,7 @@ from infertop.probes.nvml.gpm import GpmSampler
 
 LOST_REASON = "GPU lost (fell off the bus)"
 MHZ = 1e6
+T = TypeVar("T")
 OK = Status.OK
 # A call a GPU refused with NotSupported is asked again after this many ticks (30 s at the
 # screen's 1 Hz: a MIG switch or a driver setting can make it answer); one the driver
@@ -147,21 +148,31 @@ def remember(calls: NvmlCalls, g: GpuState, what: str, exc: BaseException,
     return readings
 
 
-def read_one(calls: NvmlCalls, g: GpuState, key: str, fn: str, *args: Any,
-             scale: float = 1.0) -> Reading:
-    """One call, one reading; a failure becomes that reading's status and reason (a
-    lasting one is remembered per GPU: ``refused``)."""
-    known = refused(g, key)
+def guarded(calls: NvmlCalls, g: GpuState, what: str, fn: str, keys: tuple[str, ...],
+            ask: Callable[[], T], use: Callable[[T], list[Reading]]) -> list[Reading]:
+    """``use(ask())``: ``ask`` makes NVML call ``fn``; when it fails (anything but
+    GpuLost) each of ``keys`` gets a reading with the failure's status and reason, kept
+    under ``what`` while the failure lasts (``remember``), and given back without asking
+    until then (``refused``)."""
+    known = refused(g, what)
     if known is not None:
-        return known[0]
+        return known
     try:
-        v = calls(fn, g.handle, *args)
+        got = ask()
     except GpuLost:
         raise
     except Exception as e:
         st, why = calls.failure(e, fn, g.name)
-        return remember(calls, g, key, e, [gmk(g, key, None, st, why)])[0]
-    return gmk(g, key, float(v) * scale)
+        return remember(calls, g, what, e, [gmk(g, k, None, st, why) for k in keys])
+    return use(got)
+
+
+def read_one(calls: NvmlCalls, g: GpuState, key: str, fn: str, *args: Any,
+             scale: float = 1.0) -> Reading:
+    """One call, one reading; a failure becomes that reading's status and reason (a
+    lasting one is remembered per GPU: ``refused``)."""
+    return guarded(calls, g, key, fn, (key,), lambda: calls(fn, g.handle, *args),
+                   lambda v: [gmk(g, key, float(v) * scale)])[0]
 
 
 def fail_all(calls: NvmlCalls, g: GpuState, keys: tuple[str, ...], e: BaseException,

@@ -10,13 +10,13 @@ compute capability: ``read_static``; the GPU pairs' topology) is read on the pro
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from infertop.model import Reading, Status, make_labels
 
 from infertop.probes.nvml.calls import GpuLost, NvmlCalls
 from infertop.probes.nvml.decode import topology_name
-from infertop.probes.nvml.gpu import (LOST_REASON, MHZ, GpuState, mk, read_one, refused,
-                                      remember)
+from infertop.probes.nvml.gpu import LOST_REASON, MHZ, GpuState, gmk, guarded, mk, read_one
 from infertop.probes.nvml.links import refresh_nvlink
 
 
@@ -76,20 +76,14 @@ def remapped_rows(calls: NvmlCalls, g: GpuState) -> list[Reading]:
     """nvmlDeviceGetRemappedRows -> (correctable rows, uncorrectable rows, pending, failure);
     Ampere and newer data-centre GPUs (older ones retire pages instead: NotSupported)."""
     fn = "nvmlDeviceGetRemappedRows"
-    known = refused(g, fn)
-    if known is not None:
-        return known
-    try:
-        got = calls(fn, g.handle)
-        values = [float(v) for v in tuple(got)[:4]]
+
+    def ask() -> list[float]:
+        values = [float(v) for v in tuple(calls(fn, g.handle))[:4]]
         if len(values) != 4:
             raise ValueError(f"{fn} returned {len(values)} values, expected 4")
-    except GpuLost:
-        raise
-    except Exception as e:
-        st, why = calls.failure(e, fn, g.name)
-        return remember(calls, g, fn, e, [mk(k, None, g.labels, st, why) for k in REMAP_KEYS])
-    return [mk(k, v, g.labels) for k, v in zip(REMAP_KEYS, values)]
+        return values
+    return guarded(calls, g, fn, fn, REMAP_KEYS, ask,
+                   lambda values: [gmk(g, k, v) for k, v in zip(REMAP_KEYS, values)])
 
 
 def mem_temperature(calls: NvmlCalls, g: GpuState) -> Reading:
@@ -97,40 +91,30 @@ def mem_temperature(calls: NvmlCalls, g: GpuState) -> Reading:
     fn = "nvmlDeviceGetFieldValues"
     key = "gpu.mem_temp_celsius"
     fid = getattr(calls.nvml, "NVML_FI_DEV_MEMORY_TEMP", 82)
-    known = refused(g, key)
-    if known is not None:
-        return known[0]
-    try:
-        fv = calls(fn, g.handle, [fid])[0]
-    except GpuLost:
-        raise
-    except Exception as e:
-        st, why = calls.failure(e, fn, g.name)
-        return remember(calls, g, key, e, [mk(key, None, g.labels, st, why)])[0]
-    if fv.nvmlReturn != getattr(calls.nvml, "NVML_SUCCESS", 0):
-        return mk(key, None, g.labels, Status.UNSUPPORTED,
-                  f"memory temperature not reported by {g.name} (NVML field 82)")
-    member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal",
-              6: "usVal"}.get(fv.valueType, "uiVal")
-    return mk(key, float(getattr(fv.value, member)), g.labels)
+
+    def use(fv: Any) -> list[Reading]:
+        if fv.nvmlReturn != getattr(calls.nvml, "NVML_SUCCESS", 0):
+            return [gmk(g, key, None, Status.UNSUPPORTED,
+                        f"memory temperature not reported by {g.name} (NVML field 82)")]
+        member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal",
+                  6: "usVal"}.get(fv.valueType, "uiVal")
+        return [gmk(g, key, float(getattr(fv.value, member)))]
+    return guarded(calls, g, key, fn, (key,), lambda: calls(fn, g.handle, [fid])[0], use)[0]
 
 
 def compute_capability(calls: NvmlCalls, g: GpuState) -> Reading:
     """gpu.compute_capability: value major + minor / 10, text "major.minor"."""
     fn = "nvmlDeviceGetCudaComputeCapability"
-    known = refused(g, fn)
-    if known is not None:
-        return known[0]
-    try:
+    key = "gpu.compute_capability"
+
+    def ask() -> tuple[int, int]:
         major, minor = calls(fn, g.handle)
-    except GpuLost:
-        raise
-    except Exception as e:
-        st, why = calls.failure(e, fn, g.name)
-        return remember(calls, g, fn, e, [mk("gpu.compute_capability", None, g.labels, st,
-                                              why)])[0]
-    major, minor = int(major), int(minor)
-    return mk("gpu.compute_capability", major + minor / 10, g.labels, text=f"{major}.{minor}")
+        return major, minor
+
+    def use(got: tuple[int, int]) -> list[Reading]:
+        major, minor = int(got[0]), int(got[1])
+        return [gmk(g, key, major + minor / 10, text=f"{major}.{minor}")]
+    return guarded(calls, g, fn, fn, (key,), ask, use)[0]
 
 
 def processes(calls: NvmlCalls, g: GpuState) -> list[Reading]:
