@@ -65,9 +65,6 @@ DCGM_REMAP_FAILURE = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
 # the clocks-event (throttle) bitmask: renamed in DCGM 3.x; not in the default CSV
 DCGM_CLOCK_REASONS = ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS")
 
-# vLLM's sleep mode (SCH-006): one sample per sleep_state, 1 on the current one
-VLLM_SLEEP_STATE = "vllm:engine_sleep_state"
-
 # Rules that are not exported, and why (also printed in the file and docs/alerts.md)
 NOT_EXPORTED: dict[str, str] = {
     "HW-002": "needs the server's dtype setting (read from its command line, not /metrics)",
@@ -343,7 +340,7 @@ def _recordings(cfg: DiagnosisConfig) -> list[Recording]:
     ]
     # SCH-006: vLLM's one-hot engine_sleep_state as a level, the deepest state flagged
     # (servers/vllm.py's _vllm_sleep_level; no state flagged: no level, not "awake")
-    from .servers.vllm import VLLM_SLEEP_LEVELS
+    from .servers.vllm import VLLM_SLEEP_LEVELS, VLLM_SLEEP_STATE
     states = "\n  or ".join(
         f'({VLLM_SLEEP_STATE}{{sleep_state={_q(state)}}} >= 0.5) * 0 + {_num(level)}'
         for state, level in VLLM_SLEEP_LEVELS.items())

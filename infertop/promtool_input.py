@@ -41,12 +41,11 @@ from .promrules import (
     DCGM_REMAP_FAILURE,
     DCGM_UNC_REMAP,
     DCGM_XID,
-    VLLM_SLEEP_STATE,
     prom_duration,
     sample_name,
 )
 from .recording import Decoded, iter_snapshots
-from .servers.vllm import VLLM_SLEEP_LEVELS
+from .servers.vllm import VLLM_SLEEP_LEVELS, VLLM_SLEEP_STATE
 
 # GPU keys the exporter names, beyond DCGM_FIELDS (key -> (field, factor to its unit))
 EXTRA_GPU: dict[str, tuple[str, float]] = {
@@ -183,12 +182,8 @@ def _sleep_state(out: InputSeries, d: Dialect, r: Reading, i: int, inst: str,
     """vLLM's level back to its one-hot ``engine_sleep_state{sleep_state}`` samples."""
     if d.name != "vllm" or r.value is None:
         return
-    have = dict(r.labels)
-    labels = {"job": "server", "instance": inst, "node": host}
-    if "model" in have and d.model_labels:
-        labels[d.model_labels[0]] = have["model"]
-    if "engine" in have and d.engine_label:
-        labels[d.engine_label] = have["engine"]
+    labels = {"job": "server", "instance": inst, "node": host,
+              **_source_labels(d, dict(r.labels))}
     for state, level in VLLM_SLEEP_LEVELS.items():
         out.put(selector(VLLM_SLEEP_STATE, {**labels, "sleep_state": state}), i,
                 1.0 if level == r.value else 0.0)
@@ -196,6 +191,16 @@ def _sleep_state(out: InputSeries, d: Dialect, r: Reading, i: int, inst: str,
 
 def _le(le: float) -> str:
     return "+Inf" if math.isinf(le) else repr(float(le))
+
+
+def _source_labels(d: Dialect, have: dict[str, str]) -> dict[str, str]:
+    """A reading's ``model`` and ``engine`` labels under the dialect's own label names."""
+    labels = {}
+    if "model" in have and d.model_labels:
+        labels[d.model_labels[0]] = have["model"]
+    if "engine" in have and d.engine_label:
+        labels[d.engine_label] = have["engine"]
+    return labels
 
 
 def _family_for(d: Dialect, r: Reading) -> tuple[FamilyMap, dict[str, str]] | None:
@@ -206,11 +211,7 @@ def _family_for(d: Dialect, r: Reading) -> tuple[FamilyMap, dict[str, str]] | No
             continue
         if any(have.get(k) != v for k, v in m.const):
             continue
-        labels: dict[str, str] = dict(m.select)
-        if "model" in have and d.model_labels:
-            labels[d.model_labels[0]] = have["model"]
-        if "engine" in have and d.engine_label:
-            labels[d.engine_label] = have["engine"]
+        labels = {**dict(m.select), **_source_labels(d, have)}
         extra = {k: v for k, v in have.items()
                  if k not in ("instance", "model", "engine") and k not in dict(m.const)}
         if m.keep:

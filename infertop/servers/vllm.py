@@ -45,6 +45,7 @@ def _vllm_cache_config(ctx: Ctx) -> None:
 
 # vllm:engine_sleep_state{sleep_state}: one sample per state, 1 on the current one
 # (awake = 1 when active; weights_offloaded = sleep level 1; discard_all = level 2)
+VLLM_SLEEP_STATE = "vllm:engine_sleep_state"
 VLLM_SLEEP_LEVELS = {"awake": 0.0, "weights_offloaded": 1.0, "discard_all": 2.0}
 
 
@@ -52,7 +53,7 @@ def _vllm_sleep_level(ctx: Ctx) -> None:
     """One ``server.sleep_level`` per engine from the one-hot ``sleep_state`` samples: the
     deepest state flagged wins; an engine with no state flagged reports nothing (a page
     that says neither awake nor asleep is not read as awake)."""
-    fam = ctx.by_name.get("vllm:engine_sleep_state")
+    fam = ctx.by_name.get(VLLM_SLEEP_STATE)
     if fam is None:
         return
     levels: dict[tuple, float] = {}
@@ -70,7 +71,7 @@ def _vllm_sleep_level(ctx: Ctx) -> None:
 # kv_cache_usage_perc / gpu_cache_usage_perc: "1 means 100 percent usage" -> a fraction.
 DIALECT = Dialect("vllm", ("vllm:",), "engine", ("model_name",),
                   extras=(_vllm_cache_config, _vllm_sleep_level),
-                  extra_families=("vllm:cache_config_info", "vllm:engine_sleep_state"), rules=(
+                  extra_families=("vllm:cache_config_info", VLLM_SLEEP_STATE), rules=(
     _r("vllm:num_requests_running", "server.requests_running"),
     _r("vllm:num_requests_waiting", "server.requests_waiting"),
     _r("vllm:num_requests_swapped", "server.requests_swapped", since="V0 only"),
