@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable, Iterable, TypeGuard
 
 from .. import qbound
@@ -93,19 +94,9 @@ class Rule:
     def code(self) -> str:
         return self.spec.code
 
-    @property
+    @cached_property   # parsed once per rule; then a plain attribute (asked every tick)
     def required(self) -> tuple[InputSpec, ...]:
-        return _parsed(self.spec.inputs)
-
-
-_PARSED: dict[tuple[str, ...], tuple[InputSpec, ...]] = {}
-
-
-def _parsed(inputs: tuple[str, ...]) -> tuple[InputSpec, ...]:
-    got = _PARSED.get(inputs)
-    if got is None:
-        got = _PARSED[inputs] = tuple(parse_input(i) for i in inputs)
-    return got
+        return tuple(parse_input(i) for i in self.spec.inputs)
 
 
 @dataclass(frozen=True, slots=True)

@@ -162,9 +162,6 @@ class Diagnoser:
         self.rules: tuple[Rule, ...] = tuple(r for r in self.scope
                                             if self.config.enabled(r.code))
         self._by_code = {r.code: r for r in all_rules()}
-        # each rule with its parsed inputs, for the rules tuple it was made from (a test
-        # may swap self.rules for one with a broken rule)
-        self._required: tuple[tuple[Rule, ...], tuple] = ((), ())
         self._causes: dict[str, list[str]] = {}
         for r in self.rules:
             for victim in r.spec.supersedes:
@@ -204,10 +201,8 @@ class Diagnoser:
                       self._state, raised, index=index)
         cands: dict[tuple[str, Labels], Candidate] = {}
         has_input = ctx.has_input
-        if self._required[0] is not self.rules:
-            self._required = (self.rules, tuple((r, r.required) for r in self.rules))
-        for rule, required in self._required[1]:
-            if not all(has_input(i) for i in required):
+        for rule in self.rules:
+            if not all(has_input(i) for i in rule.required):
                 continue
             ctx.rule_code = rule.code
             try:

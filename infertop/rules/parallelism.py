@@ -208,7 +208,15 @@ def transfer_dominates_ttft(ctx: Context) -> Iterator[Candidate]:
 # (SGLang's engine_type label, vLLM's --kv-transfer-config kv_role: server.disagg_role).
 def _by_role(ctx: Context, key: str) -> dict[str, list]:
     """Readings of ``key`` grouped by their engine's P/D role (prefill, decode; "both"
-    counts as neither: a kv_both engine is not one side of a pair)."""
+    counts as neither: a kv_both engine is not one side of a pair).
+
+    Not pdsplit.roles, on purpose: that gives one role per *instance* (its first
+    server.disagg_role with a text), which is what the TTFT split needs (it pairs
+    instances); here each reading takes the role of its own engine (``ctx.peer``: the
+    same engine/model labels), so engines of one SGLang instance with different
+    engine_type labels fall on their own sides.  The one-instance fallback also counts
+    the instances of ``key``'s own readings, those this rule judges, where roles counts
+    the instances of requests_running and TTFT."""
     readings = ctx.ok(key)
     # the host-wide command-line setting names a role only while one instance is in view
     # (as pdsplit.roles): with several, a remote peer would take the local server's role
