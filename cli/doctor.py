@@ -10,14 +10,12 @@ from infertop import __version__
 from infertop.settings_shown import shown_layers
 from infertop.textclean import clean
 
-from .sources import load_diagnosis_config, make_pipeline, make_source, no_snapshot, sample_window, sources_status
+from .sources import no_snapshot, sample_window, source_and_pipeline, sources_status
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from infertop.report import exit_code, render_report
-    cfg = load_diagnosis_config(args)   # the TOML parsed once, for both
-    source = make_source(args, cfg)
-    pipeline = make_pipeline(args, source, cfg)
+    source, pipeline = source_and_pipeline(args)
     frame = asyncio.run(sample_window(source, pipeline, args.duration, args.interval,
                                       getattr(args, "speed", None)))
     if frame is None:

@@ -7,16 +7,17 @@ import os
 import sys
 
 from .errors import UsageError
-from .sources import load_diagnosis_config, make_pipeline, make_source
+from .sources import make_pipeline, source_and_pipeline
 
 
 def screen(args: argparse.Namespace) -> int:
     """The screen for ``args``' source; the config TOML parsed once for source and pipeline."""
-    cfg = load_diagnosis_config(args)
-    return run_tui(make_source(args, cfg), args, cfg)
+    source, pipeline = source_and_pipeline(args)
+    return run_tui(source, args, pipeline=pipeline)
 
 
-def run_tui(source, args: argparse.Namespace, cfg=None) -> int:
+def run_tui(source, args: argparse.Namespace, pipeline=None) -> int:
+    """The screen for ``source``; its pipeline made here (``args``' config) when not given."""
     from infertop.tui.modes import app_for_source
     if getattr(args, "record", None):
         from infertop.safefile import OutputError, check_target
@@ -24,7 +25,8 @@ def run_tui(source, args: argparse.Namespace, cfg=None) -> int:
             check_target(args.record, force=bool(getattr(args, "force", False)))
         except OutputError as e:
             raise UsageError(str(e)) from None
-    pipeline = make_pipeline(args, source, cfg)
+    if pipeline is None:
+        pipeline = make_pipeline(args, source)
     from infertop.tui.app import UnknownTheme
     from infertop.tui.options import AppOptions
     options = AppOptions(speed=getattr(args, "speed", None) or 1.0,

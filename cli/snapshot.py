@@ -12,7 +12,7 @@ from infertop import __version__
 from infertop.textclean import clean
 
 from .errors import EXIT_NO_SOURCE, EXIT_OK
-from .sources import load_diagnosis_config, make_pipeline, make_source, no_snapshot, sample_window, sources_status
+from .sources import no_snapshot, sample_window, source_and_pipeline, sources_status
 
 
 def snapshot_json(frame, diagnosis: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -48,9 +48,7 @@ def judgement(pipeline, window: float, interval: float) -> dict[str, Any]:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    cfg = load_diagnosis_config(args)   # the TOML parsed once, for both
-    source = make_source(args, cfg)
-    pipeline = make_pipeline(args, source, cfg)
+    source, pipeline = source_and_pipeline(args)
     interval = args.interval
     frame = asyncio.run(sample_window(source, pipeline, args.window, interval,
                                       getattr(args, "speed", None)))

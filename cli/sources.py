@@ -119,6 +119,14 @@ def load_diagnosis_config(args: argparse.Namespace):
         raise UsageError(f"config: {e}") from None
 
 
+def source_and_pipeline(args: argparse.Namespace) -> tuple:
+    """``args``' source and its pipeline, the config TOML parsed once for both (doctor,
+    snapshot, the screen); raises UsageError for a bad config or source."""
+    cfg = load_diagnosis_config(args)
+    source = make_source(args, cfg)
+    return source, make_pipeline(args, source, cfg)
+
+
 def make_pipeline(args: argparse.Namespace, source=None, cfg=None):
     """The pipeline for ``source``; ``cfg`` the config make_source was given (read here
     when None)."""
