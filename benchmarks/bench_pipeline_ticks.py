@@ -27,7 +27,7 @@ import statistics
 import time
 
 from infertop.cli.main import build_parser, make_pipeline
-from infertop.probes.sources.replay import ReplaySource
+from recorded_snapshots import load_snapshots
 
 WARM = 5
 
@@ -52,14 +52,6 @@ def new_pipeline():
     if hasattr(pipe, "asked"):     # (a version before Frame.prepare learnt them has none)
         pipe.asked.update(PANE_LOOKUPS)
     return pipe
-
-
-async def load(path: str) -> list:
-    replay = ReplaySource(path)
-    snaps = []
-    while (snap := await replay.next()) is not None:
-        snaps.append(snap)
-    return snaps
 
 
 def frame_line(frame) -> str:
@@ -95,7 +87,7 @@ def main() -> None:
     ap.add_argument("--profile", help="write cProfile stats of one round here")
     ap.add_argument("--dump", help="write every frame's readings and findings here")
     args = ap.parse_args()
-    snaps = asyncio.run(load(args.recording))
+    snaps = asyncio.run(load_snapshots(args.recording))
     if args.dump:
         pipe = new_pipeline()
         with open(args.dump, "w") as f:

@@ -24,10 +24,10 @@ import cProfile
 import time
 
 from infertop.cli.main import build_parser, make_pipeline
-from infertop.probes.sources.replay import ReplaySource
 from infertop.source import SnapshotSource
 from infertop.tui.modes import LiveApp
 from infertop.tui.options import AppOptions
+from recorded_snapshots import load_snapshots
 
 
 class Snapshots(SnapshotSource):
@@ -46,10 +46,7 @@ class Snapshots(SnapshotSource):
 
 async def run(path: str, ticks: int, size: tuple[int, int], profile: str | None,
               settle_gc: bool = False) -> None:
-    replay = ReplaySource(path)
-    snaps = []
-    while (snap := await replay.next()) is not None:
-        snaps.append(snap)
+    snaps = await load_snapshots(path)
     if len(snaps) < ticks + 6:
         raise SystemExit(f"{path}: {len(snaps)} ticks, need {ticks + 6} (no wrap-around: "
                          "time must not go back)")
