@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from rich.console import RenderableType
 from rich.text import Span, Text
 
-from infertop.evidence_text import CODE_RE
+from .cells import Cell, as_cell
 
 from ..zoom_table import TableView, arrowed, position_line, view_order
 
@@ -18,7 +17,9 @@ class Columns:
     Rich's Table measures every cell on every paint; at one repaint a second for six
     panes that was most of infertop's CPU.  Panes only need left-aligned columns, so
     this pads cells to the widest one (capped) and joins them: about 10x cheaper, and a
-    Text compares by value, so an unchanged pane is not repainted at all.
+    Text compares by value, so an unchanged pane is not repainted at all.  Cells are kept
+    as Cells (cells.py: text, style, spans, width and finding codes worked out once), so
+    a table is one Text when drawn, not one per cell.
     """
 
     def __init__(self, headers: list[str] | None = None, *, header_style: str = "",
@@ -35,17 +36,21 @@ class Columns:
         self.widths = widths            # fixed widths (None: fit to content)
         self.max_width = max_width
         self.gap = gap
-        self.rows: list[list[Text]] = []
+        self.rows: list[list[Cell]] = []
         self.codes: list[tuple[str, ...]] = []   # finding codes drawn in each row
         self.prio: list[float] = []              # lower is kept first when rows are cut
         self.more = 0           # rows known but never built (the pane could not show them)
         self.main = False       # the table a zoomed pane's keys act on first
         self.hidden = 0         # rows the last to_text left out (built or not)
 
-    def add_row(self, *cells: RenderableType | str, prio: float = 0.0) -> None:
-        row = [c if isinstance(c, Text) else Text(str(c)) for c in cells]
+    def add_row(self, *cells: "Cell | Text | str", prio: float = 0.0) -> None:
+        row = [as_cell(c) for c in cells]
         self.rows.append(row)
-        self.codes.append(tuple(m for c in row for m in CODE_RE.findall(c.plain)))
+        codes: tuple[str, ...] = ()
+        for c in row:
+            if c.codes:
+                codes += c.codes
+        self.codes.append(codes)
         self.prio.append(prio)
 
     def __bool__(self) -> bool:
@@ -125,7 +130,7 @@ class Columns:
         head = 1 if headers else 0
         rows = [self.rows[i] for i in order]
         if headers:
-            rows.insert(0, [Text(h, style=self.header_style) for h in headers])
+            rows.insert(0, [Cell.of_text(h, self.header_style) for h in headers])
         if skip:
             rows = [r[:1] + r[1 + skip:] for r in rows]
         ncol = max((len(r) for r in rows), default=0)
@@ -138,7 +143,7 @@ class Columns:
         for r, row in zip(order, rows[head:]):   # a finding's code is never cut off
             if self.codes[r]:
                 for i, cell in enumerate(row):
-                    if CODE_RE.search(cell.plain):
+                    if cell.codes:
                         coded.add(i)
                         if i < len(widths) - 1:
                             widths[i] = max(widths[i], cell.cell_len)
@@ -173,7 +178,7 @@ class Columns:
                 w = widths[i]
                 cells = cell.cell_len
                 if cells > w:
-                    cell = cut_cell(cell, w)
+                    cell = Cell.from_text(cut_cell(cell.to_text(), w))
                     cells = cell.cell_len
                 pos = _put(cell, pos, parts, spans)
                 if i < last and w > cells:
@@ -182,14 +187,15 @@ class Columns:
         return Text("".join(parts), no_wrap=True, overflow="ellipsis", end="", spans=spans)
 
     @staticmethod
-    def _row_text(row: list[Text], widths: list[int], pad: str) -> Text:
+    def _row_text(row: "Sequence[Cell | Text]", widths: list[int], pad: str) -> Text:
         """One row as a Text of its own (a flagged row that may need cutting to keep its
         finding code in view)."""
         line = Text(no_wrap=True, end="")
-        for i, cell in enumerate(row):
+        for i, piece in enumerate(row):
             if i:
                 line.append(pad)
             w = widths[i]
+            cell: Text = piece.to_text() if isinstance(piece, Cell) else piece
             if cell.cell_len > w:
                 cell = cut_cell(cell, w)
             line.append_text(cell)
@@ -267,7 +273,7 @@ def shrink_columns(widths: list[int], over: int, order: Sequence[int], floor: in
     return over
 
 
-def _put(cell: Text, pos: int, parts: list[str], spans: list[Span]) -> int:
+def _put(cell: "Cell | Text", pos: int, parts: list[str], spans: list[Span]) -> int:
     """Append ``cell``'s text and its styles (shifted to ``pos``) to a line being built;
     returns the position after it."""
     plain = cell.plain
@@ -299,7 +305,7 @@ def more_line(n: int, hint: str = "") -> Text:
     return Text(f"+{n} more" + (f" ({hint})" if hint else ""), style="italic")
 
 
-def kv_table(rows: Sequence[tuple[str, RenderableType, RenderableType | str]], *,
+def kv_table(rows: Sequence[tuple[str, "Cell | Text", "Cell | Text | str"]], *,
              label_width: int = 14, narrow: bool = False) -> Columns:
     """Label / value / sparkline rows, the common pane body (narrow: 80x24 panes)."""
     longest = max((len(r[0]) for r in rows), default=0)   # engine-labelled rows: " e1"
