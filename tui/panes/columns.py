@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from itertools import zip_longest
 from typing import Sequence
 
 from rich.text import Span, Text
 
-from .cells import Cell, as_cell
+from .cells import Cell, as_cell, fast_text, str_cell
 
 from ..zoom_table import TableView, arrowed, position_line, view_order
 
@@ -130,15 +131,16 @@ class Columns:
         head = 1 if headers else 0
         rows = [self.rows[i] for i in order]
         if headers:
-            rows.insert(0, [Cell.of_text(h, self.header_style) for h in headers])
+            rows.insert(0, [str_cell(h, self.header_style) for h in headers])
         if skip:
             rows = [r[:1] + r[1 + skip:] for r in rows]
-        ncol = max((len(r) for r in rows), default=0)
+        ncol = max(map(len, rows), default=0)
         if self.widths:
             widths = list(self.widths) + [self.max_width] * (ncol - len(self.widths))
-        else:
-            widths = [min(self.max_width, max((r[i].cell_len for r in rows if i < len(r)),
-                                              default=0)) for i in range(ncol)]
+        else:      # each column's widest cell (a short row has none in the columns it lacks)
+            cap = self.max_width
+            widths = [min(cap, w) for w in map(max, zip_longest(
+                *[[c.cell_len for c in r] for r in rows], fillvalue=0))]
         coded: set[int] = set()
         for r, row in zip(order, rows[head:]):   # a finding's code is never cut off
             if self.codes[r]:
@@ -155,36 +157,48 @@ class Columns:
                 widths = [widths[i] for i in keep]
         # the whole table as one plain string and one list of spans, offset by hand: a
         # Text.append per cell cleans and measures each piece again (most of a pane's cost)
-        pad = " " * self.gap
+        gap = self.gap
+        pad = " " * gap
         codes = [()] * head + [self.codes[r] for r in order]
         parts: list[str] = []
         spans: list[Span] = []
+        add_span = spans.append
         pos = 0
         for n, row in enumerate(rows):
             if n:
                 parts.append("\n")
                 pos += 1
-            if width and codes[n]:
+            last = len(row) - 1
+            # a flagged row that may be wider than the pane: drawn as a Text of its own and
+            # cut to keep its codes in view.  Every cell but the last is padded (or cut) to
+            # its column's width, so whether it fits is known without drawing it
+            if width and codes[n] and last >= 0 and sum(widths[:last]) + gap * last + \
+                    min(row[last].cell_len, widths[last]) > width:
                 line = self._row_text(row, widths, pad)
                 if line.cell_len > width:
                     line = _keep_codes(line, codes[n], width)
                 pos = _put(line, pos, parts, spans)
                 continue
-            last = len(row) - 1
             for i, cell in enumerate(row):
                 if i:
                     parts.append(pad)
-                    pos += len(pad)
+                    pos += gap
                 w = widths[i]
-                cells = cell.cell_len
+                plain, style, cell_spans, cells, _ = cell
                 if cells > w:
-                    cell = Cell.from_text(cut_cell(cell.to_text(), w))
-                    cells = cell.cell_len
-                pos = _put(cell, pos, parts, spans)
+                    plain, style, cell_spans, cells, _ = \
+                        Cell.from_text(cut_cell(cell.to_text(), w))
+                end = pos + len(plain)    # _put, inline: ~300 cells a tick
+                if style:
+                    add_span(Span(pos, end, style))
+                for s, e, st in cell_spans:
+                    add_span(Span(pos + s, pos + e, st))
+                parts.append(plain)
+                pos = end
                 if i < last and w > cells:
                     parts.append(" " * (w - cells))
                     pos += w - cells
-        return Text("".join(parts), no_wrap=True, overflow="ellipsis", end="", spans=spans)
+        return fast_text("".join(parts), no_wrap=True, overflow="ellipsis", end="", spans=spans)
 
     @staticmethod
     def _row_text(row: "Sequence[Cell | Text]", widths: list[int], pad: str) -> Text:
