@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+from functools import lru_cache
 import textwrap
 from typing import Any, Iterable
 
@@ -19,7 +20,7 @@ from infertop.units import fmt_reading, sparkline
 
 from ..options import CaptureSummaries
 from ..zoom_table import ZOOM_ROWS, TableView
-from .cells import EMPTY, Cell, TickMemo
+from .cells import EMPTY, Cell, TickMemo, fast_text, str_cell
 
 
 # Sparklines are trends: they are redrawn every TREND_SECONDS of the source's clock, not on
@@ -157,14 +158,18 @@ class FrameLookups:
         if trends.get("slot") != slot:
             trends.clear()
             trends["slot"] = slot
-        labels_t = tuple(sorted((k, str(v)) for k, v in labels.items()))
+        if len(labels) == 1:      # most: gpu= or pid= (no sort)
+            (name, value), = labels.items()
+            labels_t: tuple = ((name, str(value)),)
+        else:
+            labels_t = tuple(sorted((k, str(v)) for k, v in labels.items()))
         ck = (key, labels_t, width, lo, hi)
         got = trends.get(ck)
         if got is None:
             exact = history.get(key, labels_t)
             series = [exact] if exact is not None else self.series(key, **labels)
             got = trends[ck] = sparkline(series[0].tail(width), width, lo, hi) if series else ""
-        return Cell.make(got, self.styles["spark"]) if got else EMPTY
+        return str_cell(got, self.styles["spark"]) if got else EMPTY
 
     def series(self, key: str, **labels: str) -> list[Series]:
         if not labels:
@@ -212,6 +217,13 @@ class FrameLookups:
         return "\n".join(why) or None
 
 
+@lru_cache(maxsize=512)
+def wrapped(text: str, width: int) -> str:
+    """``text`` wrapped to ``width`` columns, each of its lines on its own (a pane's notes
+    are the same from tick to tick: wrapped once)."""
+    return "\n".join(ln for part in text.split("\n") for ln in textwrap.wrap(part, width) or [""])
+
+
 # a value's style by its status (the rest: none)
 _STATUS_ROLES = {Status.STALE: "stale", Status.ERROR: "crit", Status.UNSUPPORTED: "muted",
                  Status.NODATA: "muted"}
@@ -250,10 +262,14 @@ class PaneContext(FrameLookups):
         self.zoom_key = zoom_key      # the key that zooms the pane being drawn ("" = zoomed)
         self.view = view              # a zoomed pane's sort/filter/scroll (None: not zoomed)
         self.tagged: set = set()      # subject evidence tagged in this pane's draw
+        self._subjects: dict | None = None   # subjects(), kept for flag()
 
     def flag(self, key: str, labels: Iterable[tuple[str, str]] = ()) -> tuple[str, str] | None:
         """(severity, code) of the worst active finding whose subject is this reading."""
-        about = self.subjects().get(key)
+        subjects = self._subjects
+        if subjects is None:
+            subjects = self._subjects = self.subjects()
+        about = subjects.get(key)
         if not about:       # most readings: no finding is about their key
             return None
         want = dict(labels)
@@ -318,24 +334,26 @@ class PaneContext(FrameLookups):
         styles = self.styles
         if r is None:
             flag = self.flag(key or "", ())
-            status = style = None
+            style = ""
             mk: tuple = (None, flag, styles[flag[0]] if flag else None)
         else:
             flag = self.flag(key or r.key, r.labels)
             status = r.status
-            style = styles[_STATUS_ROLES[status]] if status in _STATUS_ROLES else ""
+            role = _STATUS_ROLES.get(status)
+            style = styles[role] if role else ""
             v = r.value
             # 0 and -0.0 are equal keys but print "0" and "-0": zeros by their repr
             mk = (status, v if v else repr(v), r.unit, r.reason, r.text, style, flag,
                   styles[flag[0]] if flag else None)
-        got = self.values.get(mk)
+        values = self.values       # TickMemo.get, inline (~170 calls a tick)
+        got = values.now.get(mk)
         if got is None:
-            got = styled_value(fmt_reading(r), style or "", flag, styles)
-            self.values.put(mk, got)
+            got = values.before.get(mk)
+            if got is None:
+                got = styled_value(fmt_reading(r), style, flag, styles)
+            values.now[mk] = got
         return got
 
     def note(self, text: str, role: str = "muted") -> Text:
         """A message for the pane, wrapped to its width (a reason is worth reading whole)."""
-        width = max(20, self.width or 76)
-        lines = [ln for part in text.split("\n") for ln in textwrap.wrap(part, width) or [""]]
-        return Text("\n".join(lines), style=self.styles[role])
+        return fast_text(wrapped(text, max(20, self.width or 76)), self.styles[role])
