@@ -267,3 +267,13 @@ def test_pane_context_value_text_without_a_memo_is_fresh_each_frame():
     assert a.values is not b.values
     ctx = PaneContext(frame, roles({}))
     assert ctx.value_text(util(0.25)).plain == "25 %"
+
+
+def test_join_lines_is_richs_join():
+    from infertop.tui.panes.layout import join_lines
+
+    rng = random.Random(11)
+    for _ in range(300):
+        lines = [random_text(rng) for _ in range(rng.randint(0, 5))]
+        want = Text("\n", no_wrap=True, overflow="ellipsis", end="").join(lines)
+        assert facts(join_lines(lines)) == facts(want)

@@ -186,8 +186,16 @@ class LayerPane(ZoomTableKeys, Static):
         changed = [y for y, (a, b) in enumerate(zip(old, new)) if a is not b and a != b]
         for y in changed:
             self._strips.pop(y, None)
-        if changed:
-            self.refresh(*(Region(0, y, width, 1) for y in changed))
+        if changed:        # one region per run of changed lines (a table's rows: one)
+            regions = []
+            start = last = changed[0]
+            for y in changed[1:]:
+                if y != last + 1:
+                    regions.append(Region(0, start, width, last - start + 1))
+                    start = y
+                last = y
+            regions.append(Region(0, start, width, last - start + 1))
+            self.refresh(*regions)
 
     def render_lines(self, crop: Region) -> list[Strip]:
         """Textual's, with the pane's width and whether text is selected looked up once
