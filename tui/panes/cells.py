@@ -4,7 +4,7 @@ A pane used to build a Rich Text for every value and every cell, ~500 a tick, ea
 cleaning its string of control codes and measured again when its table was drawn.  A Cell
 is a tuple: its plain text (already clean), a style over all of it, spans over parts of
 it, its width in terminal cells and the finding codes it shows, worked out once when it
-is made.  Being immutable, one Cell can be kept from tick to tick (``ValueMemo``) and
+is made.  Being immutable, one Cell can be kept from tick to tick (``TickMemo``) and
 handed to every caller: nobody can append to it; ``plus`` makes a new one.  Columns draws
 Cells into one Text per table (columns.py), so a pane builds a handful of Texts a tick.
 
