@@ -39,6 +39,7 @@ from infertop.source import SnapshotSource, pace
 from infertop.themes import DEFAULT_THEME, THEMES, roles, stylesheet_path
 
 from .options import AppOptions, CaptureSummaries
+from .panes.cells import TickMemo
 from .panes.context import FrameLookups
 from .panes.widget import LayerPane
 from .panes.decoding import DecodingPane
@@ -302,6 +303,7 @@ class InfertopApp(App):
         self._bar_lines: dict[str, tuple[int, int] | None] = {}   # (width, lines) a bar was laid out at
         self._grid_rows = ""    # the panes grid's row sizes set by _fit_grid ("": CSS's)
         self._trends: dict = {}     # sparklines of this trend slot, across ticks (FrameLookups)
+        self._values = TickMemo()   # the panes' value cells of this tick and the last one
         self.history_plot_of: tuple | None = None   # (main screen, its plot): _plot_of's
         self.host = socket.gethostname()   # once: the header is drawn every tick
         for extra in THEMES:
@@ -501,8 +503,9 @@ class InfertopApp(App):
             self._set_text("#header", self._header_text(frame), layout=False)
             self._update_strip(frame)
             self.update_banner()
+            self._values.turn()
             lookups = FrameLookups(frame, self.role_styles, summaries=self.summaries,
-                                   trends=self._trends)
+                                   trends=self._trends, values=self._values)
             self._fit_grid(frame)
             for pane in self.panes:
                 if pane.display:

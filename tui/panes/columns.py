@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from itertools import zip_longest
 from typing import Sequence
 
-from rich.console import RenderableType
 from rich.text import Span, Text
 
-from infertop.evidence_text import CODE_RE
+from .cells import Cell, as_cell, fast_text, str_cell
 
 from ..zoom_table import TableView, arrowed, position_line, view_order
 
@@ -18,7 +18,9 @@ class Columns:
     Rich's Table measures every cell on every paint; at one repaint a second for six
     panes that was most of infertop's CPU.  Panes only need left-aligned columns, so
     this pads cells to the widest one (capped) and joins them: about 10x cheaper, and a
-    Text compares by value, so an unchanged pane is not repainted at all.
+    Text compares by value, so an unchanged pane is not repainted at all.  Cells are kept
+    as Cells (cells.py: text, style, spans, width and finding codes worked out once), so
+    a table is one Text when drawn, not one per cell.
     """
 
     def __init__(self, headers: list[str] | None = None, *, header_style: str = "",
@@ -35,17 +37,21 @@ class Columns:
         self.widths = widths            # fixed widths (None: fit to content)
         self.max_width = max_width
         self.gap = gap
-        self.rows: list[list[Text]] = []
+        self.rows: list[list[Cell]] = []
         self.codes: list[tuple[str, ...]] = []   # finding codes drawn in each row
         self.prio: list[float] = []              # lower is kept first when rows are cut
         self.more = 0           # rows known but never built (the pane could not show them)
         self.main = False       # the table a zoomed pane's keys act on first
         self.hidden = 0         # rows the last to_text left out (built or not)
 
-    def add_row(self, *cells: RenderableType | str, prio: float = 0.0) -> None:
-        row = [c if isinstance(c, Text) else Text(str(c)) for c in cells]
+    def add_row(self, *cells: "Cell | Text | str", prio: float = 0.0) -> None:
+        row = [as_cell(c) for c in cells]
         self.rows.append(row)
-        self.codes.append(tuple(m for c in row for m in CODE_RE.findall(c.plain)))
+        codes: tuple[str, ...] = ()
+        for c in row:
+            if c.codes:
+                codes += c.codes
+        self.codes.append(codes)
         self.prio.append(prio)
 
     def __bool__(self) -> bool:
@@ -125,20 +131,21 @@ class Columns:
         head = 1 if headers else 0
         rows = [self.rows[i] for i in order]
         if headers:
-            rows.insert(0, [Text(h, style=self.header_style) for h in headers])
+            rows.insert(0, [str_cell(h, self.header_style) for h in headers])
         if skip:
             rows = [r[:1] + r[1 + skip:] for r in rows]
-        ncol = max((len(r) for r in rows), default=0)
+        ncol = max(map(len, rows), default=0)
         if self.widths:
             widths = list(self.widths) + [self.max_width] * (ncol - len(self.widths))
-        else:
-            widths = [min(self.max_width, max((r[i].cell_len for r in rows if i < len(r)),
-                                              default=0)) for i in range(ncol)]
+        else:      # each column's widest cell (a short row has none in the columns it lacks)
+            cap = self.max_width
+            widths = [min(cap, w) for w in map(max, zip_longest(
+                *[[c.cell_len for c in r] for r in rows], fillvalue=0))]
         coded: set[int] = set()
         for r, row in zip(order, rows[head:]):   # a finding's code is never cut off
             if self.codes[r]:
                 for i, cell in enumerate(row):
-                    if CODE_RE.search(cell.plain):
+                    if cell.codes:
                         coded.add(i)
                         if i < len(widths) - 1:
                             widths[i] = max(widths[i], cell.cell_len)
@@ -150,46 +157,59 @@ class Columns:
                 widths = [widths[i] for i in keep]
         # the whole table as one plain string and one list of spans, offset by hand: a
         # Text.append per cell cleans and measures each piece again (most of a pane's cost)
-        pad = " " * self.gap
+        gap = self.gap
+        pad = " " * gap
         codes = [()] * head + [self.codes[r] for r in order]
         parts: list[str] = []
         spans: list[Span] = []
+        add_span = spans.append
         pos = 0
         for n, row in enumerate(rows):
             if n:
                 parts.append("\n")
                 pos += 1
-            if width and codes[n]:
+            last = len(row) - 1
+            # a flagged row that may be wider than the pane: drawn as a Text of its own and
+            # cut to keep its codes in view.  Every cell but the last is padded (or cut) to
+            # its column's width, so whether it fits is known without drawing it
+            if width and codes[n] and last >= 0 and sum(widths[:last]) + gap * last + \
+                    min(row[last].cell_len, widths[last]) > width:
                 line = self._row_text(row, widths, pad)
                 if line.cell_len > width:
                     line = _keep_codes(line, codes[n], width)
                 pos = _put(line, pos, parts, spans)
                 continue
-            last = len(row) - 1
             for i, cell in enumerate(row):
                 if i:
                     parts.append(pad)
-                    pos += len(pad)
+                    pos += gap
                 w = widths[i]
-                cells = cell.cell_len
+                plain, style, cell_spans, cells, _ = cell
                 if cells > w:
-                    cell = cut_cell(cell, w)
-                    cells = cell.cell_len
-                pos = _put(cell, pos, parts, spans)
+                    plain, style, cell_spans, cells, _ = \
+                        Cell.from_text(cut_cell(cell.to_text(), w))
+                end = pos + len(plain)    # _put, inline: ~300 cells a tick
+                if style:
+                    add_span(Span(pos, end, style))
+                for s, e, st in cell_spans:
+                    add_span(Span(pos + s, pos + e, st))
+                parts.append(plain)
+                pos = end
                 if i < last and w > cells:
                     parts.append(" " * (w - cells))
                     pos += w - cells
-        return Text("".join(parts), no_wrap=True, overflow="ellipsis", end="", spans=spans)
+        return fast_text("".join(parts), no_wrap=True, overflow="ellipsis", end="", spans=spans)
 
     @staticmethod
-    def _row_text(row: list[Text], widths: list[int], pad: str) -> Text:
+    def _row_text(row: "Sequence[Cell | Text]", widths: list[int], pad: str) -> Text:
         """One row as a Text of its own (a flagged row that may need cutting to keep its
         finding code in view)."""
         line = Text(no_wrap=True, end="")
-        for i, cell in enumerate(row):
+        for i, piece in enumerate(row):
             if i:
                 line.append(pad)
             w = widths[i]
+            cell: Text = piece.to_text() if isinstance(piece, Cell) else piece
             if cell.cell_len > w:
                 cell = cut_cell(cell, w)
             line.append_text(cell)
@@ -267,7 +287,7 @@ def shrink_columns(widths: list[int], over: int, order: Sequence[int], floor: in
     return over
 
 
-def _put(cell: Text, pos: int, parts: list[str], spans: list[Span]) -> int:
+def _put(cell: "Cell | Text", pos: int, parts: list[str], spans: list[Span]) -> int:
     """Append ``cell``'s text and its styles (shifted to ``pos``) to a line being built;
     returns the position after it."""
     plain = cell.plain
@@ -299,7 +319,7 @@ def more_line(n: int, hint: str = "") -> Text:
     return Text(f"+{n} more" + (f" ({hint})" if hint else ""), style="italic")
 
 
-def kv_table(rows: Sequence[tuple[str, RenderableType, RenderableType | str]], *,
+def kv_table(rows: Sequence[tuple[str, "Cell | Text", "Cell | Text | str"]], *,
              label_width: int = 14, narrow: bool = False) -> Columns:
     """Label / value / sparkline rows, the common pane body (narrow: 80x24 panes)."""
     longest = max((len(r[0]) for r in rows), default=0)   # engine-labelled rows: " e1"

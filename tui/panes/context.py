@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+from functools import lru_cache
 import textwrap
 from typing import Any, Iterable
 
@@ -19,6 +20,7 @@ from infertop.units import fmt_reading, sparkline
 
 from ..options import CaptureSummaries
 from ..zoom_table import ZOOM_ROWS, TableView
+from .cells import EMPTY, Cell, TickMemo, fast_text, str_cell
 
 
 # Sparklines are trends: they are redrawn every TREND_SECONDS of the source's clock, not on
@@ -36,7 +38,8 @@ class FrameLookups:
 
     def __init__(self, frame: Frame, styles: dict[str, str], *,
                  summaries: CaptureSummaries | None = None, trends: dict | None = None,
-                 extras_cache: dict[Any, Any] | None = None) -> None:
+                 extras_cache: dict[Any, Any] | None = None,
+                 values: TickMemo | None = None) -> None:
         self.frame = frame
         self.styles = styles          # role -> Rich style, from the theme (themes/)
         # capture results the panes show (py-spy, nsys, GIL)
@@ -46,13 +49,17 @@ class FrameLookups:
         # sparklines drawn in this TREND_SECONDS slot, kept across frames by the app (a
         # fresh one draws every sparkline from the newest values)
         self.trends: dict = {} if trends is None else trends
+        # value cells (value_text) by what they show, kept by the app for two ticks (a
+        # fresh one: made anew); ``turn()`` it once a tick
+        self.values = TickMemo() if values is None else values
 
     def pane(self, *, layer: Layer | None = None, zoom_key: str = "",
              view: TableView | None = None, wide: bool = False, height: int = 0,
              width: int = 0) -> PaneContext:
         """A context for one pane's draw: these lookups, and that pane's own state."""
         return PaneContext(self.frame, self.styles, summaries=self.summaries,
-                           trends=self.trends, extras_cache=self.extras_cache, layer=layer,
+                           trends=self.trends, extras_cache=self.extras_cache,
+                           values=self.values, layer=layer,
                            zoom_key=zoom_key, view=view, wide=wide, height=height,
                            width=width)
 
@@ -135,11 +142,15 @@ class FrameLookups:
         return self.extras_cache[ck]
 
     def one(self, key: str, **labels: str) -> Reading | None:
-        rs = self.readings(key, **labels)
+        if len(labels) == 1:     # readings(), inline: ~220 calls a tick, most by gpu= or pid=
+            (name, value), = labels.items()
+            rs = self.frame.by_label(key, name).get(str(value))
+        else:
+            rs = self.readings(key, **labels)
         return rs[0] if rs else None
 
     def spark(self, key: str, width: int = 16, lo: float | None = None, hi: float | None = None,
-              /, **labels: str) -> Text:
+              /, **labels: str) -> Cell:
         history = self.frame.history
         # a new History (scenario switch, replay seek) is a new slot too
         slot = (id(history), int(history.now // TREND_SECONDS))
@@ -147,14 +158,18 @@ class FrameLookups:
         if trends.get("slot") != slot:
             trends.clear()
             trends["slot"] = slot
-        labels_t = tuple(sorted((k, str(v)) for k, v in labels.items()))
+        if len(labels) == 1:      # most: gpu= or pid= (no sort)
+            (name, value), = labels.items()
+            labels_t: tuple = ((name, str(value)),)
+        else:
+            labels_t = tuple(sorted((k, str(v)) for k, v in labels.items()))
         ck = (key, labels_t, width, lo, hi)
         got = trends.get(ck)
         if got is None:
             exact = history.get(key, labels_t)
             series = [exact] if exact is not None else self.series(key, **labels)
             got = trends[ck] = sparkline(series[0].tail(width), width, lo, hi) if series else ""
-        return Text(got, style=self.styles["spark"]) if got else Text("")
+        return str_cell(got, self.styles["spark"]) if got else EMPTY
 
     def series(self, key: str, **labels: str) -> list[Series]:
         if not labels:
@@ -202,6 +217,31 @@ class FrameLookups:
         return "\n".join(why) or None
 
 
+@lru_cache(maxsize=512)
+def wrapped(text: str, width: int) -> str:
+    """``text`` wrapped to ``width`` columns, each of its lines on its own (a pane's notes
+    are the same from tick to tick: wrapped once)."""
+    return "\n".join(ln for part in text.split("\n") for ln in textwrap.wrap(part, width) or [""])
+
+
+# a value's style by its status (the rest: none)
+_STATUS_ROLES = {Status.STALE: "stale", Status.ERROR: "crit", Status.UNSUPPORTED: "muted",
+                 Status.NODATA: "muted"}
+
+
+def styled_value(txt: str, style: "str | Any", flag: tuple[str, str] | None,
+                 styles: dict[str, str]) -> Cell:
+    """A value's text in its status's style; flagged, in its finding's severity's and
+    with the code after it (Text(txt, style), stylize(severity), append(" CODE"))."""
+    if not flag:
+        return Cell.of_text(txt, style)
+    sev_style = styles[flag[0]]
+    t = Text(txt, style=style)
+    t.stylize(sev_style)
+    t.append(f" {flag[1]}", style=sev_style)
+    return Cell.from_text(t)
+
+
 class PaneContext(FrameLookups):
     """What one pane draws through: its Frame's shared lookups (FrameLookups) and this
     pane's own state, which no other pane sees: its layer, its size, its zoom, and the
@@ -211,9 +251,10 @@ class PaneContext(FrameLookups):
                  height: int = 0, width: int = 0, layer: Layer | None = None,
                  zoom_key: str = "", view: TableView | None = None,
                  summaries: CaptureSummaries | None = None, trends: dict | None = None,
-                 extras_cache: dict[Any, Any] | None = None) -> None:
+                 extras_cache: dict[Any, Any] | None = None,
+                 values: TickMemo | None = None) -> None:
         super().__init__(frame, styles, summaries=summaries, trends=trends,
-                         extras_cache=extras_cache)
+                         extras_cache=extras_cache, values=values)
         self.wide = wide              # zoomed or large terminal: show more columns/rows
         self.height = height          # content rows of the pane being drawn
         self.width = width            # content columns of the pane being drawn
@@ -221,13 +262,20 @@ class PaneContext(FrameLookups):
         self.zoom_key = zoom_key      # the key that zooms the pane being drawn ("" = zoomed)
         self.view = view              # a zoomed pane's sort/filter/scroll (None: not zoomed)
         self.tagged: set = set()      # subject evidence tagged in this pane's draw
+        self._subjects: dict | None = None   # subjects(), kept for flag()
 
     def flag(self, key: str, labels: Iterable[tuple[str, str]] = ()) -> tuple[str, str] | None:
         """(severity, code) of the worst active finding whose subject is this reading."""
+        subjects = self._subjects
+        if subjects is None:
+            subjects = self._subjects = self.subjects()
+        about = subjects.get(key)
+        if not about:       # most readings: no finding is about their key
+            return None
         want = dict(labels)
         best: tuple[Severity, str] | None = None
         hit: Evidence | None = None
-        for ev, f in self.subjects().get(key, ()):
+        for ev, f in about:
             if any(want.get(k) != v for k, v in ev.labels if k in want):
                 continue
             if best is None or f.severity > best[0]:
@@ -278,27 +326,34 @@ class PaneContext(FrameLookups):
             return ZOOM_ROWS
         return max(4, self.height) if self.height else 400
 
-    def value_text(self, r: Reading | None, *, key: str | None = None) -> Text:
-        """A reading's value styled by status and by any finding that points at it."""
-        txt = fmt_reading(r)
-        style = ""
-        if r is not None:
-            if r.status is Status.STALE:
-                style = self.styles["stale"]
-            elif r.status in (Status.ERROR,):
-                style = self.styles["crit"]
-            elif r.status in (Status.UNSUPPORTED, Status.NODATA):
-                style = self.styles["muted"]
-        flag = self.flag(key or (r.key if r else ""), r.labels if r else ())
-        t = Text(txt, style=style)
-        if flag:
-            sev, code = flag
-            t.stylize(self.styles[sev])
-            t.append(f" {code}", style=self.styles[sev])
-        return t
+    def value_text(self, r: Reading | None, *, key: str | None = None) -> Cell:
+        """A reading's value styled by status and by any finding that points at it (its
+        code after it).  The Cell is shared (immutable): kept in ``values`` by what
+        decides it (status, value, unit, reason, text, the finding's tag, the styles), so
+        a value shown every tick is formatted once while it does not change."""
+        styles = self.styles
+        if r is None:
+            flag = self.flag(key or "", ())
+            style = ""
+            mk: tuple = (None, flag, styles[flag[0]] if flag else None)
+        else:
+            flag = self.flag(key or r.key, r.labels)
+            status = r.status
+            role = _STATUS_ROLES.get(status)
+            style = styles[role] if role else ""
+            v = r.value
+            # 0 and -0.0 are equal keys but print "0" and "-0": zeros by their repr
+            mk = (status, v if v else repr(v), r.unit, r.reason, r.text, style, flag,
+                  styles[flag[0]] if flag else None)
+        values = self.values       # TickMemo.get, inline (~170 calls a tick)
+        got = values.now.get(mk)
+        if got is None:
+            got = values.before.get(mk)
+            if got is None:
+                got = styled_value(fmt_reading(r), style, flag, styles)
+            values.now[mk] = got
+        return got
 
     def note(self, text: str, role: str = "muted") -> Text:
         """A message for the pane, wrapped to its width (a reason is worth reading whole)."""
-        width = max(20, self.width or 76)
-        lines = [ln for part in text.split("\n") for ln in textwrap.wrap(part, width) or [""]]
-        return Text("\n".join(lines), style=self.styles[role])
+        return fast_text(wrapped(text, max(20, self.width or 76)), self.styles[role])

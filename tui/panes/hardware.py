@@ -14,8 +14,9 @@ from infertop.units import bar
 
 from infertop.units import natural_key
 
+from .cells import Cell, as_cell
 from .columns import Columns, grid
-from .context import PaneContext
+from .context import PaneContext, styled_value
 from .layout import Expendable, fit
 from .widget import LayerPane
 
@@ -63,7 +64,9 @@ def fit_compact(t: Columns, width: int, rank) -> None:
         return
     for n, row in enumerate(t.rows):
         if len(row) > max(CORE) and t.codes[n]:
-            t.rows[n] = row = codes_to_label(row, row[0].plain.split(" ", 1)[0], rank)
+            label = codes_to_label([c.to_text() for c in row], row[0].plain.split(" ", 1)[0],
+                                   rank)
+            t.rows[n] = row = [as_cell(c) for c in label]
             t.codes[n] = tuple(CODE_RE.findall(row[0].plain))
             t.cut_min = max(t.cut_min, row[0].cell_len)    # a code is never cut
     if t.headers:
@@ -72,7 +75,7 @@ def fit_compact(t: Columns, width: int, rank) -> None:
         return
     for row in t.rows:
         if len(row) > max(CORE) and row[1].plain[:1] in BAR_CHARS:
-            row[1] = row[1][row[1].plain.index(" ") + 1:]
+            row[1] = as_cell(row[1].to_text()[row[1].plain.index(" ") + 1:])
 
 
 def codes_to_label(row: list[Text], gpu: str, rank) -> list[Text]:
@@ -133,7 +136,7 @@ class HardwarePane(LayerPane):
             info = ctx.one("gpu.info", gpu=g)
             lost = ctx.one("gpu.lost", gpu=g)
             name = (info.text or "") if info else ""
-            label = Text(f"{g} {short_name(name)}")
+            label = f"{g} {short_name(name)}"
             if lost is not None and lost.value:
                 t.add_row(label, Text("GPU LOST (fell off the bus)", style=ctx.styles["crit"]))
                 continue
@@ -142,46 +145,41 @@ class HardwarePane(LayerPane):
             mem = ctx.value_text(used)
             if used is not None and used.ok and used.value is not None and \
                     total is not None and total.ok and total.value is not None:
-                mem = Text(f"{used.value / 2**30:.0f}/{total.value / 2**30:.0f} GiB",
-                           style=mem.style)
-                flag = ctx.flag("gpu.mem_used_bytes", used.labels)
-                if flag:
-                    mem.stylize(ctx.styles[flag[0]])
-                    mem.append(f" {flag[1]}", style=ctx.styles[flag[0]])
+                mem = styled_value(f"{used.value / 2**30:.0f}/{total.value / 2**30:.0f} GiB",
+                                   mem.style, ctx.flag("gpu.mem_used_bytes", used.labels),
+                                   ctx.styles)
             pw, lim = ctx.one("gpu.power_watts", gpu=g), ctx.one("gpu.power_limit_watts", gpu=g)
             power = ctx.value_text(pw)
             if pw is not None and pw.ok and lim is not None and lim.ok:
-                power = Text(f"{pw.value:.0f}/{lim.value:.0f} W", style=power.style)
+                power = Cell.make(f"{pw.value:.0f}/{lim.value:.0f} W", power.style)
             clk = ctx.value_text(ctx.one("gpu.sm_clock_hz", gpu=g))
             mx = ctx.one("gpu.sm_clock_max_hz", gpu=g)
             cur = ctx.one("gpu.sm_clock_hz", gpu=g)
             if mx is not None and mx.ok and mx.value and cur is not None and cur.ok and \
                     cur.value is not None:
                 pct = cur.value / mx.value
-                clk.append(f" {pct * 100:.0f}%", style=ctx.styles["warn"] if pct < 0.85 else "")
+                clk = clk.plus((f" {pct * 100:.0f}%", ctx.styles["warn"] if pct < 0.85 else ""))
             thr = ctx.one("gpu.throttle_reasons", gpu=g)
-            thr_text = Text("–")
+            thr_text: Cell | str = "–"
             if thr is not None and thr.ok:
                 txt = thr.text or ("none" if not thr.value else f"0x{int(thr.value):x}")
                 active = txt not in ("", "none", "idle")
-                thr_text = Text(txt, style=ctx.styles["warn"] if active else "")
+                thr_text = Cell.of_text(txt, ctx.styles["warn"] if active else "")
                 flag = ctx.flag("gpu.throttle_reasons", thr.labels)
                 if flag:
-                    thr_text = Text(f"{txt} {flag[1]}", style=ctx.styles[flag[0]])
-            util_cell = Text(bar(util.value if util and util.ok else None, 3 if compact else 5)
-                             + " ")
-            util_cell.append_text(ctx.value_text(util))
-            row = [label, util_cell, ctx.value_text(ctx.one("gpu.sm_active_ratio", gpu=g)), mem,
+                    thr_text = Cell.of_text(f"{txt} {flag[1]}", ctx.styles[flag[0]])
+            util_cell = Cell.make(bar(util.value if util and util.ok else None,
+                                      3 if compact else 5) + " ").plus(ctx.value_text(util))
+            row: list[Cell | str] = [label, util_cell, ctx.value_text(ctx.one("gpu.sm_active_ratio", gpu=g)), mem,
                    power, ctx.value_text(ctx.one("gpu.temp_celsius", gpu=g)), clk, thr_text]
             if ctx.wide:
-                pcie = ctx.value_text(ctx.one("gpu.pcie_tx_bytes_per_second", gpu=g))
-                pcie.append(" / ").append_text(
-                    ctx.value_text(ctx.one("gpu.pcie_rx_bytes_per_second", gpu=g)))
+                pcie = ctx.value_text(ctx.one("gpu.pcie_tx_bytes_per_second", gpu=g)).plus(
+                    " / ", ctx.value_text(ctx.one("gpu.pcie_rx_bytes_per_second", gpu=g)))
                 nvl_tx = ctx.one("gpu.nvlink_tx_bytes_per_second", gpu=g)
                 nvl = ctx.value_text(nvl_tx)
                 if nvl_tx is not None:
-                    nvl.append(" / ").append_text(
-                        ctx.value_text(ctx.one("gpu.nvlink_rx_bytes_per_second", gpu=g)))
+                    nvl = nvl.plus(" / ", ctx.value_text(
+                        ctx.one("gpu.nvlink_rx_bytes_per_second", gpu=g)))
                 row += [ctx.value_text(ctx.one("gpu.tensor_active_ratio", gpu=g)),
                         ctx.value_text(ctx.one("gpu.dram_bw_util_ratio", gpu=g)), pcie, nvl,
                         ctx.spark("gpu.util_ratio", 16, 0, 1, gpu=g)]

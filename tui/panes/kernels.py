@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from rich.console import RenderableType
-from rich.text import Text
 
 from infertop.model import Layer, Status
 from infertop.settings_shown import cuda_graphs_text
 from infertop.units import bar
 
+from .cells import Cell
 from .columns import Columns, grid, kv_table
 from .context import PaneContext
 from .layout import Expendable, fit
@@ -31,15 +31,15 @@ class KernelsPane(LayerPane):
             gpus, t.more = ctx.pick(gpus, "gpu")
             for g in gpus:
                 sm = ctx.one("gpu.sm_active_ratio", gpu=g)
-                cell = Text(bar(sm.value if sm and sm.ok else None, 6) + " ")
-                cell.append_text(ctx.value_text(sm))
+                cell = Cell.make(bar(sm.value if sm and sm.ok else None, 6) + " ").plus(
+                    ctx.value_text(sm))
                 t.add_row(g, cell, ctx.value_text(ctx.one("gpu.tensor_active_ratio", gpu=g)),
                           ctx.value_text(ctx.one("gpu.sm_occupancy_ratio", gpu=g)),
                           ctx.value_text(ctx.one("gpu.dram_bw_util_ratio", gpu=g)))
             parts.append(t)
         else:
             parts.append(ctx.note("No GPU activity counters (no NVML/GPM here)."))
-        rows: list[tuple[str, Text, Text | str]] = []
+        rows: list[tuple[str, Cell, Cell | str]] = []
         it = ctx.one("server.iteration_tokens_mean")
         if it is not None:
             rows.append(("tokens/step", ctx.value_text(it), ctx.spark("server.iteration_tokens_mean")))
@@ -77,7 +77,7 @@ class KernelsPane(LayerPane):
         return fit(ctx, *parts, Expendable(trends))
 
 
-def _cuda_graphs(ctx: PaneContext, value: Text, gpus: bool) -> Text:
+def _cuda_graphs(ctx: PaneContext, value: Cell, gpus: bool) -> Cell:
     """A default read off the command line is a guess: no GPU seen means there are no CUDA
     graphs to speak of, and a server that does not answer may not run with that line."""
     text = value.plain
@@ -86,7 +86,7 @@ def _cuda_graphs(ctx: PaneContext, value: Text, gpus: bool) -> Text:
                for name, s in ctx.frame.snapshot.samples.items())
     shown = cuda_graphs_text(text, gpus_seen=gpus, server_down=down,
                              device=device.text if device is not None else None)
-    return value if shown == text else Text(shown, style=ctx.styles["muted"])
+    return value if shown == text else Cell.of_text(shown, ctx.styles["muted"])
 
 
 def speed_of_light_rows(ctx: PaneContext) -> list[tuple]:
@@ -95,15 +95,12 @@ def speed_of_light_rows(ctx: PaneContext) -> list[tuple]:
     rows: list[tuple] = []
     mfu, mbu = ctx.one("sol.mfu_ratio"), ctx.one("sol.mbu_ratio")
     if mfu is not None or mbu is not None:
-        cell = ctx.value_text(mfu)
-        cell.append(" / ")
-        cell.append_text(ctx.value_text(mbu))
+        cell = ctx.value_text(mfu).plus(" / ", ctx.value_text(mbu))
         rows.append(("MFU / MBU", cell, ""))
     roof = ctx.one("sol.decode_roofline_ratio")
     if roof is not None:
-        cell = ctx.value_text(roof)
-        cell.append(" of ")
-        cell.append_text(ctx.value_text(ctx.one("sol.decode_roofline_tokens_per_second")))
+        cell = ctx.value_text(roof).plus(
+            " of ", ctx.value_text(ctx.one("sol.decode_roofline_tokens_per_second")))
         rows.append(("roofline", cell, ctx.spark("sol.decode_roofline_ratio", 12, 0, 1)))
     return rows
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.text import Text
+from rich.text import Span, Text
 
 from infertop.evidence_text import short_evidence
 from infertop.findings import Evidence, Finding
 
 from ..zoom_table import row_text
+from .cells import fast_text
 from .columns import Columns, cut_cell, more_line
 from .context import PaneContext
 
@@ -145,7 +146,29 @@ def fit(ctx: PaneContext, *parts: "Text | Columns | Expendable | None") -> Text:
             lines.append(fit_lines(p, ctx.width) if ctx.width else p)
     if hidden:
         lines.append(more_line(hidden, hint))
-    return Text("\n", no_wrap=True, overflow="ellipsis", end="").join(lines)
+    return join_lines(lines)
+
+
+def join_lines(lines: list[Text]) -> Text:
+    """``Text("\\n", no_wrap=True, overflow="ellipsis", end="").join(lines)``: the same
+    Text, as one string and one list of spans (fast_text: the lines hold no control code
+    to strip), in about half the time of Rich's join."""
+    parts: list[str] = []
+    spans: list[Span] = []
+    pos = 0
+    for n, line in enumerate(lines):
+        if n:
+            parts.append("\n")
+            pos += 1
+        plain = line.plain
+        end = pos + len(plain)
+        if line.style:
+            spans.append(Span(pos, end, line.style))
+        for s, e, st in line.spans:
+            spans.append(Span(pos + s, pos + e, st))
+        parts.append(plain)
+        pos = end
+    return fast_text("".join(parts), spans=spans, no_wrap=True, overflow="ellipsis", end="")
 
 
 def _view_target(ctx: PaneContext, items: list, tables: list[int],

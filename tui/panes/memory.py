@@ -8,6 +8,7 @@ from rich.text import Text
 from infertop.model import Layer
 from infertop.units import bar, fmt_value
 
+from .cells import Cell, append_cells
 from .columns import grid, kv_table
 from .context import PaneContext
 from .layout import fit
@@ -21,13 +22,12 @@ class MemoryPane(LayerPane):
 
     def render_frame(self, ctx: PaneContext) -> RenderableType:
         parts: list = []
-        rows: list[tuple[str, Text, Text | str]] = []
+        rows: list[tuple[str, Cell | Text, Cell | str]] = []
         more = 0
         kvs, left = ctx.top(ctx.readings("kv.usage_ratio"), ctx.row_cap)
         more += left
         for kv in kvs:
-            cell = Text(bar(kv.value if kv.ok else None, 8) + " ")
-            cell.append_text(ctx.value_text(kv))
+            cell = Cell.make(bar(kv.value if kv.ok else None, 8) + " ").plus(ctx.value_text(kv))
             rows.append(("KV cache" + ctx.engine_tag(kv), cell,
                          ctx.spark("kv.usage_ratio", 16, 0, 1, **dict(kv.labels))))
         for key, label in (("server.preemptions_per_second", "preempt/s"),
@@ -57,15 +57,16 @@ class MemoryPane(LayerPane):
             for g in gpus:
                 used = ctx.one("gpu.mem_used_bytes", gpu=g)
                 total = ctx.one("gpu.mem_total_bytes", gpu=g)
-                free = head = Text("–")
+                free: Cell | str = "–"
+                head: Cell | str = "–"
                 if used and total and used.ok and total.ok and total.value and \
                         used.value is not None:
-                    free = Text(fmt_value(total.value - used.value, "bytes"))
+                    free = Cell.make(fmt_value(total.value - used.value, "bytes"))
                     ratio = 1 - used.value / total.value
-                    head = Text(f"{ratio * 100:.0f} %")
+                    head = Cell.make(f"{ratio * 100:.0f} %")
                     flag = ctx.flag("gpu.mem_used_bytes", used.labels)
                     if flag:
-                        head = Text(f"{ratio * 100:.0f} % {flag[1]}", style=ctx.styles[flag[0]])
+                        head = Cell.make(f"{ratio * 100:.0f} % {flag[1]}", ctx.styles[flag[0]])
                 t.add_row(g, ctx.value_text(used), free, head,
                           ctx.spark("gpu.mem_used_bytes", 16, 0,
                                     total.value if total and total.ok else None, gpu=g))
@@ -121,17 +122,17 @@ def prompt_kv_rows(ctx: PaneContext) -> list[tuple]:
             if r is not None:
                 if cell:
                     cell.append(" · ")
-                cell.append(f"{name} ").append_text(ctx.value_text(r))
+                append_cells(cell, f"{name} ", ctx.value_text(r))
         tag = ctx.engine_tag(next(iter(mine.values())))
         rows.append(("prompt KV" + tag, cell, ""))
     rows += cache_tier_rows(ctx)
     for r in ctx.readings("kv.used_tokens")[: max(1, ctx.row_cap)]:
         lab = {k: v for k, v in r.labels if k in ("instance", "engine", "model")}
-        cell = Text("used ").append_text(ctx.value_text(r))
+        cell = append_cells(Text("used "), ctx.value_text(r))
         for key, name in (("kv.evictable_tokens", "cached"), ("kv.available_tokens", "free")):
             other = ctx.one(key, **lab)
             if other is not None and other.ok:
-                cell.append(f" · {name} ").append_text(ctx.value_text(other))
+                append_cells(cell, f" · {name} ", ctx.value_text(other))
         rows.append(("KV tokens" + ctx.engine_tag(r), cell, ""))
     for key, label in (("kv.external_prefix_cache_hit_ratio", "ext. cache hits"),
                        ("request.prefill_computed_tokens_mean", "prefill computed")):
@@ -158,7 +159,7 @@ def cache_tier_rows(ctx: PaneContext) -> list[tuple]:
             if (r.value or 0.0) > 0:
                 if cell:
                     cell.append(" · ")
-                cell.append(f"{r.label('source')} ").append_text(ctx.value_text(r))
+                append_cells(cell, f"{r.label('source')} ", ctx.value_text(r))
         rows.append(("hit tiers" + ctx.engine_tag(mine[0]), cell, ""))
     return rows
 
@@ -183,7 +184,7 @@ def kv_event_rows(ctx: PaneContext) -> list[tuple]:
         resident = ctx.one("kv.event_resident_blocks", **lab)
         cell = Text()
         if thrash is not None and (thrash.ok or ctx.flag(thrash.key, thrash.labels)):
-            cell.append_text(ctx.value_text(thrash))
+            append_cells(cell, ctx.value_text(thrash))
         if resident is not None and resident.ok:
             cell.append((" · " if cell else "") + f"{resident.value:.0f} resident")
         if cell:

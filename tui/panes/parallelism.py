@@ -7,6 +7,7 @@ from rich.text import Text
 
 from infertop.model import Layer, Reading
 
+from .cells import Cell, append_cells
 from .columns import grid, kv_table
 from .context import PaneContext
 from .layout import Expendable, fit
@@ -116,10 +117,10 @@ def disagg_lines(ctx: PaneContext) -> Text | None:
     for r in p99s[: max(1, ctx.row_cap)]:
         who = r.label("instance").rsplit(":", 1)[-1]
         out.append(f"\nKV transfer :{who} p99 " if len(roles) > 1 else "\nKV transfer p99 ")
-        out.append_text(ctx.value_text(r))
+        append_cells(out, ctx.value_text(r))
         rate = ctx.one("kv.transfer_bytes_per_second", instance=r.label("instance"))
         if rate is not None and rate.ok:
-            out.append("  ").append_text(ctx.value_text(rate))
+            append_cells(out, "  ", ctx.value_text(rate))
         fails = ctx.one("kv.transfer_failures_total", instance=r.label("instance"))
         if fails is not None and fails.ok and fails.value:
             out.append(f"  {fails.value:.0f} failed", style=ctx.styles["warn"])
@@ -155,11 +156,11 @@ def ttft_split(ctx: PaneContext, out: Text) -> None:
                 out.append("not measured", style=ctx.styles["muted"])
                 why = why or (got.reason if got is not None else "")
                 continue
-            out.append_text(ctx.value_text(got))
+            append_cells(out, ctx.value_text(got))
             if total is not None and total.ok and total.value and name == "transfer":
                 out.append(f" ({(got.value or 0.0) / total.value:.0%})")
         if total is not None and total.ok:
-            out.append(" = ").append_text(ctx.value_text(total))
+            append_cells(out, " = ", ctx.value_text(total))
         if why:
             out.append("\n  " + why, style=ctx.styles["muted"])
         p99 = []
@@ -173,11 +174,11 @@ def ttft_split(ctx: PaneContext, out: Text) -> None:
         if p99:
             out.append("\n  p99 ")
             for n, (name, q) in enumerate(p99):
-                out.append((" · " if n else "") + f"{name} ").append_text(ctx.value_text(q))
+                append_cells(out, (" · " if n else "") + f"{name} ", ctx.value_text(q))
             out.append(" · decode: a difference of means, no p99", style=ctx.styles["muted"])
 
 
-def pcie_cell(ctx: PaneContext, g: str) -> Text:
+def pcie_cell(ctx: PaneContext, g: str) -> Cell:
     """The PCIe direction that matters: the one a finding is about, else the busier one,
     with its direction named (HW-004 is often rx: host-to-device copies)."""
     tx = ctx.one("gpu.pcie_tx_bytes_per_second", gpu=g)
@@ -191,4 +192,4 @@ def pcie_cell(ctx: PaneContext, g: str) -> Text:
             pick, name = rx, "rx"
     if pick is None:
         return ctx.value_text(None)
-    return Text(f"{name} ").append_text(ctx.value_text(pick))
+    return Cell.make(f"{name} ").plus(ctx.value_text(pick))

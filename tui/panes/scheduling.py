@@ -10,6 +10,7 @@ from infertop.servers import registry
 from infertop.textclean import clean
 from infertop.units import fmt_value
 
+from .cells import Cell, append_cells
 from .columns import grid
 from .context import PaneContext
 from .layout import Expendable, fit
@@ -27,10 +28,10 @@ class SchedulingPane(LayerPane):
         host = ctx.one("host.cpu_ratio")
         if host is not None:
             cores = ctx.one("host.cpu_count")
-            line = Text("host CPU ").append_text(ctx.value_text(host))
+            line = append_cells(Text("host CPU "), ctx.value_text(host))
             if cores and cores.ok:
                 line.append(f" of {cores.value:.0f} cores ")
-            parts.append(Expendable(line.append_text(ctx.spark("host.cpu_ratio", 12, 0, 1))))
+            parts.append(Expendable(append_cells(line, ctx.spark("host.cpu_ratio", 12, 0, 1))))
         procs = ctx.readings("process.info")
         pm = ctx.frame.snapshot.process_meta()
         server = pm.server if pm else None
@@ -76,7 +77,7 @@ def queue_line(ctx: PaneContext) -> Text:
             ("running", "waiting", "queue p99")    # 80x24: labels shrink, values stay whole
         for label, rs in zip(names, (running, waiting, qp99)):
             for r in rs:
-                out.append(f"{label} ").append_text(ctx.value_text(r)).append("  ")
+                append_cells(out, f"{label} ", ctx.value_text(r), "  ")
     else:
         for label, rs in (("running", running), ("waiting", waiting)):
             vals = [r.value for r in rs if r.ok and r.value is not None]
@@ -88,19 +89,19 @@ def queue_line(ctx: PaneContext) -> Text:
         worst = max((r for r in qp99 if r.ok and r.value is not None),
                     key=lambda r: r.value or 0.0, default=None)   # None is left out above
         if worst is not None:
-            out.append("queue p99 ").append_text(ctx.value_text(worst))
+            append_cells(out, "queue p99 ", ctx.value_text(worst))
             out.append(ctx.engine_tag(worst) + "  ")
         for rs in (running, waiting):
             for r in rs:     # only the engines a finding is about: few
                 if ctx.flag(r.key, r.labels):
-                    out.append(r.key.rsplit(".", 1)[-1].replace("requests_", "") +
-                               ctx.engine_tag(r) + " ").append_text(ctx.value_text(r))
+                    append_cells(out, r.key.rsplit(".", 1)[-1].replace("requests_", "") +
+                                 ctx.engine_tag(r) + " ", ctx.value_text(r))
                     out.append("  ")
     extra = deferral_and_sleep(ctx)
     if extra:
         out.append_text(extra)
     if out:
-        out.append_text(ctx.spark("server.requests_waiting", 12, 0))
+        append_cells(out, ctx.spark("server.requests_waiting", 12, 0))
     return out
 
 
@@ -111,9 +112,9 @@ def deferral_and_sleep(ctx: PaneContext) -> Text:
     out = Text(no_wrap=True)
     deferred = [r for r in ctx.readings("server.requests_deferred") if r.ok and r.value]
     if deferred:
-        out.append("deferred ").append_text(
-            ctx.value_text(deferred[0]) if len(deferred) == 1
-            else Text(f"{sum(r.value or 0.0 for r in deferred):.0f}"))   # all non-zero
+        append_cells(out, "deferred ",
+                     ctx.value_text(deferred[0]) if len(deferred) == 1
+                     else Cell.make(f"{sum(r.value or 0.0 for r in deferred):.0f}"))  # all non-zero
         out.append("  ")
     for r in ctx.readings("server.sleep_level"):
         if r.ok and r.value:
@@ -131,9 +132,9 @@ def deferral_and_sleep(ctx: PaneContext) -> Text:
     idle = ctx.one("server.scheduler_idle_ratio")
     cpu = ctx.one("server.scheduler_cpu_cores")
     if idle is not None and idle.ok:
-        out.append("scheduler idle ").append_text(ctx.value_text(idle))
+        append_cells(out, "scheduler idle ", ctx.value_text(idle))
         if cpu is not None and cpu.ok:
-            out.append(" cpu ").append_text(ctx.value_text(cpu))
+            append_cells(out, " cpu ", ctx.value_text(cpu))
         out.append("  ")
     return out
 
@@ -201,7 +202,7 @@ def gil_lines(ctx: PaneContext) -> Text | None:
         pid = r.label("pid")
         if n:
             out.append("\n")
-        out.append("GIL held ").append_text(ctx.value_text(r))
+        append_cells(out, "GIL held ", ctx.value_text(r))
         holder = ctx.one("python.gil_holder", pid=pid)
         if holder is not None and holder.text:
             out.append(f" by {clean(holder.text)}")

@@ -28,6 +28,7 @@ from infertop.model import Layer
 
 from ..app_of import infertop_app
 from ..zoom_table import TABLE_BINDINGS, TableView, ZoomTableKeys
+from .cells import fast_text
 from .columns import Columns
 from .context import FrameLookups, PaneContext
 from .styles_cache import PaneStylesCache
@@ -170,7 +171,7 @@ class LayerPane(ZoomTableKeys, Static):
         old = self._painted_lines
         self._painted = content
         width, height = self.size      # one lookup (Widget.size walks to the screen)
-        new = split_lines(content) if isinstance(content, Text) else None
+        new = split_lines(content, old) if isinstance(content, Text) else None
         if new is None or not isinstance(content, Text) or len(new) > height or \
                 (not content.no_wrap and any(line.cell_len > width for line in new)):
             self._painted_lines = None   # wraps, or not Text: Textual renders it whole
@@ -182,11 +183,19 @@ class LayerPane(ZoomTableKeys, Static):
             self._strips.clear()
             self.refresh()
             return
-        changed = [y for y, (a, b) in enumerate(zip(old, new)) if a != b]
+        changed = [y for y, (a, b) in enumerate(zip(old, new)) if a is not b and a != b]
         for y in changed:
             self._strips.pop(y, None)
-        if changed:
-            self.refresh(*(Region(0, y, width, 1) for y in changed))
+        if changed:        # one region per run of changed lines (a table's rows: one)
+            regions = []
+            start = last = changed[0]
+            for y in changed[1:]:
+                if y != last + 1:
+                    regions.append(Region(0, start, width, last - start + 1))
+                    start = y
+                last = y
+            regions.append(Region(0, start, width, last - start + 1))
+            self.refresh(*regions)
 
     def render_lines(self, crop: Region) -> list[Strip]:
         """Textual's, with the pane's width and whether text is selected looked up once
@@ -279,11 +288,14 @@ class LayerPane(ZoomTableKeys, Static):
             got = self._run_styles[run] = style + text_style
         return got
 
-def split_lines(text: Text) -> list[Text]:
+def split_lines(text: Text, reuse: list[Text] | None = None) -> list[Text]:
     """``text.split("\\n", allow_blank=True)``, the same lines (plain, spans, style), in
     about half the time: each span is put on the lines it covers by a bisect over the
     line starts (Rich's divide walks the spans line by line).  A pane splits its Text
-    every tick it changes."""
+    every tick it changes.  ``reuse``: the lines of the Text painted before; a line
+    equal to its old self there (text, spans, style) is that same object, not a new Text
+    (most of a pane's lines are the same from one tick to the next; nothing changes a
+    painted line)."""
     plain = text.plain
     if "\n" not in plain:
         return [text.copy()]
@@ -294,7 +306,7 @@ def split_lines(text: Text) -> list[Text]:
         starts.append(pos)
         pos += len(part) + 1
     style, justify, overflow = text.style, text.justify, text.overflow
-    lines = [Text(part, style=style, justify=justify, overflow=overflow) for part in parts]
+    line_spans: list[list[Span]] = [[] for _ in parts]
     if text.spans:
         last = len(parts) - 1
         for start, end, span_style in text.spans:
@@ -304,10 +316,22 @@ def split_lines(text: Text) -> list[Text]:
                 e0 = s0 + len(parts[i])
                 a, b = max(start, s0) - s0, min(end, e0) - s0
                 if b > a:
-                    lines[i]._spans.append(Span(a, b, span_style))
+                    line_spans[i].append(Span(a, b, span_style))
                 if end <= e0 + 1:
                     break
                 i += 1
+    # (fast_text: the lines of a Text hold no control code, Text() would look for them)
+    if reuse is None or len(reuse) != len(parts):
+        return [fast_text(part, style, justify=justify, overflow=overflow, spans=spans)
+                for part, spans in zip(parts, line_spans)]
+    lines = []
+    for part, spans, old in zip(parts, line_spans, reuse):
+        if old.plain == part and old.spans == spans and old.style == style and \
+                old.justify == justify and old.overflow == overflow:
+            lines.append(old)
+        else:
+            lines.append(fast_text(part, style, justify=justify, overflow=overflow,
+                                   spans=spans))
     return lines
 
 
