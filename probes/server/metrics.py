@@ -128,7 +128,7 @@ class ServerMetricsProbe(Probe):
             await self.open()
         started = time.perf_counter()
         try:
-            body, headers, url = await asyncio.wait_for(self._fetch(), self.timeout * 2)
+            body, headers, url = await self._fetch_within(self.timeout * 2)
         except asyncio.TimeoutError:
             raise ServerMetricsError(self._timeout_message()) from None
         text = body.decode(_charset(headers.get("content-type", "")), errors="replace")
@@ -182,6 +182,17 @@ class ServerMetricsProbe(Probe):
         return readings, expo.meta
 
     # ---- HTTP --------------------------------------------------------------------------
+
+    async def _fetch_within(self, seconds: float) -> tuple[bytes, dict[str, str], str]:
+        """``_fetch`` under a deadline (asyncio.TimeoutError past it).  On 3.11+ the
+        deadline is set on this task (``asyncio.timeout``): ``wait_for`` runs the fetch
+        as a task of its own, two more turns of the event loop a scrape (5 -> 3, each
+        ~0.1 ms of the main thread's CPU here)."""
+        timeout = getattr(asyncio, "timeout", None)
+        if timeout is None:     # Python 3.10
+            return await asyncio.wait_for(self._fetch(), seconds)
+        async with timeout(seconds):
+            return await self._fetch()
 
     async def _fetch(self) -> tuple[bytes, dict[str, str], str]:
         assert self._client is not None
