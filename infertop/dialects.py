@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from itertools import chain, repeat
 from math import isfinite
-from operator import add, attrgetter, itemgetter
+from operator import add, attrgetter, is_, itemgetter
 from operator import le as _not_above
 from typing import Iterable, Iterator, Mapping
 
@@ -101,17 +101,20 @@ def readings_from_families(families: list[Family], instance: str) -> Exposition:
         plan = _compile(ctx, samples, models, engines,
                         plain=not dropped and len(by_name) == len(families))
         mapping_plan.remember(shape, plan)
-    _run(ctx, plan, list(map(_value, samples)))
+    fresh = _run(ctx, plan, samples)
     for extra in dialect.extras:
         extra(ctx)
-    readings = _finish(ctx)
+    readings = _finish(ctx, plan, fresh)
     readings += ctx.extra
 
-    server_labels = make_labels({"instance": instance, **({"model": model} if model else {})})
-    info = dialect.name if not models else f"{dialect.name} {', '.join(models)}"
-    readings.append(Reading("server.info", 1.0, "", server_labels, kind=Kind.INFO, text=info))
-    readings.append(Reading("server.families", float(len(families)), SPECS["server.families"].unit,
-                            make_labels(instance=instance)))
+    if plan.tail is None:   # facts of the page's shape: made once per plan
+        server_labels = make_labels({"instance": instance, **({"model": model} if model else {})})
+        info = dialect.name if not models else f"{dialect.name} {', '.join(models)}"
+        plan.tail = (
+            Reading("server.info", 1.0, "", server_labels, kind=Kind.INFO, text=info),
+            Reading("server.families", float(len(families)), SPECS["server.families"].unit,
+                    make_labels(instance=instance)))
+    readings += plan.tail
     if dropped:
         ctx.notes.append(cardinality_note(dropped, worst_family))
     meta = ServerMeta(dialect=dialect.name, model=", ".join(models), engines=tuple(engines),
@@ -307,20 +310,36 @@ def _compile_histogram(ctx: _Ctx, rule: FamilyMap, fam: Family, pos: dict[int, i
                 ops.append((acc(rule, labels, Kind.HISTOGRAM), _HCOUNT, pos[id(s)], None))
 
 
-def _run(ctx: _Ctx, plan: mapping_plan.Plan, values: list[float]) -> None:
+def _run(ctx: _Ctx, plan: mapping_plan.Plan, samples: list) -> list:
     """Sum the page's values into ``ctx.accs`` as the plan says: each series' operations
     in the order the rule loop visited them (float sums and max() with NaN depend on the
     order).  A histogram whose buckets each come from one sample and whose counts are all
-    finite is summed in C (``hist``): the same additions (0.0 + count, one per bucket)."""
+    finite is summed in C (``hist``): the same additions (0.0 + count, one per bucket).
+
+    A series whose samples are the very objects it read on the plan's last page is not
+    summed again (its accumulator and reading are the last page's; ``_finish``).  Returns,
+    per series, None for those and the samples read for the others."""
     accs = []
-    get = values.__getitem__
-    for kind, agg, fraction, ops, hist in plan.series:
+    fresh: list = []
+    get = samples.__getitem__
+    values: list[float] | None = None
+    last = plan.last
+    for n, (kind, agg, fraction, ops, hist, pos) in enumerate(plan.series):
+        cur = list(map(get, pos))
+        kept = last[n]
+        if kept is not None and all(map(is_, cur, kept[0])):
+            accs.append(kept[1])
+            fresh.append(None)
+            continue
+        fresh.append(cur)
+        if values is None:
+            values = list(map(_value, samples))
         a = _Acc(kind, agg, fraction=fraction)
         accs.append(a)
         if hist is not None:
             b_pos, b_les, s_ops, c_pos = hist
-            counts = list(map(get, b_pos))
-            totals = list(map(get, c_pos))
+            counts = list(map(values.__getitem__, b_pos))
+            totals = list(map(values.__getitem__, c_pos))
             if all(map(isfinite, counts)) and all(map(isfinite, totals)):
                 a.buckets = dict(zip(b_les, map(add, repeat(0.0), counts)))
                 for i, scale in s_ops:
@@ -331,6 +350,7 @@ def _run(ctx: _Ctx, plan: mapping_plan.Plan, values: list[float]) -> None:
                 continue
         _replay(a, ops, values)   # NaN/Inf: the first one found names the problem
     ctx.accs = dict(zip(plan.keys, accs))
+    return fresh
 
 
 def _replay(a: _Acc, ops: tuple, values: list[float]) -> None:
@@ -383,58 +403,79 @@ def _histogram_problem(buckets: list[tuple[float, float]]) -> str:
     return ""
 
 
-def _finish(ctx: _Ctx) -> list[Reading]:
+def _finish(ctx: _Ctx, plan: mapping_plan.Plan | None = None,
+            fresh: list | None = None) -> list[Reading]:
+    """The readings of ``ctx.accs``, in order.  With a plan, a series whose samples are the
+    very objects of the plan's last page (``fresh[n]`` None: promtext hands back the same
+    frozen sample for an unchanged line) gives the Reading made then, and its note again."""
     out: list[Reading] = []
-    for (key, labels), a in ctx.accs.items():
-        spec = SPECS[key]
-        if a.kind is Kind.HISTOGRAM:
-            if not a.buckets and not a.n:
-                continue
-            buckets = sorted(a.buckets.items())
-            count = a.value if a.n else (buckets[-1][1] if buckets else 0.0)
-            if not buckets or not math.isinf(buckets[-1][0]):
-                buckets.append((math.inf, count))
-            counts = list(map(_second, buckets))
-            problem = a.invalid or \
-                ("" if math.isfinite(count) and all(map(isfinite, counts))
-                 else "counts summed over series overflow") or \
-                ("" if counts[0] >= 0 and all(map(_not_above, counts, counts[1:]))
-                 else _histogram_problem(buckets)) or \
-                ("" if math.isfinite(a.hist_sum) else f"_sum is {_spell(a.hist_sum)}")
-            if problem:
-                out.append(Reading(key, None, spec.unit, labels, Status.ERROR,
-                                   f"invalid histogram from the server: {problem}",
-                                   kind=Kind.HISTOGRAM))
-                continue
-            out.append(Reading(key, count, spec.unit, labels, kind=Kind.HISTOGRAM,
-                               buckets=tuple(buckets), hist_sum=a.hist_sum))
-            continue
-        if a.invalid:
-            out.append(Reading(key, None, spec.unit, labels, Status.ERROR,
-                               f"invalid value: {a.invalid}", kind=spec.kind))
-            continue
-        value = a.value
-        if not math.isfinite(value):
-            # each series finite, their sum not (two engines at 1.7e308): no number to show
-            out.append(Reading(key, None, spec.unit, labels, Status.ERROR,
-                               f"invalid value: the sum of {a.n} series overflows",
-                               kind=spec.kind))
-            continue
-        if a.fraction and not 0.0 <= value <= 100.0:
-            # a share of something cannot be negative or above 100 %: a broken server,
-            # never a healthy one
-            out.append(Reading(key, None, spec.unit, labels, Status.ERROR,
-                               f"invalid value: a ratio of {value:.3g} (outside 0..1)",
-                               kind=spec.kind))
-            continue
-        if a.fraction and value > 1.0 and value <= 100.0:
-            # documented as 0..1 but reported as percent (some builds): normalise
-            value /= 100.0
-            note = f"{key} reported as a percent; divided by 100"
-            if note not in ctx.notes:
-                ctx.notes.append(note)
-        out.append(Reading(key, value, spec.unit, labels, kind=spec.kind))
+    notes = ctx.notes
+    last = plan.last if plan is not None else None
+    for n, ((key, labels), a) in enumerate(ctx.accs.items()):
+        if fresh is not None and last is not None:
+            cur = fresh[n]
+            if cur is None:
+                kept = last[n]
+                assert kept is not None   # _run found it
+                r, note = kept[2], kept[3]
+                if note and note not in notes:
+                    notes.append(note)
+            else:
+                r, note = _finish_one(key, labels, a, notes)
+                last[n] = (cur, a, r, note)
+        else:
+            r, _ = _finish_one(key, labels, a, notes)
+        if r is not None:
+            out.append(r)
     return out
+
+
+def _finish_one(key: str, labels: tuple, a: _Acc, notes: list[str]) -> tuple:
+    """(reading or None, the note it added or "") of one accumulated series."""
+    spec = SPECS[key]
+    if a.kind is Kind.HISTOGRAM:
+        if not a.buckets and not a.n:
+            return None, ""
+        buckets = sorted(a.buckets.items())
+        count = a.value if a.n else (buckets[-1][1] if buckets else 0.0)
+        if not buckets or not math.isinf(buckets[-1][0]):
+            buckets.append((math.inf, count))
+        counts = list(map(_second, buckets))
+        problem = a.invalid or \
+            ("" if math.isfinite(count) and all(map(isfinite, counts))
+             else "counts summed over series overflow") or \
+            ("" if counts[0] >= 0 and all(map(_not_above, counts, counts[1:]))
+             else _histogram_problem(buckets)) or \
+            ("" if math.isfinite(a.hist_sum) else f"_sum is {_spell(a.hist_sum)}")
+        if problem:
+            return Reading(key, None, spec.unit, labels, Status.ERROR,
+                           f"invalid histogram from the server: {problem}",
+                           kind=Kind.HISTOGRAM), ""
+        return Reading(key, count, spec.unit, labels, kind=Kind.HISTOGRAM,
+                       buckets=tuple(buckets), hist_sum=a.hist_sum), ""
+    if a.invalid:
+        return Reading(key, None, spec.unit, labels, Status.ERROR,
+                       f"invalid value: {a.invalid}", kind=spec.kind), ""
+    value = a.value
+    if not math.isfinite(value):
+        # each series finite, their sum not (two engines at 1.7e308): no number to show
+        return Reading(key, None, spec.unit, labels, Status.ERROR,
+                       f"invalid value: the sum of {a.n} series overflows",
+                       kind=spec.kind), ""
+    if a.fraction and not 0.0 <= value <= 100.0:
+        # a share of something cannot be negative or above 100 %: a broken server,
+        # never a healthy one
+        return Reading(key, None, spec.unit, labels, Status.ERROR,
+                       f"invalid value: a ratio of {value:.3g} (outside 0..1)",
+                       kind=spec.kind), ""
+    note = ""
+    if a.fraction and value > 1.0 and value <= 100.0:
+        # documented as 0..1 but reported as percent (some builds): normalise
+        value /= 100.0
+        note = f"{key} reported as a percent; divided by 100"
+        if note not in notes:
+            notes.append(note)
+    return Reading(key, value, spec.unit, labels, kind=spec.kind), note
 
 
 # ---- the tables: one per server kind, in infertop/servers/<kind>.py -------------------------

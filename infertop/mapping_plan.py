@@ -73,7 +73,8 @@ class Plan:
     bucket bound is fed by one sample (distinct, not NaN) the positions to read in C:
     (bucket positions, their bounds, (position, scale) of each _sum, _count positions)."""
 
-    __slots__ = ("dialect", "models", "engines", "keys", "series", "shape", "plain")
+    __slots__ = ("dialect", "models", "engines", "keys", "series", "shape", "plain", "last",
+                 "tail")
 
     def __init__(self, dialect, models: list[str], engines: list[str], accs: list[tuple],
                  ops: list[tuple], plain: bool = False) -> None:
@@ -86,8 +87,13 @@ class Plan:
         per: list[list[tuple]] = [[] for _ in accs]
         for n, op, i, arg in ops:
             per[n].append((op, i, arg))
-        self.series = tuple((kind, agg, fraction, tuple(mine), _histogram(mine))
+        self.series = tuple((kind, agg, fraction, tuple(mine), _histogram(mine),
+                             tuple(i for _, i, _ in mine))
                             for (_, kind, agg, fraction), mine in zip(accs, per))
+        # per series, what the last page of this plan gave: (the samples it read, its
+        # accumulator, its reading or None, the note it added); dialects._run/_finish
+        self.last: list[tuple | None] = [None] * len(accs)
+        self.tail: tuple | None = None   # server.info and server.families (dialects.py)
         self.shape: Shape | None = None
 
 

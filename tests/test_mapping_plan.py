@@ -165,10 +165,16 @@ def test_kept_plan_maps_every_page_as_the_full_mapping(data):
     order = data.draw(st.lists(st.integers(0, len(kinds) - 1), min_size=2, max_size=8),
                       label="order")
     mapping_plan.clear()
+    last: dict[int, list[float]] = {}
     with Hits() as hits:
         for i in order:
             lines = template(kinds[i])
             values = data.draw(st.lists(VALUES, min_size=len(lines), max_size=len(lines)))
+            if i in last:   # some lines as they were: promtext hands back their samples
+                keep = data.draw(st.lists(st.booleans(), min_size=len(lines),
+                                          max_size=len(lines)), label="unchanged")
+                values = [b if k else v for v, b, k in zip(values, last[i], keep)]
+            last[i] = values
             text = render(lines, values)
             warm = digest(text)
             assert warm == full_digest(text)
@@ -331,3 +337,61 @@ def test_histograms_whose_bounds_repeat_or_are_nan(bounds):
         lines += [f"vllm:time_to_first_token_seconds_count {num(counts[-1])}"]
         text = "\n".join(lines) + "\n"
         assert digest(text) == full_digest(text)
+
+
+def test_a_series_read_from_the_same_samples_keeps_its_reading_and_a_moved_one_not():
+    """Unchanged lines: promtext hands back the same sample objects and the series keeps
+    the Reading made for the last page.  A line whose value moves (even 0.0 -> -0.0,
+    equal as numbers) gives a new one."""
+    mapping_plan.clear()
+    a = _vllm_page(running=0.0)
+    b = _vllm_page(running=-0.0)
+    first = readings_from_families(parse(a), INST).readings
+    again = readings_from_families(parse(a), INST).readings
+    assert all(x is y for x, y in zip(first, again))
+    moved = readings_from_families(parse(b), INST).readings
+    running = [r for r in moved if r.key == "server.requests_running"]
+    assert [repr(r.value) for r in running] == ["-0.0"]
+    assert next(r for r in moved if r.key == "latency.ttft_seconds") is \
+        next(r for r in first if r.key == "latency.ttft_seconds")
+    assert digest(b) == full_digest(b)
+
+
+def test_a_percent_note_is_said_on_every_page_of_a_kept_series():
+    """kv usage reported as a percent: the note goes into every page's meta, also when
+    the series' reading is the last page's."""
+    mapping_plan.clear()
+    text = ('# TYPE vllm:kv_cache_usage_perc gauge\n'
+            'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 50.0\n')
+    for _ in range(3):
+        e = readings_from_families(parse(text), INST)
+        assert any("reported as a percent" in n for n in e.meta.notes)
+        assert [r.value for r in e.readings if r.key == "kv.usage_ratio"] == [0.5]
+
+
+def test_extras_labels_follow_the_instance_the_model_and_edited_dicts():
+    """Ctx.reading_labels remembers a series' labels by its FrozenLabels: another
+    instance or model gives other labels; a plain dict edited in place is not remembered."""
+    text = ('# TYPE vllm:cache_config_info gauge\n'
+            'vllm:cache_config_info{block_size="16",engine="0",model_name="m"} 1\n'
+            '# TYPE vllm:num_requests_running gauge\n'
+            'vllm:num_requests_running{engine="0",model_name="m"} 1\n')
+
+    def config_labels(t: str, inst: str) -> set:
+        return {r.labels for r in readings_from_families(parse(t), inst).readings
+                if r.key == "kv.config"}
+
+    for inst in ("a:1", "b:2", "a:1"):
+        assert {dict(lab)["instance"] for lab in config_labels(text, inst)} == {inst}
+    renamed = text.replace('model_name="m"', 'model_name="n"')
+    assert {dict(lab)["model"] for lab in config_labels(renamed, INST)} == {"n"}
+    lab = {"block_size": "16", "engine": "0", "model_name": "m"}
+    fam = Family("vllm:cache_config_info", "gauge", "",
+                 [PromSample("vllm:cache_config_info", lab, 1.0, None)])
+    def engines() -> set:
+        return {dict(r.labels)["engine"] for r in readings_from_families([fam], INST).readings
+                if r.key == "kv.config"}
+
+    assert engines() == {"0"}
+    lab["engine"] = "5"
+    assert engines() == {"5"}
