@@ -20,6 +20,7 @@ import re
 import time
 import zlib
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -132,7 +133,7 @@ class ServerMetricsProbe(Probe):
         except asyncio.TimeoutError:
             raise ServerMetricsError(self._timeout_message()) from None
         text = body.decode(_charset(headers.get("content-type", "")), errors="replace")
-        if not text.strip():
+        if not text or text.isspace():   # (strip() would copy the whole page)
             raise ServerMetricsError(f"empty response from {url}: no metrics")
         warnings: list[str] = []
         lines = text.count("\n")
@@ -152,7 +153,7 @@ class ServerMetricsProbe(Probe):
         if isinstance(meta, ServerMeta) and meta.series_dropped:
             warnings += [n for n in meta.notes if "cardinality cap" in n]
         # warnings: read, but not all of it; the reason says what was left out
-        meta = replace(meta, url=redact_url(url), scrape_bytes=len(body),
+        meta = replace(meta, url=_redacted(url), scrape_bytes=len(body),
                        warnings=tuple(warnings))
         return sample(self.name, readings, meta=meta, started=started,
                       reason="; ".join(warnings))
@@ -247,6 +248,12 @@ class ServerMetricsProbe(Probe):
 
     def _timeout_message(self) -> str:
         return f"no answer from {self.url} within {self.timeout:g} s (server busy or hung?)"
+
+
+@lru_cache(maxsize=64)
+def _redacted(url: str) -> str:
+    """redact_url, once per URL (two regular expressions a scrape otherwise)."""
+    return redact_url(url)
 
 
 def _too_big(limit: int, url: str) -> ServerMetricsError:
