@@ -318,7 +318,9 @@ def _run(ctx: _Ctx, plan: mapping_plan.Plan, samples: list) -> list:
 
     A series whose samples are the very objects it read on the plan's last page is not
     summed again (its accumulator and reading are the last page's; ``_finish``).  Returns,
-    per series, None for those and the samples read for the others."""
+    per series, the kept entry (a tuple) for those and the samples read (a list) for the
+    others: ``_finish`` uses the entry seen here, whatever another thread mapping the
+    same instance has stored since."""
     accs = []
     fresh: list = []
     get = samples.__getitem__
@@ -329,7 +331,7 @@ def _run(ctx: _Ctx, plan: mapping_plan.Plan, samples: list) -> list:
         kept = last[n]
         if kept is not None and all(map(is_, cur, kept[0])):
             accs.append(kept[1])
-            fresh.append(None)
+            fresh.append(kept)
             continue
         fresh.append(cur)
         if values is None:
@@ -406,18 +408,17 @@ def _histogram_problem(buckets: list[tuple[float, float]]) -> str:
 def _finish(ctx: _Ctx, plan: mapping_plan.Plan | None = None,
             fresh: list | None = None) -> list[Reading]:
     """The readings of ``ctx.accs``, in order.  With a plan, a series whose samples are the
-    very objects of the plan's last page (``fresh[n]`` None: promtext hands back the same
-    frozen sample for an unchanged line) gives the Reading made then, and its note again."""
+    very objects of the plan's last page (``fresh[n]`` that page's entry: promtext hands
+    back the same frozen sample for an unchanged line) gives the Reading made then, and
+    its note again."""
     out: list[Reading] = []
     notes = ctx.notes
     last = plan.last if plan is not None else None
     for n, ((key, labels), a) in enumerate(ctx.accs.items()):
-        if fresh is not None and last is not None:
+        if fresh is not None and last is not None and n < len(fresh):
             cur = fresh[n]
-            if cur is None:
-                kept = last[n]
-                assert kept is not None   # _run found it
-                r, note = kept[2], kept[3]
+            if type(cur) is tuple:     # kept by _run
+                r, note = cur[2], cur[3]
                 if note and note not in notes:
                     notes.append(note)
             else:
