@@ -17,9 +17,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import chain, repeat
+from math import isfinite
+from operator import add, attrgetter, is_, itemgetter
+from operator import le as _not_above
 from typing import Iterable, Iterator, Mapping
 
+from . import mapping_plan
 from .keys import SPECS
+from .mapping_plan import ADD as _ADD
+from .mapping_plan import BUCKET as _BUCKET
+from .mapping_plan import HCOUNT as _HCOUNT
+from .mapping_plan import HSUM as _HSUM
 from .meta import ServerMeta
 from .model import Kind, Reading, Status, make_labels
 from .promtext import Family, FrozenLabels, ParseError, parse
@@ -63,35 +72,49 @@ def readings_from_exposition(text: str, instance: str) -> Exposition:
 
 
 def readings_from_families(families: list[Family], instance: str) -> Exposition:
-    dialect = registry.dialects().get(detect_dialect(families), UNKNOWN)
-    by_name: dict[str, Family] = {}
-    for f in families:  # a family repeated further down the page: one family
-        if f.name in by_name:
-            prev = by_name[f.name]
-            by_name[f.name] = Family(f.name, prev.type, prev.help, prev.samples + f.samples)
-        else:
-            by_name[f.name] = f
-    dropped, worst_family = _cap_series(by_name)
-    models, engines = _models_and_engines(dialect, by_name)
+    dialects = registry.dialects()
+    samples = list(chain.from_iterable(f.samples for f in families))
+    shape = mapping_plan.shape_of(families, samples, instance, dialects)
+    plan = mapping_plan.known(shape)
+    dialect = plan.dialect if plan is not None else \
+        dialects.get(detect_dialect(families), UNKNOWN)
+    if plan is not None and plan.plain:
+        by_name = dict(zip(shape.families, families))
+        dropped, worst_family = 0, ""
+    else:
+        by_name = {}
+        for f in families:  # a family repeated further down the page: one family
+            if f.name in by_name:
+                prev = by_name[f.name]
+                by_name[f.name] = Family(f.name, prev.type, prev.help, prev.samples + f.samples)
+            else:
+                by_name[f.name] = f
+        dropped, worst_family = _cap_series(by_name)
+    if plan is not None:
+        models, engines = plan.models, plan.engines
+    else:
+        models, engines = _models_and_engines(dialect, by_name)
     model = models[0] if len(models) == 1 else ""
     ctx = _Ctx(dialect, instance, by_name, model)
-    for rule in dialect.rules + GENERIC:
-        if rule.unless and rule.unless in by_name:
-            continue
-        for fname in rule.families:
-            fam = by_name.get(fname)
-            if fam is not None:
-                _apply(ctx, rule, fam)
+    if plan is None:
+        # a page of a new shape: which sample feeds which series, kept for the next page
+        plan = _compile(ctx, samples, models, engines,
+                        plain=not dropped and len(by_name) == len(families))
+        mapping_plan.remember(shape, plan)
+    fresh = _run(ctx, plan, samples)
     for extra in dialect.extras:
         extra(ctx)
-    readings = _finish(ctx)
+    readings = _finish(ctx, plan, fresh)
     readings += ctx.extra
 
-    server_labels = make_labels({"instance": instance, **({"model": model} if model else {})})
-    info = dialect.name if not models else f"{dialect.name} {', '.join(models)}"
-    readings.append(Reading("server.info", 1.0, "", server_labels, kind=Kind.INFO, text=info))
-    readings.append(Reading("server.families", float(len(families)), SPECS["server.families"].unit,
-                            make_labels(instance=instance)))
+    if plan.tail is None:   # facts of the page's shape: made once per plan
+        server_labels = make_labels({"instance": instance, **({"model": model} if model else {})})
+        info = dialect.name if not models else f"{dialect.name} {', '.join(models)}"
+        plan.tail = (
+            Reading("server.info", 1.0, "", server_labels, kind=Kind.INFO, text=info),
+            Reading("server.families", float(len(families)), SPECS["server.families"].unit,
+                    make_labels(instance=instance)))
+    readings += plan.tail
     if dropped:
         ctx.notes.append(cardinality_note(dropped, worst_family))
     meta = ServerMeta(dialect=dialect.name, model=", ".join(models), engines=tuple(engines),
@@ -144,6 +167,10 @@ def _models_and_engines(d: Dialect, by_name: dict[str, Family]) -> tuple[list[st
             if d.engine_label and d.engine_label in lab:
                 engines.add(lab[d.engine_label])
     return sorted(models), sorted(engines, key=natural_key)
+
+
+_value = attrgetter("value")
+_second = itemgetter(1)
 
 
 def _selected(rule: FamilyMap, lab: dict[str, str]) -> bool:
@@ -202,39 +229,149 @@ def _rule_labels(ctx: _Ctx, rule: FamilyMap, lab: dict[str, str]) -> tuple:
     return make_labels(ctx.labels(lab, **more))
 
 
-def _acc(ctx: _Ctx, rule: FamilyMap, labels: tuple, kind: Kind) -> _Acc:
-    key = (rule.key, labels)
-    a = ctx.accs.get(key)
-    if a is None:
-        agg = rule.agg or ("max" if kind is Kind.GAUGE else "sum")
-        a = ctx.accs[key] = _Acc(kind, agg, fraction=rule.fraction)
-    return a
+# ---- the rule loop: a page's shape -> a plan; a plan + the page's values -> the series ----
+#
+# Which sample feeds which output series, and how, depends only on the page's shape (its
+# families, and each sample's name and labels); the values only move the sums.  So the rule
+# loop below decides once per shape and writes its decisions down as operations on sample
+# positions (a Plan, kept by mapping_plan.py for the next page of the same shape), and
+# ``_run`` applies them to the page's values.  A page of a new shape is compiled first and
+# then run the same way: there is one way to sum, and a kept plan can only differ from a
+# fresh one if the shape check is wrong (tests/test_mapping_plan.py).
 
 
-def _apply(ctx: _Ctx, rule: FamilyMap, fam: Family) -> None:
-    kind = SPECS[rule.key].kind
-    if rule.part:
-        if fam.type not in ("histogram", "summary"):
-            return
-        suffix = "_" + rule.part
-        for s in fam.samples:
-            if s.name.endswith(suffix):
-                ok, labels, _, _ = _mapped(ctx, rule, s.labels)
-                if ok:
-                    _add(_acc(ctx, rule, labels, kind), s.value * rule.scale)
-        return
-    if kind is Kind.HISTOGRAM:
-        if fam.type == "histogram":
-            _apply_histogram(ctx, rule, fam)
-        return
-    if fam.type in ("histogram", "summary"):
-        return  # a scalar key needs a scalar family
-    for s in fam.samples:
-        if s.name.endswith("_created"):
+
+def _compile(ctx: _Ctx, samples: list, models: list[str], engines: list[str],
+             plain: bool) -> mapping_plan.Plan:
+    """The operations of today's rule loop over this page, in the order it visits them."""
+    pos = {id(s): i for i, s in enumerate(samples)}
+    index: dict[tuple[str, tuple], int] = {}
+    accs: list[tuple] = []     # (key, kind, agg, fraction), in the order first fed
+    ops: list[tuple] = []      # (acc, op, sample position, argument)
+    by_name = ctx.by_name
+
+    def acc(rule: FamilyMap, labels: tuple, kind: Kind) -> int:
+        key = (rule.key, labels)
+        n = index.get(key)
+        if n is None:
+            agg = rule.agg or ("max" if kind is Kind.GAUGE else "sum")
+            n = index[key] = len(accs)
+            accs.append((key, kind, agg, rule.fraction))
+        return n
+
+    for rule in ctx.dialect.rules + GENERIC:
+        if rule.unless and rule.unless in by_name:
             continue
-        ok, labels, _, _ = _mapped(ctx, rule, s.labels)
-        if ok:
-            _add(_acc(ctx, rule, labels, kind), s.value * rule.scale)
+        for fname in rule.families:
+            fam = by_name.get(fname)
+            if fam is None:
+                continue
+            kind = SPECS[rule.key].kind
+            if rule.part:
+                if fam.type not in ("histogram", "summary"):
+                    continue
+                suffix = "_" + rule.part
+                for s in fam.samples:
+                    if s.name.endswith(suffix):
+                        ok, labels, _, _ = _mapped(ctx, rule, s.labels)
+                        if ok:
+                            ops.append((acc(rule, labels, kind), _ADD, pos[id(s)], rule.scale))
+            elif kind is Kind.HISTOGRAM:
+                if fam.type == "histogram":
+                    _compile_histogram(ctx, rule, fam, pos, acc, ops)
+            elif fam.type not in ("histogram", "summary"):  # a scalar key: scalar family
+                for s in fam.samples:
+                    if s.name.endswith("_created"):
+                        continue
+                    ok, labels, _, _ = _mapped(ctx, rule, s.labels)
+                    if ok:
+                        ops.append((acc(rule, labels, kind), _ADD, pos[id(s)], rule.scale))
+    return mapping_plan.Plan(ctx.dialect, models, engines, accs, ops, plain)
+
+
+def _compile_histogram(ctx: _Ctx, rule: FamilyMap, fam: Family, pos: dict[int, int],
+                       acc, ops: list) -> None:
+    for s in fam.samples:
+        name = s.name
+        if name.endswith("_bucket"):
+            ok, labels, le, le_text = _mapped(ctx, rule, s.labels, bucket=True)
+            if not ok or le is None:
+                continue
+            # counts stay counts; the bounds change unit (inf stays inf)
+            ops.append((acc(rule, labels, Kind.HISTOGRAM), _BUCKET, pos[id(s)],
+                        (le * rule.scale, le_text)))
+        elif name.endswith("_sum"):
+            ok, labels, _, _ = _mapped(ctx, rule, s.labels)
+            if ok:
+                ops.append((acc(rule, labels, Kind.HISTOGRAM), _HSUM, pos[id(s)], rule.scale))
+        elif name.endswith("_count"):
+            ok, labels, _, _ = _mapped(ctx, rule, s.labels)
+            if ok:
+                ops.append((acc(rule, labels, Kind.HISTOGRAM), _HCOUNT, pos[id(s)], None))
+
+
+def _run(ctx: _Ctx, plan: mapping_plan.Plan, samples: list) -> list:
+    """Sum the page's values into ``ctx.accs`` as the plan says: each series' operations
+    in the order the rule loop visited them (float sums and max() with NaN depend on the
+    order).  A histogram whose buckets each come from one sample and whose counts are all
+    finite is summed in C (``hist``): the same additions (0.0 + count, one per bucket).
+
+    A series whose samples are the very objects it read on the plan's last page is not
+    summed again (its accumulator and reading are the last page's; ``_finish``).  Returns,
+    per series, the kept entry (a tuple) for those and the samples read (a list) for the
+    others: ``_finish`` uses the entry seen here, whatever another thread mapping the
+    same instance has stored since."""
+    accs = []
+    fresh: list = []
+    get = samples.__getitem__
+    values: list[float] | None = None
+    last = plan.last
+    for n, (kind, agg, fraction, ops, hist, pos) in enumerate(plan.series):
+        cur = list(map(get, pos))
+        kept = last[n]
+        if kept is not None and all(map(is_, cur, kept[0])):
+            accs.append(kept[1])
+            fresh.append(kept)
+            continue
+        fresh.append(cur)
+        if values is None:
+            values = list(map(_value, samples))
+        a = _Acc(kind, agg, fraction=fraction)
+        accs.append(a)
+        if hist is not None:
+            b_pos, b_les, s_ops, c_pos = hist
+            counts = list(map(values.__getitem__, b_pos))
+            totals = list(map(values.__getitem__, c_pos))
+            if all(map(isfinite, counts)) and all(map(isfinite, totals)):
+                a.buckets = dict(zip(b_les, map(add, repeat(0.0), counts)))
+                for i, scale in s_ops:
+                    a.hist_sum += values[i] * scale
+                for v in totals:
+                    a.value += v
+                a.n = len(totals)
+                continue
+        _replay(a, ops, values)   # NaN/Inf: the first one found names the problem
+    ctx.accs = dict(zip(plan.keys, accs))
+    return fresh
+
+
+def _replay(a: _Acc, ops: tuple, values: list[float]) -> None:
+    for op, i, arg in ops:
+        v = values[i]
+        if op is _ADD:
+            _add(a, v * arg)
+        elif op is _BUCKET:
+            le, le_text = arg
+            a.buckets[le] = a.buckets.get(le, 0.0) + v
+            if not isfinite(v) and not a.invalid:
+                a.invalid = f"bucket le={le_text} is {_spell(v)}"
+        elif op is _HSUM:
+            a.hist_sum += v * arg
+        else:
+            a.value += v
+            a.n += 1
+            if not isfinite(v) and not a.invalid:
+                a.invalid = f"_count is {_spell(v)}"
 
 
 def _add(a: _Acc, v: float) -> None:
@@ -247,33 +384,6 @@ def _add(a: _Acc, v: float) -> None:
     else:
         a.value += v
     a.n += 1
-
-
-def _apply_histogram(ctx: _Ctx, rule: FamilyMap, fam: Family) -> None:
-    for s in fam.samples:
-        name = s.name
-        if name.endswith("_bucket"):
-            ok, labels, le, le_text = _mapped(ctx, rule, s.labels, bucket=True)
-            if not ok or le is None:
-                continue
-            a = _acc(ctx, rule, labels, Kind.HISTOGRAM)
-            le *= rule.scale   # counts stay counts; the bounds change unit (inf stays inf)
-            a.buckets[le] = a.buckets.get(le, 0.0) + s.value
-            if not math.isfinite(s.value) and not a.invalid:
-                a.invalid = f"bucket le={le_text} is {_spell(s.value)}"
-        elif name.endswith("_sum"):
-            ok, labels, _, _ = _mapped(ctx, rule, s.labels)
-            if ok:
-                _acc(ctx, rule, labels, Kind.HISTOGRAM).hist_sum += s.value * rule.scale
-        elif name.endswith("_count"):
-            ok, labels, _, _ = _mapped(ctx, rule, s.labels)
-            if not ok:
-                continue
-            a = _acc(ctx, rule, labels, Kind.HISTOGRAM)
-            a.value += s.value
-            a.n += 1
-            if not math.isfinite(s.value) and not a.invalid:
-                a.invalid = f"_count is {_spell(s.value)}"
 
 
 def _spell(v: float) -> str:
@@ -295,56 +405,78 @@ def _histogram_problem(buckets: list[tuple[float, float]]) -> str:
     return ""
 
 
-def _finish(ctx: _Ctx) -> list[Reading]:
+def _finish(ctx: _Ctx, plan: mapping_plan.Plan | None = None,
+            fresh: list | None = None) -> list[Reading]:
+    """The readings of ``ctx.accs``, in order.  With a plan, a series whose samples are the
+    very objects of the plan's last page (``fresh[n]`` that page's entry: promtext hands
+    back the same frozen sample for an unchanged line) gives the Reading made then, and
+    its note again."""
     out: list[Reading] = []
-    for (key, labels), a in ctx.accs.items():
-        spec = SPECS[key]
-        if a.kind is Kind.HISTOGRAM:
-            if not a.buckets and not a.n:
-                continue
-            buckets = sorted(a.buckets.items())
-            count = a.value if a.n else (buckets[-1][1] if buckets else 0.0)
-            if not buckets or not math.isinf(buckets[-1][0]):
-                buckets.append((math.inf, count))
-            problem = a.invalid or \
-                ("" if math.isfinite(count) and all(math.isfinite(c) for _, c in buckets)
-                 else "counts summed over series overflow") or \
-                _histogram_problem(buckets) or \
-                ("" if math.isfinite(a.hist_sum) else f"_sum is {_spell(a.hist_sum)}")
-            if problem:
-                out.append(Reading(key, None, spec.unit, labels, Status.ERROR,
-                                   f"invalid histogram from the server: {problem}",
-                                   kind=Kind.HISTOGRAM))
-                continue
-            out.append(Reading(key, count, spec.unit, labels, kind=Kind.HISTOGRAM,
-                               buckets=tuple(buckets), hist_sum=a.hist_sum))
-            continue
-        if a.invalid:
-            out.append(Reading(key, None, spec.unit, labels, Status.ERROR,
-                               f"invalid value: {a.invalid}", kind=spec.kind))
-            continue
-        value = a.value
-        if not math.isfinite(value):
-            # each series finite, their sum not (two engines at 1.7e308): no number to show
-            out.append(Reading(key, None, spec.unit, labels, Status.ERROR,
-                               f"invalid value: the sum of {a.n} series overflows",
-                               kind=spec.kind))
-            continue
-        if a.fraction and not 0.0 <= value <= 100.0:
-            # a share of something cannot be negative or above 100 %: a broken server,
-            # never a healthy one
-            out.append(Reading(key, None, spec.unit, labels, Status.ERROR,
-                               f"invalid value: a ratio of {value:.3g} (outside 0..1)",
-                               kind=spec.kind))
-            continue
-        if a.fraction and value > 1.0 and value <= 100.0:
-            # documented as 0..1 but reported as percent (some builds): normalise
-            value /= 100.0
-            note = f"{key} reported as a percent; divided by 100"
-            if note not in ctx.notes:
-                ctx.notes.append(note)
-        out.append(Reading(key, value, spec.unit, labels, kind=spec.kind))
+    notes = ctx.notes
+    last = plan.last if plan is not None else None
+    for n, ((key, labels), a) in enumerate(ctx.accs.items()):
+        if fresh is not None and last is not None and n < len(fresh):
+            cur = fresh[n]
+            if type(cur) is tuple:     # kept by _run
+                r, note = cur[2], cur[3]
+                if note and note not in notes:
+                    notes.append(note)
+            else:
+                r, note = _finish_one(key, labels, a, notes)
+                last[n] = (cur, a, r, note)
+        else:
+            r, _ = _finish_one(key, labels, a, notes)
+        if r is not None:
+            out.append(r)
     return out
+
+
+def _finish_one(key: str, labels: tuple, a: _Acc, notes: list[str]) -> tuple:
+    """(reading or None, the note it added or "") of one accumulated series."""
+    spec = SPECS[key]
+    if a.kind is Kind.HISTOGRAM:
+        if not a.buckets and not a.n:
+            return None, ""
+        buckets = sorted(a.buckets.items())
+        count = a.value if a.n else (buckets[-1][1] if buckets else 0.0)
+        if not buckets or not math.isinf(buckets[-1][0]):
+            buckets.append((math.inf, count))
+        counts = list(map(_second, buckets))
+        problem = a.invalid or \
+            ("" if math.isfinite(count) and all(map(isfinite, counts))
+             else "counts summed over series overflow") or \
+            ("" if counts[0] >= 0 and all(map(_not_above, counts, counts[1:]))
+             else _histogram_problem(buckets)) or \
+            ("" if math.isfinite(a.hist_sum) else f"_sum is {_spell(a.hist_sum)}")
+        if problem:
+            return Reading(key, None, spec.unit, labels, Status.ERROR,
+                           f"invalid histogram from the server: {problem}",
+                           kind=Kind.HISTOGRAM), ""
+        return Reading(key, count, spec.unit, labels, kind=Kind.HISTOGRAM,
+                       buckets=tuple(buckets), hist_sum=a.hist_sum), ""
+    if a.invalid:
+        return Reading(key, None, spec.unit, labels, Status.ERROR,
+                       f"invalid value: {a.invalid}", kind=spec.kind), ""
+    value = a.value
+    if not math.isfinite(value):
+        # each series finite, their sum not (two engines at 1.7e308): no number to show
+        return Reading(key, None, spec.unit, labels, Status.ERROR,
+                       f"invalid value: the sum of {a.n} series overflows",
+                       kind=spec.kind), ""
+    if a.fraction and not 0.0 <= value <= 100.0:
+        # a share of something cannot be negative or above 100 %: a broken server,
+        # never a healthy one
+        return Reading(key, None, spec.unit, labels, Status.ERROR,
+                       f"invalid value: a ratio of {value:.3g} (outside 0..1)",
+                       kind=spec.kind), ""
+    note = ""
+    if a.fraction and value > 1.0 and value <= 100.0:
+        # documented as 0..1 but reported as percent (some builds): normalise
+        value /= 100.0
+        note = f"{key} reported as a percent; divided by 100"
+        if note not in notes:
+            notes.append(note)
+    return Reading(key, value, spec.unit, labels, kind=spec.kind), note
 
 
 # ---- the tables: one per server kind, in infertop/servers/<kind>.py -------------------------

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from infertop.keys import SPECS
 from infertop.model import Kind, Reading, make_labels
-from infertop.promtext import Family
+from infertop.promtext import Family, FrozenLabels
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,10 @@ class Acc:
     invalid: str = ""     # why the server's values cannot be used (NaN, Inf): never "ok"
 
 
+_LABELS_MAX = 4096
+_LABELS: dict[tuple, tuple] = {}   # Ctx.reading_labels' memo (bounded: cleared when full)
+
+
 @dataclass
 class Ctx:
     """One page being mapped: what the extras read (``by_name``) and add (``extra``)."""
@@ -91,6 +95,22 @@ class Ctx:
     accs: dict[tuple[str, tuple], Acc] = field(default_factory=dict)
     extra: list[Reading] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    def reading_labels(self, src: dict[str, str], **more: str) -> tuple:
+        """``make_labels(self.labels(src, **more))``, remembered across scrapes for a
+        series' ``FrozenLabels`` (promtext hands out the same object for the same series
+        on every scrape; the object is kept in the entry, so its id is not reused while
+        remembered).  The extras label a few samples a page this way (~40 us a page)."""
+        key = (id(src), self.instance, self.model, self.dialect.name, *more.items())
+        hit = _LABELS.get(key)
+        if hit is not None and hit[0] is src:
+            return hit[1]
+        got = make_labels(self.labels(src, **more))
+        if isinstance(src, FrozenLabels):
+            if len(_LABELS) >= _LABELS_MAX:
+                _LABELS.clear()
+            _LABELS[key] = (src, got)
+        return got
 
     def labels(self, src: dict[str, str], **more: str) -> dict[str, str]:
         out = {"instance": self.instance}
@@ -114,7 +134,7 @@ def gauge_configs(ctx: Ctx, table) -> None:
         for s in fam.samples:
             if block_type is not None and s.labels.get("kv_cache_block_type") != block_type:
                 continue
-            lab = make_labels(ctx.labels(s.labels, name=name))
+            lab = ctx.reading_labels(s.labels, name=name)
             if lab in seen:  # one fact per engine, not one per TP rank
                 continue
             seen.add(lab)

@@ -14,7 +14,7 @@ import math
 from typing import Sequence
 
 from infertop.keys import SPECS
-from infertop.model import Kind, Reading, make_labels
+from infertop.model import Kind, Reading
 
 from .flags import settings_from
 from .mapping import Ctx, Dialect, gauge_configs
@@ -33,7 +33,7 @@ def _sglang_utilization(ctx: Ctx) -> None:
     for s in fam.samples:
         if not math.isfinite(s.value) or s.value < 0:
             continue
-        lab = make_labels(ctx.labels(s.labels))
+        lab = ctx.reading_labels(s.labels)
         seen[lab] = max(seen.get(lab, 0.0), s.value)   # TP ranks repeat it
     for lab, v in seen.items():
         ctx.extra.append(Reading("server.utilization_ratio", v,
@@ -49,7 +49,7 @@ def _sglang_role(ctx: Ctx) -> None:
         role = s.labels.get("engine_type")
         if role not in ("prefill", "decode", "unified"):
             continue
-        lab = make_labels(ctx.labels(s.labels))
+        lab = ctx.reading_labels(s.labels)
         if lab not in seen:
             seen.add(lab)
             ctx.extra.append(Reading("server.disagg_role", 1.0, "", lab, kind=Kind.INFO,

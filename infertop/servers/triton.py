@@ -15,7 +15,7 @@ fixture is written from that documentation, not captured
 from __future__ import annotations
 
 from infertop.keys import SPECS
-from infertop.model import Reading, make_labels
+from infertop.model import Reading
 
 from .flags import settings_from
 from .mapping import Ctx, Dialect, gauge_configs
@@ -36,7 +36,7 @@ def _triton_kv(ctx: Ctx) -> None:
     most: dict[tuple, float] = {}
     for s in fam.samples:
         t = s.labels.get("kv_cache_block_type")
-        lab = make_labels(ctx.labels(s.labels))
+        lab = ctx.reading_labels(s.labels)
         if t == "used":
             used[lab] = used.get(lab, 0.0) + s.value
         elif t == "max":

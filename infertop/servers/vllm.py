@@ -15,7 +15,7 @@ import re
 from typing import Sequence
 
 from infertop.keys import SPECS
-from infertop.model import Kind, Reading, make_labels
+from infertop.model import Kind, Reading
 
 from .flags import settings_from
 from .mapping import Ctx, Dialect
@@ -39,7 +39,7 @@ def _vllm_cache_config(ctx: Ctx) -> None:
             if v is None or v == "None":
                 continue
             ctx.extra.append(Reading("kv.config", 1.0, "",
-                                     make_labels(ctx.labels(s.labels, name=name)),
+                                     ctx.reading_labels(s.labels, name=name),
                                      kind=Kind.INFO, text=v))
 
 
@@ -61,7 +61,7 @@ def _vllm_sleep_level(ctx: Ctx) -> None:
         level = VLLM_SLEEP_LEVELS.get(s.labels.get("sleep_state", ""))
         if level is None or not (math.isfinite(s.value) and s.value >= 0.5):
             continue
-        lab = make_labels(ctx.labels(s.labels))
+        lab = ctx.reading_labels(s.labels)
         levels[lab] = max(levels.get(lab, 0.0), level)
     for lab, level in levels.items():
         ctx.extra.append(Reading("server.sleep_level", level, SPECS["server.sleep_level"].unit,

@@ -20,6 +20,7 @@ import re
 import time
 import zlib
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -128,11 +129,11 @@ class ServerMetricsProbe(Probe):
             await self.open()
         started = time.perf_counter()
         try:
-            body, headers, url = await asyncio.wait_for(self._fetch(), self.timeout * 2)
+            body, headers, url = await self._fetch_within(self.timeout * 2)
         except asyncio.TimeoutError:
             raise ServerMetricsError(self._timeout_message()) from None
         text = body.decode(_charset(headers.get("content-type", "")), errors="replace")
-        if not text.strip():
+        if not text or text.isspace():   # (strip() would copy the whole page)
             raise ServerMetricsError(f"empty response from {url}: no metrics")
         warnings: list[str] = []
         lines = text.count("\n")
@@ -152,7 +153,7 @@ class ServerMetricsProbe(Probe):
         if isinstance(meta, ServerMeta) and meta.series_dropped:
             warnings += [n for n in meta.notes if "cardinality cap" in n]
         # warnings: read, but not all of it; the reason says what was left out
-        meta = replace(meta, url=redact_url(url), scrape_bytes=len(body),
+        meta = replace(meta, url=_redacted(url), scrape_bytes=len(body),
                        warnings=tuple(warnings))
         return sample(self.name, readings, meta=meta, started=started,
                       reason="; ".join(warnings))
@@ -182,6 +183,17 @@ class ServerMetricsProbe(Probe):
         return readings, expo.meta
 
     # ---- HTTP --------------------------------------------------------------------------
+
+    async def _fetch_within(self, seconds: float) -> tuple[bytes, dict[str, str], str]:
+        """``_fetch`` under a deadline (asyncio.TimeoutError past it).  On 3.11+ the
+        deadline is set on this task (``asyncio.timeout``): ``wait_for`` runs the fetch
+        as a task of its own, two more turns of the event loop a scrape (5 -> 3, each
+        ~0.1 ms of the main thread's CPU here)."""
+        timeout = getattr(asyncio, "timeout", None)
+        if timeout is None:     # Python 3.10
+            return await asyncio.wait_for(self._fetch(), seconds)
+        async with timeout(seconds):
+            return await self._fetch()
 
     async def _fetch(self) -> tuple[bytes, dict[str, str], str]:
         assert self._client is not None
@@ -236,6 +248,12 @@ class ServerMetricsProbe(Probe):
 
     def _timeout_message(self) -> str:
         return f"no answer from {self.url} within {self.timeout:g} s (server busy or hung?)"
+
+
+@lru_cache(maxsize=64)
+def _redacted(url: str) -> str:
+    """redact_url, once per URL (two regular expressions a scrape otherwise)."""
+    return redact_url(url)
 
 
 def _too_big(limit: int, url: str) -> ServerMetricsError:
