@@ -26,6 +26,7 @@ from textual.binding import Binding
 from textual.app import ScreenStackError
 from textual.containers import Container
 from textual.css.query import NoMatches
+from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Static
 
@@ -38,6 +39,7 @@ from infertop.probes.sources.hub import deadline_for
 from infertop.source import SnapshotSource, pace
 from infertop.themes import DEFAULT_THEME, THEMES, roles, stylesheet_path
 
+from .compositor import use_lean_compositor
 from .options import AppOptions, CaptureSummaries
 from .panes.context import FrameLookups
 from .panes.widget import LayerPane
@@ -313,6 +315,13 @@ class InfertopApp(App):
         self.theme = name
 
     # -- layout ---------------------------------------------------------------------------
+    def get_default_screen(self) -> Screen:
+        """Textual's main screen, with a compositor whose partial updates render only the
+        rows they write (tui/compositor.py)."""
+        screen = super().get_default_screen()
+        use_lean_compositor(screen)
+        return screen
+
     def compose(self) -> ComposeResult:
         yield Static(self._header_text(), id="header")
         yield Static("", id="findings-strip", classes="-none")
