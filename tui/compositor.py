@@ -136,7 +136,7 @@ class LeanCompositor(Compositor):
                     if line_winners.get(cut) is widget:
                         line_chops[cut] = piece
         chop_ends = [cut_set[1:] for cut_set in cuts]
-        return LeanChopsUpdate(chops, spans, chop_ends)  # type: ignore[arg-type]
+        return LeanChopsUpdate(chops, spans, chop_ends)
 
 
 def use_lean_compositor(screen) -> None:
