@@ -50,6 +50,7 @@ from .panes.memory import MemoryPane
 from .panes.parallelism import ParallelismPane
 from .panes.scheduling import SchedulingPane
 from .widgets.history_plot import HistoryPlot, sync_history_plot, toggle_history_plot
+from .widgets.bar import Bar
 from .widgets.filter_line import FilterLine
 from .widgets.keybar import KeyBar
 from .zoom_table import ZOOM_BINDINGS
@@ -323,16 +324,16 @@ class InfertopApp(App):
         return screen
 
     def compose(self) -> ComposeResult:
-        yield Static(self._header_text(), id="header")
-        yield Static("", id="findings-strip", classes="-none")
-        yield Static("", id="banner")
+        yield Bar(self._header_text(), id="header")
+        yield Bar("", id="findings-strip", classes="-none")
+        yield Bar("", id="banner")
         with Container(id="panes"):
             for cls in PANE_CLASSES:
                 yield cls(id=f"pane-{cls.pane_layer.value}")
         yield HistoryPlot(id="history-plot")
         yield Static("", id="too-small")
         yield FilterLine(id="table-filter")
-        yield Static("", id="status")
+        yield Bar("", id="status")
         yield KeyBar(general=GENERAL_ACTIONS)
 
     def _shutting_down(self) -> bool:
