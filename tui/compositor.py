@@ -131,6 +131,14 @@ class LeanCompositor(Compositor):
                 line_winners = winners[line_y]
                 line_chops = chops[line_y]
                 piece_cuts = [cut for cut in cuts[line_y] if x <= cut <= right]
+                if len(piece_cuts) == 2 and strip.cell_length == width:
+                    # one piece, the whole row: Strip.divide would return [strip] and
+                    # keep that list in the strip's own cache, a cycle only the garbage
+                    # collector frees (~34 rows a tick, 7 caches each: most of the
+                    # screen's cyclic garbage)
+                    if line_winners.get(x) is widget:
+                        line_chops[x] = strip
+                    continue
                 pieces = strip.divide([cut - x for cut in piece_cuts[1:]])
                 for cut, piece in zip(piece_cuts, pieces):
                     if line_winners.get(cut) is widget:
