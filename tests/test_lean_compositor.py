@@ -114,6 +114,34 @@ async def test_the_terminal_shows_what_a_full_repaint_draws_tick_after_tick():
         assert checked == len(steps)
 
 
+async def test_a_partial_update_leaves_no_row_holding_itself(monkeypatch):
+    """Strip.divide into one piece caches [strip] in the strip itself: a cycle that only
+    the garbage collector frees (~34 rows a tick were, most of the screen's cyclic
+    garbage).  A partial update uses such a row as it is."""
+    from textual.strip import Strip
+    divide = Strip.divide
+    whole: list = []
+
+    def spy(strip, cuts):
+        cuts = list(cuts)
+        if cuts == [strip.cell_length]:
+            whole.append(strip)
+        return divide(strip, cuts)
+
+    app = demo_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        while app.ticks < 1:
+            await pilot.pause(0.01)
+        await app._poll()
+        await pilot.pause()
+        monkeypatch.setattr(Strip, "divide", spy)
+        for _ in range(3):
+            await app._poll()
+            await pilot.pause()
+        monkeypatch.setattr(Strip, "divide", divide)
+    assert not whole
+
+
 async def test_a_piece_is_rendered_by_the_widget_that_shows_there():
     """The cut -> widget map follows the layout: after a zoom the zoomed pane owns the
     pieces the other panes had, and it is made again (not the old layout's)."""
