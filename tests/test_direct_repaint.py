@@ -14,7 +14,7 @@ from infertop.tui.modes import DemoApp
 from infertop.tui.options import AppOptions
 from infertop.tui.widgets.bar import Bar
 
-pytestmark = pytest.mark.slow   # the whole app driven
+slow = pytest.mark.slow   # the whole app driven
 
 
 def demo_app() -> DemoApp:
@@ -27,6 +27,7 @@ def screen_text(app) -> list[str]:
             for strip in app.screen._compositor.render_strips()]
 
 
+@slow
 async def test_a_repaint_is_handed_to_the_screen_without_waking_the_widget():
     app = demo_app()
     async with app.run_test(size=(160, 48)) as pilot:
@@ -47,7 +48,8 @@ async def test_a_repaint_is_handed_to_the_screen_without_waking_the_widget():
         assert screen_text(app)[-2].strip().startswith("tick 999 · direct")
 
 
-async def test_a_layout_and_a_widget_off_screen_go_through_textual():
+@slow
+async def test_a_layout_goes_through_textual():
     app = demo_app()
     async with app.run_test(size=(160, 48)) as pilot:
         while app.ticks < 1:
@@ -58,6 +60,8 @@ async def test_a_layout_and_a_widget_off_screen_go_through_textual():
         pane.refresh(layout=True)
         assert pane._layout_required and pane._repaint_required
         assert pane not in app.screen._dirty_widgets      # Textual's round, as before
-        await pilot.pause()
-        loose = Bar("not mounted")
-        assert loose.refresh() is loose and loose._repaint_required
+
+
+def test_a_widget_not_on_a_screen_goes_through_textual():
+    loose = Bar("not mounted")
+    assert loose.refresh() is loose and loose._repaint_required

@@ -18,7 +18,7 @@ from infertop.tui.compositor import LeanChopsUpdate, LeanCompositor
 from infertop.tui.modes import DemoApp
 from infertop.tui.options import AppOptions
 
-pytestmark = pytest.mark.slow   # the whole app driven through many ticks
+slow = pytest.mark.slow   # the whole app driven through many ticks
 
 ESCAPE = re.compile(r"\x1b\[([0-9;?]*)([A-Za-z])|\x1b\]8;[^\x1b]*\x1b\\")
 
@@ -72,6 +72,24 @@ def repainted(app) -> list:
     return term.cells
 
 
+def test_a_piece_on_a_span_is_written_whole_and_one_past_it_not_at_all():
+    from rich.console import Console
+    from rich.segment import Segment
+    from rich.style import Style
+    from textual.strip import Strip
+    red = Style(color="#ff0000")
+    chops = [{0: Strip([Segment("ab", red), Segment("cd")], 4), 4: Strip([Segment("efgh")], 4),
+              8: None},
+             {0: Strip([Segment("ijkl")], 4), 4: Strip([Segment("mnop")], 4), 8: None}]
+    update = LeanChopsUpdate(chops, [(0, 1, 3), (1, 4, 6)], [[4, 8, 10], [4, 8, 10]])
+    term = Terminal(10, 2)
+    term.play(update.render_segments(Console(color_system="truecolor", force_terminal=True)))
+    assert "".join(ch for ch, _ in term.cells[0]) == "abcd??????"   # whole, not cut at 3
+    assert "".join(ch for ch, _ in term.cells[1]) == "????mnop??"   # only the piece reached
+    assert term.cells[0][0][1] and not term.cells[0][2][1]          # its styles as drawn
+
+
+@slow
 async def test_the_terminal_shows_what_a_full_repaint_draws_tick_after_tick():
     app = demo_app()
     writes: list[object] = []
@@ -114,6 +132,7 @@ async def test_the_terminal_shows_what_a_full_repaint_draws_tick_after_tick():
         assert checked == len(steps)
 
 
+@slow
 async def test_a_partial_update_leaves_no_row_holding_itself(monkeypatch):
     """Strip.divide into one piece caches [strip] in the strip itself: a cycle that only
     the garbage collector frees (~34 rows a tick were, most of the screen's cyclic
@@ -142,6 +161,7 @@ async def test_a_partial_update_leaves_no_row_holding_itself(monkeypatch):
     assert not whole
 
 
+@slow
 async def test_a_piece_is_rendered_by_the_widget_that_shows_there():
     """The cut -> widget map follows the layout: after a zoom the zoomed pane owns the
     pieces the other panes had, and it is made again (not the old layout's)."""
