@@ -143,3 +143,26 @@ def test_a_tint_goes_through_textuals_own_routine():
     got, want, cache = render_both(styles, ["abc", "def"])
     assert cache._frame is None
     assert got == want
+
+
+@slow
+@pytest.mark.parametrize("scenario,size", [("healthy", (160, 48)), ("mem-kv-pressure", (80, 24))])
+async def test_every_bar_row_is_textuals_own(scenario, size):
+    """The header, findings strip, banner and status line (tui/widgets/bar.py) are drawn
+    through the same cache: their rows, after ticks that changed them, are Textual's."""
+    from infertop.tui.widgets.bar import Bar
+    app = demo_app(scenario)
+    async with app.run_test(size=size) as pilot:
+        await ticked(app, pilot, 3)
+        for _ in range(3):
+            await app._poll()
+            await pilot.pause()
+            bars = [b for b in app.screen.query(Bar) if b.display and b.size.width]
+            assert {b.id for b in bars} >= {"header", "status"}
+            for bar in bars:
+                assert isinstance(bar._styles_cache, PaneStylesCache)
+                region = bar.size.region.__class__(0, 0, *bar.outer_size)
+                got = bar._styles_cache.render_widget(bar, region)
+                want = StylesCache().render_widget(bar, region)
+                assert rows(got) == rows(want), bar.id
+        assert any(b._styles_cache._frame is not None for b in bars)

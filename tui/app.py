@@ -26,6 +26,7 @@ from textual.binding import Binding
 from textual.app import ScreenStackError
 from textual.containers import Container
 from textual.css.query import NoMatches
+from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Static
 
@@ -38,6 +39,7 @@ from infertop.probes.sources.hub import deadline_for
 from infertop.source import SnapshotSource, pace
 from infertop.themes import DEFAULT_THEME, THEMES, roles, stylesheet_path
 
+from .compositor import use_lean_compositor
 from .options import AppOptions, CaptureSummaries
 from .panes.cells import TickMemo
 from .panes.context import FrameLookups
@@ -49,6 +51,7 @@ from .panes.memory import MemoryPane
 from .panes.parallelism import ParallelismPane
 from .panes.scheduling import SchedulingPane
 from .widgets.history_plot import HistoryPlot, sync_history_plot, toggle_history_plot
+from .widgets.bar import Bar
 from .widgets.filter_line import FilterLine
 from .widgets.keybar import KeyBar
 from .zoom_table import ZOOM_BINDINGS
@@ -315,17 +318,24 @@ class InfertopApp(App):
         self.theme = name
 
     # -- layout ---------------------------------------------------------------------------
+    def get_default_screen(self) -> Screen:
+        """Textual's main screen, with a compositor whose partial updates render only the
+        rows they write (tui/compositor.py)."""
+        screen = super().get_default_screen()
+        use_lean_compositor(screen)
+        return screen
+
     def compose(self) -> ComposeResult:
-        yield Static(self._header_text(), id="header")
-        yield Static("", id="findings-strip", classes="-none")
-        yield Static("", id="banner")
+        yield Bar(self._header_text(), id="header")
+        yield Bar("", id="findings-strip", classes="-none")
+        yield Bar("", id="banner")
         with Container(id="panes"):
             for cls in PANE_CLASSES:
                 yield cls(id=f"pane-{cls.pane_layer.value}")
         yield HistoryPlot(id="history-plot")
         yield Static("", id="too-small")
         yield FilterLine(id="table-filter")
-        yield Static("", id="status")
+        yield Bar("", id="status")
         yield KeyBar(general=GENERAL_ACTIONS)
 
     def _shutting_down(self) -> bool:

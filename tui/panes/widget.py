@@ -27,6 +27,7 @@ from infertop.findings import Severity
 from infertop.model import Layer
 
 from ..app_of import infertop_app
+from ..repaint import DirectRepaint
 from ..zoom_table import TABLE_BINDINGS, TableView, ZoomTableKeys
 from .cells import fast_text
 from .columns import Columns
@@ -41,7 +42,7 @@ class ZoomingScreen(Screen):
     zoomed: int | None = None     # the layer index zoomed on this screen (None: none)
 
 
-class LayerPane(ZoomTableKeys, Static):
+class LayerPane(DirectRepaint, ZoomTableKeys, Static):
     """A pane for one layer; subclasses set ``layer`` and implement ``render_frame``."""
 
     pane_layer: Layer = Layer.HARDWARE
