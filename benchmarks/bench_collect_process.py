@@ -16,32 +16,17 @@ import builtins
 import os
 import socket
 import statistics
-import subprocess
-import sys
 import time
 from collections import Counter
 
 from infertop.probes.server.process import ProcessProbe
+from demo_server import start_demo
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def start_demo(port: int) -> subprocess.Popen:
-    exe = os.path.join(os.path.dirname(sys.executable), "infertop")
-    proc = subprocess.Popen([exe, "demo-server", "healthy", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("demo-server did not start")
 
 
 class Opens:

@@ -17,36 +17,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import socket
 import statistics
-import subprocess
-import sys
 import time
 from collections import defaultdict
 
 import infertop.probes.server.metrics as metrics
 from infertop.probes.server.metrics import ServerMetricsProbe
+from demo_server import start_demo
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def start_demo(scenario: str, port: int) -> subprocess.Popen:
-    exe = os.path.join(os.path.dirname(sys.executable), "infertop")
-    proc = subprocess.Popen([exe, "demo-server", scenario, "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("demo-server did not start")
 
 
 PHASES: dict[str, list[float]] = defaultdict(list)
@@ -126,7 +110,7 @@ def main() -> None:
     url = args.url
     if not url:
         port = args.port or free_port()
-        proc = start_demo(args.scenario, port)
+        proc = start_demo(port, args.scenario)
         url = f"http://127.0.0.1:{port}/metrics"
     instrument()
     try:

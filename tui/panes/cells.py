@@ -104,22 +104,29 @@ class Cell(NamedTuple):
         return Cell.make("".join(parts), self.style, tuple(spans))
 
 
+def put_styled(cell: "Cell | Text", pos: int, parts: list[str], spans: list[Span]) -> int:
+    """Append ``cell``'s text (a Cell's or a Text's, clean already) to a line being built
+    in ``parts`` and its styles, shifted to ``pos``, to ``spans``; returns the position
+    after it (Columns draws its tables with it too)."""
+    plain = cell.plain
+    end = pos + len(plain)
+    if cell.style:
+        spans.append(Span(pos, end, cell.style))
+    for sp in cell.spans:
+        spans.append(Span(pos + sp.start, pos + sp.end, sp.style))
+    parts.append(plain)
+    return end
+
+
 def _put_piece(piece: Piece, pos: int, parts: list[str], spans: list[Span]) -> int:
-    """Append ``piece``'s text to ``parts`` and its styles (shifted to ``pos``) to
-    ``spans``; returns the position after it."""
+    """``put_styled`` for any piece: a Cell, a string or (string, style)."""
     if isinstance(piece, Cell):
-        plain = piece.plain
-        end = pos + len(plain)
-        if piece.style:
-            spans.append(Span(pos, end, piece.style))
-        for sp in piece.spans:
-            spans.append(Span(pos + sp.start, pos + sp.end, sp.style))
-    else:
-        text, style = (piece, None) if isinstance(piece, str) else piece
-        plain = clean(text)
-        end = pos + len(plain)
-        if style and text:    # as Text.append: a span once the string is not empty
-            spans.append(Span(pos, end, style))
+        return put_styled(piece, pos, parts, spans)
+    text, style = (piece, None) if isinstance(piece, str) else piece
+    plain = clean(text)
+    end = pos + len(plain)
+    if style and text:    # as Text.append: a span once the string is not empty
+        spans.append(Span(pos, end, style))
     parts.append(plain)
     return end
 

@@ -7,7 +7,7 @@ from typing import Sequence
 
 from rich.text import Span, Text
 
-from .cells import Cell, as_cell, fast_text, str_cell
+from .cells import Cell, as_cell, fast_text, put_styled, str_cell
 
 from ..zoom_table import TableView, arrowed, position_line, view_order
 
@@ -177,7 +177,7 @@ class Columns:
                 line = self._row_text(row, widths, pad)
                 if line.cell_len > width:
                     line = _keep_codes(line, codes[n], width)
-                pos = _put(line, pos, parts, spans)
+                pos = put_styled(line, pos, parts, spans)
                 continue
             for i, cell in enumerate(row):
                 if i:
@@ -188,7 +188,7 @@ class Columns:
                 if cells > w:
                     plain, style, cell_spans, cells, _ = \
                         Cell.from_text(cut_cell(cell.to_text(), w))
-                end = pos + len(plain)    # _put, inline: ~300 cells a tick
+                end = pos + len(plain)    # put_styled, inline: ~300 cells a tick
                 if style:
                     add_span(Span(pos, end, style))
                 for s, e, st in cell_spans:
@@ -285,19 +285,6 @@ def shrink_columns(widths: list[int], over: int, order: Sequence[int], floor: in
             widths[i] -= take
             over -= take
     return over
-
-
-def _put(cell: "Cell | Text", pos: int, parts: list[str], spans: list[Span]) -> int:
-    """Append ``cell``'s text and its styles (shifted to ``pos``) to a line being built;
-    returns the position after it."""
-    plain = cell.plain
-    end = pos + len(plain)
-    if cell.style:
-        spans.append(Span(pos, end, cell.style))
-    for sp in cell.spans:
-        spans.append(Span(pos + sp.start, pos + sp.end, sp.style))
-    parts.append(plain)
-    return end
 
 
 def _keep_codes(line: Text, codes: tuple[str, ...], width: int) -> Text:
