@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
-from helpers.tui_demo import demo_app, screen_lines
+from helpers.tui_demo import demo_app, open_capture, screen_lines
 
 from infertop.tui.widgets.boundary_wrap import BREAK_AFTER, BoundaryWrapped, wrap_line, wrap_text
 
@@ -94,15 +94,7 @@ async def test_the_widget_wraps_to_its_width_and_is_as_tall_as_the_wrapped_lines
 async def open_dump(app, pilot):
     while app.ticks < 1:
         await pilot.pause(0.01)
-    await pilot.press("p")
-    screen = app.screen
-    assert screen.__class__.__name__ == "CaptureScreen"
-    for _ in range(400):
-        if not screen.capture_running:
-            break
-        await pilot.pause(0.05)
-    await pilot.pause()
-    return screen
+    return await open_capture(app, pilot, "p")
 
 
 @pytest.mark.slow   # a demo app driven key by key

@@ -7,7 +7,7 @@ ends with "…"."""
 from __future__ import annotations
 
 import pytest
-from helpers.tui_demo import demo_app
+from helpers.tui_demo import demo_app, open_capture
 from infertop.probes.capture.nsys import NsysResult
 from infertop.probes.capture.pyspy import DumpResult, RecordResult
 from infertop.tui.screens.capture_table import fit_widths
@@ -57,14 +57,7 @@ async def check_80x24(scenario: str, key: str, size: tuple[int, int]) -> None:
         for _ in range(20 - app.ticks):
             await app._poll()
         await pilot.pause()
-        await pilot.press(key)
-        screen = app.screen
-        assert screen.__class__.__name__ == "CaptureScreen"
-        for _ in range(400):
-            if not screen.capture_running:
-                break
-            await pilot.pause(0.05)
-        await pilot.pause()
+        screen = await open_capture(app, pilot, key)
         if size != (80, 24):
             assert " cpu " in " ".join(table_lines(app)[:1])
             await pilot.resize_terminal(80, 24)
@@ -114,13 +107,7 @@ async def test_the_dump_stacks_wrap_at_boundaries_at_80x24():
     async with app.run_test(size=(80, 24)) as pilot:
         while app.ticks < 1:
             await pilot.pause(0.01)
-        await pilot.press("p")
-        screen = app.screen
-        for _ in range(400):
-            if not screen.capture_running:
-                break
-            await pilot.pause(0.05)
-        await pilot.pause()
+        screen = await open_capture(app, pilot, "p")
         strips = app.screen._compositor.render_strips()
         region = screen.query_one("#capture-stacks-scroll").region
         lines = ["".join(seg.text for seg in strip)[region.x:region.right].rstrip()

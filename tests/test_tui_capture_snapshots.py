@@ -11,7 +11,7 @@ import socket
 
 import pytest
 
-from helpers.tui_demo import demo_app, screen_lines
+from helpers.tui_demo import demo_app, screen_lines, wait_until
 
 pytestmark = pytest.mark.slow   # SVG snapshots of the whole app, each a Textual run
 
@@ -31,13 +31,6 @@ def no_value_cut(app) -> None:
     assert not cut, "\n".join(lines)
 
 
-async def until(pilot, cond, n: int = 400) -> None:
-    for _ in range(n):
-        if cond():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("condition not met in time")
-
 
 def capture(key: str, ticks: int, expect: str):
     """Play ``ticks`` ticks, press ``key``, wait for its bundled capture to be drawn."""
@@ -51,7 +44,7 @@ def capture(key: str, ticks: int, expect: str):
         await pilot.press(key)
         screen = app.screen
         assert screen.__class__.__name__ == "CaptureScreen", screen
-        await until(pilot, lambda: not screen.capture_running)
+        await wait_until(pilot, lambda: not screen.capture_running)
         await pilot.pause()
         assert expect in " ".join(screen_lines(app)), "\n".join(screen_lines(app))
         no_value_cut(app)
@@ -82,7 +75,7 @@ def test_gil_sampler_line_80x24(snap_compare):
             await app._poll()
         await pilot.press("G")
         sched = app.query_one("#pane-scheduling")
-        await until(pilot, lambda: "GIL held" in str(sched.last_renderable or ""))
+        await wait_until(pilot, lambda: "GIL held" in str(sched.last_renderable or ""))
         await pilot.pause()
         assert "GIL held" in " ".join(screen_lines(app)), "\n".join(screen_lines(app))
         no_value_cut(app)

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from conftest import python_workload_tree
 
+from helpers.tui_demo import wait_until
 from infertop.model import Sample
 from infertop.pipeline import Pipeline
 from infertop.probes.sources.hub import Hub
@@ -41,23 +42,16 @@ class TreeProbe(Probe):
         return Sample("process", 0.0, rs, meta={"server": {"pid": self.parent, "kind": "vllm"}})
 
 
-async def wait_for(pilot, cond, timeout=20.0):
-    for _ in range(int(timeout / 0.05)):
-        if cond():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("condition not met in time")
-
 
 async def test_dump_and_cancelled_record_keep_the_screen_live(tree, tmp_path):
     parent, child = tree
     app = LiveApp(Hub([TreeProbe(parent, child)], deadline=1.0), pipeline=Pipeline(),
                   interval=0.1, options=AppOptions(capture_dir=str(tmp_path / "caps")))
     async with app.run_test(size=(140, 40)) as pilot:
-        await wait_for(pilot, lambda: app.ticks >= 2)
+        await wait_until(pilot, lambda: app.ticks >= 2)
         await pilot.press("p")
         screen = app.captures.screen
-        await wait_for(pilot, lambda: not screen.capture_running)
+        await wait_until(pilot, lambda: not screen.capture_running)
         result = screen.result
         assert not isinstance(result, Exception), result
         assert {p.pid for p in result.processes} == {parent, child}
@@ -72,12 +66,12 @@ async def test_dump_and_cancelled_record_keep_the_screen_live(tree, tmp_path):
         await pilot.press("P")
         await pilot.press("enter")                        # the default offered: 300 s
         screen = app.captures.screen
-        await wait_for(pilot, lambda: app.captures.running == "py-spy record")
+        await wait_until(pilot, lambda: app.captures.running == "py-spy record")
         ticks = app.ticks
-        await wait_for(pilot, lambda: app.ticks >= ticks + 5)   # still ticking while recording
+        await wait_until(pilot, lambda: app.ticks >= ticks + 5)   # still ticking while recording
         assert app.captures.running == "py-spy record"          # ...and the record still runs
         await pilot.press("escape")                       # cancel: SIGINT, keep samples
-        await wait_for(pilot, lambda: not screen.capture_running, timeout=30)
+        await wait_until(pilot, lambda: not screen.capture_running, n=600)
         rec = screen.result
         assert not isinstance(rec, Exception), rec
         assert rec.cancelled and rec.sampled_seconds < 300
@@ -90,20 +84,20 @@ async def test_gil_sampler_toggles_a_probe(tree):
     hub = Hub([TreeProbe(parent, child)], deadline=1.0)
     app = LiveApp(hub, pipeline=Pipeline(), interval=0.1)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.ticks >= 2)
+        await wait_until(pilot, lambda: app.ticks >= 2)
         await pilot.press("G")
-        await wait_for(pilot, lambda: any(p.name == "gil" for p in hub.probes))
+        await wait_until(pilot, lambda: any(p.name == "gil" for p in hub.probes))
         sched = app.query_one("#pane-scheduling")
         shown = lambda: str(sched.last_renderable or "")   # noqa: E731
         assert "GIL sampler off (press G)" in shown() or "GIL held" in shown()
-        await wait_for(pilot, lambda: app.frame is not None and any(
+        await wait_until(pilot, lambda: app.frame is not None and any(
             r.ok for r in app.frame.by_key("python.gil_held_ratio")))
         # the scheduling pane shows the share, the holder's pid and the sampler's own cost
-        await wait_for(pilot, lambda: "GIL held" in shown() and "% of a core" in shown())
+        await wait_until(pilot, lambda: "GIL held" in shown() and "% of a core" in shown())
         lines = shown().splitlines()    # a narrow pane puts the cost on the next line
         at = next(i for i, ln in enumerate(lines) if ln.startswith("GIL held"))
         line = " ".join(lines[at:at + 2])
         assert f"pid {child}" in line and "ms/dump" in line, line
         await pilot.press("G")
-        await wait_for(pilot, lambda: not any(p.name == "gil" for p in hub.probes))
-        await wait_for(pilot, lambda: "GIL sampler off (press G)" in shown())
+        await wait_until(pilot, lambda: not any(p.name == "gil" for p in hub.probes))
+        await wait_until(pilot, lambda: "GIL sampler off (press G)" in shown())

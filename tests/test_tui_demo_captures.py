@@ -4,7 +4,7 @@ playing scenario would show, from bundled captures (tui/bundled/), labelled as b
 import pytest
 from textual.widgets import DataTable
 
-from helpers.tui_demo import demo_app
+from helpers.tui_demo import demo_app, wait_until
 from infertop.probes.capture.nsys import NsysResult
 from infertop.probes.capture.pyspy_record import RecordResult
 from infertop.tui.demo_captures import bundled_gil, bundled_nsys, bundled_record
@@ -37,13 +37,6 @@ def shown(app) -> str:
     return " ".join(str(w.render()) for w in app.screen.query("Static"))
 
 
-async def wait_for(pilot, cond, n=400):
-    for _ in range(n):
-        if cond():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("condition not met in time")
-
 
 async def start(pilot, app, ticks=3):
     while app.ticks < 1:
@@ -60,7 +53,7 @@ async def test_P_and_G_on_gil_contention_show_the_bundled_summaries():
         await pilot.press("P")
         screen = app.screen
         assert screen.__class__.__name__ == "CaptureScreen"
-        await wait_for(pilot, lambda: not screen.capture_running)
+        await wait_until(pilot, lambda: not screen.capture_running)
         assert isinstance(screen.result, RecordResult)
         text = shown(app)
         assert "bundled" in text and "not of this simulated server" in text, text[:2000]
@@ -74,20 +67,20 @@ async def test_P_and_G_on_gil_contention_show_the_bundled_summaries():
         await pilot.press("escape")
         sched = app.query_one("#pane-scheduling")
         pane = lambda: str(sched.last_renderable or "")   # noqa: E731
-        await wait_for(pilot, lambda: "bundled py-spy: GIL held 97%" in pane())
+        await wait_until(pilot, lambda: "bundled py-spy: GIL held 97%" in pane())
 
         await pilot.press("G")
-        await wait_for(pilot, lambda: "GIL held 97% by MainThread (15092)" in pane())
+        await wait_until(pilot, lambda: "GIL held 97% by MainThread (15092)" in pane())
         # this scenario's mix is staged (real stacks, the scenario's GIL share): said so
         assert "bundled: the scenario's GIL mix on real stacks" in pane()
         await pilot.press("G")
-        await wait_for(pilot, lambda: "GIL held 97% by" not in pane())
+        await wait_until(pilot, lambda: "GIL held 97% by" not in pane())
         await pilot.press("G")
-        await wait_for(pilot, lambda: "GIL held 97% by" in pane())
+        await wait_until(pilot, lambda: "GIL held 97% by" in pane())
         await pilot.press("greater_than_sign")       # another scenario: not its captures
         await app._poll()
         await app._poll()
-        await wait_for(pilot, lambda: "bundled" not in pane())
+        await wait_until(pilot, lambda: "bundled" not in pane())
 
 
 async def test_n_shows_a_bundled_nsys_example_on_a_kernels_scenario_only():
@@ -103,12 +96,12 @@ async def test_n_shows_a_bundled_nsys_example_on_a_kernels_scenario_only():
         await pilot.press("n")
         screen = app.screen
         assert screen.__class__.__name__ == "CaptureScreen"
-        await wait_for(pilot, lambda: not screen.capture_running)
+        await wait_until(pilot, lambda: not screen.capture_running)
         assert isinstance(screen.result, NsysResult)
         assert "not from this machine" in shown(app)
         table = screen.query_one("#capture-threads", DataTable)
         assert str(table.get_row_at(0)[0]).startswith("void flash_fwd_kernel")
         await pilot.press("escape")
         kern = app.query_one("#pane-kernels")
-        await wait_for(pilot, lambda: "bundled example, not from this machine"
+        await wait_until(pilot, lambda: "bundled example, not from this machine"
                        in str(kern.last_renderable or ""))

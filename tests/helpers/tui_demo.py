@@ -33,3 +33,23 @@ async def open_first_node(app, pilot) -> None:
     await pilot.press("enter")
     await pilot.pause()
     assert isinstance(app.screen, NodeScreen)
+
+
+async def wait_until(pilot, cond, n: int = 400) -> None:
+    """Let the app run (0.05 s steps, at most ``n``) until ``cond()`` holds; fail if never."""
+    for _ in range(n):
+        if cond():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("condition not met in time")
+
+
+async def open_capture(app, pilot, key: str):
+    """Press ``key`` (p, P, n, G) and wait until its capture screen has its result (a
+    bundled or real capture is read in a thread); returns that screen."""
+    await pilot.press(key)
+    screen = app.screen
+    assert screen.__class__.__name__ == "CaptureScreen"
+    await wait_until(pilot, lambda: not screen.capture_running)
+    await pilot.pause()
+    return screen
