@@ -41,12 +41,15 @@ class ServerInfo:
     reason: str = ""      # how it was found, shown in the header
     port: int | None = None
     found_by: str = ""    # "name, not port": --url's port owner could not be read
+    container: str = ""   # the container or namespace/pod it runs in ("" on the host)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"pid": self.pid, "kind": self.kind, "name": self.name,
                              "reason": self.reason, "port": self.port}
         if self.found_by:
             d["found_by"] = self.found_by
+        if self.container:
+            d["container"] = self.container
         return d
 
 
@@ -113,6 +116,7 @@ class ServerMeta:
     warnings: tuple[str, ...] = ()
     node: str = ""
     via: str = ""
+    container: str = ""   # the container or namespace/pod it runs in (probes/server/reach.py)
 
     def to_dict(self) -> dict[str, Any]:
         return _changed(self)

@@ -36,6 +36,8 @@ from infertop.textclean import clean, one_line
 from infertop.probes.base import Probe, sample
 
 from infertop.probes.server.http11 import ConnectFailed, Http11Client, HttpError, Response
+from infertop.probes.server.netns import connect_in
+from infertop.probes.server.reach import Route
 from infertop.probes.server.roles import RoleReader
 from infertop.probes.registry import LiveTarget, ProbeSpec, register
 
@@ -78,8 +80,11 @@ def normalize_url(url: str) -> tuple[str, str]:
 
 
 class ServerMetricsProbe(Probe):
-    def __init__(self, url: str, *, timeout: float = 2.0, max_bytes: int = 8_000_000) -> None:
+    def __init__(self, url: str, *, timeout: float = 2.0, max_bytes: int = 8_000_000,
+                 route: Route | None = None) -> None:
         self._bad_url = ""
+        # a discovered server in a container: how it is reached and said (reach.py)
+        self.route = route
         try:
             self.url, self.instance = normalize_url(url)
         except ValueError as e:
@@ -103,8 +108,19 @@ class ServerMetricsProbe(Probe):
             self._client = Http11Client(
                 headers={"Accept": "text/plain", "Accept-Encoding": "gzip, deflate",
                          "User-Agent": f"infertop/{__version__}"},
-                connect_timeout=self.timeout)
+                connect_timeout=self.timeout, connector=self._connector())
         return Capability(self.name, True, features=frozenset({"metrics"}))
+
+    def _connector(self):
+        """Dial from inside the server's network namespace when its route says so."""
+        route = self.route
+        if route is None or route.netns_pid is None:
+            return None
+        pid, host = route.netns_pid, route.connect_host
+
+        def connect(_host: str, port: int, timeout: float):
+            return connect_in(pid, host, port, timeout)
+        return connect
 
     async def close(self) -> None:
         client, self._client = self._client, None
@@ -117,6 +133,13 @@ class ServerMetricsProbe(Probe):
         except ServerMetricsError as e:
             # the URL may carry a token in its query (the scrape needs it; no output may)
             message = redact_text(str(e))
+            route = self.route
+            if route is not None and route.problem:
+                # a server in a namespace we cannot reach: why, and what --url to pass
+                # (never "is the server running?": it is, elsewhere)
+                message = route.problem
+            elif route is not None and route.via:
+                message = f"{message} ({route.via})"
         # raised outside the except block: raising inside it would chain the first error
         # (whose traceback holds the scrape's frames and buffers) to this one in a cycle
         # that only the garbage collector frees
@@ -155,6 +178,8 @@ class ServerMetricsProbe(Probe):
         # warnings: read, but not all of it; the reason says what was left out
         meta = replace(meta, url=_redacted(url), scrape_bytes=len(body),
                        warnings=tuple(warnings))
+        if self.route is not None:
+            meta = replace(meta, via=self.route.via, container=self.route.container)
         return sample(self.name, readings, meta=meta, started=started,
                       reason="; ".join(warnings))
 
@@ -413,8 +438,9 @@ def server_probes(args: Any, target: LiveTarget) -> list[ServerMetricsProbe]:
     """One probe per server URL (given or discovered); two spellings of one URL, one probe."""
     out: list[ServerMetricsProbe] = []
     seen: set[str] = set()
+    routes = {r.url: r for r in target.routes}
     for u in target.urls:
-        probe = ServerMetricsProbe(u)
+        probe = ServerMetricsProbe(u, route=routes.get(u))
         if probe.name not in seen:
             seen.add(probe.name)
             out.append(probe)
