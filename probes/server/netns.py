@@ -90,7 +90,7 @@ def parse_if_inet6(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def addresses(pid: int, proc: str = PROC) -> tuple[str, ...]:
+def addresses(pid: int | str, proc: str = PROC) -> tuple[str, ...]:
     """The addresses of a process's network namespace the host may route to (IPv4 first)."""
     return (parse_fib_trie(_read(f"{proc}/{pid}/net/fib_trie"))
             + parse_if_inet6(_read(f"{proc}/{pid}/net/if_inet6")))
@@ -124,7 +124,7 @@ def parse_listeners(text: str) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
-def listeners(pid: int, proc: str = PROC) -> tuple[tuple[str, int], ...]:
+def listeners(pid: int | str, proc: str = PROC) -> tuple[tuple[str, int], ...]:
     """The listening TCP sockets of a process's network namespace (every process's in it,
     not only this one's: a container has one server, a pod a few)."""
     return (parse_listeners(_read(f"{proc}/{pid}/net/tcp"))

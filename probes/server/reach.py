@@ -163,28 +163,39 @@ def unreadable(pid: int, port: int, container: Container | None) -> str:
             "--url with the address its port is published at")
 
 
+def apart_by_listeners(pid: int, port: int | None,
+                       proc: str = netns.PROC) -> netns.Namespace | None:
+    """Another user's process, whose namespace link we may not read: its namespace's
+    socket table still is (/proc/PID/net is anyone's), so when its port listens there and
+    not in ours, it is in another namespace."""
+    if port is None:
+        return None
+    theirs = netns.listeners(pid, proc)
+    if port not in {p for _, p in theirs}:
+        return None
+    if port in {p for _, p in netns.listeners("self", proc)}:
+        return None
+    return netns.Namespace("", netns.addresses(pid, proc), theirs)
+
+
 def plan_for(server, procs: Iterable = (), proc: str = netns.PROC) -> Route | None:
     """``plan`` for a discovery.ServerProcess, reading /proc; None when the server shares
     our network namespace (the plain ``127.0.0.1:PORT`` is right)."""
     pid = server.pid
-    ns = netns.namespace_of(pid, proc)
     container = container_of(pid, proc)
-    if ns is None:
-        if netns.netns_id(pid, proc) is None and container is not None and server.port:
-            # another user's container: its published port is still readable (docker-proxy's
-            # command line is anyone's to read) and is the best guess
-            for pub in published_ports(procs):
-                if pub.container_port == server.port:
-                    host = "127.0.0.1" if netns.is_any(pub.host_ip) else pub.host_ip
-                    return Route(_url(host, pub.host_port),
-                                 f"in {where(pid, container)}, read at a host port published "
-                                 f"for port {server.port} (docker-proxy)",
-                                 container=container.label)
-            return Route(_url("127.0.0.1", server.port), "", container=container.label,
-                         problem=unreadable(pid, server.port, container))
-        if container is None:
-            return None
-        return Route(_url("127.0.0.1", server.port), f"in {where(pid, container)}",
-                     container=container.label) if server.port else None
-    return plan(pid, server.kind, server.port, ns, container, published_ports(procs),
-                netns.can_enter(proc))
+    ns = netns.namespace_of(pid, proc)
+    readable = ns is not None or netns.netns_id(pid, proc) is not None
+    if ns is None and not readable:
+        ns = apart_by_listeners(pid, server.port, proc)
+    if ns is not None:
+        return plan(pid, server.kind, server.port, ns, container, published_ports(procs),
+                    readable and netns.can_enter(proc))
+    if container is None or not server.port:
+        return None
+    if not readable:
+        # another user's container whose port we cannot see listen anywhere
+        return Route(_url("127.0.0.1", server.port), "", container=container.label,
+                     problem=unreadable(pid, server.port, container))
+    # a container on the host's network (docker run --network host)
+    return Route(_url("127.0.0.1", server.port), f"in {where(pid, container)}",
+                 container=container.label)

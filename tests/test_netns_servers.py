@@ -1,0 +1,103 @@
+"""Servers in real network and PID namespaces, as containers and pods run them (root only).
+
+Two fake vLLM servers, each in its own network namespace (behind a veth pair, with its own
+address) and PID namespace, both on port 8000 as two pods would be, each in a cgroup named
+as Docker names one (tests/helpers/netns_world.py).  ``infertop snapshot --json`` with no
+--url finds both by process and reads both, each labelled with its container; without
+CAP_SYS_ADMIN it reads one through a docker-proxy's published host port (a port its command
+line never names); as another user, at its namespace's own address.  Where the runner is
+not root these skip with the reason (CI runs as root).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.netns_world import Pod, Proxy, free_port, why_not_root
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(bool(why_not_root()), reason=why_not_root() or "-")]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("netns")
+    tmp.chmod(0o755)   # the unprivileged run reads the fake vllm's directory
+    with Pod(tmp, 8000, "vllm-a") as a, Pod(tmp, 8000, "vllm-b") as b:
+        yield tmp, a, b
+
+
+def snapshot(tmp: Path, *args: str, prefix: tuple[str, ...] = (), **env: str) -> dict:
+    e = dict(os.environ, INFERTOP_HOST_ROOT=str(tmp / "hostroot"), **env)
+    r = subprocess.run([*prefix, sys.executable, "-m", "infertop", "snapshot", "--json", *args],
+                       capture_output=True, text=True, env=e, timeout=180, cwd=tmp)
+    assert r.stdout.strip(), r.stderr
+    return json.loads(r.stdout)
+
+
+def server_sources(doc: dict) -> dict[str, dict]:
+    return {k: v for k, v in doc["sources"].items() if k.startswith("server:")}
+
+
+def test_the_servers_really_are_in_other_namespaces(world):
+    _, a, b = world
+    for pod in (a, b):
+        pid = pod.server_pid()
+        for ns in ("net", "pid"):
+            assert os.readlink(f"/proc/{pid}/ns/{ns}") != os.readlink(f"/proc/self/ns/{ns}")
+
+
+def test_two_namespaced_servers_are_found_by_process_and_read_with_no_flags(world):
+    tmp, a, b = world
+    got = server_sources(snapshot(tmp))
+    for pod in (a, b):
+        src = got.get(f"server:{pod.addr}:8000")
+        assert src is not None, got
+        assert src["status"] == "ok", src
+        assert src["via"] == f"in container {pod.name}, read through its network namespace"
+        if pod.cgroup is not None:   # a writable cgroup hierarchy: Docker's path, named
+            assert src["container"] == pod.name
+
+
+def test_a_published_host_port_is_read_when_the_namespace_cannot_be_entered(world):
+    tmp, a, _ = world
+    if shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv (util-linux) to drop CAP_SYS_ADMIN")
+    port = free_port()
+    with Proxy(tmp, a, port):
+        doc = snapshot(tmp, "--pid", str(a.server_pid()),
+                       prefix=("setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin"))
+    src = server_sources(doc)
+    assert list(src) == [f"server:127.0.0.1:{port}"], src
+    only = src[f"server:127.0.0.1:{port}"]
+    assert only["status"] == "ok", only
+    assert f"read at its published host port {port}" in only["via"]
+    assert f"{a.addr}:8000" in only["via"]
+    if a.cgroup is not None:
+        assert only["container"] == a.name
+
+
+def test_another_user_reads_it_at_its_namespace_address_and_is_told_why(world):
+    tmp, _, b = world
+    if shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv (util-linux) to run as another user")
+    home = Path(tempfile.mkdtemp(prefix="infertop-nobody-"))   # pytest's tmp is root's only
+    try:
+        home.chmod(0o755)
+        doc = snapshot(home, "--pid", str(b.server_pid()), HOME=str(home),
+                       prefix=("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"))
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    src = server_sources(doc)
+    assert list(src) == [f"server:{b.addr}:8000"], src
+    got = src[f"server:{b.addr}:8000"]
+    assert got["status"] == "ok", got
+    assert "read at its own address (not root: cannot enter its network namespace)" in got["via"]
