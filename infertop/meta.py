@@ -338,7 +338,7 @@ def _server(v: Any) -> Any:
         return _BAD
     kw: dict[str, Any] = {}
     for name, conv in (("pid", _opt_int), ("kind", _str), ("name", _str), ("reason", _str),
-                       ("port", _opt_int), ("found_by", _str)):
+                       ("port", _opt_int), ("found_by", _str), ("container", _str)):
         if name in v:
             got = conv(v[name])
             if got is not _BAD:
@@ -363,6 +363,7 @@ _CONVERT: dict[tuple[str, str], Any] = {
     ("ServerMeta", "notes"): _tuple_of(_str), ("ServerMeta", "url"): _opt_str,
     ("ServerMeta", "scrape_bytes"): _opt_int, ("ServerMeta", "warnings"): _tuple_of(_str),
     ("ServerMeta", "node"): _str, ("ServerMeta", "via"): _str,
+    ("ServerMeta", "container"): _str,
     ("KvEventsMeta", "endpoints"): _tuple_of(_str), ("KvEventsMeta", "since"): _opt_float,
     ("KvEventsMeta", "node"): _str,
     ("GilMeta", "gil_pid"): _opt_int, ("GilMeta", "node"): _str,

@@ -208,3 +208,70 @@ def test_an_unreachable_namespaced_server_says_why_and_which_url_never_is_it_run
     with pytest.raises(ServerMetricsError) as e:
         asyncio.run(go())
     assert str(e.value) == route.problem
+
+
+# ---- what the panes, the JSON and recordings say ------------------------------------------
+
+def _frame(*samples):
+    from infertop.model import Snapshot
+    from infertop.pipeline import Pipeline
+    return Pipeline().feed(Snapshot(1.0, {s.source: s for s in samples}, 1, {}))
+
+
+def _server(instance: str, box: str, running: float):
+    from dataclasses import replace as dc_replace
+
+    from helpers.snapkit import reading, sample
+    from infertop.meta import ServerMeta
+    s = sample(f"server:{instance}", 1.0,
+               [reading("server.requests_running", running, instance=instance)])
+    return dc_replace(s, meta=ServerMeta(dialect="vllm", container=box, via=f"in pod {box}"))
+
+
+def test_engines_of_several_pods_are_named_by_their_pod():
+    from helpers.panes import pane_text
+    frame = _frame(_server("10.231.7.2:8000", "llm/qwen-0", 3),
+                   _server("10.231.8.2:8000", "llm/qwen-1", 5))
+    text = pane_text("parallelism", frame, width=120)
+    assert "llm/qwen-0" in text and "llm/qwen-1" in text
+    assert "10.231.7.2:8000" not in text   # the pod, not an address nobody knows
+
+
+def test_inside_a_container_the_memory_pane_says_why_no_gpu_process_is_listed():
+    from dataclasses import replace as dc_replace
+
+    from helpers.panes import pane_text
+    from helpers.snapkit import reading, sample
+    from infertop.meta import ProcessMeta
+    nv = sample("nvml", 1.0, [reading("gpu.util_ratio", 0.5, gpu=0),
+                              reading("gpu.mem_used_bytes", 1e9, gpu=0),
+                              reading("gpu.mem_total_bytes", 8e10, gpu=0)])
+    proc = dc_replace(sample("process", 1.0, []), meta=ProcessMeta(
+        in_container=True, in_container_why="PID namespace differs from init's"))
+    text = " ".join(pane_text("memory", _frame(nv, proc), width=120).split())
+    assert "GPU processes not shown: infertop runs in a container" in text
+    assert "NVML's PIDs are the host's" in text
+    on_host = dc_replace(proc, meta=ProcessMeta(in_container=False))
+    assert "GPU processes not shown" not in pane_text("memory", _frame(nv, on_host), width=120)
+
+
+def test_a_gpu_process_of_another_pod_is_named_by_its_pod():
+    from helpers.panes import pane_text
+    from helpers.snapkit import reading, sample
+    nv = sample("nvml", 1.0, [reading("gpu.mem_used_bytes", 1e9, gpu=0),
+                              reading("gpu.mem_total_bytes", 8e10, gpu=0),
+                              reading("process.gpu_mem_bytes", 3e9, gpu=0, pid=4242),
+                              reading("process.gpu_owner", 1.0, pid=4242, name="python3",
+                                      container="llm/qwen-1", text="vllm serve")])
+    text = pane_text("memory", _frame(nv), width=120)
+    assert "llm/qwen-1 (not the" in text
+
+
+def test_the_container_survives_json_and_a_recording_round_trip():
+    from infertop.meta import ServerInfo, ServerMeta, meta_from_dict
+    m = ServerMeta(dialect="vllm", via="in pod llm/q, read through its network namespace",
+                   container="llm/q")
+    assert meta_from_dict("server:10.0.0.2:8000", m.to_dict()) == m
+    info = ServerInfo(7, "vllm", "vllm", "found by name", 8000, container="vllm-a")
+    assert info.to_dict()["container"] == "vllm-a"
+    assert "container" not in ServerInfo(7).to_dict()   # a host server's JSON is unchanged

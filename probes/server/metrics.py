@@ -178,7 +178,7 @@ class ServerMetricsProbe(Probe):
         # warnings: read, but not all of it; the reason says what was left out
         meta = replace(meta, url=_redacted(url), scrape_bytes=len(body),
                        warnings=tuple(warnings))
-        if self.route is not None:
+        if self.route is not None and isinstance(meta, ServerMeta):
             meta = replace(meta, via=self.route.via, container=self.route.container)
         return sample(self.name, readings, meta=meta, started=started,
                       reason="; ".join(warnings))
