@@ -201,6 +201,8 @@ def sources_status(frame) -> dict[str, dict[str, str]]:
             if v and not (k == "via" and v.startswith("prometheus")):
                 out[name][k] = v
         server = s.meta.server if isinstance(s.meta, ProcessMeta) else None
+        if server is not None and server.container:   # the followed server's container
+            out[name]["container"] = server.container
         if server is not None and server.found_by:
             # the process tree is a name search's guess, not --url's port owner
             out[name]["found_by"] = server.found_by

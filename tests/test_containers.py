@@ -275,3 +275,23 @@ def test_the_container_survives_json_and_a_recording_round_trip():
     info = ServerInfo(7, "vllm", "vllm", "found by name", 8000, container="vllm-a")
     assert info.to_dict()["container"] == "vllm-a"
     assert "container" not in ServerInfo(7).to_dict()   # a host server's JSON is unchanged
+
+
+def test_the_followed_server_process_tree_says_its_container_on_screen_and_in_json():
+    from dataclasses import replace as dc_replace
+
+    from helpers.panes import pane_text
+    from helpers.snapkit import reading, sample
+    from infertop.cli.sources import sources_status
+    from infertop.meta import ProcessMeta, ServerInfo
+    proc = dc_replace(
+        sample("process", 1.0, [reading("process.info", 1.0, pid=4242, name="python",
+                                        role="api_server")]),
+        meta=ProcessMeta(server=ServerInfo(4242, "vllm", "python", "found by name", 8000,
+                                           container="llm/qwen-0"), tree=(4242,)))
+    frame = _frame(proc, _server("10.231.7.2:8000", "llm/qwen-0", 3))
+    assert "pid 4242 vllm in llm/qwen-0" in pane_text("scheduling", frame, width=120)
+    st = sources_status(frame)
+    assert st["process"]["container"] == "llm/qwen-0"
+    assert st["server:10.231.7.2:8000"]["container"] == "llm/qwen-0"
+    assert st["server:10.231.7.2:8000"]["via"] == "in pod llm/qwen-0"
