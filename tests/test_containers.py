@@ -295,3 +295,21 @@ def test_the_followed_server_process_tree_says_its_container_on_screen_and_in_js
     assert st["process"]["container"] == "llm/qwen-0"
     assert st["server:10.231.7.2:8000"]["container"] == "llm/qwen-0"
     assert st["server:10.231.7.2:8000"]["via"] == "in pod llm/qwen-0"
+
+
+def test_a_failed_read_at_the_namespace_address_says_what_else_to_try():
+    r = plan(7, "vllm", 8000, NS, C, [], can_enter=False)
+    route = Route("http://127.0.0.1:1", r.via, container=r.container, hint=r.hint)
+    probe = ServerMetricsProbe("http://127.0.0.1:1", route=route, timeout=0.5)
+
+    async def go():
+        try:
+            await probe.collect()
+        finally:
+            await probe.close()
+    with pytest.raises(ServerMetricsError) as e:
+        asyncio.run(go())
+    said = str(e.value)
+    assert "read at its own address" in said and "run infertop as root" in said
+    assert "--url http://127.0.0.1:HOST" in said
+    assert "is the server running" not in said

@@ -139,7 +139,9 @@ class ServerMetricsProbe(Probe):
                 # (never "is the server running?": it is, elsewhere)
                 message = route.problem
             elif route is not None and route.via:
-                message = f"{message} ({route.via})"
+                # its process was found: "is the server running?" would mislead
+                message = message.replace(REFUSED_TAIL, "")
+                message = f"{message} ({route.via})" + (f"; {route.hint}" if route.hint else "")
         # raised outside the except block: raising inside it would chain the first error
         # (whose traceback holds the scrape's frames and buffers) to this one in a cycle
         # that only the garbage collector frees
@@ -350,9 +352,12 @@ def _decoder(content_encoding: str, url: str) -> _Inflate:
                              "which infertop does not decode (gzip and deflate only)")
 
 
+REFUSED_TAIL = " — is the server running?"
+
+
 def refused_message(url: str) -> str:
     """What a scrape of a stopped server says (the demo's downtime says the same)."""
-    return f"connection refused at {url} — is the server running?"
+    return f"connection refused at {url}{REFUSED_TAIL}"
 
 
 def _connect_message(url: str, err: BaseException) -> str:

@@ -43,6 +43,7 @@ class Route:
     connect_host: str = ""      # the address dialled there
     problem: str = ""           # no way in: why, and the --url to pass
     container: str = ""         # the container's or pod's label
+    hint: str = ""              # said after a failed read: what else to try
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,10 @@ def plan(pid: int, kind: str, port: int | None, ns: netns.Namespace,
         addr = own if netns.is_any(bound) else bound
         return Route(_url(addr, port),
                      f"in {place}, read at its own address (not root: cannot enter its "
-                     "network namespace)", container=label)
+                     "network namespace)", container=label,
+                     hint=f"the host may not route to {addr}: run infertop as root, or "
+                          f"publish port {port} (docker run -p HOST:{port}) and pass "
+                          "--url http://127.0.0.1:HOST")
     return Route(_url("127.0.0.1", port), "", container=label, problem=(
         f"pid {pid} listens on port {port} in {place}, not on this host's: run infertop "
         "as root to read it through its namespace, or publish the port (docker run -p "
