@@ -190,11 +190,6 @@ def test_without_root_a_published_port_then_its_own_address_then_one_line_why():
     assert plan(7, "vllm", None, netns.Namespace("n", (), ()), C, [], True) is None
 
 
-def test_a_server_in_our_namespace_keeps_the_plain_url(tmp_path):
-    s = ServerProcess(os.getpid(), "vllm", "vllm", [], 8000, "")
-    assert plan_for(s) is None or plan_for(s).netns_pid is None
-
-
 def test_an_unreachable_namespaced_server_says_why_and_which_url_never_is_it_running():
     route = Route("http://127.0.0.1:1", problem="pid 7 listens on port 8000 in container x, "
                   "not on this host's: run infertop as root ... pass --url http://127.0.0.1:HOST")
@@ -313,3 +308,45 @@ def test_a_failed_read_at_the_namespace_address_says_what_else_to_try():
     assert "read at its own address" in said and "run infertop as root" in said
     assert "--url http://127.0.0.1:HOST" in said
     assert "is the server running" not in said
+
+
+def _fake_proc(tmp_path, *, their_ns: str | None, cap_eff: str, listening: bool = True):
+    """A /proc with infertop (self) and a server (pid 7) in a Docker container."""
+    proc = tmp_path / "proc"
+    for pid in ("self", "7"):
+        (proc / pid / "ns").mkdir(parents=True)
+        (proc / pid / "net").mkdir()
+    (proc / "self" / "ns" / "net").symlink_to("net:[4026531833]")
+    if their_ns:
+        (proc / "7" / "ns" / "net").symlink_to(their_ns)
+    (proc / "self" / "status").write_text(f"Name:\tinfertop\nCapEff:\t{cap_eff}\n")
+    (proc / "self" / "net" / "tcp").write_text(TCP.splitlines()[0] + "\n")
+    (proc / "7" / "net" / "tcp").write_text(TCP if listening else TCP.splitlines()[0] + "\n")
+    (proc / "7" / "net" / "fib_trie").write_text(FIB_TRIE)
+    (proc / "7" / "cgroup").write_text("0::/system.slice/docker-%s.scope\n" % ID)
+    return str(proc)
+
+
+def test_plan_for_reads_proc_as_root_as_non_root_and_for_another_user(tmp_path, monkeypatch):
+    monkeypatch.setenv("INFERTOP_HOST_ROOT", str(tmp_path / "nothing"))
+    server = ServerProcess(7, "vllm", "vllm", [], 8000, "")
+    root = plan_for(server, [], _fake_proc(tmp_path / "a", their_ns="net:[4026532174]",
+                                           cap_eff="000001ffffffffff"))
+    assert root.netns_pid == 7 and root.url == "http://10.231.7.2:8000"
+    assert root.via == "in container docker 3f2a9c1b0d4e, read through its network namespace"
+    user = plan_for(server, [], _fake_proc(tmp_path / "b", their_ns="net:[4026532174]",
+                                           cap_eff="0000000000000000"))
+    assert user.netns_pid is None and "own address" in user.via
+    # another user's process: its namespace link is unreadable, its socket table is not
+    other = _fake_proc(tmp_path / "c", their_ns=None, cap_eff="000001ffffffffff")
+    got = plan_for(server, [ProcInfo(9, 1, "docker-proxy", (
+        "docker-proxy", "-host-port", "9000", "-container-ip", "10.231.7.2",
+        "-container-port", "8000"))], other)
+    assert got.url == "http://127.0.0.1:9000" and got.netns_pid is None   # never setns
+    silent = _fake_proc(tmp_path / "d", their_ns=None, cap_eff="0", listening=False)
+    got = plan_for(server, [], silent)
+    assert "another user's process" in got.problem and "--url" in got.problem
+    # a host process (no container, same namespace): the plain URL
+    same = _fake_proc(tmp_path / "e", their_ns="net:[4026531833]", cap_eff="0")
+    os.unlink(os.path.join(same, "7", "cgroup"))
+    assert plan_for(server, [], same) is None

@@ -422,7 +422,10 @@ def routes_of(servers: Iterable[ServerProcess]) -> list:
                 procs = snapshot_processes()
             except Exception:
                 procs = []
-        route = plan_for(s, procs)
+        try:
+            route = plan_for(s, procs)
+        except Exception:   # /proc changed under us: the plain URL is still worth a try
+            route = None
         if route is not None:
             out.append(route)
         elif s.port:
