@@ -11,6 +11,7 @@ not root these skip with the reason (CI runs as root).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -101,3 +102,28 @@ def test_another_user_reads_it_at_its_namespace_address_and_is_told_why(world):
     got = src[f"server:{b.addr}:8000"]
     assert got["status"] == "ok", got
     assert "read at its own address (not root: cannot enter its network namespace)" in got["via"]
+
+
+async def test_a_pod_server_that_restarts_is_read_again_in_the_namespace_it_kept(tmp_path):
+    from infertop.probes.server.discovery import ServerProcess
+    from infertop.probes.server.metrics import ServerMetricsError, ServerMetricsProbe
+    from infertop.probes.server.reach import plan_for
+    with Pod(tmp_path, 8000, "vllm-r") as pod:
+        first = pod.server_pid()
+        route = plan_for(ServerProcess(first, "vllm", "vllm", [], 8000, ""))
+        assert route is not None and route.netns_pid == first
+        probe = ServerMetricsProbe(route.url, route=route)
+        try:
+            assert (await probe.collect()).status.value == "ok"
+            pod.restart()            # a new pid; the pod's namespace stays
+            assert pod.server_pid() != first
+            got = None
+            for _ in range(20):      # the kept connection was closed with the old server
+                try:
+                    got = await probe.collect()
+                    break
+                except ServerMetricsError:
+                    await asyncio.sleep(0.5)
+            assert got is not None and got.status.value == "ok"
+        finally:
+            await probe.close()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import html
+import os
 import re
 import time
 import zlib
@@ -36,7 +37,7 @@ from infertop.textclean import clean, one_line
 from infertop.probes.base import Probe, sample
 
 from infertop.probes.server.http11 import ConnectFailed, Http11Client, HttpError, Response
-from infertop.probes.server.netns import connect_in
+from infertop.probes.server.netns import connect_in_fd, open_netns
 from infertop.probes.server.reach import Route
 from infertop.probes.server.roles import RoleReader
 from infertop.probes.registry import LiveTarget, ProbeSpec, register
@@ -85,6 +86,7 @@ class ServerMetricsProbe(Probe):
         self._bad_url = ""
         # a discovered server in a container: how it is reached and said (reach.py)
         self.route = route
+        self._netns_fd: int | None = None   # its network namespace, once entered
         try:
             self.url, self.instance = normalize_url(url)
         except ValueError as e:
@@ -112,20 +114,27 @@ class ServerMetricsProbe(Probe):
         return Capability(self.name, True, features=frozenset({"metrics"}))
 
     def _connector(self):
-        """Dial from inside the server's network namespace when its route says so."""
+        """Dial from inside the server's network namespace when its route says so.  The
+        namespace is opened at the first connect and held (netns.open_netns): a pod's
+        server that restarts is read again in the same namespace."""
         route = self.route
         if route is None or route.netns_pid is None:
             return None
         pid, host = route.netns_pid, route.connect_host
 
         def connect(_host: str, port: int, timeout: float):
-            return connect_in(pid, host, port, timeout)
+            if self._netns_fd is None:
+                self._netns_fd = open_netns(pid)
+            return connect_in_fd(self._netns_fd, host, port, timeout)
         return connect
 
     async def close(self) -> None:
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()
+        fd, self._netns_fd = self._netns_fd, None
+        if fd is not None:
+            os.close(fd)
 
     async def collect(self) -> Sample:
         try:

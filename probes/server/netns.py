@@ -186,30 +186,43 @@ def _setns(fd: int) -> None:
         raise OSError(err, f"setns: {os.strerror(err)}")
 
 
+def open_netns(pid: int, proc: str = PROC) -> int:
+    """A file descriptor of ``pid``'s network namespace (OSError when unreadable).  Held, it
+    keeps the namespace: a pod's container that restarts (a new pid, the same namespace,
+    which the pod's sandbox holds) is reached through it again with no new discovery."""
+    return os.open(f"{proc}/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+
+
 def connect_in(pid: int, host: str, port: int, timeout: float,
                proc: str = PROC) -> socket.socket:
     """A TCP socket connected to (host, port) from inside ``pid``'s network namespace
-    (blocking: call it from a worker thread).  OSError when the namespace cannot be entered
-    or the connection fails.  The thread that enters the namespace is made for this one
-    connection and ends with it, so no pooled thread is left in a foreign namespace."""
+    (blocking: call it from a worker thread); see ``connect_in_fd``."""
+    fd = open_netns(pid, proc)
+    try:
+        return connect_in_fd(fd, host, port, timeout)
+    finally:
+        os.close(fd)
+
+
+def connect_in_fd(fd: int, host: str, port: int, timeout: float) -> socket.socket:
+    """A TCP socket connected to (host, port) from inside the network namespace ``fd``
+    names (blocking).  OSError when the namespace cannot be entered or the connection
+    fails.  The thread that enters the namespace is made for this one connection and ends
+    with it, so no pooled thread is left in a foreign namespace."""
     result: list[socket.socket | BaseException] = []
 
     def run() -> None:
         try:
-            fd = os.open(f"{proc}/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                _setns(fd)
-            finally:
-                os.close(fd)
+            _setns(fd)
             result.append(socket.create_connection((host, port), timeout=timeout))
         except BaseException as e:  # handed to the caller's thread
             result.append(e)
 
-    t = threading.Thread(target=run, name=f"infertop-netns-{pid}", daemon=True)
+    t = threading.Thread(target=run, name="infertop-netns", daemon=True)
     t.start()
     t.join(timeout + 1.0)
     if not result:
-        raise OSError(f"no connection within {timeout:g} s inside pid {pid}'s network namespace")
+        raise OSError(f"no connection within {timeout:g} s inside the server's network namespace")
     got = result[0]
     if isinstance(got, BaseException):
         raise got if isinstance(got, OSError) else OSError(str(got))

@@ -154,6 +154,10 @@ class Pod:
         _run("ip", "-n", self.netns, "addr", "add", f"{self.addr}/24", "dev", self.ns_if)
         _run("ip", "-n", self.netns, "link", "set", self.ns_if, "up")
         _run("ip", "-n", self.netns, "link", "set", "lo", "up")
+        self._start_server()
+        self._docker_cgroup()
+
+    def _start_server(self) -> None:
         bindir = self.tmp / self.tag
         bindir.mkdir(parents=True, exist_ok=True)
         (bindir / "vllm").write_text(FAKE_VLLM)
@@ -164,7 +168,12 @@ class Pod:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
             start_new_session=True)
         wait_port("127.0.0.1", self.port, netns=self.netns)
-        self._docker_cgroup()
+
+    def restart(self) -> None:
+        """The server exits and a new one starts in the same namespace (a pod's container
+        restarting: a new pid, the pod's network namespace kept)."""
+        self._stop_server()
+        self._start_server()
 
     def server_pid(self) -> int:
         """The fake vllm's pid as the host sees it (the child of unshare)."""
@@ -188,7 +197,7 @@ class Pod:
         state.mkdir(parents=True)
         (state / "config.v2.json").write_text(f'{{"Name": "/{self.name}", "Config": {{}}}}')
 
-    def close(self) -> None:
+    def _stop_server(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, 9)
@@ -198,6 +207,9 @@ class Pod:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 pass
+
+    def close(self) -> None:
+        self._stop_server()
         if self.cgroup is not None:
             for _ in range(50):    # empty once the killed process is reaped
                 try:
