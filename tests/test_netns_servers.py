@@ -1,8 +1,8 @@
 """Servers in real network and PID namespaces, as containers and pods run them (root only).
 
 Two fake vLLM servers, each in its own network namespace (behind a veth pair, with its own
-address) and PID namespace, both on port 8000 as two pods would be, each in a cgroup named
-as Docker names one (tests/helpers/netns_world.py).  ``infertop snapshot --json`` with no
+address) and PID namespace, both on port 8000, one a Docker container and one a Kubernetes
+pod by their cgroups and runtime metadata (tests/helpers/netns_world.py).  ``infertop snapshot --json`` with no
 --url finds both by process and reads both, each labelled with its container; without
 CAP_SYS_ADMIN it reads one through a docker-proxy's published host port (a port its command
 line never names); as another user, at its namespace's own address.  Where the runner is
@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.integration,
 def world(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("netns")
     tmp.chmod(0o755)   # the unprivileged run reads the fake vllm's directory
-    with Pod(tmp, 8000, "vllm-a") as a, Pod(tmp, 8000, "vllm-b") as b:
+    with Pod(tmp, 8000, "vllm-a") as a, Pod(tmp, 8000, "qwen-0", pod_namespace="llm") as b:
         yield tmp, a, b
 
 
@@ -63,9 +63,9 @@ def test_two_namespaced_servers_are_found_by_process_and_read_with_no_flags(worl
         src = got.get(f"server:{pod.addr}:8000")
         assert src is not None, got
         assert src["status"] == "ok", src
-        assert src["via"] == f"in container {pod.name}, read through its network namespace"
-        if pod.cgroup is not None:   # a writable cgroup hierarchy: Docker's path, named
-            assert src["container"] == pod.name
+        assert src["via"] == f"in {pod.place}, read through its network namespace"
+        if pod.cgroup is not None:   # a writable cgroup hierarchy: the runtime's path, named
+            assert src["container"] == pod.label
 
 
 def test_a_published_host_port_is_read_when_the_namespace_cannot_be_entered(world):

@@ -5,8 +5,10 @@
 server in it that also has its own PID namespace (``unshare --pid --fork``).  The server is
 a fake ``vllm serve m --port P`` (a script named vllm: discovery finds it by name as it
 finds the real one) that serves the demo's vLLM /metrics page.  Its cgroup is made the one
-Docker makes (``.../docker/<64 hex>``) where a cgroup hierarchy is writable, and a fake
-Docker state directory names it.  ``Proxy`` is a fake docker-proxy: docker-proxy's own
+Docker makes (``.../docker/<64 hex>``), or with ``pod_namespace`` the one the kubelet makes
+(``.../kubepods/besteffort/pod<uid>/<64 hex>``), where a cgroup hierarchy is writable, and
+a fake Docker state directory or containerd task bundle (CRI annotations) names it, under
+``tmp/hostroot`` (``INFERTOP_HOST_ROOT``): there is no Docker engine or kubelet here.  ``Proxy`` is a fake docker-proxy: docker-proxy's own
 argument names, forwarding a host port to the container's port.
 
 Everything made is removed by ``close`` (use ``with``): the names carry the test's pid and
@@ -17,6 +19,7 @@ veths made here.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import socket
@@ -117,7 +120,8 @@ def _cgroup_dir() -> Path | None:
 class Pod:
     """A server in its own network and PID namespaces behind a veth pair."""
 
-    def __init__(self, tmp: Path, port: int = 8000, name: str = "") -> None:
+    def __init__(self, tmp: Path, port: int = 8000, name: str = "",
+                 pod_namespace: str = "") -> None:
         n = next(_count)
         self.tag = f"it{os.getpid() % 100000}x{n}"
         self.netns = self.tag
@@ -127,6 +131,9 @@ class Pod:
         self.port = port
         self.id = uuid.uuid4().hex + uuid.uuid4().hex
         self.name = name or f"vllm-{self.tag}"
+        # a Kubernetes pod (kubepods cgroup, containerd's CRI annotations) when given
+        self.pod_namespace = pod_namespace
+        self.uid = str(uuid.uuid4())
         self.tmp = tmp
         self.proc: subprocess.Popen | None = None
         self.cgroup: Path | None = None
@@ -185,17 +192,37 @@ class Pod:
         raise LookupError("the server process is not running")
 
     def _docker_cgroup(self) -> None:
-        """Put the server in a cgroup named as Docker names one, and write the Docker
-        state file that names it (under tmp: INFERTOP_HOST_ROOT points there)."""
+        """Put the server in a cgroup named as Docker (or the kubelet) names one, and write
+        the runtime's state file that names it (under tmp: INFERTOP_HOST_ROOT points there)."""
         base = _cgroup_dir()
+        rel = Path("kubepods", "besteffort", f"pod{self.uid}", self.id) if self.pod_namespace \
+            else Path("docker", self.id)
         if base is not None:
-            cg = base / "docker" / self.id
+            cg = base / rel
             cg.mkdir(parents=True)
             self.cgroup = cg
             (cg / "cgroup.procs").write_text(str(self.server_pid()))
-        state = self.tmp / "hostroot" / "var/lib/docker/containers" / self.id
+        root = self.tmp / "hostroot"
+        if self.pod_namespace:
+            state = root / "run/containerd/io.containerd.runtime.v2.task/k8s.io" / self.id
+            state.mkdir(parents=True)
+            (state / "config.json").write_text(json.dumps({"annotations": {
+                "io.kubernetes.cri.sandbox-namespace": self.pod_namespace,
+                "io.kubernetes.cri.sandbox-name": self.name,
+                "io.kubernetes.cri.container-name": "vllm"}}))
+            return
+        state = root / "var/lib/docker/containers" / self.id
         state.mkdir(parents=True)
         (state / "config.v2.json").write_text(f'{{"Name": "/{self.name}", "Config": {{}}}}')
+
+    @property
+    def label(self) -> str:
+        """What infertop should call it: namespace/pod, or the Docker container's name."""
+        return f"{self.pod_namespace}/{self.name}" if self.pod_namespace else self.name
+
+    @property
+    def place(self) -> str:
+        return f"pod {self.label}" if self.pod_namespace else f"container {self.label}"
 
     def _stop_server(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -217,10 +244,13 @@ class Pod:
                     break
                 except OSError:
                     time.sleep(0.1)
-            try:
-                self.cgroup.parent.rmdir()   # the docker/ dir, when no other test's is left
-            except OSError:
-                pass
+            up = self.cgroup.parent    # docker/ or kubepods/besteffort/podUID/, when empty
+            for _ in range(3 if self.pod_namespace else 1):
+                try:
+                    up.rmdir()
+                except OSError:
+                    break
+                up = up.parent
         if "veth" in self.made:
             subprocess.run(["ip", "link", "del", self.host_if], capture_output=True, timeout=30)
         if "netns" in self.made:
