@@ -18,6 +18,7 @@ veths made here.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -82,6 +83,17 @@ def why_not_root() -> str:
     for tool in ("ip", "unshare"):
         if shutil.which(tool) is None:
             return f"needs {tool} (iproute2 / util-linux)"
+    return _cannot_add_netns()
+
+
+@functools.lru_cache(maxsize=1)
+def _cannot_add_netns() -> str:
+    """Root in a container without CAP_NET_ADMIN/CAP_SYS_ADMIN cannot make namespaces."""
+    name = f"infertop-probe-{os.getpid()}"
+    r = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        return f"cannot create a network namespace here: {r.stderr.strip()[:200]}"
+    subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
     return ""
 
 
