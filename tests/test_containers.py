@@ -350,3 +350,20 @@ def test_plan_for_reads_proc_as_root_as_non_root_and_for_another_user(tmp_path, 
     same = _fake_proc(tmp_path / "e", their_ns="net:[4026531833]", cap_eff="0")
     os.unlink(os.path.join(same, "7", "cgroup"))
     assert plan_for(server, [], same) is None
+
+
+def test_a_pod_is_named_from_the_kubelet_pod_directory_when_no_bundle_is_readable(tmp_path):
+    from infertop.probes.server.containers import hostname_from_etc_hosts
+    pod = tmp_path / "var/lib/kubelet/pods" / UID
+    pod.mkdir(parents=True)
+    (pod / "etc-hosts").write_text(
+        "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n"
+        "fe00::1\tip6-allnodes\n10.244.1.5\tqwen-0\n")
+    sa = pod / "volumes/kubernetes.io~projected/kube-api-access-x7k2p"
+    sa.mkdir(parents=True)
+    (sa / "namespace").write_text("llm")
+    (sa / "token").write_text("SECRET-TOKEN")
+    assert named(Container("cri-containerd", ID, UID), str(tmp_path)).label == "llm/qwen-0"
+    assert hostname_from_etc_hosts("10.244.1.5 web-0.nginx.default.svc.cluster.local web-0\n") \
+        == "web-0"
+    assert hostname_from_etc_hosts("# nothing\n127.0.0.1 localhost\n") == ""

@@ -13,7 +13,8 @@ can be read (root): Docker's ``/var/lib/docker/containers/<id>/config.v2.json`` 
 and the ``io.kubernetes.*`` labels under cri-dockerd); the OCI bundle containerd and CRI-O
 keep for a running container (``config.json``: the CRI annotations
 ``io.kubernetes.cri.sandbox-namespace``/``sandbox-name``/``container-name``, or CRI-O's
-``io.kubernetes.pod.namespace``/``pod.name``/``container.name``).  With none readable the
+``io.kubernetes.pod.namespace``/``pod.name``/``container.name``); else the kubelet's pod
+directory (``/var/lib/kubelet/pods/<uid>``: the pod's hostname and namespace).  With none readable the
 label is the runtime and the short id (``docker 3f2a9c1b0d4e``), or ``pod <uid>``.
 
 Pure parsers (``parse_cgroup``, ``name_from_*``) are tested as tables; ``container_of``
@@ -151,6 +152,51 @@ _OCI = ("run/containerd/io.containerd.runtime.v2.task/k8s.io/{id}/config.json",
         "var/lib/containers/storage/overlay-containers/{id}/userdata/config.json")
 
 
+def _read_text(path: str, limit: int = 64 * 1024) -> str:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        with os.fdopen(fd, "rb") as f:
+            return f.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def hostname_from_etc_hosts(text: str) -> str:
+    """The pod's hostname from the kubelet's ``etc-hosts`` (its last entry: the pod's own
+    address and hostname; the pod's name unless its spec sets another)."""
+    last = ""
+    for line in text.splitlines():
+        f = line.split("#", 1)[0].split()
+        if len(f) >= 2 and not f[0].startswith(("127.", "::", "fe", "ff")):
+            last = f[-1]
+    return _text(last)
+
+
+def name_from_kubelet(root: str, uid: str) -> str:
+    """``namespace/pod`` from the kubelet's pod directory: the hostname in ``etc-hosts``
+    and the namespace of the service-account volume (``.../kube-api-access-*/namespace``;
+    only that file is read, never the token beside it)."""
+    pod_dir = os.path.join(root, "var/lib/kubelet/pods", uid)
+    pod = hostname_from_etc_hosts(_read_text(os.path.join(pod_dir, "etc-hosts")))
+    if not pod:
+        return ""
+    ns = ""
+    projected = os.path.join(pod_dir, "volumes", "kubernetes.io~projected")
+    try:
+        volumes = sorted(os.listdir(projected))[:32]
+    except OSError:
+        volumes = []
+    for v in volumes:
+        if v.startswith("kube-api-access-"):
+            ns = _read_text(os.path.join(projected, v, "namespace"), 256).strip()
+            if ns:
+                break
+    return _pod(ns, pod, "")
+
+
 def named(c: Container, root: str = "/") -> Container:
     """``c`` with the names its runtime's metadata on the host gives, where readable."""
     for rel in _DOCKER:
@@ -161,6 +207,10 @@ def named(c: Container, root: str = "/") -> Container:
         name, pod = name_from_oci(_read_json(os.path.join(root, rel.format(id=c.id))))
         if name or pod:
             return Container(c.runtime, c.id, c.pod_uid, name, pod)
+    if c.pod_uid:
+        pod = name_from_kubelet(root, c.pod_uid)
+        if pod:
+            return Container(c.runtime, c.id, c.pod_uid, "", pod)
     return c
 
 
