@@ -263,12 +263,14 @@ def test_a_gpu_process_of_another_pod_is_named_by_its_pod():
 
 
 def test_the_container_survives_json_and_a_recording_round_trip():
-    from infertop.meta import ServerInfo, ServerMeta, meta_from_dict
+    from infertop.meta import ProcessMeta, ServerInfo, ServerMeta, meta_from_dict
     m = ServerMeta(dialect="vllm", via="in pod llm/q, read through its network namespace",
                    container="llm/q")
     assert meta_from_dict("server:10.0.0.2:8000", m.to_dict()) == m
     info = ServerInfo(7, "vllm", "vllm", "found by name", 8000, container="vllm-a")
     assert info.to_dict()["container"] == "vllm-a"
+    pm = ProcessMeta(server=info, tree=(7,))
+    assert meta_from_dict("process", pm.to_dict()).server == info
     assert "container" not in ServerInfo(7).to_dict()   # a host server's JSON is unchanged
 
 
