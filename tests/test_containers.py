@@ -369,3 +369,18 @@ def test_a_pod_is_named_from_the_kubelet_pod_directory_when_no_bundle_is_readabl
     assert hostname_from_etc_hosts("10.244.1.5 web-0.nginx.default.svc.cluster.local web-0\n") \
         == "web-0"
     assert hostname_from_etc_hosts("# nothing\n127.0.0.1 localhost\n") == ""
+
+
+def test_a_socat_forwarder_is_a_published_port_too():
+    from infertop.probes.server.reach import parse_socat_args
+    assert parse_socat_args(["socat", "TCP-LISTEN:9000,fork,reuseaddr", "TCP:10.231.7.2:8000"]) \
+        == Published("0.0.0.0", 9000, "10.231.7.2", 8000)
+    assert parse_socat_args(["socat", "-d", "TCP4-LISTEN:9001,bind=127.0.0.1,fork",
+                             "TCP4:10.231.7.2:8000,nodelay"]) == \
+        Published("127.0.0.1", 9001, "10.231.7.2", 8000)
+    assert parse_socat_args(["socat", "UDP-LISTEN:9000", "UDP:10.0.0.2:8000"]) is None
+    assert parse_socat_args(["socat", "STDIO", "TCP:10.0.0.2:8000"]) is None
+    assert parse_socat_args(["socat", "TCP-LISTEN:x", "TCP:10.0.0.2:8000"]) is None
+    procs = [ProcInfo(5, 1, "socat", ("socat", "TCP-LISTEN:9000,fork", "TCP:10.231.7.2:8000"))]
+    r = plan(7, "vllm", 8000, NS, C, published_ports(procs), can_enter=False)
+    assert r.url == "http://127.0.0.1:9000" and "forwarded to 10.231.7.2:8000" in r.via

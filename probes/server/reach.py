@@ -8,7 +8,8 @@ port may be in another network namespace, where ``127.0.0.1:PORT`` on the host i
    address it listens on there; the URL shown is the namespace's own address when it has
    one, so two pods both on port 8000 stay two sources;
 2. a port the host publishes for it: ``docker-proxy -container-ip A -container-port P
-   -host-port H`` where A is one of the namespace's addresses and P the server's port.
+   -host-port H`` (or a ``socat TCP-LISTEN:H,fork TCP:A:P`` forwarder) where A is one of
+   the namespace's addresses and P the server's port.
    This comes before the namespace's own address because it is what the operator chose to
    expose (it survives a container restart, which changes the address; it works where the
    bridge is not routable from the host: rootless Docker, Docker Desktop);
@@ -81,16 +82,42 @@ def parse_proxy_args(argv: Sequence[str]) -> Published | None:
         return None
 
 
+def parse_socat_args(argv: Sequence[str]) -> Published | None:
+    """A socat forwarder, ``socat TCP-LISTEN:9000,fork TCP:10.0.0.2:8000`` (TCP4/TCP6 and
+    ``bind=`` spelled as socat does); None for anything else."""
+    addrs = [a for a in argv[1:] if not a.startswith("-")]
+    if len(addrs) != 2:
+        return None
+    listen, target = addrs
+    head, _, opts = listen.partition(",")
+    kind, _, port = head.partition(":")
+    if kind.upper() not in ("TCP-LISTEN", "TCP4-LISTEN", "TCP6-LISTEN", "TCP-L"):
+        return None
+    bind = next((o[5:] for o in opts.split(",") if o.startswith("bind=")), "0.0.0.0")
+    tkind, _, rest = target.partition(",")[0].partition(":")
+    host, _, tport = rest.rpartition(":")
+    if tkind.upper() not in ("TCP", "TCP4", "TCP6", "TCP-CONNECT") or not host:
+        return None
+    try:
+        return Published(bind, int(port), host.strip("[]"), int(tport))
+    except ValueError:
+        return None
+
+
 def published_ports(procs: Iterable) -> list[Published]:
-    """Every TCP forwarding of the docker-proxy processes in ``procs`` (ProcInfo rows)."""
+    """Every TCP forwarding of the docker-proxy and socat processes in ``procs`` (ProcInfo
+    rows): host listeners that forward to a container's address."""
     out = []
     for p in procs:
         argv = list(p.cmdline)
         prog = argv[0].rsplit("/", 1)[-1] if argv else ""
+        got = None
         if prog in PROXY_NAMES or p.name in PROXY_NAMES:
             got = parse_proxy_args(argv)
-            if got is not None:
-                out.append(got)
+        elif prog == "socat" or p.name == "socat":
+            got = parse_socat_args(argv)
+        if got is not None:
+            out.append(got)
     return out
 
 
@@ -143,7 +170,7 @@ def plan(pid: int, kind: str, port: int | None, ns: netns.Namespace,
             host = "127.0.0.1" if netns.is_any(pub.host_ip) else pub.host_ip
             return Route(_url(host, pub.host_port),
                          f"in {place}, read at its published host port {pub.host_port} "
-                         f"(docker-proxy -> {_host(pub.container_ip)}:{port})",
+                         f"(forwarded to {_host(pub.container_ip)}:{port})",
                          container=label)
     if own and bound is not None and not netns.is_loopback(bound):
         addr = own if netns.is_any(bound) else bound
