@@ -5,7 +5,9 @@ address) and PID namespace, both on port 8000, one a Docker container and one a 
 pod by their cgroups and runtime metadata (tests/helpers/netns_world.py).  ``infertop snapshot --json`` with no
 --url finds both by process and reads both, each labelled with its container; without
 CAP_SYS_ADMIN it reads one through a docker-proxy's published host port (a port its command
-line never names); as another user, at its namespace's own address.  Where the runner is
+line never names); as another user, at its namespace's own address, or, when its port is
+on its namespace's loopback only, with one line saying why and which --url to pass.  A
+pod's server that restarts is read again in the namespace the pod kept.  Where the runner is
 not root these skip with the reason (CI runs as root).
 """
 
@@ -127,3 +129,26 @@ async def test_a_pod_server_that_restarts_is_read_again_in_the_namespace_it_kept
             assert got is not None and got.status.value == "ok"
         finally:
             await probe.close()
+
+
+def test_another_user_told_why_and_which_url_when_nothing_reaches_it(tmp_path):
+    if shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv (util-linux) to run as another user")
+    home = Path(tempfile.mkdtemp(prefix="infertop-nobody-"))
+    try:
+        home.chmod(0o755)
+        with Pod(tmp_path, 8000, "vllm-lo", listen="127.0.0.1") as pod:
+            doc = snapshot(home, "--pid", str(pod.server_pid()), HOME=str(home),
+                           prefix=("setpriv", "--reuid=65534", "--regid=65534",
+                                   "--clear-groups"))
+            labelled = pod.cgroup is not None
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    (name, got), = server_sources(doc).items()
+    assert got["status"] == "error", got
+    said = got["reason"]
+    where = "in container docker " if labelled else "'s network namespace"
+    assert "listens on port 8000 in " in said and where in said, said
+    assert "run infertop as root" in said
+    assert "--url http://127.0.0.1:HOST" in said and "is the server running" not in said
+    assert doc["unreachable"][name] == said

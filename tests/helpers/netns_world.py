@@ -36,7 +36,8 @@ FAKE_VLLM = """\
 import sys
 from infertop.cli.main import main
 port = sys.argv[sys.argv.index("--port") + 1]
-sys.exit(main(["demo-server", "--host", "0.0.0.0", "--port", port, "--speed", "1"]))
+host = sys.argv[sys.argv.index("--host") + 1] if "--host" in sys.argv else "0.0.0.0"
+sys.exit(main(["demo-server", "--host", host, "--port", port, "--speed", "1"]))
 """
 
 FAKE_PROXY = """\
@@ -133,7 +134,7 @@ class Pod:
     """A server in its own network and PID namespaces behind a veth pair."""
 
     def __init__(self, tmp: Path, port: int = 8000, name: str = "",
-                 pod_namespace: str = "") -> None:
+                 pod_namespace: str = "", listen: str = "0.0.0.0") -> None:
         n = next(_count)
         self.tag = f"it{os.getpid() % 100000}x{n}"
         self.netns = self.tag
@@ -145,6 +146,7 @@ class Pod:
         self.name = name or f"vllm-{self.tag}"
         # a Kubernetes pod (kubepods cgroup, containerd's CRI annotations) when given
         self.pod_namespace = pod_namespace
+        self.listen = listen     # 127.0.0.1: its port on the namespace's loopback only
         self.uid = str(uuid.uuid4())
         self.tmp = tmp
         self.proc: subprocess.Popen | None = None
@@ -183,7 +185,8 @@ class Pod:
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
         self.proc = subprocess.Popen(
             ["ip", "netns", "exec", self.netns, "unshare", "--pid", "--fork", "--kill-child",
-             sys.executable, str(bindir / "vllm"), "serve", "m", "--port", str(self.port)],
+             sys.executable, str(bindir / "vllm"), "serve", "m", "--port", str(self.port),
+             "--host", self.listen],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
             start_new_session=True)
         wait_port("127.0.0.1", self.port, netns=self.netns)
