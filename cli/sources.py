@@ -196,10 +196,11 @@ def sources_status(frame) -> dict[str, dict[str, str]]:
             out[name] = {"status": "unavailable", "reason": cap.reason}
     for name, s in snap.samples.items():
         out[name] = {"status": s.status.value, "reason": s.reason}
-        for k in ("via", "container"):   # a server in a container: how it was read
-            v = getattr(s.meta, k, "") if isinstance(s.meta, ServerMeta) else ""
-            if v and not (k == "via" and v.startswith("prometheus")):
-                out[name][k] = v
+        if isinstance(s.meta, ServerMeta):   # a server in a container: how it was read
+            if s.meta.via and not s.meta.via.startswith("prometheus"):
+                out[name]["via"] = s.meta.via
+            if s.meta.container:
+                out[name]["container"] = s.meta.container
         server = s.meta.server if isinstance(s.meta, ProcessMeta) else None
         if server is not None and server.container:   # the followed server's container
             out[name]["container"] = server.container
