@@ -39,7 +39,9 @@ def doctor_meta(source, pipeline, frame, duration: float) -> dict:
     unchecked = pipeline.missing_inputs()
     return {"version": __version__, "source": f"{desc.get('source')} {desc.get('label', '')}{where}",
             # an ok source may still say something ("no process with pid N (--pid)")
-            "sources": {n: f"{st['status']}: {st['reason']}" if st["reason"] else st["status"]
+            "sources": {n: (f"{st['status']}: {st['reason']}" if st["reason"] else st["status"])
+                        # a server in a container: how it was reached (probes/server/reach.py)
+                        + (f" ({st['via']})" if st.get("via") else "")
                         for n, st in sources_status(frame).items()},
             # what was covered (a recording may end before the duration asked for)
             "duration": covered,

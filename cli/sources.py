@@ -7,7 +7,7 @@ import asyncio
 import math
 import time
 
-from infertop.meta import ProcessMeta
+from infertop.meta import ProcessMeta, ServerMeta
 from infertop.source import pace
 
 from .errors import UsageError
@@ -83,8 +83,9 @@ def make_live_source(args: argparse.Namespace, cfg=None):
     # probes read a few thresholds (the host's top consumers are scanned from
     # thresholds.host_top_scan_at)
     th = (load_diagnosis_config(args) if cfg is None else cfg).thresholds
+    routes = [] if urls else discovered_routes(args.pid)
     target = LiveTarget(pid=args.pid, given_urls=tuple(urls),
-                        urls=tuple(urls or discovered_urls(args.pid)),
+                        urls=tuple(urls or [r.url for r in routes]), routes=tuple(routes),
                         host_top_at=min(th.host_top_scan_at, th.host_cpu_saturated))
     try:
         probes, disabled = build_probes(args, target)
@@ -97,16 +98,18 @@ def make_live_source(args: argparse.Namespace, cfg=None):
 
 def discovered_urls(pid: int | None) -> list[str]:
     """With no --url: the listening port of a discovered server, if any."""
+    return [r.url for r in discovered_routes(pid)]
+
+
+def discovered_routes(pid: int | None) -> list:
+    """With no --url: how each discovered server is read (probes/server/reach.py Route):
+    ``127.0.0.1:PORT`` on this host, or into its container's network namespace."""
     try:
-        from infertop.probes.server.discovery import discover_all, find_server
+        from infertop.probes.server.discovery import discover_all, find_server, routes_of
         servers = [find_server(pid=pid)] if pid else discover_all()
+        return routes_of([s for s in servers if s is not None])
     except Exception:
         return []
-    out = []
-    for s in servers:
-        if s is not None and s.port:
-            out.append(f"http://127.0.0.1:{s.port}")
-    return out
 
 
 def load_diagnosis_config(args: argparse.Namespace):
@@ -193,7 +196,14 @@ def sources_status(frame) -> dict[str, dict[str, str]]:
             out[name] = {"status": "unavailable", "reason": cap.reason}
     for name, s in snap.samples.items():
         out[name] = {"status": s.status.value, "reason": s.reason}
+        if isinstance(s.meta, ServerMeta):   # a server in a container: how it was read
+            if s.meta.via and not s.meta.via.startswith("prometheus"):
+                out[name]["via"] = s.meta.via
+            if s.meta.container:
+                out[name]["container"] = s.meta.container
         server = s.meta.server if isinstance(s.meta, ProcessMeta) else None
+        if server is not None and server.container:   # the followed server's container
+            out[name]["container"] = server.container
         if server is not None and server.found_by:
             # the process tree is a name search's guess, not --url's port owner
             out[name]["found_by"] = server.found_by

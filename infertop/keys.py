@@ -114,7 +114,8 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("process.gpu_sm_ratio", "ratio", G, (KRN, PAR), "per-process SM utilisation (NVML)"),
     _k("process.gpu_owner", "", I, MEM,
        "who runs a GPU process (NVML pid, also outside the server's tree): labels pid, "
-       "user, name; text = command line (cleaned, secrets redacted); not read from inside "
+       "user, name, container (its container or namespace/pod, when in one); text = "
+       "command line (cleaned, secrets redacted); not read from inside "
        "a nested PID namespace"),
     _k("thread.cpu_ratio", "cores", G, SCH, "thread CPU in cores; labels pid, tid, name"),
     # optional low-rate py-spy GIL sampler (labels pid, role; rolling window of dumps)

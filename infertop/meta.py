@@ -41,12 +41,15 @@ class ServerInfo:
     reason: str = ""      # how it was found, shown in the header
     port: int | None = None
     found_by: str = ""    # "name, not port": --url's port owner could not be read
+    container: str = ""   # the container or namespace/pod it runs in ("" on the host)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"pid": self.pid, "kind": self.kind, "name": self.name,
                              "reason": self.reason, "port": self.port}
         if self.found_by:
             d["found_by"] = self.found_by
+        if self.container:
+            d["container"] = self.container
         return d
 
 
@@ -113,6 +116,7 @@ class ServerMeta:
     warnings: tuple[str, ...] = ()
     node: str = ""
     via: str = ""
+    container: str = ""   # the container or namespace/pod it runs in (probes/server/reach.py)
 
     def to_dict(self) -> dict[str, Any]:
         return _changed(self)
@@ -334,7 +338,7 @@ def _server(v: Any) -> Any:
         return _BAD
     kw: dict[str, Any] = {}
     for name, conv in (("pid", _opt_int), ("kind", _str), ("name", _str), ("reason", _str),
-                       ("port", _opt_int), ("found_by", _str)):
+                       ("port", _opt_int), ("found_by", _str), ("container", _str)):
         if name in v:
             got = conv(v[name])
             if got is not _BAD:
@@ -359,6 +363,7 @@ _CONVERT: dict[tuple[str, str], Any] = {
     ("ServerMeta", "notes"): _tuple_of(_str), ("ServerMeta", "url"): _opt_str,
     ("ServerMeta", "scrape_bytes"): _opt_int, ("ServerMeta", "warnings"): _tuple_of(_str),
     ("ServerMeta", "node"): _str, ("ServerMeta", "via"): _str,
+    ("ServerMeta", "container"): _str,
     ("KvEventsMeta", "endpoints"): _tuple_of(_str), ("KvEventsMeta", "since"): _opt_float,
     ("KvEventsMeta", "node"): _str,
     ("GilMeta", "gil_pid"): _opt_int, ("GilMeta", "node"): _str,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from infertop.keys import SPECS
 
@@ -48,6 +48,9 @@ class LiveTarget:
     # the config's host CPU share from which the host's top consumers are scanned
     # (thresholds.host_top_scan_at, capped at host_cpu_saturated); None: the probe's own
     host_top_at: float | None = None
+    # discovered servers in containers: how each URL of ``urls`` is reached
+    # (probes/server/reach.py Route; a URL without one is read as it is)
+    routes: tuple[Any, ...] = ()
 
 
 Build = Callable[[argparse.Namespace, LiveTarget], Sequence[Probe]]

@@ -572,6 +572,8 @@ class InfertopApp(App):
         kind = (sm.dialect if sm else None) or (pm.server.kind if pm and pm.server else None)
         model = clean(str((sm.model if sm else None) or ""))
         url = clean(str(meta_url(snap) or ""))
+        if url and sm is not None and sm.container:   # a server in a container or pod
+            url += f" [{clean(sm.container)}]"
         engines = sm.engines if sm else None
         gpus = nm.gpus if nm else None
         counts = f"  {len(gpus) if gpus else 0} GPU" + \

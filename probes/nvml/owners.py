@@ -5,7 +5,8 @@ GPU, another team's server).
 NVML reports host PIDs.  Inside a nested PID namespace (a container without --pid=host)
 the same number can be another process here, so owners are only looked up when this
 process sees the host's PID namespace; otherwise ``why_not`` says so and nothing is
-guessed.  Command lines go through the same cleaning and redaction as the server's
+guessed.  Each is labelled with its container or pod (probes/server/containers.py), so on
+a node running several servers the memory pane says whose GPU process it is.  Command lines go through the same cleaning and redaction as the server's
 (``clean_cmdline``): secrets never reach a reading, escapes never reach the terminal.
 """
 
@@ -18,6 +19,7 @@ from infertop.model import Reading, make_labels
 from infertop.textclean import clean
 
 from infertop.probes.nvml.gpu import mk
+from infertop.probes.server.containers import container_of
 from infertop.probes.server.discovery import clean_cmdline
 from infertop.probes.server.process import truncate
 
@@ -82,5 +84,8 @@ class GpuProcessOwners:
         labels = {"pid": p.pid, "name": name}
         if user:
             labels["user"] = clean(str(user))[:32]
+        box = container_of(p.pid)   # its container or pod: which server's, on a node
+        if box is not None:
+            labels["container"] = box.label
         return mk("process.gpu_owner", 1.0, make_labels(labels),
                   text=truncate(" ".join(argv)) if argv else name)

@@ -57,10 +57,11 @@ class ServerProcess:
     reason: str    # how it was found, shown in the header
     members: list[int] = field(default_factory=list)  # tree pids seen when found
     by_name_not_port: bool = False  # --url given, but its port's owner could not be read
+    container: str = ""  # the container or namespace/pod it runs in (containers.py)
 
     def to_meta(self) -> ServerInfo:
         return ServerInfo(self.pid, self.kind, self.name, self.reason, self.port,
-                          "name, not port" if self.by_name_not_port else "")
+                          "name, not port" if self.by_name_not_port else "", self.container)
 
 
 @dataclass(frozen=True)
@@ -397,9 +398,45 @@ def _fill_ports(servers: list[ServerProcess], owners: Mapping[int, list[int]]) -
             s.port = default
 
 
+def _label_containers(servers: Iterable[ServerProcess | None]) -> None:
+    """Each server's container or pod label, from /proc/PID/cgroup and the runtime's
+    metadata (containers.py); unreadable is left empty."""
+    from infertop.probes.server.containers import container_of
+    for s in servers:
+        if s is not None and not s.container:
+            c = container_of(s.pid)
+            s.container = c.label if c is not None else ""
+
+
+def routes_of(servers: Iterable[ServerProcess]) -> list:
+    """How each server's /metrics is read (reach.Route): ``127.0.0.1:PORT`` when it shares
+    our network namespace, else into its container (reach.py); servers with no port and
+    no way to learn one are left out."""
+    from infertop.probes.server.reach import Route, plan_for
+    servers = list(servers)
+    procs: list[ProcInfo] | None = None
+    out = []
+    for s in servers:
+        if procs is None:   # docker-proxy's forwardings, read once
+            try:
+                procs = snapshot_processes()
+            except Exception:
+                procs = []
+        try:
+            route = plan_for(s, procs)
+        except Exception:   # /proc changed under us: the plain URL is still worth a try
+            route = None
+        if route is not None:
+            out.append(route)
+        elif s.port:
+            out.append(Route(f"http://127.0.0.1:{s.port}"))
+    return out
+
+
 def discover_all() -> list[ServerProcess]:
     """All inference servers on this host, oldest first."""
     servers = group_servers(snapshot_processes(), self_pids=_self_pids())
+    _label_containers(servers)
     if any(s.port is None for s in servers):
         try:
             owners = listening_ports()
@@ -435,7 +472,14 @@ def port_owner(port: int, owners: dict[int, list[int]]) -> PortOwner | None:
 
 
 def locate(pid: int | None = None, url: str | None = None) -> tuple[ServerProcess | None, str]:
-    """find_server, plus a sentence saying why nothing was found."""
+    """find_server, plus a sentence saying why nothing was found; the server carries its
+    container's label."""
+    found, why = _locate(pid, url)
+    _label_containers([found])
+    return found, why
+
+
+def _locate(pid: int | None, url: str | None) -> tuple[ServerProcess | None, str]:
     import psutil
     if pid is not None:
         return _by_pid(psutil, pid)

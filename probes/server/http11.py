@@ -18,8 +18,9 @@ caller's deadline around the whole request.  No proxies (a local monitor must no
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -128,10 +129,14 @@ class Http11Client:
     meanwhile is sent again once on a new one (nothing of an answer was read)."""
 
     def __init__(self, *, headers: dict[str, str] | None = None,
-                 connect_timeout: float = 2.0) -> None:
+                 connect_timeout: float = 2.0,
+                 connector: Callable[[str, int, float], socket.socket] | None = None) -> None:
         self._headers = [(k.encode("ascii"), v.encode("latin-1"))
                          for k, v in (headers or {}).items()]
         self.connect_timeout = connect_timeout
+        # blocking (host, port, timeout) -> connected socket, run in a worker thread: a
+        # server in another network namespace is dialled from inside it (netns.connect_in)
+        self._connector = connector
         self._tls_context: ssl.SSLContext | None = None   # made on the first https connect
         self._conn: _Connection | None = None
         self._origin: tuple[str, str, int] | None = None
@@ -153,9 +158,18 @@ class Http11Client:
                 self._tls_context = ssl.create_default_context()
             context = self._tls_context
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port, ssl=context, limit=READ_SIZE),
-                self.connect_timeout)
+            if self._connector is not None:
+                sock = await asyncio.wait_for(asyncio.to_thread(
+                    self._connector, host, port, self.connect_timeout),
+                    self.connect_timeout + 2.0)
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(
+                    sock=sock, ssl=context, limit=READ_SIZE,
+                    server_hostname=host if context is not None else None),
+                    self.connect_timeout)
+            else:
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(host, port, ssl=context, limit=READ_SIZE),
+                    self.connect_timeout)
         except asyncio.TimeoutError:   # before OSError: TimeoutError is one since 3.11
             raise ConnectFailed(f"no connection within {self.connect_timeout:g} s (a wrong "
                                 "address, or a firewall dropping packets?)") from None

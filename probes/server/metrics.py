@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import html
+import os
 import re
 import time
 import zlib
@@ -36,6 +37,8 @@ from infertop.textclean import clean, one_line
 from infertop.probes.base import Probe, sample
 
 from infertop.probes.server.http11 import ConnectFailed, Http11Client, HttpError, Response
+from infertop.probes.server.netns import connect_in_fd, open_netns
+from infertop.probes.server.reach import Route
 from infertop.probes.server.roles import RoleReader
 from infertop.probes.registry import LiveTarget, ProbeSpec, register
 
@@ -78,8 +81,12 @@ def normalize_url(url: str) -> tuple[str, str]:
 
 
 class ServerMetricsProbe(Probe):
-    def __init__(self, url: str, *, timeout: float = 2.0, max_bytes: int = 8_000_000) -> None:
+    def __init__(self, url: str, *, timeout: float = 2.0, max_bytes: int = 8_000_000,
+                 route: Route | None = None) -> None:
         self._bad_url = ""
+        # a discovered server in a container: how it is reached and said (reach.py)
+        self.route = route
+        self._netns_fd: int | None = None   # its network namespace, once entered
         try:
             self.url, self.instance = normalize_url(url)
         except ValueError as e:
@@ -103,13 +110,31 @@ class ServerMetricsProbe(Probe):
             self._client = Http11Client(
                 headers={"Accept": "text/plain", "Accept-Encoding": "gzip, deflate",
                          "User-Agent": f"infertop/{__version__}"},
-                connect_timeout=self.timeout)
+                connect_timeout=self.timeout, connector=self._connector())
         return Capability(self.name, True, features=frozenset({"metrics"}))
+
+    def _connector(self):
+        """Dial from inside the server's network namespace when its route says so.  The
+        namespace is opened at the first connect and held (netns.open_netns): a pod's
+        server that restarts is read again in the same namespace."""
+        route = self.route
+        if route is None or route.netns_pid is None:
+            return None
+        pid, host = route.netns_pid, route.connect_host
+
+        def connect(_host: str, port: int, timeout: float):
+            if self._netns_fd is None:
+                self._netns_fd = open_netns(pid)
+            return connect_in_fd(self._netns_fd, host, port, timeout)
+        return connect
 
     async def close(self) -> None:
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()
+        fd, self._netns_fd = self._netns_fd, None
+        if fd is not None:
+            os.close(fd)
 
     async def collect(self) -> Sample:
         try:
@@ -117,6 +142,15 @@ class ServerMetricsProbe(Probe):
         except ServerMetricsError as e:
             # the URL may carry a token in its query (the scrape needs it; no output may)
             message = redact_text(str(e))
+            route = self.route
+            if route is not None and route.problem:
+                # a server in a namespace we cannot reach: why, and what --url to pass
+                # (never "is the server running?": it is, elsewhere)
+                message = route.problem
+            elif route is not None and route.via:
+                # its process was found: "is the server running?" would mislead
+                message = message.replace(REFUSED_TAIL, "")
+                message = f"{message} ({route.via})" + (f"; {route.hint}" if route.hint else "")
         # raised outside the except block: raising inside it would chain the first error
         # (whose traceback holds the scrape's frames and buffers) to this one in a cycle
         # that only the garbage collector frees
@@ -155,6 +189,8 @@ class ServerMetricsProbe(Probe):
         # warnings: read, but not all of it; the reason says what was left out
         meta = replace(meta, url=_redacted(url), scrape_bytes=len(body),
                        warnings=tuple(warnings))
+        if self.route is not None and isinstance(meta, ServerMeta):
+            meta = replace(meta, via=self.route.via, container=self.route.container)
         return sample(self.name, readings, meta=meta, started=started,
                       reason="; ".join(warnings))
 
@@ -325,9 +361,12 @@ def _decoder(content_encoding: str, url: str) -> _Inflate:
                              "which infertop does not decode (gzip and deflate only)")
 
 
+REFUSED_TAIL = " — is the server running?"
+
+
 def refused_message(url: str) -> str:
     """What a scrape of a stopped server says (the demo's downtime says the same)."""
-    return f"connection refused at {url} — is the server running?"
+    return f"connection refused at {url}{REFUSED_TAIL}"
 
 
 def _connect_message(url: str, err: BaseException) -> str:
@@ -413,8 +452,9 @@ def server_probes(args: Any, target: LiveTarget) -> list[ServerMetricsProbe]:
     """One probe per server URL (given or discovered); two spellings of one URL, one probe."""
     out: list[ServerMetricsProbe] = []
     seen: set[str] = set()
+    routes = {r.url: r for r in target.routes}
     for u in target.urls:
-        probe = ServerMetricsProbe(u)
+        probe = ServerMetricsProbe(u, route=routes.get(u))
         if probe.name not in seen:
             seen.add(probe.name)
             out.append(probe)

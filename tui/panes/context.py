@@ -12,10 +12,11 @@ from rich.text import Text
 from infertop.evidence_text import subject_evidence
 from infertop.findings import Evidence, Finding, Severity
 from infertop.history import Series
-from infertop.meta import ProcessMeta
+from infertop.meta import ProcessMeta, ServerMeta
 from infertop.model import Layer, Reading, Status
 from infertop.pidmap import gpu_holders
 from infertop.pipeline import Frame
+from infertop.textclean import clean
 from infertop.units import fmt_reading, sparkline
 
 from ..options import CaptureSummaries
@@ -121,8 +122,21 @@ class FrameLookups:
             return ""
         inst, eng = r.label("instance"), r.label("engine")
         many = self.distinct_instances(r.key) > 1
-        where = f" :{inst.rsplit(':', 1)[-1]}" if inst and many else ""
+        box = self.container_of(inst) if inst and many else ""
+        where = f" {box}" if box else f" :{inst.rsplit(':', 1)[-1]}" if inst and many else ""
         return where + (f" e{eng}" if eng else "")
+
+    def container_of(self, instance: str) -> str:
+        """The container or namespace/pod of the server read at ``instance`` ('' on the
+        host): on a node with a server per pod, engines are named by their pod."""
+        ck = ("c",)
+        if ck not in self.extras_cache:
+            self.extras_cache[ck] = {
+                n.split(":", 1)[1]: clean(s.meta.container) for n, s in
+                self.frame.snapshot.samples.items()
+                if n.startswith("server:") and isinstance(s.meta, ServerMeta)
+                and s.meta.container}
+        return self.extras_cache[ck].get(instance, "")
 
     def distinct_instances(self, key: str) -> int:
         """How many servers (each --url is a source ``server:<instance>``) are read; a

@@ -22,6 +22,13 @@ from .context import PaneContext
 HEADERS = ["GPU", "PID", "user", "role", "GPU mem", "SM", "command"]
 
 
+def not_the_server(owner) -> str:
+    """A GPU process outside the followed server's tree, with its container or pod when it
+    runs in one (another pod's server, on a node running several)."""
+    box = clean(owner.label("container")) if owner is not None else ""
+    return f"{box} (not the server)" if box else "(not the server)"
+
+
 def gpu_process_table(ctx: PaneContext) -> Columns | None:
     procs = [r for r in ctx.readings("process.gpu_mem_bytes") if r.label("pid")]
     if not procs:
@@ -47,7 +54,8 @@ def gpu_process_table(ctx: PaneContext) -> Columns | None:
         sm = ctx.one("process.gpu_sm_ratio", gpu=gpu, pid=pid)
         t.add_row(gpu, pid,
                   clean(p.label("user")) if p is not None and p.label("user") else "–",
-                  Text(role) if role else Text("(not the server)", style=ctx.styles["muted"]),
+                  Text(role) if role else Text(not_the_server(owners.get(pid)),
+                                               style=ctx.styles["muted"]),
                   ctx.value_text(r, key="process.gpu_mem_bytes"),
                   ctx.value_text(sm) if sm is not None else Text("–"),
                   clean(p.text or p.label("name")) if p is not None else "–")

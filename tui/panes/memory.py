@@ -13,7 +13,7 @@ from .columns import grid, kv_table
 from .context import PaneContext
 from .layout import fit
 from .widget import LayerPane
-from .gpu_procs import gpu_process_table
+from .gpu_procs import gpu_process_table, not_the_server
 from .hardware import gpu_indices
 
 
@@ -80,10 +80,20 @@ class MemoryPane(LayerPane):
             t = grid(["PID", "process", "GPU", "GPU mem"], styles=ctx.styles)
             top = sorted(procs, key=lambda r: -(r.value or 0))
             t.more = max(0, len(top) - (8 if ctx.wide else 4))
+            owners = {r.label("pid"): r for r in ctx.readings("process.gpu_owner")}
             for r in top[: 8 if ctx.wide else 4]:
-                t.add_row(r.label("pid"), held.get(r.label("pid"), "(not the server)"),
+                t.add_row(r.label("pid"), held.get(r.label("pid")) or
+                          not_the_server(owners.get(r.label("pid"))),
                           r.label("gpu"), ctx.value_text(r, key="process.gpu_mem_bytes"))
             parts.append(t)
+        pm = ctx.frame.snapshot.process_meta()
+        if not procs and gpus and pm is not None and pm.in_container:
+            # NVML lists host PIDs: in a container's own PID namespace they name nothing
+            # here (or the driver lists none), so "no processes" would be a false reading
+            parts.append(ctx.note(
+                "GPU processes not shown: infertop runs in a container "
+                f"({pm.in_container_why or 'detected'}) and NVML's PIDs are the host's; run "
+                "it on the node (or with --pid=host / hostPID: true) to see them"))
         if procs:
             if outside:
                 where = " (in a container, host PIDs may be invisible)" \

@@ -69,7 +69,7 @@ class ParallelismPane(LayerPane):
             many = ctx.distinct_instances("server.requests_running") > 1
             for r in sorted(shown, key=lambda r: (r.label("instance"), natural(r.label("engine")))):
                 inst, eng = r.label("instance"), r.label("engine")
-                where = inst if many else ":" + inst.rsplit(":", 1)[-1]
+                where = (ctx.container_of(inst) or inst) if many else ":" + inst.rsplit(":", 1)[-1]
                 name = f"{where} e{eng}" if eng else where
 
                 def same(key: str):   # the same engine's reading (called in this iteration)

@@ -38,6 +38,10 @@ class SchedulingPane(LayerPane):
         if procs and server is not None and server.found_by:
             # --url's port owner could not be read: this tree is a guess, and says so
             parts.append(ctx.note(f"found by name, not by port: {server.reason}"))
+        if procs and server is not None and server.container:
+            # which container or pod the process tree below runs in (one server of several)
+            parts.append(ctx.note(f"pid {server.pid} {clean(server.kind)} in "
+                                  f"{clean(server.container)}"))
         if procs:
             parts.append(process_table(ctx, procs))
             threads = sorted((r for r in ctx.readings("thread.cpu_ratio") if r.ok),
