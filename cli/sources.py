@@ -135,7 +135,7 @@ def make_pipeline(args: argparse.Namespace, source=None, cfg=None):
     if cfg is None:
         cfg = load_diagnosis_config(args)
     # one window for the screen's quantiles and the rules' evidence, so they agree
-    if is_fleet_args(args) or getattr(source, "fleet", False):
+    if is_fleet_args(args) or (source is not None and source.fleet):
         from infertop.fleet import FleetPipeline, diagnoser_factory
         return FleetPipeline(diagnoser_factory(cfg), window=cfg.diagnosis.window)
     return Pipeline(Diagnoser(cfg, fleet=False), window=cfg.diagnosis.window)
@@ -144,7 +144,8 @@ def make_pipeline(args: argparse.Namespace, source=None, cfg=None):
 def pace_of(source, interval: float, speed: float | None) -> float:
     """Real seconds between ticks: ``interval`` live; for demo and replay their own tick
     divided by ``--speed`` when it was given, else 0 (computed as fast as they go)."""
-    step = interval if source.realtime else float(getattr(source, "tick_seconds", interval))
+    step = interval if source.realtime or source.tick_seconds is None \
+        else float(source.tick_seconds)
     return pace(source.realtime, step, speed)
 
 
@@ -167,7 +168,7 @@ async def sample_window(source, pipeline, window: float, interval: float,
             snap = await source.next()
             if snap is None:
                 break
-            frame = pipeline.feed(snap, getattr(source, "epoch", None))
+            frame = pipeline.feed(snap, source.epoch)
             if pace > 0 and i < ticks - 1:
                 await asyncio.sleep(max(0.0, pace - (time.monotonic() - started)))
     finally:
@@ -177,11 +178,10 @@ async def sample_window(source, pipeline, window: float, interval: float,
 
 def no_snapshot(source) -> UsageError:
     """The error for a source that ended before its first tick."""
-    skipped = getattr(source, "skipped", 0)
-    if skipped:
+    if source.skipped:
         from infertop.probes.sources.replay import unreadable_message
-        return UsageError(unreadable_message(source.label, skipped,
-                                             getattr(source, "lines_total", skipped)))
+        return UsageError(unreadable_message(source.label, source.skipped,
+                                             source.lines_total))
     return UsageError("the source produced no snapshot (empty recording?)")
 
 
