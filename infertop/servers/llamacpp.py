@@ -1,5 +1,5 @@
 """llama.cpp's ``llama-server --metrics``: everything infertop knows about it
-(docs/metrics.md#llamacpp; facts in ../shared/reference/metrics.md section 4).
+(docs/metrics.md#llamacpp; facts in docs/reference/metrics.md section 4).
 
 No labels.  prompt_tokens excludes cached tokens, so the prefix-cache lookups are
 processed + cached.  One process serves HTTP and runs the model (role "server").

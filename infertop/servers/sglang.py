@@ -1,5 +1,5 @@
 """SGLang: everything infertop knows about it (docs/metrics.md#sglang; facts in
-../shared/reference/metrics.md section 2).
+docs/reference/metrics.md section 2).
 
 Metric names are SGLang 0.5.23's (the captured fixtures tests/fixtures/metrics/sglang-0.5.23-*);
 their first versions are not recorded.  Scheduler metrics carry tp/pp/ep ranks (identical

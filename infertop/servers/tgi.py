@@ -1,5 +1,5 @@
 """Hugging Face TGI (text-generation-inference): everything infertop knows about it
-(docs/metrics.md#tgi; facts in ../shared/reference/metrics.md section 3).
+(docs/metrics.md#tgi; facts in docs/reference/metrics.md section 3).
 
 The router's Rust exporter writes counters without ``_total`` and no model label; token
 totals only exist as the sums of the per-request length histograms (counted when a request

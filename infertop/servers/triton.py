@@ -1,6 +1,6 @@
 """NVIDIA Triton Inference Server (core ``nv_inference_*`` and the TensorRT-LLM backend's
 ``nv_trt_llm_*`` families): everything infertop knows about it (docs/metrics.md#triton;
-facts in ../shared/reference/metrics.md section 5).
+facts in docs/reference/metrics.md section 5).
 
 A module of its own, apart from trtllm.py: ``tritonserver`` and ``trtllm-serve`` are two
 programs with their own /metrics pages (names, labels, suffixes), ports, flags and process

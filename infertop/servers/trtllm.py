@@ -1,5 +1,5 @@
 """TensorRT-LLM's ``trtllm-serve`` (PyTorch backend): everything infertop knows about it
-(docs/metrics.md#trtllm; facts in ../shared/reference/metrics.md section 5).  Triton with
+(docs/metrics.md#trtllm; facts in docs/reference/metrics.md section 5).  Triton with
 the TensorRT-LLM backend is triton.py (another program, another page: see there).
 
 Names from TensorRT-LLM tensorrt_llm/metrics/collector.py @050f80de (MetricsCollector's

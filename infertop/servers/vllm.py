@@ -1,5 +1,5 @@
 """vLLM: everything infertop knows about it (docs/metrics.md#vllm; facts in
-../shared/reference/metrics.md section 1).
+docs/reference/metrics.md section 1).
 
 Metric names are vLLM V1's (0.33, the reference version) with the V0 / early-V1 names as
 fallbacks (``unless`` the new name is on the page).  ``since`` records the version a name
