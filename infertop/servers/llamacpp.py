@@ -7,6 +7,8 @@ processed + cached.  One process serves HTTP and runs the model (role "server").
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from .flags import settings_from
 from .mapping import Dialect
 from .mapping import rule as _r
@@ -29,7 +31,7 @@ DIALECT = Dialect("llamacpp", ("llamacpp:",), "", (), rules=(
 ))
 
 
-def _match_argv(how: str, prog: str, first: str) -> tuple[str, str] | None:
+def _match_argv(how: str, prog: str, args: Sequence[str]) -> tuple[str, str] | None:
     if how == "module":   # llama-cpp-python's server
         return ("llamacpp", "server") if prog.startswith("llama_cpp.server") else None
     return ("llamacpp", "server") if prog in ("llama-server", "llama-server.exe") else None

@@ -8,6 +8,8 @@ ends).  Names from router/src/server.rs; their first versions are not recorded.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from .flags import settings_from
 from .mapping import Dialect
 from .mapping import rule as _r
@@ -32,7 +34,7 @@ DIALECT = Dialect("tgi", ("tgi_",), "", (), bare_counters=True, rules=(
 
 # ``text-generation-launcher`` -> ``text-generation-router`` + ``text-generation-server``
 # shards (Python; their comm is cut to 'text-generation')
-def _match_argv(how: str, prog: str, first: str) -> tuple[str, str] | None:
+def _match_argv(how: str, prog: str, args: Sequence[str]) -> tuple[str, str] | None:
     if how == "module":
         return ("tgi", "shard") if prog.startswith("text_generation_server") else None
     return {"text-generation-launcher": ("tgi", "launcher"),

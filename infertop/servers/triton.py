@@ -14,6 +14,8 @@ fixture is written from that documentation, not captured
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from infertop.keys import SPECS
 from infertop.model import Reading
 
@@ -70,7 +72,7 @@ DIALECT = Dialect("triton", ("nv_inference_", "nv_trt_llm_"), "",
 ))
 
 
-def _match_argv(how: str, prog: str, first: str) -> tuple[str, str] | None:
+def _match_argv(how: str, prog: str, args: Sequence[str]) -> tuple[str, str] | None:
     return ("triton", "server") if how != "module" and prog == "tritonserver" else None
 
 

@@ -11,6 +11,8 @@ fixture is written from that source, not captured
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from .mapping import Ctx, Dialect, gauge_configs
 from .mapping import rule as _r
 from .spec import ServerKind
@@ -47,7 +49,7 @@ DIALECT = Dialect("trtllm", ("trtllm_",), "", ("model_name",), extras=(_trtllm_k
 ))
 
 
-def _match_argv(how: str, prog: str, first: str) -> tuple[str, str] | None:
+def _match_argv(how: str, prog: str, args: Sequence[str]) -> tuple[str, str] | None:
     return ("trtllm", "api_server") if how != "module" and prog == "trtllm-serve" else None
 
 

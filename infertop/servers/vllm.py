@@ -143,7 +143,8 @@ TITLES = Titles("VLLM", (("EngineCore", "engine_core"), ("Worker", "worker"),
                          ("APIServer", "api_server")), default_role="helper", any_prefix=True)
 
 
-def _match_argv(how: str, prog: str, first: str) -> tuple[str, str] | None:
+def _match_argv(how: str, prog: str, args: Sequence[str]) -> tuple[str, str] | None:
+    first = args[0] if args else ""
     if how == "module":
         if prog.startswith("vllm.entrypoints"):
             # the CLI module runs other subcommands too (bench, chat): only serve serves
