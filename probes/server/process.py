@@ -622,7 +622,7 @@ class ProcessProbe(BlockingProbe):
 
 
 SPEC = register(ProbeSpec(
-    name="process",
+    name="process", order=20,
     keys=("host.cpu_ratio", "host.cpu_count", "host.load1", "host.top_cpu_cores",
           "host.mem_used_bytes", "host.mem_total_bytes", "process.info", "process.cpu_ratio",
           "process.rss_bytes", "process.threads", "process.state", "process.ctx_switches_total",
