@@ -113,6 +113,14 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("host.top_cpu_cores", "cores", G, SCH,
        "the host's top CPU consumers, any program (labels pid, name, server=yes when in the "
        "server's tree); read only while the host is near saturation"),
+    # pressure stall information (PSI, /proc/pressure/{cpu,memory,io}; label resource)
+    _k("host.pressure_some_ratio", "ratio", G, SCH,
+       "share of the last 10 s in which some task waited for the resource (PSI some avg10)"),
+    _k("host.pressure_full_ratio", "ratio", G, (SCH, MEM),
+       "share of the last 10 s in which every non-idle task waited (PSI full avg10)"),
+    _k("host.pressure_stall_seconds_total", "s", C, SCH,
+       "time tasks stalled on the resource since boot (PSI total; labels resource, scope)",
+       rate="host.pressure_stall_ratio"),
     _k("host.mem_used_bytes", "bytes", G, (SCH, MEM), "host memory in use"),
     _k("host.mem_total_bytes", "bytes", G, (SCH, MEM), "host memory size"),
     _k("process.info", "", I, SCH,
@@ -354,6 +362,8 @@ _SPECS: tuple[KeySpec, ...] = (
        "share of wall time the scheduler was idle (window)", True),
     _k("server.scheduler_cpu_cores", "cores", G, SCH,
        "scheduler process CPU in cores (window)", True),
+    _k("host.pressure_stall_ratio", "ratio", G, SCH,
+       "share of the window tasks stalled on the resource (PSI total's rate)", True),
     _k("pd.ttft_split_seconds", "s", G, (PAR, DEC),
        "mean TTFT of a disaggregated pair split by where it waits (label part: prefill = "
        "the prefill instance's TTFT, transfer = the KV transfer, decode = the decode "
