@@ -64,3 +64,26 @@ def test_every_declared_probe_key_reaches_snapshot_json():
                            "layer, a rate= or the shown_as= views it reaches the user as")
     # and every declared view really is there (a declaration that drives nothing fails)
     assert [(k, v) for k in keys for v in views(k)[1:] if v not in seen] == []
+
+
+def test_reading_of_takes_kind_and_unit_from_the_key():
+    r = Reading.of("server.prompt_tokens_total", 5.0, {"instance": "a"})
+    assert (r.kind, r.unit, r.labels) == (Kind.COUNTER, "tokens", (("instance", "a"),))
+    h = Reading.of("latency.ttft_seconds", 3.0)
+    assert (h.kind, h.unit) == (Kind.HISTOGRAM, "s")
+    from infertop.model import Status
+    assert Reading.of("gpu.temp_celsius", 70.0, status=Status.ERROR).value is None
+    assert Reading.of("gpu.temp_celsius", 70.0, status=Status.STALE).value == 70.0
+
+
+def test_the_demo_emits_every_reading_with_its_keys_kind_and_unit():
+    from infertop import testing
+    from infertop.probes.sources.demo import DemoSource
+    specs = {s.name: s for s in probe_specs()}
+    for name in ("healthy", "hw-gpu-lost"):
+        src = DemoSource(name)
+        for _ in range(3):
+            snap = src.next_sync()
+            assert snap is not None
+            for source, sample in snap.samples.items():
+                testing.check_samples(specs[source.split(":")[0]], [sample])

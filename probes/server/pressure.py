@@ -25,8 +25,7 @@ import os
 import time
 from typing import Any, Sequence
 
-from infertop.keys import SPECS
-from infertop.model import Capability, Kind, Reading, Sample, Status
+from infertop.model import Capability, Reading, Sample, Status
 from infertop.probes.base import BlockingProbe, sample
 from infertop.probes.registry import LiveTarget, ProbeSpec, register
 
@@ -72,13 +71,12 @@ def readings_of(resource: str, parsed: dict[str, dict[str, float]]) -> list[Read
                        ("full", "host.pressure_full_ratio")):
         avg10 = parsed.get(scope, {}).get("avg10")
         if avg10 is not None:
-            out.append(Reading(key, avg10 / 100.0, SPECS[key].unit, labels))
+            out.append(Reading.of(key, avg10 / 100.0, labels))
     for scope in SCOPES:
         total = parsed.get(scope, {}).get("total")
         if total is not None:
-            key = "host.pressure_stall_seconds_total"
-            out.append(Reading(key, total / 1e6, SPECS[key].unit,
-                               (*labels, ("scope", scope)), kind=Kind.COUNTER))
+            out.append(Reading.of("host.pressure_stall_seconds_total", total / 1e6,
+                                  (*labels, ("scope", scope))))
     return out
 
 
