@@ -11,13 +11,14 @@ from infertop.settings_shown import shown_layers
 from infertop.textclean import clean
 
 from .sources import no_snapshot, sample_window, source_and_pipeline, sources_status
+from .options import SourceArgs, typed
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from infertop.report import exit_code, render_report
     source, pipeline = source_and_pipeline(args)
     frame = asyncio.run(sample_window(source, pipeline, args.duration, args.interval,
-                                      getattr(args, "speed", None)))
+                                      typed(SourceArgs, args).speed))
     if frame is None:
         raise no_snapshot(source)
     meta = doctor_meta(source, pipeline, frame, args.duration)

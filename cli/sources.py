@@ -11,13 +11,15 @@ from infertop.meta import ProcessMeta
 from infertop.source import pace
 
 from .errors import UsageError
+from .options import SourceArgs, typed
 
 
 def make_source(args: argparse.Namespace, cfg=None):
     """live | demo:NAME | replay:FILE -> a SnapshotSource (raises UsageError).  ``cfg``: the
     config already read (load_diagnosis_config), so the TOML is parsed once per run."""
-    spec = getattr(args, "source", "live") or "live"
-    speed = getattr(args, "speed", None) or 1.0
+    given = typed(SourceArgs, args)
+    spec = given.source or "live"
+    speed = given.speed or 1.0
     if spec.startswith("demo"):
         from infertop.probes.sources.demo import DemoSource
         from infertop.demo.scenario import ScenarioError
@@ -35,7 +37,7 @@ def make_source(args: argparse.Namespace, cfg=None):
             raise UsageError(str(e)) from None
     if spec != "live":
         raise UsageError(f"--source must be live, demo:NAME or replay:FILE, not {spec!r}")
-    if getattr(args, "prometheus", None):
+    if given.prometheus:
         return make_prometheus_source(args)
     return make_live_source(args, cfg)
 
@@ -53,12 +55,13 @@ def make_prometheus_source(args: argparse.Namespace):
 
 def is_fleet_args(args: argparse.Namespace) -> bool:
     """--prometheus, or --url on remote hosts / NAME=URL: the fleet pipeline and screen."""
-    if (getattr(args, "source", "live") or "live") != "live":
+    given = typed(SourceArgs, args)
+    if (given.source or "live") != "live":
         return False
-    if getattr(args, "prometheus", None):
+    if given.prometheus:
         return True
     from infertop.probes.sources.fleet_hub import fleet_nodes
-    return fleet_nodes(list(getattr(args, "url", None) or [])) is not None
+    return fleet_nodes(list(given.url)) is not None
 
 
 def make_live_source(args: argparse.Namespace, cfg=None):
@@ -114,7 +117,7 @@ def load_diagnosis_config(args: argparse.Namespace):
     run and pass it to make_source and make_pipeline."""
     from infertop.config import ConfigError, load_config
     try:
-        return load_config(getattr(args, "config", None))
+        return load_config(typed(SourceArgs, args).config)
     except ConfigError as e:
         raise UsageError(f"config: {e}") from None
 

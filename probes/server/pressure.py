@@ -141,5 +141,5 @@ SPEC = register(ProbeSpec(
     build=build,
     add_flags=_flags,
     off=lambda args: "host pressure off (--no-pressure)"
-    if args.no_pressure else "",
+    if getattr(args, "no_pressure", False) else "",   # a hand-built Namespace may lack it
 ))
