@@ -126,3 +126,13 @@ def test_a_kind_cannot_take_another_kinds_order():
     with pytest.raises(ValueError, match="order"):
         registry.register(clash)
     assert "other" not in registry.names()
+
+
+@pytest.mark.parametrize("kind", sorted(registry.names()))
+def test_the_fleet_token_query_is_generated_from_each_kinds_dialect(kind):
+    from infertop.probes.prometheus.aggregates import per_node
+    from infertop.promrules import raw_series
+    query = per_node("tok_s", True)
+    # every series of the kind's that promrules reads for the key is in the column's query
+    for r in (r for r in raw_series("server.generation_tokens_total") if r.dialect == kind):
+        assert f"rate({r.selector()}[60s])" in query, (kind, r.name)
