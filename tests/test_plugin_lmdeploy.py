@@ -100,5 +100,8 @@ def test_a_broken_plugin_is_left_out_with_its_reason(tmp_path, monkeypatch):
     assert registry.load_plugins() == []
     assert registry.names() == before
     assert "RuntimeError: no GPU here" in registry.plugin_errors()["broken"]
+    # doctor says so, on one line of stderr
+    from infertop.cli.doctor import plugin_errors
+    assert "RuntimeError: no GPU here" in plugin_errors()["broken"]
     registry._PLUGIN_ERRORS.pop("broken", None)   # the test's own, not a real one
     sys.modules.pop("broken_kind", None)

@@ -10,7 +10,7 @@ A kind can also ship as its own package: a distribution that declares an entry p
 the ``infertop.servers`` group (``lmdeploy = "infertop_lmdeploy"``) naming a module that
 defines ``KIND`` (or the ``ServerKind`` itself) is loaded after the built-in kinds.  A
 plug-in that fails to load, or that takes a built-in kind's name or order, is left out
-and the reason kept in ``plugin_errors()`` (nothing shows it yet but the tests);
+and the reason kept in ``plugin_errors()`` (``infertop doctor`` prints it on stderr);
 it never stops infertop.
 
 ``register``/``unregister`` add a kind from elsewhere (a test's toy kind).
