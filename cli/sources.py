@@ -8,7 +8,7 @@ import math
 import time
 
 from infertop.meta import ProcessMeta
-from infertop.source import pace
+from infertop.source import SnapshotSource, pace
 
 from .errors import UsageError
 from .options import SourceArgs, typed
@@ -130,7 +130,7 @@ def source_and_pipeline(args: argparse.Namespace) -> tuple:
     return source, make_pipeline(args, source, cfg)
 
 
-def make_pipeline(args: argparse.Namespace, source=None, cfg=None):
+def make_pipeline(args: argparse.Namespace, source: SnapshotSource | None = None, cfg=None):
     """The pipeline for ``source``; ``cfg`` the config make_source was given (read here
     when None)."""
     from infertop.pipeline import Pipeline
@@ -144,7 +144,7 @@ def make_pipeline(args: argparse.Namespace, source=None, cfg=None):
     return Pipeline(Diagnoser(cfg, fleet=False), window=cfg.diagnosis.window)
 
 
-def pace_of(source, interval: float, speed: float | None) -> float:
+def pace_of(source: SnapshotSource, interval: float, speed: float | None) -> float:
     """Real seconds between ticks: ``interval`` live; for demo and replay their own tick
     divided by ``--speed`` when it was given, else 0 (computed as fast as they go)."""
     step = interval if source.realtime or source.tick_seconds is None \
@@ -152,7 +152,7 @@ def pace_of(source, interval: float, speed: float | None) -> float:
     return pace(source.realtime, step, speed)
 
 
-async def sample_window(source, pipeline, window: float, interval: float,
+async def sample_window(source: SnapshotSource, pipeline, window: float, interval: float,
                         speed: float | None = None):
     """Tick the source across ``window`` seconds (at least two ticks); last Frame.
     ``speed`` paces demo/replay ticks in real time (see ``pace_of``)."""
@@ -179,7 +179,7 @@ async def sample_window(source, pipeline, window: float, interval: float,
     return frame
 
 
-def no_snapshot(source) -> UsageError:
+def no_snapshot(source: SnapshotSource) -> UsageError:
     """The error for a source that ended before its first tick."""
     if source.skipped:
         from infertop.probes.sources.replay import unreadable_message
