@@ -7,7 +7,7 @@ driver adds its own call latencies on top (scripts/gpu-check prints those per ca
     .venv/bin/python benchmarks/bench_collect_nvml.py [--gpus 8] [--ticks 200]
 
 ``--fakenvml DIR --spec FILE``: the issue-23 harness instead (the REAL pynvml over the fake
-driver library in DIR, e.g. ../shared/bench/fakenvml, GPUs from the spec FILE): every
+driver library in DIR, e.g. benchmarks/harness/fakenvml, GPUs from the spec FILE): every
 pynvml wrapper runs, as on the screen's harness.  CPU is the thread's own time per
 collect; the probe's clock moves 1 s a tick (GPM pairs, slow and static cadences as at
 1 Hz) however fast the loop runs.  Prints the calls per GPU per tick too.  To compare

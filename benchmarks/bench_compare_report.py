@@ -1,5 +1,5 @@
 """How long ``compare`` and ``report`` take on the two real vLLM recordings in
-tests/fixtures/recordings (90 and 100 ticks): replaying both through the pipeline, the
+tests/corpus (90 and 100 ticks): replaying both through the pipeline, the
 block bootstrap, and rendering the HTML.  Numbers are printed, never asserted.
 
     .venv/bin/python benchmarks/bench_compare_report.py [--repeat 3]
@@ -17,7 +17,7 @@ from infertop.probes.sources.replay import open_replay
 from infertop.rules.engine import Diagnoser
 from infertop.runsummary import summarize
 
-REC = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "recordings"
+REC = Path(__file__).resolve().parent.parent / "tests" / "corpus"
 
 
 def load(name: str, window: float):

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """CPU time of the whole screen per tick, headless, on a recording: a proxy for the shared
-harness (../shared/bench/overhead.sh) that does not depend on how busy the machine is as
+harness (benchmarks/harness/overhead.sh) that does not depend on how busy the machine is as
 much as a wall-clock run does (CPU time, not elapsed; the snapshots are decoded before the
 clock starts; no probe runs, so only the pipeline, the panes and Textual's compositor are
 measured; the terminal write itself is not, the headless driver has none).
 
     # a recording of the harness: 8 fake GPUs behind the real pynvml + demo-server healthy
-    FAKE_NVML_SPEC=../gpu8.json PYTHONPATH=../shared/bench/fakenvml \\
+    FAKE_NVML_SPEC=../gpu8.json PYTHONPATH=benchmarks/harness/fakenvml \\
         .venv/bin/infertop record -o /tmp/h.jsonl --duration 70 --url http://127.0.0.1:18080
     python benchmarks/bench_screen_ticks.py /tmp/h.jsonl [--ticks 60] [--size 160x48]
         [--profile out.prof] [--settle-gc]

@@ -11,13 +11,14 @@ from infertop.settings_shown import shown_layers
 from infertop.textclean import clean
 
 from .sources import no_snapshot, sample_window, source_and_pipeline, sources_status
+from .options import SourceArgs, typed
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from infertop.report import exit_code, render_report
     source, pipeline = source_and_pipeline(args)
     frame = asyncio.run(sample_window(source, pipeline, args.duration, args.interval,
-                                      getattr(args, "speed", None)))
+                                      typed(SourceArgs, args).speed))
     if frame is None:
         raise no_snapshot(source)
     meta = doctor_meta(source, pipeline, frame, args.duration)
@@ -25,7 +26,16 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     print(render_report(frame.findings, shown_layers(frame), args.format, meta), flush=True)
     for name, why in unreachable.items():   # stderr too: a cron job's log shows it
         print(clean(f"infertop: server unreachable: {name}: {why}"), file=sys.stderr)
+    for name, why in plugin_errors().items():   # an installed plug-in infertop left out
+        print(clean(f"infertop: plug-in left out: {name}: {why}"), file=sys.stderr)
     return exit_code(frame.findings, frame.sources_ok(), unreachable)
+
+
+def plugin_errors() -> dict[str, str]:
+    """Entry points of both plug-in groups that failed to load (name -> why)."""
+    from infertop.probes.registry import plugin_errors as probe_errors
+    from infertop.servers.registry import plugin_errors as kind_errors
+    return {**kind_errors(), **probe_errors()}
 
 
 def doctor_meta(source, pipeline, frame, duration: float) -> dict:

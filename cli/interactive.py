@@ -7,6 +7,7 @@ import os
 import sys
 
 from .errors import UsageError
+from .options import ScreenArgs, typed
 from .sources import make_pipeline, source_and_pipeline
 
 
@@ -19,25 +20,26 @@ def screen(args: argparse.Namespace) -> int:
 def run_tui(source, args: argparse.Namespace, pipeline=None) -> int:
     """The screen for ``source``; its pipeline made here (``args``' config) when not given."""
     from infertop.tui.modes import app_for_source
-    if getattr(args, "record", None):
+    given = typed(ScreenArgs, args)
+    if given.record:
         from infertop.safefile import OutputError, check_target
         try:
-            check_target(args.record, force=bool(getattr(args, "force", False)))
+            check_target(given.record, force=given.force)
         except OutputError as e:
             raise UsageError(str(e)) from None
     if pipeline is None:
         pipeline = make_pipeline(args, source)
     from infertop.tui.app import UnknownTheme
     from infertop.tui.options import AppOptions
-    options = AppOptions(speed=getattr(args, "speed", None) or 1.0,
-                         capture_dir=getattr(args, "capture_dir", None),
-                         record_path=getattr(args, "record", None),
-                         record_now=bool(getattr(args, "record", None)),
-                         record_force=bool(getattr(args, "force", False)),
+    options = AppOptions(speed=given.speed or 1.0,
+                         capture_dir=given.capture_dir,
+                         record_path=given.record,
+                         record_now=bool(given.record),
+                         record_force=given.force,
                          settle_gc=True)
     try:
         app = app_for_source(source, interval=args.interval, pipeline=pipeline,
-                             theme=getattr(args, "theme", None), options=options)
+                             theme=given.theme, options=options)
     except UnknownTheme as e:
         raise UsageError(str(e)) from None
     require_terminal()

@@ -13,6 +13,7 @@ from infertop.textclean import clean
 
 from .errors import EXIT_NO_SOURCE, EXIT_OK
 from .sources import no_snapshot, sample_window, source_and_pipeline, sources_status
+from .options import SourceArgs, typed
 
 
 def snapshot_json(frame, diagnosis: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -51,7 +52,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     source, pipeline = source_and_pipeline(args)
     interval = args.interval
     frame = asyncio.run(sample_window(source, pipeline, args.window, interval,
-                                      getattr(args, "speed", None)))
+                                      typed(SourceArgs, args).speed))
     if frame is None:
         raise no_snapshot(source)
     diagnosis = judgement(pipeline, args.window, interval)

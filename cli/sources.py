@@ -8,16 +8,18 @@ import math
 import time
 
 from infertop.meta import ProcessMeta, ServerMeta
-from infertop.source import pace
+from infertop.source import SnapshotSource, pace
 
 from .errors import UsageError
+from .options import SourceArgs, typed
 
 
 def make_source(args: argparse.Namespace, cfg=None):
     """live | demo:NAME | replay:FILE -> a SnapshotSource (raises UsageError).  ``cfg``: the
     config already read (load_diagnosis_config), so the TOML is parsed once per run."""
-    spec = getattr(args, "source", "live") or "live"
-    speed = getattr(args, "speed", None) or 1.0
+    given = typed(SourceArgs, args)
+    spec = given.source or "live"
+    speed = given.speed or 1.0
     if spec.startswith("demo"):
         from infertop.probes.sources.demo import DemoSource
         from infertop.demo.scenario import ScenarioError
@@ -35,7 +37,7 @@ def make_source(args: argparse.Namespace, cfg=None):
             raise UsageError(str(e)) from None
     if spec != "live":
         raise UsageError(f"--source must be live, demo:NAME or replay:FILE, not {spec!r}")
-    if getattr(args, "prometheus", None):
+    if given.prometheus:
         return make_prometheus_source(args)
     return make_live_source(args, cfg)
 
@@ -53,12 +55,13 @@ def make_prometheus_source(args: argparse.Namespace):
 
 def is_fleet_args(args: argparse.Namespace) -> bool:
     """--prometheus, or --url on remote hosts / NAME=URL: the fleet pipeline and screen."""
-    if (getattr(args, "source", "live") or "live") != "live":
+    given = typed(SourceArgs, args)
+    if (given.source or "live") != "live":
         return False
-    if getattr(args, "prometheus", None):
+    if given.prometheus:
         return True
     from infertop.probes.sources.fleet_hub import fleet_nodes
-    return fleet_nodes(list(getattr(args, "url", None) or [])) is not None
+    return fleet_nodes(list(given.url)) is not None
 
 
 def make_live_source(args: argparse.Namespace, cfg=None):
@@ -117,7 +120,7 @@ def load_diagnosis_config(args: argparse.Namespace):
     run and pass it to make_source and make_pipeline."""
     from infertop.config import ConfigError, load_config
     try:
-        return load_config(getattr(args, "config", None))
+        return load_config(typed(SourceArgs, args).config)
     except ConfigError as e:
         raise UsageError(f"config: {e}") from None
 
@@ -130,7 +133,7 @@ def source_and_pipeline(args: argparse.Namespace) -> tuple:
     return source, make_pipeline(args, source, cfg)
 
 
-def make_pipeline(args: argparse.Namespace, source=None, cfg=None):
+def make_pipeline(args: argparse.Namespace, source: SnapshotSource | None = None, cfg=None):
     """The pipeline for ``source``; ``cfg`` the config make_source was given (read here
     when None)."""
     from infertop.pipeline import Pipeline
@@ -138,20 +141,21 @@ def make_pipeline(args: argparse.Namespace, source=None, cfg=None):
     if cfg is None:
         cfg = load_diagnosis_config(args)
     # one window for the screen's quantiles and the rules' evidence, so they agree
-    if is_fleet_args(args) or getattr(source, "fleet", False):
+    if is_fleet_args(args) or (source is not None and source.fleet):
         from infertop.fleet import FleetPipeline, diagnoser_factory
         return FleetPipeline(diagnoser_factory(cfg), window=cfg.diagnosis.window)
     return Pipeline(Diagnoser(cfg, fleet=False), window=cfg.diagnosis.window)
 
 
-def pace_of(source, interval: float, speed: float | None) -> float:
+def pace_of(source: SnapshotSource, interval: float, speed: float | None) -> float:
     """Real seconds between ticks: ``interval`` live; for demo and replay their own tick
     divided by ``--speed`` when it was given, else 0 (computed as fast as they go)."""
-    step = interval if source.realtime else float(getattr(source, "tick_seconds", interval))
+    step = interval if source.realtime or source.tick_seconds is None \
+        else float(source.tick_seconds)
     return pace(source.realtime, step, speed)
 
 
-async def sample_window(source, pipeline, window: float, interval: float,
+async def sample_window(source: SnapshotSource, pipeline, window: float, interval: float,
                         speed: float | None = None):
     """Tick the source across ``window`` seconds (at least two ticks); last Frame.
     ``speed`` paces demo/replay ticks in real time (see ``pace_of``)."""
@@ -170,7 +174,7 @@ async def sample_window(source, pipeline, window: float, interval: float,
             snap = await source.next()
             if snap is None:
                 break
-            frame = pipeline.feed(snap, getattr(source, "epoch", None))
+            frame = pipeline.feed(snap, source.epoch)
             if pace > 0 and i < ticks - 1:
                 await asyncio.sleep(max(0.0, pace - (time.monotonic() - started)))
     finally:
@@ -178,13 +182,12 @@ async def sample_window(source, pipeline, window: float, interval: float,
     return frame
 
 
-def no_snapshot(source) -> UsageError:
+def no_snapshot(source: SnapshotSource) -> UsageError:
     """The error for a source that ended before its first tick."""
-    skipped = getattr(source, "skipped", 0)
-    if skipped:
+    if source.skipped:
         from infertop.probes.sources.replay import unreadable_message
-        return UsageError(unreadable_message(source.label, skipped,
-                                             getattr(source, "lines_total", skipped)))
+        return UsageError(unreadable_message(source.label, source.skipped,
+                                             source.lines_total))
     return UsageError("the source produced no snapshot (empty recording?)")
 
 

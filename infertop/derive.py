@@ -19,21 +19,9 @@ from .rules.window import covered, value_at
 
 QUANTILES = (0.5, 0.9, 0.99)
 
-# counter key -> derived per-second key (same labels)
-RATES = {
-    "server.prompt_tokens_total": "throughput.prompt_tokens_per_second",
-    "server.generation_tokens_total": "throughput.generation_tokens_per_second",
-    "server.preemptions_total": "server.preemptions_per_second",
-    "server.engine_steps_total": "server.engine_steps_per_second",
-    "process.ctx_switches_total": "process.ctx_switches_per_second",
-    "server.scheduler_idle_seconds_total": "server.scheduler_idle_ratio",
-    "server.scheduler_cpu_seconds_total": "server.scheduler_cpu_cores",
-    "kv.transfer_bytes_total": "kv.transfer_bytes_per_second",
-    "kv.transfer_failures_total": "kv.transfer_failures_per_second",
-    "kv.event_blocks_stored_total": "kv.blocks_stored_per_second",
-    "kv.event_blocks_evicted_total": "kv.blocks_evicted_per_second",
-    "kv.event_batches_dropped_total": "kv.event_batches_dropped_per_second",
-}
+# counter key -> derived per-second key (same labels): each counter's spec names its rate
+# (infertop/keys.py ``rate=``), so a new counter is one declaration
+RATES = {s.key: s.rate for s in SPECS.values() if s.rate}
 
 # finish reasons that count as errors unless the config says otherwise (DEC-004 reads the
 # same derived ratio, so the screen and the finding can never disagree); client aborts

@@ -1,6 +1,6 @@
 """Inference-server /metrics dialects -> common Readings (keys from infertop.keys).
 
-Each server names the same quantities differently (docs/metrics.md lists every name and its key; sources in ../shared/reference/metrics.md
+Each server names the same quantities differently (docs/metrics.md lists every name and its key; sources in docs/reference/metrics.md
 §1 vLLM, §2 SGLang, §3 TGI, §4 llama.cpp, §5 Triton/TensorRT-LLM).  A dialect is a table of
 rules "family -> key"; the dialect is picked by the family-name prefixes the page uses.
 The tables live with everything else about each server in infertop/servers/<kind>.py; this

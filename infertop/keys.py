@@ -6,7 +6,8 @@ reading and the kernels pane's main evidence).  Tests fail on an undeclared key,
 new reading gets a home on screen and in ``snapshot --json`` by construction.
 
 Conventions: ratios are 0..1; ``process.cpu_ratio`` is in cores (1.0 = one core busy);
-counters end in ``_total`` and are turned into ``_per_second`` readings by History;
+counters end in ``_total``; a counter's spec names its derived rate (``rate=``, computed by
+infertop/derive.py) or says why it has none (``no_rate=``: a test holds every counter to one);
 histograms keep their key, and derived quantiles carry a ``quantile`` label.
 """
 
@@ -28,13 +29,22 @@ class KeySpec:
     layers: tuple[Layer, ...]
     help: str
     derived: bool = False  # computed by infertop.derive from History, never by a probe
+    # a counter: the derived key its per-second rate is (same labels; derive.RATES), or,
+    # when it has none, why (what reads the counter instead)
+    rate: str = ""
+    no_rate: str = ""
+    # a cumulative key (counter, histogram) whose raw values stay in History: the derived
+    # keys a user sees it through (besides its rate, or its own quantiles); a test holds
+    # every such key to reach ``snapshot --json`` through one of them
+    shown_as: tuple[str, ...] = ()
 
 
 def _k(key: str, unit: str, kind: Kind, layers: tuple[Layer, ...] | Layer, help: str,
-       derived: bool = False) -> KeySpec:
+       derived: bool = False, *, rate: str = "", no_rate: str = "",
+       shown_as: tuple[str, ...] = ()) -> KeySpec:
     if isinstance(layers, Layer):
         layers = (layers,)
-    return KeySpec(key, unit, kind, layers, help, derived)
+    return KeySpec(key, unit, kind, layers, help, derived, rate, no_rate, shown_as)
 
 
 G, C, H, I = Kind.GAUGE, Kind.COUNTER, Kind.HISTOGRAM, Kind.INFO
@@ -67,10 +77,15 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("gpu.nvlink_tx_bytes_per_second", "bytes/s", G, (HW, PAR), "NVLink transmit rate, all links"),
     _k("gpu.nvlink_rx_bytes_per_second", "bytes/s", G, (HW, PAR), "NVLink receive rate, all links"),
     _k("gpu.nvlink_links_active", "count", G, PAR, "NVLink links up"),
-    _k("gpu.ecc_uncorrected_total", "count", C, HW, "volatile uncorrected ECC errors"),
-    _k("gpu.ecc_corrected_total", "count", C, HW, "volatile corrected ECC errors"),
+    _k("gpu.ecc_uncorrected_total", "count", C, HW, "volatile uncorrected ECC errors",
+       no_rate="new events over the event window (derive.EVENT_COUNTERS), not a rate",
+       shown_as=("gpu.ecc_uncorrected_new",)),
+    _k("gpu.ecc_corrected_total", "count", C, HW, "volatile corrected ECC errors",
+       rate="gpu.ecc_corrected_per_second"),
     _k("gpu.xid_last", "", G, HW, "code of the most recent Xid critical error seen"),
-    _k("gpu.xid_total", "count", C, HW, "Xid critical errors seen since infertop started"),
+    _k("gpu.xid_total", "count", C, HW, "Xid critical errors seen since infertop started",
+       no_rate="new events over the event window (derive.EVENT_COUNTERS), not a rate",
+       shown_as=("gpu.xid_new",)),
     _k("gpu.mig_enabled", "", G, HW, "1 when MIG mode is on"),
     # row remapping (nvmlDeviceGetRemappedRows; DCGM_FI_DEV_{UN,}CORRECTABLE_REMAPPED_ROWS,
     # DCGM_FI_DEV_ROW_REMAP_PENDING, DCGM_FI_DEV_ROW_REMAP_FAILURE)
@@ -98,6 +113,14 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("host.top_cpu_cores", "cores", G, SCH,
        "the host's top CPU consumers, any program (labels pid, name, server=yes when in the "
        "server's tree); read only while the host is near saturation"),
+    # pressure stall information (PSI, /proc/pressure/{cpu,memory,io}; label resource)
+    _k("host.pressure_some_ratio", "ratio", G, SCH,
+       "share of the last 10 s in which some task waited for the resource (PSI some avg10)"),
+    _k("host.pressure_full_ratio", "ratio", G, (SCH, MEM),
+       "share of the last 10 s in which every non-idle task waited (PSI full avg10)"),
+    _k("host.pressure_stall_seconds_total", "s", C, SCH,
+       "time tasks stalled on the resource since boot (PSI total; labels resource, scope)",
+       rate="host.pressure_stall_ratio"),
     _k("host.mem_used_bytes", "bytes", G, (SCH, MEM), "host memory in use"),
     _k("host.mem_total_bytes", "bytes", G, (SCH, MEM), "host memory size"),
     _k("process.info", "", I, SCH,
@@ -109,7 +132,8 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("process.state", "", I, SCH,
        "scheduler state (text: running, sleeping, disk-sleep, stopped...); D means blocked on I/O"),
     _k("process.ctx_switches_total", "count", C, SCH,
-       "voluntary+involuntary context switches (label type)"),
+       "voluntary+involuntary context switches (label type)",
+       rate="process.ctx_switches_per_second"),
     _k("process.gpu_mem_bytes", "bytes", G, (MEM, PAR), "GPU memory held by a process on a GPU"),
     _k("process.gpu_sm_ratio", "ratio", G, (KRN, PAR), "per-process SM utilisation (NVML)"),
     _k("process.gpu_owner", "", I, MEM,
@@ -153,40 +177,59 @@ _SPECS: tuple[KeySpec, ...] = (
        "the server's own load estimate: SGLang utilization = max(running / max running "
        "under SLO, KV usage / 0.9); absent on a prefill instance (-1 there)"),
     _k("server.scheduler_idle_seconds_total", "s", C, SCH,
-       "wall time the scheduler had no runnable or queued work (SGLang)"),
+       "wall time the scheduler had no runnable or queued work (SGLang)",
+       rate="server.scheduler_idle_ratio"),
     _k("server.scheduler_cpu_seconds_total", "s", C, SCH,
-       "CPU time of the scheduler process, all threads (SGLang)"),
+       "CPU time of the scheduler process, all threads (SGLang)",
+       rate="server.scheduler_cpu_cores"),
     _k("server.disagg_role", "", I, PAR,
        "the engine's part in disaggregated prefill/decode (text: prefill, decode, unified, "
        "both): SGLang's engine_type label, vLLM's --kv-transfer-config kv_role"),
     _k("kv.transfer_bytes_total", "bytes", C, PAR,
-       "KV-cache bytes moved between prefill and decode instances (vLLM NIXL, SGLang PD)"),
+       "KV-cache bytes moved between prefill and decode instances (vLLM NIXL, SGLang PD)",
+       rate="kv.transfer_bytes_per_second"),
     _k("kv.transfer_failures_total", "count", C, PAR,
-       "failed KV transfers (vLLM NIXL; SGLang transfer and bootstrap failures)"),
+       "failed KV transfers (vLLM NIXL; SGLang transfer and bootstrap failures)",
+       rate="kv.transfer_failures_per_second"),
     _k("disagg.queue_requests", "count", G, (SCH, PAR),
        "requests in a disaggregated-serving queue (label queue: prefill_bootstrap, "
        "prefill_inflight, decode_prealloc, decode_transfer; SGLang PD)"),
     _k("server.admission_rejections_total", "count", C, DEC,
        "requests refused at admission (label reason, e.g. max_num_queued_reqs): the client "
-       "got an error at once, the request never queued"),
+       "got an error at once, the request never queued",
+       no_rate="read over the window as server.requests_rejected and server.rejection_ratio",
+       shown_as=("server.requests_rejected", "server.rejection_ratio")),
     _k("server.sleep_level", "", G, (DEC, SCH),
        "engine sleep mode: 0 awake, 1 weights offloaded, 2 weights and KV discarded "
        "(vLLM --enable-sleep-mode); an asleep engine answers slowly, it is not slow"),
     _k("kv.usage_ratio", "ratio", G, (MEM, PAR), "KV-cache blocks in use"),
     _k("kv.config", "", I, MEM, "KV-cache configuration fact (label name; text value)"),
-    _k("server.preemptions_total", "count", C, MEM, "requests preempted (KV evicted)"),
-    _k("kv.prefix_cache_queries_total", "tokens", C, MEM, "tokens looked up in the prefix cache"),
-    _k("kv.prefix_cache_hits_total", "tokens", C, MEM, "tokens found in the prefix cache"),
+    _k("server.preemptions_total", "count", C, MEM, "requests preempted (KV evicted)",
+       rate="server.preemptions_per_second"),
+    _k("kv.prefix_cache_queries_total", "tokens", C, MEM, "tokens looked up in the prefix cache",
+       no_rate="read with its hits as the windowed kv.prefix_cache_hit_ratio",
+       shown_as=("kv.prefix_cache_hit_ratio",)),
+    _k("kv.prefix_cache_hits_total", "tokens", C, MEM, "tokens found in the prefix cache",
+       no_rate="read with its queries as the windowed kv.prefix_cache_hit_ratio",
+       shown_as=("kv.prefix_cache_hit_ratio",)),
     _k("kv.prompt_tokens_by_source_total", "tokens", C, MEM,
        "prompt tokens by where their KV came from (label source: local_compute, "
-       "local_cache_hit, external_kv_transfer)"),
+       "local_cache_hit, external_kv_transfer)",
+       no_rate="read as the windowed share per source (kv.prompt_source_ratio)",
+       shown_as=("kv.prompt_source_ratio",)),
     _k("kv.cached_tokens_by_source_total", "tokens", C, MEM,
        "cached prompt tokens by cache tier (label source: device, host, p2p, disk, "
-       "external_unspecified)"),
+       "external_unspecified)",
+       no_rate="read as the windowed share per source (kv.cached_source_ratio)",
+       shown_as=("kv.cached_source_ratio",)),
     _k("kv.external_prefix_cache_queries_total", "tokens", C, MEM,
-       "tokens looked up in an external KV cache (a KV connector: LMCache, NIXL, offload)"),
+       "tokens looked up in an external KV cache (a KV connector: LMCache, NIXL, offload)",
+       no_rate="read with its hits as kv.external_prefix_cache_hit_ratio",
+       shown_as=("kv.external_prefix_cache_hit_ratio",)),
     _k("kv.external_prefix_cache_hits_total", "tokens", C, MEM,
-       "tokens found in an external KV cache"),
+       "tokens found in an external KV cache",
+       no_rate="read with its queries as kv.external_prefix_cache_hit_ratio",
+       shown_as=("kv.external_prefix_cache_hit_ratio",)),
     _k("kv.used_tokens", "tokens", G, MEM,
        "KV token slots held by running requests (SGLang kv_used_tokens)"),
     _k("kv.available_tokens", "tokens", G, MEM, "free KV token slots (SGLang)"),
@@ -195,17 +238,28 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("kv.batch_prefix_hit_ratio", "ratio", G, MEM,
        "the server's prefix-cache hit rate of its last prefill batch (SGLang cache_hit_rate)"),
     _k("request.prefill_computed_tokens", "tokens", H, (MEM, KRN),
-       "prompt tokens each request's prefill computed itself (neither cached nor transferred)"),
-    _k("server.prompt_tokens_total", "tokens", C, DEC, "prefill tokens processed"),
-    _k("server.generation_tokens_total", "tokens", C, DEC, "tokens generated"),
+       "prompt tokens each request's prefill computed itself (neither cached nor transferred)",
+       shown_as=("request.prefill_computed_tokens_mean",)),
+    _k("server.prompt_tokens_total", "tokens", C, DEC, "prefill tokens processed",
+       rate="throughput.prompt_tokens_per_second"),
+    _k("server.generation_tokens_total", "tokens", C, DEC, "tokens generated",
+       rate="throughput.generation_tokens_per_second"),
     _k("server.requests_finished_total", "count", C, DEC,
-       "finished requests (label reason: stop/length/abort/error...)"),
-    _k("server.engine_steps_total", "count", C, KRN, "engine forward steps (decode calls)"),
-    _k("spec.drafts_total", "count", C, DEC, "speculative verification steps"),
+       "finished requests (label reason: stop/length/abort/error...)",
+       no_rate="read per reason over the window: requests_per_second, error_ratio, abort_ratio",
+       shown_as=("server.requests_per_second", "server.error_ratio", "server.abort_ratio")),
+    _k("server.engine_steps_total", "count", C, KRN, "engine forward steps (decode calls)",
+       rate="server.engine_steps_per_second"),
+    _k("spec.drafts_total", "count", C, DEC, "speculative verification steps",
+       rate="spec.drafts_per_second"),
     _k("spec.batch_acceptance_ratio", "ratio", G, DEC,
        "the server's speculative acceptance rate in its last batch (SGLang spec_accept_rate)"),
-    _k("spec.draft_tokens_total", "tokens", C, DEC, "speculative tokens proposed"),
-    _k("spec.accepted_tokens_total", "tokens", C, DEC, "speculative tokens accepted"),
+    _k("spec.draft_tokens_total", "tokens", C, DEC, "speculative tokens proposed",
+       no_rate="read with the accepted tokens as the windowed spec.acceptance_ratio",
+       shown_as=("spec.acceptance_ratio", "spec.draft_tokens_window")),
+    _k("spec.accepted_tokens_total", "tokens", C, DEC, "speculative tokens accepted",
+       no_rate="read with the draft tokens as the windowed spec.acceptance_ratio",
+       shown_as=("spec.acceptance_ratio",)),
     _k("latency.stage_seconds", "s", H, (DEC, SCH),
        "time a request spent in one stage of the server's pipeline (label stage; SGLang "
        "per_stage_req_latency_seconds: request_process, prefill_forward, ...)"),
@@ -218,32 +272,48 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("latency.queue_seconds", "s", H, (DEC, SCH), "time spent waiting in the queue"),
     _k("latency.prefill_seconds", "s", H, (DEC, KRN), "prefill phase time"),
     _k("latency.decode_seconds", "s", H, (DEC, KRN), "decode phase time"),
-    _k("request.prompt_tokens", "tokens", H, (DEC, KRN), "prompt length per request"),
-    _k("request.generation_tokens", "tokens", H, DEC, "generated length per request"),
-    _k("server.iteration_tokens", "tokens", H, KRN, "tokens per engine step (batch size signal)"),
+    _k("request.prompt_tokens", "tokens", H, (DEC, KRN), "prompt length per request",
+       shown_as=("sol.decode_roofline_tokens_per_second",)),
+    _k("request.generation_tokens", "tokens", H, DEC, "generated length per request",
+       shown_as=("sol.decode_roofline_tokens_per_second",)),
+    _k("server.iteration_tokens", "tokens", H, KRN, "tokens per engine step (batch size signal)",
+       shown_as=("server.iteration_tokens_mean",)),
     # the engine's own analytic MFU estimate (vLLM/SGLang --enable-mfu-metrics): per GPU
     _k("server.estimated_flops_per_gpu_total", "FLOP", C, KRN,
-       "model FLOPs per GPU the engine estimates it did (0 on the page unless enabled)"),
+       "model FLOPs per GPU the engine estimates it did (0 on the page unless enabled)",
+       no_rate="read over the window by sol_derive (achieved FLOP/s against the peak)",
+       shown_as=("sol.mfu_ratio",)),
     _k("server.estimated_read_bytes_per_gpu_total", "bytes", C, KRN,
-       "bytes per GPU the engine estimates it read from memory"),
+       "bytes per GPU the engine estimates it read from memory",
+       no_rate="read over the window by sol_derive (achieved bandwidth)",
+       shown_as=("sol.mbu_ratio",)),
     _k("server.estimated_write_bytes_per_gpu_total", "bytes", C, KRN,
-       "bytes per GPU the engine estimates it wrote to memory"),
+       "bytes per GPU the engine estimates it wrote to memory",
+       no_rate="read over the window by sol_derive (achieved bandwidth)",
+       shown_as=("sol.mbu_ratio",)),
     # ---- KV-cache events (vLLM --kv-events-config, ZMQ): labels instance, engine (the
     # data-parallel rank), medium (GPU, or an offload tier); stream = one publisher ------
-    _k("kv.event_blocks_stored_total", "blocks", C, MEM, "KV blocks stored (BlockStored events)"),
+    _k("kv.event_blocks_stored_total", "blocks", C, MEM, "KV blocks stored (BlockStored events)",
+       rate="kv.blocks_stored_per_second"),
     _k("kv.event_blocks_evicted_total", "blocks", C, MEM,
-       "KV blocks evicted from the prefix cache (BlockRemoved events)"),
+       "KV blocks evicted from the prefix cache (BlockRemoved events)",
+       rate="kv.blocks_evicted_per_second"),
     _k("kv.event_blocks_restored_total", "blocks", C, MEM,
        "evicted KV blocks stored again within the restore window (60 s): the same prefix "
-       "recomputed because it was evicted too soon"),
+       "recomputed because it was evicted too soon",
+       no_rate="read with the evictions as kv.prefix_thrash_ratio",
+       shown_as=("kv.prefix_thrash_ratio",)),
     _k("kv.event_resident_blocks", "blocks", G, MEM,
        "KV blocks stored and not removed since infertop subscribed (blocks stored before "
        "it are unknown until removed)"),
-    _k("kv.event_batches_total", "count", C, MEM, "KV-event batches received (label stream)"),
+    _k("kv.event_batches_total", "count", C, MEM, "KV-event batches received (label stream)",
+       rate="kv.event_batches_per_second"),
     _k("kv.event_batches_dropped_total", "count", C, MEM,
-       "KV-event batches lost: gaps in the publisher's sequence numbers (label stream)"),
+       "KV-event batches lost: gaps in the publisher's sequence numbers (label stream)",
+       rate="kv.event_batches_dropped_per_second"),
     _k("kv.event_batches_undecodable_total", "count", C, MEM,
-       "KV-event messages that were not vLLM's batch format (label stream)"),
+       "KV-event messages that were not vLLM's batch format (label stream)",
+       rate="kv.event_batches_undecodable_per_second"),
     # ---- the served model, from its config.json (label model) ---------------------------
     _k("model.info", "", I, KRN, "architecture and compute dtype (text); label dtype, path"),
     _k("model.params", "count", G, KRN, "parameters (from config.json shapes)"),
@@ -293,6 +363,8 @@ _SPECS: tuple[KeySpec, ...] = (
        "share of wall time the scheduler was idle (window)", True),
     _k("server.scheduler_cpu_cores", "cores", G, SCH,
        "scheduler process CPU in cores (window)", True),
+    _k("host.pressure_stall_ratio", "ratio", G, SCH,
+       "share of the window tasks stalled on the resource (PSI total's rate)", True),
     _k("pd.ttft_split_seconds", "s", G, (PAR, DEC),
        "mean TTFT of a disaggregated pair split by where it waits (label part: prefill = "
        "the prefill instance's TTFT, transfer = the KV transfer, decode = the decode "
@@ -307,6 +379,10 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("kv.blocks_evicted_per_second", "blocks/s", G, MEM, "KV blocks evicted per second", True),
     _k("kv.event_batches_dropped_per_second", "1/s", G, MEM,
        "KV-event batches lost per second (sequence gaps)", True),
+    _k("gpu.ecc_corrected_per_second", "1/s", G, HW, "corrected ECC errors per second (window)", True),
+    _k("spec.drafts_per_second", "1/s", G, DEC, "speculative verification steps per second", True),
+    _k("kv.event_batches_per_second", "1/s", G, MEM, "KV-event batches received per second", True),
+    _k("kv.event_batches_undecodable_per_second", "1/s", G, MEM, "KV-event batches that could not be decoded, per second", True),
     _k("kv.prefix_thrash_ratio", "ratio", G, MEM,
        "share of the window's evicted KV blocks stored again soon after (restored / "
        "evicted): the prefix cache evicts what it needs again", True),
@@ -342,6 +418,21 @@ _SPECS: tuple[KeySpec, ...] = (
 )
 
 SPECS: dict[str, KeySpec] = {s.key: s for s in _SPECS}
+
+
+def _check_rates() -> None:
+    """A rate names a derived key, only counters have one, and the views a cumulative key
+    is shown as are derived keys (at import: a typo fails early)."""
+    for s in _SPECS:
+        if s.rate and (s.kind is not Kind.COUNTER or s.rate not in SPECS
+                       or not SPECS[s.rate].derived):
+            raise ValueError(f"{s.key}: rate {s.rate!r} is not a derived key of a counter")
+        bad = [v for v in s.shown_as if v not in SPECS or not SPECS[v].derived]
+        if bad:
+            raise ValueError(f"{s.key}: shown_as {bad} are not derived keys")
+
+
+_check_rates()
 
 # The server families of issue 25 (vLLM 0.32's page, SGLang 0.5.23's, KV-cache events,
 # NIXL) -> the readings a user sees of each: the gauge itself, or the derived view of a

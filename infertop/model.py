@@ -88,6 +88,18 @@ def with_label(labels: Labels, name: str, value: object) -> Labels:
         return make_labels(labels, **{name: value})
 
 
+_SPECS: "Mapping[str, Any] | None" = None
+
+
+def _key_specs() -> "Mapping[str, Any]":
+    """infertop/keys.py's SPECS (keys imports this module: looked up on first use)."""
+    global _SPECS
+    if _SPECS is None:
+        from .keys import SPECS
+        _SPECS = SPECS
+    return _SPECS
+
+
 @lru_cache(maxsize=4096, typed=True)
 def _with_label(labels: Labels, name: str, value: object) -> Labels:
     return make_labels(labels, **{name: value})
@@ -101,6 +113,8 @@ class Reading:
     ``value`` is None when status is not OK/STALE.  Histograms keep their raw cumulative
     ``buckets`` ((upper bound, cumulative count), +Inf last) plus ``hist_sum``; ``value``
     holds the count.  INFO readings carry their fact in ``text`` (value 1).
+    ``Reading.of`` builds one with the unit and kind its key is declared with: the way a
+    probe makes its readings (the plain constructor defaults to a unitless gauge).
     """
 
     key: str
@@ -113,6 +127,20 @@ class Reading:
     text: str | None = None
     buckets: tuple[tuple[float, float], ...] | None = None
     hist_sum: float | None = None
+
+    @classmethod
+    def of(cls, key: str, value: float | None,
+           labels: Labels | Mapping[str, Any] = (), status: Status = Status.OK,
+           reason: str = "", text: str | None = None) -> "Reading":
+        """A Reading of a declared key (infertop/keys.py), with its spec's unit and kind;
+        the value is dropped where the status allows none (not OK or STALE).  KeyError
+        for an undeclared key."""
+        spec = _key_specs()[key]
+        if status is not Status.OK and status is not Status.STALE:
+            value = None
+        if not isinstance(labels, tuple):
+            labels = make_labels(labels)
+        return cls(key, value, spec.unit, labels, status, reason, spec.kind, text)
 
     def label(self, name: str, default: str = "") -> str:
         for k, v in self.labels:

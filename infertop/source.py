@@ -14,8 +14,53 @@ from infertop.model import Capability, Snapshot
 
 
 class SnapshotSource:
+    """One interface for every source.  Besides the methods, the optional facts a source
+    may have are declared here with the value of a source that lacks them, so the app and
+    the headless commands read them as attributes (never ``getattr`` with a default): a
+    source that has one sets the attribute or overrides the property."""
+
     kind: str = "live"          # "live" | "demo" | "replay"
     label: str = ""             # shown in the header: URL, scenario name or file
+    # -- clock --
+    # the source's own clock step per tick (demo: 1 scenario second, replay: the recorded
+    # interval); None: the wall clock (live), paced by the interval asked for
+    tick_seconds: float | None = None
+    # counts restarts of a timeline (a demo scenario switched or replayed from the start):
+    # the pipeline starts a fresh history when it changes; None: one timeline only
+    epoch: int | None = None
+    # how long each probe may take a tick (a source that waits on probes: Hub, FleetHub);
+    # the screen sets it when the interval changes.  None: the source waits on no probe
+    deadline: float | None = None
+    # -- fleet --
+    # nodes to read whole on the next refresh (the fleet's open node); None: the source
+    # reads every node whole anyway.  Replaced, never changed in place (a poll reads it).
+    pinned: set[str] | None = None
+    refresh_interval: float = 0.0   # seconds between the source's own reads; 0: every tick
+    # -- errors --
+    last_error: str = ""        # why the last read failed ("": it did not)
+    skipped: int = 0            # recorded lines passed over as unreadable (replay)
+
+    @property
+    def fleet(self) -> bool:
+        """The source is a fleet: the screen shows the fleet view (a fleet source sets
+        ``fleet = True``; a replay answers from its recording)."""
+        return False
+
+    # -- position on a recorded timeline (a replay); None for live and demo sources --
+    @property
+    def current_time(self) -> float | None:
+        """The recorded unix time of the tick last read."""
+        return None
+
+    @property
+    def elapsed(self) -> float | None:
+        """Seconds from the first recorded tick to the one last read."""
+        return None
+
+    @property
+    def lines_total(self) -> int:
+        """Recorded lines read or passed over (a replay's file); else ``skipped``."""
+        return self.skipped
 
     async def start(self) -> dict[str, Capability]:
         """Open every probe; returns what each one can do (never raises for a probe)."""

@@ -1,8 +1,12 @@
 """The probe registry: what each live probe reads, needs, adds to the command line and builds.
 
 A probe declares one ``ProbeSpec`` in its own module (``SPEC = register(ProbeSpec(...))``)
-and is listed once in ``BUILTIN``; the command line (``cli/args.py``) adds every spec's
+anywhere under ``infertop.probes``: the registry finds it (``builtin_modules``) and orders
+the probes by ``ProbeSpec.order``; the command line (``cli/args.py``) adds every spec's
 flags and ``cli/sources.py`` builds the live Hub's probes from every spec, in this order.
+A probe can also ship as its own package: a distribution declaring an entry point in the
+``infertop.probes`` group that names its module (or its ProbeSpec) is loaded after the
+built-in ones; one that fails to load is left out, its reason in ``plugin_errors()``.
 ``register`` checks the declared keys against ``infertop/keys.py`` at import, so a probe
 cannot emit a key the core does not know (tests check what it emits is what it declared).
 
@@ -12,22 +16,22 @@ Adding a probe: docs/contributing.md, "Adding a probe: the files you touch".
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
+import importlib.metadata
+import importlib.util
+import pkgutil
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from infertop.keys import SPECS
 
 from .base import Probe
 
-# the probe modules, in the order the Hub reads them (and their flags appear in --help)
-BUILTIN: tuple[str, ...] = (
-    "infertop.probes.nvml.probe",
-    "infertop.probes.server.process",
-    "infertop.probes.server.metrics",
-    "infertop.probes.server.kvevents",
-    "infertop.probes.capture.gil_probe",
-)
+# the entry-point group a probe shipped as its own package declares itself in
+ENTRY_POINT_GROUP = "infertop.probes"
+# what a module declaring a probe says (read before importing it: only those are imported)
+_DECLARES = "\nSPEC = register(ProbeSpec("
 
 
 class ProbeUsageError(ValueError):
@@ -69,11 +73,14 @@ class ProbeSpec:
     ``off``: why it is off with these flags ("" = on); the Hub shows the reason.
     ``demo``: ``module:function`` making the demo's Sample for this source (None: the
     demo has no such source), so the demo shows what the live probe shows.
+    ``order``: its place among the probes (the Hub's reading order, --help's flag order):
+    unique among the built-in ones; a plug-in's comes after theirs by default.
     """
 
     name: str
     keys: tuple[str, ...]
     needs: str
+    order: int = 1000
     build: Build | None = None
     add_flags: Callable[[argparse._ArgumentGroup], None] | None = None
     off: Callable[[argparse.Namespace], str] = field(default=lambda args: "")
@@ -105,12 +112,75 @@ def unregister(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
+_PLUGIN_ERRORS: dict[str, str] = {}   # entry point name -> why it was left out
+
+
+@functools.cache
+def builtin_modules() -> tuple[str, ...]:
+    """The modules under ``infertop.probes`` that declare a probe (their source says
+    ``SPEC = register(ProbeSpec(``), found once: a new probe module is found, not listed."""
+    pkg = importlib.import_module("infertop.probes")
+    out = []
+    for info in pkgutil.walk_packages(pkg.__path__, "infertop.probes."):
+        if info.ispkg:
+            continue
+        spec = importlib.util.find_spec(info.name)
+        origin = spec.origin if spec is not None else None
+        if not origin or not origin.endswith(".py"):
+            continue
+        with open(origin, encoding="utf-8") as f:
+            if _DECLARES in f.read():
+                out.append(info.name)
+    return tuple(out)
+
+
+def _spec_of(obj: object) -> ProbeSpec | None:
+    """An entry point's object: a ProbeSpec, or a module defining ``SPEC``."""
+    if isinstance(obj, ProbeSpec):
+        return obj
+    spec = getattr(obj, "SPEC", None)   # a plug-in's module: its one declared name
+    return spec if isinstance(spec, ProbeSpec) else None
+
+
+def load_plugins(entry_points: Iterable[importlib.metadata.EntryPoint] | None = None
+                 ) -> list[str]:
+    """Register the probes other packages declare in the ``infertop.probes`` entry-point
+    group (``entry_points``: those to load instead, for tests); returns the names added."""
+    if entry_points is None:
+        entry_points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    added = []
+    for ep in entry_points:
+        try:
+            spec = _spec_of(ep.load())
+            if spec is None:
+                raise ValueError("defines no SPEC (a ProbeSpec)")
+            register(spec)
+        except Exception as e:   # a broken plug-in is left out, never the end of infertop
+            _PLUGIN_ERRORS[ep.name] = f"{ep.value}: {type(e).__name__}: {e}"
+            continue
+        _PLUGIN_ERRORS.pop(ep.name, None)
+        added.append(spec.name)
+    return added
+
+
+def plugin_errors() -> Mapping[str, str]:
+    """Entry points of the ``infertop.probes`` group left out, and why."""
+    return dict(_PLUGIN_ERRORS)
+
+
+_plugins_loaded = False
+
+
 def probe_specs() -> list[ProbeSpec]:
-    """Every registered probe: the built-in ones (imported here) first, in BUILTIN's
-    order, then any registered since (a plug-in, a test's toy probe)."""
-    out: list[ProbeSpec] = [importlib.import_module(m).SPEC for m in BUILTIN]
-    names = {s.name for s in out}
-    return out + [s for s in _REGISTRY.values() if s.name not in names]
+    """Every registered probe, by ``order`` (ties: as registered): the built-in ones
+    (imported here), the plug-ins' (loaded once) and any registered since (a test's toy)."""
+    global _plugins_loaded
+    for m in builtin_modules():
+        importlib.import_module(m)
+    if not _plugins_loaded:
+        _plugins_loaded = True
+        load_plugins()
+    return sorted(_REGISTRY.values(), key=lambda s: s.order)
 
 
 def add_probe_flags(group: argparse._ArgumentGroup) -> None:

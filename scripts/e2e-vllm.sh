@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End to end against a REAL vLLM (CPU build) serving a tiny generated model:
-# start it with ../shared/realserver/recipe-vllm.sh (or reuse one already healthy on
+# start it with scripts/realserver/recipe-vllm.sh (or reuse one already healthy on
 # $PORT), load it with 8 concurrent requests, run `infertop snapshot --json` and check
 # that the process tree (API server, EngineCore, Worker), running/waiting, KV usage,
 # token rates and TTFT quantiles were read.  Prints the snapshot summary.
@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT=${PORT:-8011}
 ROOT=${E2E_ROOT:-${TMPDIR:-/tmp}/infertop-realserver}
-RECIPE=${RECIPE:-../shared/realserver/recipe-vllm.sh}
+RECIPE=${RECIPE:-scripts/realserver/recipe-vllm.sh}
 BIN=${BIN:-.venv/bin}
 URL=http://127.0.0.1:$PORT
 OUT=${E2E_OUT:-.e2e}

@@ -1,7 +1,7 @@
 """``infertop compare``: medians with block-bootstrap intervals, findings that came or went,
 settings that differ, on synthetic runs and on two recordings of the real vLLM 0.32 (CPU
 build, tiny-llama, the same load): default ``--max-num-seqs`` vs ``--max-num-seqs 2``
-(tests/fixtures/recordings, recorded by the corpus helper from ../shared/realserver)."""
+(tests/corpus, recorded by the corpus helper: tests/corpus/README.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from infertop.findings import FindingEvent, Severity
 from infertop.model import make_labels
 from infertop.runsummary import RunSummary, stable_labels
 
-REC = Path(__file__).parent / "fixtures" / "recordings"
+REC = Path(__file__).parent / "corpus"   # the real vLLM recordings of the corpus
 BEFORE = REC / "vllm-healthy-steady.jsonl.gz"
 AFTER = REC / "vllm-queue-cap.jsonl.gz"
 

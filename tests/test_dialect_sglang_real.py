@@ -1,5 +1,5 @@
 """SGLang 0.5.23's own families on pages captured from the real server
-(../shared/realserver/recipe-sglang.sh, CPU engine, tiny-llama): idle, 8 running, a queue
+(scripts/realserver/recipe-sglang.sh, CPU engine, tiny-llama): idle, 8 running, a queue
 (--max-running-requests 2)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """vLLM 0.32's queue, admission, sleep and prompt-source families (issue 25, item 1), read
-from the real pages captured on ../shared/realserver and from copies of them edited to
+from the real pages captured on the recipes in scripts/realserver and from copies of them edited to
 the states a busy or sleeping server reports."""
 
 from __future__ import annotations

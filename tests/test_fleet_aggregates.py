@@ -278,7 +278,7 @@ def test_an_uncut_line_and_a_blank_line_are_left_alone():
 
 
 def test_the_overview_counts_are_read_once_per_frame_by_header_and_body():
-    from types import SimpleNamespace
+    from infertop.source import SnapshotSource
 
     from infertop.fleet import AGGREGATES_SAMPLE
     from infertop.meta import FleetOverviewMeta
@@ -297,6 +297,7 @@ def test_the_overview_counts_are_read_once_per_frame_by_header_and_body():
     assert frame.overview_counts is counts            # built once, read by both
     assert "2 of 64 nodes, 3 targets down" in judging_line(frame)
     app = FleetApp.__new__(FleetApp)                  # the header alone, no screen
-    app.source, app.interval = SimpleNamespace(label="prom"), 1.0
+    app.source, app.interval = SnapshotSource(), 1.0  # a source with no fact but its label
+    app.source.label = "prom"
     app.role_styles = {}
     assert "64 nodes  512 GPUs" in app._header_text(frame).plain

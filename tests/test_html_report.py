@@ -24,7 +24,7 @@ from infertop.htmlreport import SEVERITY_COLOUR, LINE_COLOURS, md, render_html, 
 from infertop.model import Layer, make_labels
 from infertop.runsummary import RunSummary
 
-REC = Path(__file__).parent / "fixtures" / "recordings"
+REC = Path(__file__).parent / "corpus"   # the real vLLM recordings of the corpus
 BEFORE = REC / "vllm-healthy-steady.jsonl.gz"
 AFTER = REC / "vllm-queue-cap.jsonl.gz"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

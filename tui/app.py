@@ -471,8 +471,7 @@ class InfertopApp(App):
             # History, derived readings and rules in a thread: with thousands of series
             # they take long enough to hold `q` up (the panes draw only after it returns,
             # and the next feed starts only after they drew: one poll at a time)
-            frame = await in_daemon_thread(self._feed, snap,   # demo sources have an epoch
-                                           getattr(self.source, "epoch", None))
+            frame = await in_daemon_thread(self._feed, snap, self.source.epoch)
             self.ticks += 1
             await self.after_snapshot(snap, frame)
             if not self.screen_stack:   # the app is closing: nothing left to draw on
@@ -679,7 +678,7 @@ class InfertopApp(App):
 
     def _set_interval(self, interval: float) -> None:
         self.interval = interval
-        if hasattr(self.source, "deadline"):   # a source waiting on probes (Hub, FleetHub)
+        if self.source.deadline is not None:   # a source waiting on probes (Hub, FleetHub)
             # must answer within its tick
             self.source.deadline = deadline_for(interval)
         if self._timer is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.binding import Binding
@@ -71,8 +71,8 @@ class PacedApp(InfertopApp):
     def requested_speed(self) -> float:
         """Source seconds per wall second asked for: one tick of the source (a scenario
         second, a recorded interval) every ``wall_interval``."""
-        # demo and replay sources have a clock step (SnapshotSource does not declare one)
-        return float(getattr(self.source, "tick_seconds", 1.0)) / self.wall_interval
+        # demo and replay sources have a clock step; live ones tick once a second
+        return float(self.source.tick_seconds or 1.0) / self.wall_interval
 
     def speed_text(self) -> str:
         # paused (space, or stepping with ] [): no pace to report, only the speed asked
@@ -206,7 +206,7 @@ class DemoApp(PacedApp):
                 # for the frame drawn; the recorder and the scenario's bundled captures
                 # (after_snapshot) see every tick
                 frame = await in_daemon_thread(self._feed, snap,
-                                               getattr(src, "epoch", None), False)
+                                               src.epoch, False)
                 self.ticks += 1
                 await self.after_snapshot(snap, frame)
                 if (src.scenario.name, src.phase.index, src.epoch) != start:
@@ -441,11 +441,11 @@ class FleetApp(InfertopApp):
         screen = self.screen
         # the open node is read whole (aggregate mode reads only rows): the source's next
         # refresh asks for it (an attribute the poll reads; no I/O here)
-        pinned = getattr(self.source, "pinned", None)   # only the Prometheus source has it
-        if isinstance(pinned, set):
+        pinned = self.source.pinned   # None: the source reads every node whole anyway
+        if pinned is not None:
             want = {screen.node} if isinstance(screen, NodeScreen) else set()
             if pinned != want:   # a new set, never changed in place (the poll reads it)
-                cast(Any, self.source).pinned = want
+                self.source.pinned = want
         if isinstance(screen, NodeScreen) and isinstance(self.frame, FleetFrame):
             screen.show(self.frame.nodes.get(screen.node), self.role_styles, self.summaries)
 
@@ -455,8 +455,7 @@ class FleetApp(InfertopApp):
     def _header_text(self, frame=None) -> Text:
         t = Text()
         t.append("infertop fleet", style="bold")
-        # fleet sources' own attributes (Prometheus, several --url): read with defaults
-        if getattr(self.source, "last_error", ""):   # said whole in the body (#fleet-error)
+        if self.source.last_error:   # said whole in the body (#fleet-error)
             t.append(" ✗", style=self.role_styles.get("crit", ""))
         t.append(f"  {self.source.label}")
         if not isinstance(frame, FleetFrame):
@@ -469,14 +468,14 @@ class FleetApp(InfertopApp):
             nodes = int(count.get("fleet.nodes", nodes))
             gpus = int(count.get("fleet.gpus", gpus))
         t.append(f"  {nodes} nodes  {gpus} GPUs")
-        refresh = getattr(self.source, "refresh_interval", 0.0)
+        refresh = self.source.refresh_interval
         t.append(f"  tick {self.interval:g}s" + (f", refresh {refresh:g}s" if refresh else ""))
         return t
 
     def _fleet_error(self, frame) -> Text | None:
         """What the body says when the fleet cannot be read (a dead --prometheus): the
         tables alone would only be empty."""
-        err = getattr(self.source, "last_error", "")
+        err = self.source.last_error
         nodes = len(frame.nodes) if isinstance(frame, FleetFrame) else 0
         if not err and nodes:
             return None
@@ -554,7 +553,7 @@ class FleetApp(InfertopApp):
 
 def app_for_source(source: SnapshotSource, **kwargs: Any) -> InfertopApp:
     kind = source.kind
-    if getattr(source, "fleet", False):     # a fleet source says so (SnapshotSource does not)
+    if source.fleet:
         return FleetApp(source, **kwargs)
     cls = {"live": LiveApp, "demo": DemoApp, "replay": ReplayApp}.get(kind, InfertopApp)
     return cls(source, **kwargs)

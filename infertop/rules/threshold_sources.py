@@ -14,7 +14,7 @@ DCGM = ("NVIDIA DCGM user guide, profiling metrics (SM Activity: 0.8 or more is 
 
 # The GPU health thresholds (HW-005 Xid classes, HW-006..HW-008): a third-party GPU health
 # design citing Lablup's 55 days of Prometheus data on a GPU fleet (arXiv 2605.09370),
-# summarised in ../shared/reference/field-2026-12-update.md
+# summarised in docs/reference/field-2026-12-update.md
 GPU_HEALTH = ("GPU health design citing Lablup (arXiv 2605.09370; "
               "reference/field-2026-12-update.md)")
 

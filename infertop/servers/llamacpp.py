@@ -1,11 +1,13 @@
 """llama.cpp's ``llama-server --metrics``: everything infertop knows about it
-(docs/metrics.md#llamacpp; facts in ../shared/reference/metrics.md section 4).
+(docs/metrics.md#llamacpp; facts in docs/reference/metrics.md section 4).
 
 No labels.  prompt_tokens excludes cached tokens, so the prefix-cache lookups are
 processed + cached.  One process serves HTTP and runs the model (role "server").
 """
 
 from __future__ import annotations
+
+from typing import Sequence
 
 from .flags import settings_from
 from .mapping import Dialect
@@ -29,7 +31,7 @@ DIALECT = Dialect("llamacpp", ("llamacpp:",), "", (), rules=(
 ))
 
 
-def _match_argv(how: str, prog: str, first: str) -> tuple[str, str] | None:
+def _match_argv(how: str, prog: str, args: Sequence[str]) -> tuple[str, str] | None:
     if how == "module":   # llama-cpp-python's server
         return ("llamacpp", "server") if prog.startswith("llama_cpp.server") else None
     return ("llamacpp", "server") if prog in ("llama-server", "llama-server.exe") else None

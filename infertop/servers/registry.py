@@ -6,12 +6,20 @@ The kinds are found, not listed: each module of this package that defines ``KIND
 source, the rules, the scheduling pane and the demo ask here instead of keeping their own
 per-kind tables.
 
-``register``/``unregister`` add a kind from elsewhere (a test's toy kind, a plug-in).
+A kind can also ship as its own package: a distribution that declares an entry point in
+the ``infertop.servers`` group (``lmdeploy = "infertop_lmdeploy"``) naming a module that
+defines ``KIND`` (or the ``ServerKind`` itself) is loaded after the built-in kinds.  A
+plug-in that fails to load, or that takes a built-in kind's name or order, is left out
+and the reason kept in ``plugin_errors()`` (``infertop doctor`` prints it on stderr);
+it never stops infertop.
+
+``register``/``unregister`` add a kind from elsewhere (a test's toy kind).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import pkgutil
 from types import MappingProxyType
 from typing import Iterable, Mapping
@@ -20,6 +28,7 @@ from .mapping import Dialect
 from .spec import ServerKind
 
 __all__ = ["ServerKind", "KINDS", "kind", "kinds", "names", "register", "unregister",
+           "ENTRY_POINT_GROUP", "load_plugins", "plugin_errors",
            "dialects", "default_port", "is_python", "python_title_prefixes",
            "is_preallocating", "role_priority", "demo_kinds", "looked_for"]
 
@@ -29,7 +38,11 @@ GENERIC_ROLES: Mapping[str, int] = MappingProxyType({"server": 2, "helper": 5})
 # A role no kind declares sorts after every declared one.
 UNKNOWN_ROLE_PRIORITY = 6
 
+# the entry-point group a kind shipped as its own package declares itself in
+ENTRY_POINT_GROUP = "infertop.servers"
+
 _KINDS: dict[str, ServerKind] = {}
+_PLUGIN_ERRORS: dict[str, str] = {}   # entry point name -> why it was left out
 _version = 0          # bumped on every change: caches built from the kinds compare it
 _cache: dict[str, tuple[int, object]] = {}
 
@@ -44,6 +57,43 @@ def _load() -> None:
             found.append(k)
     for k in sorted(found, key=lambda k: k.order):
         register(k)
+
+
+def _kind_of(obj: object) -> ServerKind | None:
+    """An entry point's object: a ServerKind, or a module defining ``KIND``."""
+    if isinstance(obj, ServerKind):
+        return obj
+    k = getattr(obj, "KIND", None)   # a plug-in's module: its one declared name
+    return k if isinstance(k, ServerKind) else None
+
+
+def load_plugins(entry_points: Iterable[importlib.metadata.EntryPoint] | None = None
+                 ) -> list[str]:
+    """Register the kinds other packages declare in the ``infertop.servers`` entry-point
+    group (``entry_points``: those to load instead, for tests); returns the names added.
+    A plug-in may not replace a built-in kind or take another's order."""
+    if entry_points is None:
+        entry_points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    added = []
+    for ep in entry_points:
+        try:
+            k = _kind_of(ep.load())
+            if k is None:
+                raise ValueError("defines no KIND (a ServerKind)")
+            if k.name in _KINDS:
+                raise ValueError(f"kind {k.name!r} already exists")
+            register(k)
+        except Exception as e:   # a broken plug-in is left out, never the end of infertop
+            _PLUGIN_ERRORS[ep.name] = f"{ep.value}: {type(e).__name__}: {e}"
+            continue
+        _PLUGIN_ERRORS.pop(ep.name, None)
+        added.append(k.name)
+    return added
+
+
+def plugin_errors() -> Mapping[str, str]:
+    """Entry points of the ``infertop.servers`` group left out, and why."""
+    return MappingProxyType(dict(_PLUGIN_ERRORS))
 
 
 def register(k: ServerKind) -> None:
@@ -167,3 +217,4 @@ def looked_for(names_: Iterable[str] | None = None) -> str:
 
 
 _load()
+load_plugins()

@@ -1,5 +1,5 @@
 """SGLang: everything infertop knows about it (docs/metrics.md#sglang; facts in
-../shared/reference/metrics.md section 2).
+docs/reference/metrics.md section 2).
 
 Metric names are SGLang 0.5.23's (the captured fixtures tests/fixtures/metrics/sglang-0.5.23-*);
 their first versions are not recorded.  Scheduler metrics carry tp/pp/ep ranks (identical
@@ -135,7 +135,8 @@ TITLES = Titles("sglang", (("scheduler", "scheduler"), ("semi_pd_scheduler", "sc
                            ("gpu_worker", "worker")), default_role="helper")
 
 
-def _match_argv(how: str, prog: str, first: str) -> tuple[str, str] | None:
+def _match_argv(how: str, prog: str, args: Sequence[str]) -> tuple[str, str] | None:
+    first = args[0] if args else ""
     if how == "module":
         if prog in ("sglang.launch_server", "sglang.srt.server") or \
                 (prog in ("sglang", "sglang.cli.main") and first == "serve"):

@@ -18,11 +18,12 @@ from typing import Callable, Mapping, Sequence
 from .mapping import Dialect
 
 
-# One (how, program, first argument) of a command line -> (kind, role), or None when the
+# One (how, program, arguments) of a command line -> (kind, role), or None when the
 # program is not this kind's.  ``how`` is discovery's split_program: "module" (python -m X),
-# "exe" (basename of argv[0]), "code" (python -c) or "script".  A kind may also disown a
-# program it names: ``vllm bench`` is ("unknown", "").
-ArgvMatcher = Callable[[str, str, str], "tuple[str, str] | None"]
+# "exe" (basename of argv[0]), "code" (python -c) or "script"; the arguments are all those
+# after the program (``lmdeploy serve api_server`` is told from ``lmdeploy serve proxy`` by
+# the second).  A kind may also disown a program it names: ``vllm bench`` is ("unknown", "").
+ArgvMatcher = Callable[[str, str, Sequence[str]], "tuple[str, str] | None"]
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Hugging Face TGI (text-generation-inference): everything infertop knows about it
-(docs/metrics.md#tgi; facts in ../shared/reference/metrics.md section 3).
+(docs/metrics.md#tgi; facts in docs/reference/metrics.md section 3).
 
 The router's Rust exporter writes counters without ``_total`` and no model label; token
 totals only exist as the sums of the per-request length histograms (counted when a request
@@ -7,6 +7,8 @@ ends).  Names from router/src/server.rs; their first versions are not recorded.
 """
 
 from __future__ import annotations
+
+from typing import Sequence
 
 from .flags import settings_from
 from .mapping import Dialect
@@ -32,7 +34,7 @@ DIALECT = Dialect("tgi", ("tgi_",), "", (), bare_counters=True, rules=(
 
 # ``text-generation-launcher`` -> ``text-generation-router`` + ``text-generation-server``
 # shards (Python; their comm is cut to 'text-generation')
-def _match_argv(how: str, prog: str, first: str) -> tuple[str, str] | None:
+def _match_argv(how: str, prog: str, args: Sequence[str]) -> tuple[str, str] | None:
     if how == "module":
         return ("tgi", "shard") if prog.startswith("text_generation_server") else None
     return {"text-generation-launcher": ("tgi", "launcher"),

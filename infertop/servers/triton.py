@@ -1,6 +1,6 @@
 """NVIDIA Triton Inference Server (core ``nv_inference_*`` and the TensorRT-LLM backend's
 ``nv_trt_llm_*`` families): everything infertop knows about it (docs/metrics.md#triton;
-facts in ../shared/reference/metrics.md section 5).
+facts in docs/reference/metrics.md section 5).
 
 A module of its own, apart from trtllm.py: ``tritonserver`` and ``trtllm-serve`` are two
 programs with their own /metrics pages (names, labels, suffixes), ports, flags and process
@@ -13,6 +13,8 @@ fixture is written from that documentation, not captured
 """
 
 from __future__ import annotations
+
+from typing import Sequence
 
 from infertop.keys import SPECS
 from infertop.model import Reading
@@ -70,7 +72,7 @@ DIALECT = Dialect("triton", ("nv_inference_", "nv_trt_llm_"), "",
 ))
 
 
-def _match_argv(how: str, prog: str, first: str) -> tuple[str, str] | None:
+def _match_argv(how: str, prog: str, args: Sequence[str]) -> tuple[str, str] | None:
     return ("triton", "server") if how != "module" and prog == "tritonserver" else None
 
 

@@ -1,5 +1,5 @@
 """TensorRT-LLM's ``trtllm-serve`` (PyTorch backend): everything infertop knows about it
-(docs/metrics.md#trtllm; facts in ../shared/reference/metrics.md section 5).  Triton with
+(docs/metrics.md#trtllm; facts in docs/reference/metrics.md section 5).  Triton with
 the TensorRT-LLM backend is triton.py (another program, another page: see there).
 
 Names from TensorRT-LLM tensorrt_llm/metrics/collector.py @050f80de (MetricsCollector's
@@ -10,6 +10,8 @@ fixture is written from that source, not captured
 """
 
 from __future__ import annotations
+
+from typing import Sequence
 
 from .mapping import Ctx, Dialect, gauge_configs
 from .mapping import rule as _r
@@ -47,7 +49,7 @@ DIALECT = Dialect("trtllm", ("trtllm_",), "", ("model_name",), extras=(_trtllm_k
 ))
 
 
-def _match_argv(how: str, prog: str, first: str) -> tuple[str, str] | None:
+def _match_argv(how: str, prog: str, args: Sequence[str]) -> tuple[str, str] | None:
     return ("trtllm", "api_server") if how != "module" and prog == "trtllm-serve" else None
 
 

@@ -1,5 +1,5 @@
 """vLLM: everything infertop knows about it (docs/metrics.md#vllm; facts in
-../shared/reference/metrics.md section 1).
+docs/reference/metrics.md section 1).
 
 Metric names are vLLM V1's (0.33, the reference version) with the V0 / early-V1 names as
 fallbacks (``unless`` the new name is on the page).  ``since`` records the version a name
@@ -143,7 +143,8 @@ TITLES = Titles("VLLM", (("EngineCore", "engine_core"), ("Worker", "worker"),
                          ("APIServer", "api_server")), default_role="helper", any_prefix=True)
 
 
-def _match_argv(how: str, prog: str, first: str) -> tuple[str, str] | None:
+def _match_argv(how: str, prog: str, args: Sequence[str]) -> tuple[str, str] | None:
+    first = args[0] if args else ""
     if how == "module":
         if prog.startswith("vllm.entrypoints"):
             # the CLI module runs other subcommands too (bench, chat): only serve serves

@@ -63,7 +63,7 @@ class GilProbe(Probe):
 
 
 SPEC = register(ProbeSpec(
-    name="gil",
+    name="gil", order=50,
     keys=("python.gil_held_ratio", "python.gil_holder", "python.thread_active_ratio",
           "python.gil_sampler_cost_seconds", "python.gil_sampler_cpu_ratio"),
     needs="py-spy, and permission to read the engine process (ptrace)",

@@ -1,6 +1,6 @@
 """Nsight Systems captures of a server that runs under ``nsys launch`` (the `n` key).
 
-nsys cannot attach to a running process (../shared/reference/metrics.md section 8): a live server can only be
+nsys cannot attach to a running process (docs/reference/metrics.md section 8): a live server can only be
 profiled on demand if it was started under ``nsys launch`` (or ``nsys profile`` with a
 capture range).  So the `n` key has three outcomes, chosen by ``plan_gpu_capture``:
 

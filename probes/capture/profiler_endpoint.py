@@ -4,7 +4,7 @@ Two shapes, declared by each kind (``profiler`` in infertop/servers/<kind>.py):
 start, hold for some seconds, stop (vLLM: ``POST /start_profile``, wait, ``POST
 /stop_profile``, which blocks until the traces are flushed: minutes on big models), or
 start for a number of forward steps that stops by itself (SGLang: ``{"num_steps": N}``).
-Facts: ../shared/reference/metrics.md sections 1.5 and 2.
+Facts: docs/reference/metrics.md sections 1.5 and 2.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ shell); arguments are PIDs (validated ints) and validated numbers only.  Failure
 ``CaptureError`` with the exact fix (permissions), or a per-process error (not Python,
 exited), never a traceback and never a half-written file.
 
-Decisions (see the reference, ../shared/reference/metrics.md section 7):
+Decisions (see the reference, docs/reference/metrics.md section 7):
 
 * ``dump`` runs in py-spy's default *blocking* mode: one short pause gives a consistent
   stack and exact thread ids / activity, which is what a one-shot look wants.

@@ -116,7 +116,7 @@ class DumpResult:
 
 
 def parse_dump_json(pid: int, data: Any) -> list[ThreadDump]:
-    """Parse `py-spy dump --json` (an array of StackTrace, schema in ../shared/reference/metrics.md section 7)."""
+    """Parse `py-spy dump --json` (an array of StackTrace, schema in docs/reference/metrics.md section 7)."""
     if not isinstance(data, list):
         raise ValueError("py-spy dump --json did not return a list")
     threads = []

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from infertop.keys import SPECS
 from infertop.model import Labels, Reading, Status, make_labels
 
 from infertop.probes.nvml.calls import GpuLost, NvmlCalls
@@ -43,13 +42,7 @@ _VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5:
                  6: "usVal"}  # nvmlValueType_t -> c_nvmlValue_t union member
 
 
-def mk(key: str, value: float | None, labels: Labels, status: Status = OK,
-       reason: str = "", text: str | None = None) -> Reading:
-    """A Reading with the unit and kind its key is declared with (infertop.keys)."""
-    spec = SPECS[key]
-    ok = status is OK or status is Status.STALE
-    return Reading(key, value if ok else None, spec.unit, labels, status, reason, spec.kind,
-                   text)
+mk = Reading.of   # a Reading with the unit and kind its key is declared with
 
 
 _FROM_VALUE = object()   # gmk's cache key part for a text computed from the value

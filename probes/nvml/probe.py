@@ -424,7 +424,7 @@ def _flags(g) -> None:
 
 
 SPEC = register(ProbeSpec(
-    name="nvml",
+    name="nvml", order=10,
     keys=("gpu.info", "gpu.lost", "gpu.util_ratio", "gpu.mem_util_ratio", "gpu.mem_used_bytes",
           "gpu.mem_total_bytes", "gpu.power_watts", "gpu.power_limit_watts", "gpu.temp_celsius",
           "gpu.mem_temp_celsius", "gpu.sm_clock_hz", "gpu.sm_clock_max_hz", "gpu.mem_clock_hz",

@@ -47,13 +47,21 @@ QUANTILES = (0.5, 0.99)                   # the summary line's p50/p99 across no
 QUANTILE_COLUMNS = ("kv", "ttft_p99", "itl_p50")
 
 # engines-table column -> (recording rule or expression, reading key, unit (as the key's
-# spec), extra labels, how one node's series combine).  ``tok_s`` has no recording rule: its rate is written here
-# over the recording rules' window (60 s).
-_TOK = ("rate(vllm:generation_tokens_total{m}[60s]) or sum without (tp_rank, pp_rank, "
-        "ep_rank, moe_ep_rank, engine_type) (rate(sglang:generation_tokens_total{m}[60s])) or "
-        "rate(tgi_request_generated_tokens_sum{m}[60s]) or "
-        "rate(llamacpp:tokens_predicted_total{m}[60s]) or "
-        "rate(trtllm_generation_tokens_total{m}[60s])")
+# spec), extra labels, how one node's series combine).  ``tok_s`` has no recording rule:
+# its rate is generated (``_tok``) from every kind's dialect over the recording rules'
+# window (60 s); ``_TOK`` stands for it in the table.
+_TOK = "<generated: rate of server.generation_tokens_total>"
+
+
+def _tok(matcher: str) -> str:
+    """The generation token rate of every kind, each from its own dialect's series for
+    ``server.generation_tokens_total`` (as promrules writes the recording rules), so a new
+    kind's tokens/s column fills without an edit here."""
+    from infertop.promrules import union
+    return union("server.generation_tokens_total",
+                 lambda r: f"rate({r.selector(matcher)}[60s])").replace("\n  or ", " or ")
+
+
 SERVER_KEYS: dict[str, tuple[str, str, str, tuple[tuple[str, str], ...], str]] = {
     "kv": ("infertop:kv_usage:ratio", "kv.usage_ratio", "ratio", (), "max"),
     "ttft_p99": ("infertop:ttft_seconds:p99_60s", "latency.ttft_seconds", "s",
@@ -106,7 +114,7 @@ def per_node(column: str, records: bool, matcher: str = "") -> str:
     expr, _key, _unit, _labels, how = SERVER_KEYS[column]
     sel = f"{{{matcher}}}" if matcher else ""
     if expr is _TOK:
-        expr = _TOK.replace("{m}", sel)
+        expr = _tok(matcher)
     elif records:
         expr += sel
     else:

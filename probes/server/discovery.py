@@ -166,10 +166,10 @@ _HELPER_CODE = ("multiprocessing.resource_tracker", "multiprocessing.spawn",
                 "multiprocessing.forkserver", "multiprocessing.popen")
 
 
-def _match_kinds(how: str, prog: str, first: str) -> tuple[str, str] | None:
+def _match_kinds(how: str, prog: str, args: list[str]) -> tuple[str, str] | None:
     """The first kind that claims the program (each names its own programs and modules)."""
     for k in registry.kinds():
-        hit = k.match_argv(how, prog, first)
+        hit = k.match_argv(how, prog, tuple(args))
         if hit is not None:
             return hit
     return None
@@ -194,11 +194,10 @@ def classify(name: str, cmdline: Iterable[str] | None) -> tuple[str, str]:
     if not argv:
         prog = name or ""
         how = "exe"
-    first = args[0] if args else ""
     if how == "module":
         if prog.startswith("infertop"):
             return "unknown", ""
-        hit = _match_kinds(how, prog, first)
+        hit = _match_kinds(how, prog, args)
         if hit:
             return hit
         if prog.startswith("torch._inductor.compile_worker") or prog in _HELPER_CODE:
@@ -211,7 +210,7 @@ def classify(name: str, cmdline: Iterable[str] | None) -> tuple[str, str]:
         return "python", ""
     if prog.startswith("infertop"):
         return "unknown", ""
-    hit = _match_kinds(how, prog, first)
+    hit = _match_kinds(how, prog, args)
     if hit:
         return hit
     if how == "script":

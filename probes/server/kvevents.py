@@ -208,7 +208,7 @@ def _flags(g: Any) -> None:
 
 
 SPEC = register(ProbeSpec(
-    name="kvevents",
+    name="kvevents", order=40,
     keys=("kv.event_batches_total", "kv.event_batches_dropped_total",
           "kv.event_batches_undecodable_total", "kv.event_blocks_stored_total",
           "kv.event_blocks_evicted_total", "kv.event_blocks_restored_total",

@@ -470,7 +470,7 @@ SERVER_KEYS = tuple(k for k, s in SPECS.items()
                     and k != "server.setting" and not k.startswith("kv.event_"))
 
 SPEC = register(ProbeSpec(
-    name="server",
+    name="server", order=30,
     keys=SERVER_KEYS,
     needs="the server's /metrics URL (--url, or the port of a discovered server)",
     build=server_probes,

@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping
 
-from infertop.keys import SPECS
 from infertop.model import Reading, Status, make_labels
 from infertop.speedoflight import ConfigError, model_facts
 
@@ -76,11 +75,7 @@ def read_config(path: Path) -> dict:
     return obj
 
 
-def _r(key: str, value: float | None, labels, status: Status = Status.OK, reason: str = "",
-       text: str | None = None) -> Reading:
-    spec = SPECS[key]
-    return Reading(key, value if status is Status.OK else None, spec.unit, labels, status,
-                   reason, spec.kind, text)
+_r = Reading.of   # the unit and kind its key is declared with
 
 
 class ModelConfigReader:

@@ -26,9 +26,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from infertop.keys import SPECS
 from infertop.meta import ProcessMeta
-from infertop.model import Capability, Reading, Sample, Status, make_labels
+from infertop.model import Capability, Reading, Sample, Status
 from infertop.textclean import clean
 
 from infertop.probes.server import discovery
@@ -47,12 +46,7 @@ from infertop.probes.registry import ProbeSpec, register
 CMDLINE_MAX = 300
 
 
-def _reading(key: str, value: float | None, labels: Mapping[str, Any], *,
-             status: Status = Status.OK, reason: str = "", text: str | None = None) -> Reading:
-    spec = SPECS[key]
-    if status not in (Status.OK, Status.STALE):
-        value = None
-    return Reading(key, value, spec.unit, make_labels(labels), status, reason, spec.kind, text)
+_reading = Reading.of   # the unit and kind its key is declared with
 
 
 def _denied_reason(pid: int) -> str:
@@ -622,7 +616,7 @@ class ProcessProbe(BlockingProbe):
 
 
 SPEC = register(ProbeSpec(
-    name="process",
+    name="process", order=20,
     keys=("host.cpu_ratio", "host.cpu_count", "host.load1", "host.top_cpu_cores",
           "host.mem_used_bytes", "host.mem_total_bytes", "process.info", "process.cpu_ratio",
           "process.rss_bytes", "process.threads", "process.state", "process.ctx_switches_total",

@@ -68,7 +68,7 @@ class DemoSource(SnapshotSource):
         self._index = 0 if name is None else self.names.index(name)
         self._clock = DEMO_EPOCH if start_time is None else float(start_time)
         self._tick = 0
-        self.epoch = 0
+        self.epoch: int = 0
         self._ended = False
         self._settings_cache: dict[tuple, dict[str, str]] = {}
         self._last_meta = ServerMeta()

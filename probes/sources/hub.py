@@ -31,7 +31,7 @@ class Hub(SnapshotSource):
     def __init__(self, probes: Sequence[Probe], *, deadline: float = 0.8,
                  label: str = "", disabled: dict[str, str] | None = None) -> None:
         self.probes = list(probes)
-        self.deadline = deadline
+        self.deadline: float = deadline
         self.label = label or ", ".join(p.name for p in self.probes)
         # sources the user switched off (--no-gpu): shown as n/a with the reason
         self.disabled = {n: Capability(n, False, why) for n, why in (disabled or {}).items()}

@@ -54,7 +54,7 @@ class ReplaySource(SnapshotSource):
         self.first_bad = ""
         self._notes = list(self._dec.notes)
         self.label = self.path.name
-        self.tick_seconds = float(self.header.get("interval") or self._median_step())
+        self.tick_seconds: float = float(self.header.get("interval") or self._median_step())
         self._pos = -1
         self._cache: dict[int, Snapshot] = {}
 

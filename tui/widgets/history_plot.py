@@ -349,8 +349,8 @@ class HistoryPlot(Static):
 def timeline_origin(source: SnapshotSource) -> float | None:
     """The recorded time of a replay's first tick (None for live and demo sources)."""
     # only a replay has a position on a recorded timeline
-    cur, el = getattr(source, "current_time", None), getattr(source, "elapsed", None)
-    if isinstance(cur, (int, float)) and isinstance(el, (int, float)):
+    cur, el = source.current_time, source.elapsed
+    if cur is not None and el is not None:
         return cur - el
     return None
 

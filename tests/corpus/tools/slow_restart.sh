@@ -1,6 +1,6 @@
 #!/bin/bash
 # slow_restart.sh NAME PORT ROOT : record a real vLLM restart that takes minutes (issue 21).
-# The server (../shared/realserver/recipe-vllm.sh PORT ROOT) must already answer on PORT.
+# The server (scripts/realserver/recipe-vllm.sh PORT ROOT) must already answer on PORT.
 #   1. `infertop record` starts first (a busy vLLM starves processes started later);
 #   2. 15 s calm, then 40 s of closed-loop load (scripts/loadgen.py, loopback only);
 #   3. SIGTERM to the API server (its EngineCore and Worker exit with it), 20 s down (a
@@ -26,7 +26,7 @@ echo "kill $(date +%s.%N) api $API" | tee -a "$NAME.times"
 kill -TERM "$API"
 sleep 20
 echo "restart $(date +%s.%N)" | tee -a "$NAME.times"
-NEWPID=$(bash /work/shared/realserver/recipe-vllm.sh "$PORT" "$ROOT" 2>"logs/$NAME.recipe.log" | tail -1)
+NEWPID=$(bash "$HERE/scripts/realserver/recipe-vllm.sh" "$PORT" "$ROOT" 2>"logs/$NAME.recipe.log" | tail -1)
 # on a loaded box the recipe may give up waiting (5 min) while the server still starts
 for _ in $(seq 1 900); do
   curl -sf -m 2 "http://127.0.0.1:$PORT/health" >/dev/null && break
