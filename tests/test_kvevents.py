@@ -10,7 +10,7 @@ import json
 import time
 from pathlib import Path
 
-import msgpack
+import msgspec
 import pytest
 
 from infertop.kvevents import (KvEventsError, KvEventTracker, decode_batch, parse_frames)
@@ -39,11 +39,11 @@ def payload(ts, events, rank=None, array_like=False):
                 evs.append(["BlockRemoved", e["block_hashes"], e["medium"]])
             else:
                 evs.append([e["type"]])
-        return msgpack.packb([ts, evs, rank])
+        return msgspec.msgpack.encode([ts, evs, rank])
     body = {"ts": ts, "events": events}
     if rank is not None:
         body["data_parallel_rank"] = rank
-    return msgpack.packb(body)
+    return msgspec.msgpack.encode(body)
 
 
 @pytest.mark.parametrize("array_like", [False, True])
@@ -57,11 +57,11 @@ def test_decode_both_encodings(array_like):
 
 
 @pytest.mark.parametrize("bad", [
-    b"", b"\xc1", b"not msgpack at all", msgpack.packb({"events": []}),
-    msgpack.packb({"ts": float("nan"), "events": []}), msgpack.packb({"ts": 1.0}),
-    msgpack.packb({"ts": 1.0, "events": [{"type": "BlockStored"}]}),
-    msgpack.packb({"ts": 1.0, "events": [], "data_parallel_rank": -3}),
-    msgpack.packb(42), msgpack.packb([1.0, [["BlockRemoved", "nope", "GPU"]]]),
+    b"", b"\xc1", b"not msgpack at all", msgspec.msgpack.encode({"events": []}),
+    msgspec.msgpack.encode({"ts": float("nan"), "events": []}), msgspec.msgpack.encode({"ts": 1.0}),
+    msgspec.msgpack.encode({"ts": 1.0, "events": [{"type": "BlockStored"}]}),
+    msgspec.msgpack.encode({"ts": 1.0, "events": [], "data_parallel_rank": -3}),
+    msgspec.msgpack.encode(42), msgspec.msgpack.encode([1.0, [["BlockRemoved", "nope", "GPU"]]]),
 ])
 def test_hostile_payloads_are_undecodable_not_crashes(bad):
     with pytest.raises(KvEventsError):
@@ -164,11 +164,19 @@ def test_probe_subscribes_to_a_local_publisher():
                 if got.get("kv.event_blocks_stored_total", 0) >= 3:
                     break
             pub.send_multipart([b"", b"\x00", b"garbage"])   # a bad frame: counted
-            for _ in range(200):
+            for _ in range(1500):
+                await asyncio.sleep(0.02)
+                bad = await probe.collect()
+                got = {r.key: r.value for r in bad.readings}
+                if got.get("kv.event_batches_undecodable_total"):
+                    break
+            # the last message did not decode: not healthy, and the cause is shown
+            assert bad.status.value == "error" and "undecodable batch" in bad.reason
+            pub.send_multipart([b"", seq.to_bytes(8, "big"), payload(1.0, [stored([99])])])
+            for _ in range(1500):
                 await asyncio.sleep(0.02)
                 s = await probe.collect()
-                got = {r.key: r.value for r in s.readings}
-                if got.get("kv.event_batches_undecodable_total"):
+                if s.status.value == "ok":
                     break
         finally:
             await probe.close()
@@ -217,7 +225,7 @@ def test_real_stream_decodes_in_vllms_0_32_format():
     """0.32 packs the batch as a list (array_like) and each event as a tagged map."""
     with gzip.open(KV_FIX / "vllm-0.32-shared-prefix-16.jsonl.gz", "rt") as fh:
         first = json.loads(fh.readline())
-    raw = msgpack.unpackb(base64.b64decode(first["payload"]))
+    raw = msgspec.msgpack.decode(base64.b64decode(first["payload"]))
     assert isinstance(raw, list) and isinstance(raw[1][0], dict)
     assert raw[1][0]["type"] == "BlockStored" and raw[1][0]["block_size"] == 128
     t, batches = replay_fixture("vllm-0.32-shared-prefix-16.jsonl.gz")
