@@ -261,3 +261,96 @@ def test_real_stream_with_a_gap_counts_the_lost_batches():
             d = json.loads(line)
             t.add("s", d["seq"], decode_batch(base64.b64decode(d["payload"])))
     assert t.totals()["dropped"] == 5
+
+
+# ---- issue 36: typed decoding (msgspec, vLLM's own Structs) and the memory bound ---------
+
+def test_a_nested_list_as_block_hash_is_refused_with_its_cause():
+    """Case 6: vLLM's block hash is ``bytes | int``; a nested list used to reach the
+    tracker's set as a tuple holding a list (TypeError in the subscriber thread)."""
+    with pytest.raises(KvEventsError, match=r"int \| bytes.*block_hashes"):
+        decode_batch(payload(1.0, [stored([[1, [2]]])]))
+
+
+@pytest.mark.parametrize("array_like", [False, True])
+def test_wrong_types_anywhere_are_one_line_refusals(array_like):
+    for ev in ({"type": "BlockStored", "block_hashes": [1], "medium": 5},
+               {"type": "BlockRemoved", "block_hashes": {"a": 1}},
+               {"type": "BlockStored", "block_hashes": [1.5]}):
+        body = msgspec.msgpack.encode([1.0, [ev]] if array_like else {"ts": 1.0,
+                                                                        "events": [ev]})
+        with pytest.raises(KvEventsError) as e:
+            decode_batch(body)
+        assert "\n" not in str(e.value) and len(str(e.value)) < 200
+    with pytest.raises(KvEventsError, match="data_parallel_rank"):
+        decode_batch(msgspec.msgpack.encode({"ts": 1.0, "events": [],
+                                             "data_parallel_rank": 10**9}))
+
+
+def test_events_in_array_form_inside_a_map_batch_decode():
+    """Each level picks its encoding by its first byte (0.32: array batch, map events)."""
+    body = msgspec.msgpack.encode({"ts": 2.0, "events": [["BlockRemoved", [5], "CPU"]]})
+    b = decode_batch(body)
+    assert [(e.kind, e.hashes, e.medium) for e in b.events] == [("removed", (5,), "CPU")]
+
+
+def test_a_medium_with_escapes_is_cleaned_and_cut():
+    b = decode_batch(payload(1.0, [stored([1], medium="\x1b[2J" + "x" * 100)]))
+    m = b.events[0].medium
+    assert "\x1b" not in m and len(m) <= 16
+
+
+def test_engines_and_mediums_are_capped():
+    """Case 5: a new medium in every batch grew the engines without bound (3.7 GB in
+    150 s); now at most MAX_ENGINES, the rest counted under 'other'."""
+    t = KvEventTracker()
+    for i in range(1000):
+        t.add("s", i, decode_batch(payload(float(i), [stored([i], medium=f"m{i}")], rank=i % 7)))
+    assert len(t.engines) <= KvEventTracker.MAX_ENGINES
+    assert t.totals()["stored"] == 1000          # counted, none lost
+    assert ("other", "other") in t.engines
+
+
+def test_hashes_tracked_per_batch_are_bounded():
+    """Case 5: 600 events x 100k hashes in one batch were all tracked under the lock; now
+    at most MAX_HASHES_PER_BATCH hashes a batch are tracked, every block is counted."""
+    from infertop.kvevents import MAX_HASHES_PER_BATCH
+    events = [stored(range(i * 60_000, (i + 1) * 60_000)) for i in range(4)]
+    b = decode_batch(payload(1.0, events))
+    assert sum(len(e.hashes) for e in b.events) == MAX_HASHES_PER_BATCH
+    assert sum(e.blocks for e in b.events) == 240_000
+    t = KvEventTracker()
+    t.add("s", 0, b)
+    assert t.totals()["stored"] == 240_000 and t.totals()["resident"] == MAX_HASHES_PER_BATCH
+
+
+def test_a_payload_over_the_cap_is_refused_before_decoding():
+    from infertop.kvevents import MAX_PAYLOAD_BYTES
+    with pytest.raises(KvEventsError, match="cap"):
+        decode_batch(b"\x92" + b"\x00" * MAX_PAYLOAD_BYTES)
+
+
+def test_a_gone_publisher_forgets_its_resident_blocks():
+    t = KvEventTracker()
+    t.add("a", 0, decode_batch(payload(0.0, [stored([1, 2, 3])], rank=0)))
+    t.add("b", 0, decode_batch(payload(0.0, [stored([4])], rank=1)))
+    t.forget_stream("a")
+    assert t.totals()["resident"] == 1       # rank 1's block stays
+    t.add("a", 0, decode_batch(payload(1.0, [stored([5])], rank=0)))
+    assert t.streams["a"].restarts == 0 and t.totals()["dropped"] == 0
+
+
+@pytest.mark.parametrize("ep", ["tcp://127.0.0.1:99999", "tcp://127.0.0.1:0", "tcp://:5557",
+                                "udp://x:1", "ipc://"])
+def test_impossible_endpoints_are_refused(ep):
+    """Case 13: ZMQ's connect accepts tcp://127.0.0.1:99999 and waits for ever (the
+    screen showed ✓kvevents)."""
+    import argparse
+
+    from infertop.probes.registry import LiveTarget, ProbeUsageError
+    from infertop.probes.server.kvevents import endpoint_problem, kv_event_probes
+    assert endpoint_problem(ep)
+    with pytest.raises(ProbeUsageError, match="--kv-events"):
+        kv_event_probes(argparse.Namespace(kv_events=[ep]), LiveTarget())
+    cap = asyncio.run(KvEventsProbe([ep], "x").open())
+    assert not cap.available and ep in cap.reason
