@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Annotated, Hashable, Iterable, Union
+from typing import Annotated, Any, Hashable, Iterable, Union
 
 import msgspec
 
@@ -133,11 +133,12 @@ class _TagA(_Tag, array_like=True):
 
 _MapEvent = Union[_Stored, _Removed, _Cleared]
 _ArrayEvent = Union[_StoredA, _RemovedA, _ClearedA]
-_EVENTS = {False: msgspec.msgpack.Decoder(list[_MapEvent]),
+_Decoders = dict[bool, "msgspec.msgpack.Decoder[Any]"]
+_EVENTS: _Decoders = {False: msgspec.msgpack.Decoder(list[_MapEvent]),
            True: msgspec.msgpack.Decoder(list[_ArrayEvent])}
-_EVENT = {False: msgspec.msgpack.Decoder(_MapEvent), True: msgspec.msgpack.Decoder(_ArrayEvent)}
-_TAG = {False: msgspec.msgpack.Decoder(_Tag), True: msgspec.msgpack.Decoder(_TagA)}
-_BATCH = {False: msgspec.msgpack.Decoder(_Batch), True: msgspec.msgpack.Decoder(_BatchA)}
+_EVENT: _Decoders = {False: msgspec.msgpack.Decoder(_MapEvent), True: msgspec.msgpack.Decoder(_ArrayEvent)}
+_TAG: _Decoders = {False: msgspec.msgpack.Decoder(_Tag), True: msgspec.msgpack.Decoder(_TagA)}
+_BATCH: _Decoders = {False: msgspec.msgpack.Decoder(_Batch), True: msgspec.msgpack.Decoder(_BatchA)}
 _RAWS = msgspec.msgpack.Decoder(list[msgspec.Raw])
 KNOWN_EVENTS = frozenset({"BlockStored", "BlockRemoved", "AllBlocksCleared"})
 
