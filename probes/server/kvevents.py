@@ -146,6 +146,7 @@ class KvEventsProbe(Probe):
         # after their work, so collect on the event loop never takes the tracker's lock
         self._view: tuple[tuple, float | None] = ((), None)
         self._resolving: asyncio.Future | None = None
+        self._retired: list[_Subscriber] = []   # stopped by a resubscription, maybe closing
         self._resolved_at = time.monotonic()
         self.resubscribed = 0
 
@@ -255,7 +256,7 @@ class KvEventsProbe(Probe):
 
     async def collect(self) -> Sample:
         now = time.time()
-        self._follow()
+        await self._follow()
         readings, since = self._view
         meta = KvEventsMeta(endpoints=tuple(self.endpoints), since=since)
         if not self.endpoints:
@@ -277,7 +278,7 @@ class KvEventsProbe(Probe):
             return Sample(self.name, now, stale, Status.STALE, why, meta)
         return Sample(self.name, now, readings, meta=meta)
 
-    def _follow(self) -> None:
+    async def _follow(self) -> None:
         """Every RESOLVE_EVERY s, ask (off the loop) who the server is now; a new pid,
         start time or --kv-events-config resubscribes (the old streams' state dropped)."""
         if self.resolve is None:
@@ -290,23 +291,28 @@ class KvEventsProbe(Probe):
             except Exception:
                 identity, endpoints = self.identity, self.endpoints   # try again later
             if identity != self.identity or endpoints != self.endpoints:
-                self._resubscribe(identity, endpoints)
+                await self._resubscribe(identity, endpoints)
         elif task is None and time.monotonic() - self._resolved_at >= self.RESOLVE_EVERY:
             self._resolved_at = time.monotonic()
             self._resolving = asyncio.ensure_future(asyncio.to_thread(self.resolve))
 
-    def _resubscribe(self, identity: Any, endpoints: list[str]) -> None:
+    async def _resubscribe(self, identity: Any, endpoints: list[str]) -> None:
         old, self._subs = self._subs, []
         for s in old:
             s.stop.set()          # each thread closes its own socket within POLL_MS
-        with self._lock:
-            for s in old:
-                self.tracker.forget_stream(s.endpoint)
+        self._retired = [s for s in self._retired + old
+                         if s.thread is not None and s.thread.is_alive()]
+        await asyncio.to_thread(self._forget, [s.endpoint for s in old])  # the lock: off the loop
         self._errors.clear()
         self.identity, self.endpoints = identity, list(endpoints)
         self.resubscribed += 1
         if self._ctx is not None:
             self._subscribe(self.endpoints)
+
+    def _forget(self, endpoints: list[str]) -> None:
+        with self._lock:
+            for ep in endpoints:
+                self.tracker.forget_stream(ep)
         self._publish()
 
     async def close(self) -> None:
@@ -317,12 +323,13 @@ class KvEventsProbe(Probe):
         await asyncio.to_thread(self._join)   # up to one poll interval: off the loop
 
     def _join(self) -> None:
-        for s in self._subs:
+        subs = self._subs + self._retired
+        for s in subs:
             if s.thread is not None:
                 s.thread.join(timeout=1.0)
         ctx, self._ctx = self._ctx, None
         if ctx is not None and not any(s.thread is not None and s.thread.is_alive()
-                                       for s in self._subs):
+                                       for s in subs):
             ctx.term()   # every socket is closed by its thread: term() cannot hang
 
 
