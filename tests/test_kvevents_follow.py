@@ -173,3 +173,35 @@ def test_a_restarted_server_with_a_new_config_is_resubscribed():
             pub.close()
             ctx.term()
     asyncio.run(run())
+
+
+def test_a_decoder_behind_its_publisher_drops_over_its_byte_budget(monkeypatch):
+    """Case 5: messages received and not yet decoded are bounded in bytes (QUEUE_BYTES);
+    beyond it one is dropped, and the sequence gap counts it as a lost batch."""
+    import infertop.probes.server.kvevents as mod
+    monkeypatch.setattr(mod, "QUEUE_BYTES", 20_000)
+
+    async def run():
+        ctx = zmq.Context()
+        pub = Publisher(ctx)
+        probe = KvEventsProbe([f"tcp://127.0.0.1:{pub.port}"], "x")
+        assert (await probe.open()).available
+        try:
+            await until(probe, pub, lambda s: values(s).get("kv.event_batches_total", 0) > 0,
+                        "first batch")
+            sub = probe._subs[0]
+            with probe._lock:          # the decoding thread stalls in the tracker
+                end = time.monotonic() + DEADLINE
+                while sub.queue_drops == 0 and time.monotonic() < end:
+                    pub.send(batch(1.0, range(pub.seq * 1000, pub.seq * 1000 + 500)))
+                    s = await probe.collect()         # never waits on the stalled lock
+                    await asyncio.sleep(0.005)
+                assert sub.queue_drops > 0 and sub.queued_bytes <= 20_000 + 10_000
+            s = await until(probe, pub, lambda s: values(s).get(
+                "kv.event_batches_dropped_total", 0) >= 1, "drops counted")
+            assert values(s)["kv.event_batches_undecodable_total"] == 0
+        finally:
+            await probe.close()
+            pub.close()
+            ctx.term()
+    asyncio.run(run())

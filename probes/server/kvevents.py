@@ -15,13 +15,14 @@ data-parallel rank (base + rank).
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import threading
 import time
 from typing import Any, Callable
 
-from infertop.kvevents import (MISSING_DEPENDENCY, KvEventsError, KvEventTracker, decode_batch,
-                               parse_frames)
+from infertop.kvevents import (MAX_PAYLOAD_BYTES, MISSING_DEPENDENCY, KvEventsError,
+                               KvEventTracker, decode_batch, parse_frames)
 from infertop.meta import KvEventsMeta
 from infertop.model import Capability, Sample, Status
 from infertop.textclean import clean
@@ -100,6 +101,12 @@ def endpoint_problem(ep: str) -> str:
 _MONITOR = ("EVENT_CONNECTED", "EVENT_HANDSHAKE_SUCCEEDED", "EVENT_DISCONNECTED")
 RCVHWM = 1_000    # messages ZMQ queues for a slow subscriber (vLLM: one per engine step);
 #                   beyond it ZMQ drops them, and the sequence gap counts each one
+# bytes received and not yet decoded, per publisher: the receiving thread takes messages off
+# ZMQ's queue at once and hands them to the decoding thread up to this much; beyond it a
+# message is dropped (the next one's sequence gap counts it as a lost batch, shown as
+# kv.event_batches_dropped_per_second).  4 of the largest batches accepted; the real
+# server's largest is 6.5 kB (issue 36 case 5: a 60 MB batch every 5 s grew RSS to 2.65 GB)
+QUEUE_BYTES = 4 * MAX_PAYLOAD_BYTES
 
 
 class _Subscriber:
@@ -116,6 +123,14 @@ class _Subscriber:
         self.gone_since: float | None = None    # the publisher went away at (time.time())
         self.error = ""                         # why the thread ended
         self.bad = ""                           # the last message's decode error, if it was
+        self.worker: threading.Thread | None = None   # decodes what the receiver queued
+        self.queue: collections.deque = collections.deque()
+        self.queued_bytes = 0
+        self.queue_drops = 0                   # messages dropped over QUEUE_BYTES
+        self.cond = threading.Condition()
+
+    def alive(self) -> bool:
+        return all(t is not None and t.is_alive() for t in (self.thread, self.worker))
 
 
 class KvEventsProbe(Probe):
@@ -189,7 +204,10 @@ class KvEventsProbe(Probe):
             sub = _Subscriber(ep, sock, monitor, f"infertop-kvevents-{len(self._subs)}")
             sub.thread = threading.Thread(target=self._run, args=(sub,), daemon=True,
                                           name=sub.name)
+            sub.worker = threading.Thread(target=self._work, args=(sub,), daemon=True,
+                                          name=sub.name + "-decode")
             self._subs.append(sub)
+            sub.worker.start()
             sub.thread.start()
 
     def _run(self, sub: _Subscriber) -> None:
@@ -200,7 +218,6 @@ class KvEventsProbe(Probe):
         poller = zmq.Poller()
         poller.register(sub.sock, zmq.POLLIN)
         poller.register(sub.monitor, zmq.POLLIN)
-        published = 0.0
         try:
             while not sub.stop.is_set():
                 ready = dict(poller.poll(POLL_MS))
@@ -212,23 +229,52 @@ class KvEventsProbe(Probe):
                         sub.connected, sub.gone_since = True, None
                 if sub.sock not in ready:
                     continue
-                self._message(sub, sub.sock.recv_multipart(copy=True))
-                now = time.monotonic()
-                if now - published > 0.1 or not sub.sock.poll(0):
-                    self._publish()
-                    published = now
+                frames = sub.sock.recv_multipart(copy=True)
+                size = sum(len(f) for f in frames)
+                with sub.cond:
+                    if sub.queue and sub.queued_bytes + size > QUEUE_BYTES:
+                        sub.queue_drops += 1      # the sequence gap counts it as lost
+                        continue
+                    sub.queue.append(frames)
+                    sub.queued_bytes += size
+                    sub.cond.notify()
         except Exception as e:   # a ZMQ error, or a bug: this stream ends with its reason
             if not sub.stop.is_set():
                 self._errors[sub.endpoint] = clean(f"{sub.endpoint}: {type(e).__name__}: "
                                                    f"{e}")[:200]
         finally:
             sub.connected = False
+            sub.stop.set()                 # the decoding thread ends with it
+            with sub.cond:
+                sub.cond.notify()
             try:
                 sub.sock.disable_monitor()
             except Exception:
                 pass
             sub.monitor.close(linger=0)
             sub.sock.close(linger=0)
+
+    def _work(self, sub: _Subscriber) -> None:
+        """Decode and track what the receiving thread queued, until its stop; never raises
+        (a bug in one message is that message's decode error, shown)."""
+        published = 0.0
+        while True:
+            with sub.cond:
+                while not sub.queue and not sub.stop.is_set():
+                    sub.cond.wait(POLL_MS / 1000)
+                if not sub.queue:
+                    return                     # stopped, nothing left
+                frames = sub.queue.popleft()
+                sub.queued_bytes -= sum(len(f) for f in frames)
+                more = bool(sub.queue)
+            try:
+                self._message(sub, frames)
+            except Exception as e:             # a bug: this message, not the stream
+                sub.bad = clean(f"{sub.endpoint}: {type(e).__name__}: {e}")[:200]
+            now = time.monotonic()
+            if now - published > 0.1 or not more:
+                self._publish()
+                published = now
 
     def _message(self, sub: _Subscriber, frames: list) -> None:
         try:   # decoding outside the lock: a big batch never holds up another stream
@@ -244,8 +290,12 @@ class KvEventsProbe(Probe):
             self.tracker.add(sub.endpoint, seq, batch)
 
     def _gone(self, sub: _Subscriber) -> None:
-        """The publisher went away: what it had resident is unknown from now on."""
+        """The publisher went away: what it had resident is unknown from now on (its
+        batches not yet decoded are dropped with it)."""
         sub.connected, sub.gone_since = False, time.time()
+        with sub.cond:
+            sub.queue.clear()
+            sub.queued_bytes = 0
         with self._lock:
             self.tracker.forget_stream(sub.endpoint)
         self._publish()
@@ -263,7 +313,7 @@ class KvEventsProbe(Probe):
             why = ("the server publishes no KV events (vLLM --kv-events-config)"
                    if self.identity is not None else "no server found: nothing to follow")
             return Sample(self.name, now, (), Status.NODATA, why, meta)
-        subs = [s for s in self._subs if s.thread is not None and s.thread.is_alive()]
+        subs = [s for s in self._subs if s.alive()]
         if not subs:
             why = "; ".join(self._errors.values()) or "every subscriber stopped"
             return Sample(self.name, now, readings, Status.ERROR, why[:300], meta)
@@ -302,6 +352,9 @@ class KvEventsProbe(Probe):
             s.stop.set()          # each thread closes its own socket within POLL_MS
         self._retired = [s for s in self._retired + old
                          if s.thread is not None and s.thread.is_alive()]
+        for s in old:
+            with s.cond:
+                s.cond.notify()
         await asyncio.to_thread(self._forget, [s.endpoint for s in old])  # the lock: off the loop
         self._errors.clear()
         self.identity, self.endpoints = identity, list(endpoints)
@@ -325,8 +378,11 @@ class KvEventsProbe(Probe):
     def _join(self) -> None:
         subs = self._subs + self._retired
         for s in subs:
-            if s.thread is not None:
-                s.thread.join(timeout=1.0)
+            with s.cond:
+                s.cond.notify()
+            for t in (s.thread, s.worker):
+                if t is not None:
+                    t.join(timeout=1.0)
         ctx, self._ctx = self._ctx, None
         if ctx is not None and not any(s.thread is not None and s.thread.is_alive()
                                        for s in subs):
