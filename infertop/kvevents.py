@@ -255,7 +255,7 @@ class KvEventTracker:
     ``add(stream, seq, batch)`` per message; ``readings(instance)`` the counters and gauges
     (raw values: History makes the rates).  Resident blocks are those stored since this
     subscriber started (blocks stored before it are unknown until they are removed), capped
-    at ``max_resident`` hashes per engine; evicted hashes are remembered for
+    at ``max_resident`` hashes in all; evicted hashes are remembered for
     ``restore_window`` seconds (at most ``max_evicted``) to tell a block stored again soon
     after its eviction: prefix-cache thrash.
     """
@@ -266,11 +266,16 @@ class KvEventTracker:
     MAX_ENGINES = 64
     MAX_STREAMS = 64
 
-    def __init__(self, restore_window: float = 60.0, max_resident: int = 2_000_000,
+    def __init__(self, restore_window: float = 60.0, max_resident: int = 1_000_000,
                  max_evicted: int = 1_000_000) -> None:
         self.restore_window = restore_window
+        # both caps are for the whole server, all engines together (per engine they
+        # multiplied by the engines a hostile publisher invents): 1M blocks is more than
+        # an 8-GPU server's KV cache holds (an H200 with an 8B model: ~60k blocks of 16)
         self.max_resident = max_resident
         self.max_evicted = max_evicted
+        self._resident_n = 0           # hashes in every engine's resident set
+        self._evicted_n = 0            # ... and in every engine's evicted_at
         self.engines: dict[tuple[str, str], _Engine] = {}
         self.streams: dict[str, _Stream] = {}
         self.since: float | None = None     # ts of the first batch seen
@@ -306,11 +311,17 @@ class KvEventTracker:
         s.last_seq = None
         for (rank, _), e in self.engines.items():
             if rank == (s.rank or "0"):
-                e.resident.clear()
+                self._drop_resident(e)
+                self._evicted_n -= len(e.evicted_at)
                 e.evicted_at.clear()
+
+    def _drop_resident(self, e: _Engine) -> None:
+        self._resident_n -= len(e.resident)
+        e.resident.clear()
 
     def add(self, stream: str, seq: int, batch: Batch) -> None:
         s = self._stream(stream)
+        rank = str(batch.rank if batch.rank is not None else 0)
         if s.last_seq is not None:
             if seq > s.last_seq + 1:
                 s.dropped += seq - s.last_seq - 1      # batches published, never received
@@ -318,22 +329,21 @@ class KvEventTracker:
                 # the publisher started again (its counter restarted at 0): what was
                 # resident is unknown now
                 s.restarts += 1
-                for (rank, _), e in self.engines.items():
-                    if rank == str(batch.rank if batch.rank is not None else 0):
-                        e.resident.clear()
+                for (r, _), e in self.engines.items():
+                    if r == rank:
+                        self._drop_resident(e)
         s.last_seq = seq
-        s.rank = str(batch.rank if batch.rank is not None else 0)
+        s.rank = rank
         s.batches += 1
         if self.since is None:
             self.since = batch.ts
-        rank = str(batch.rank if batch.rank is not None else 0)
         now = batch.ts
         for ev in batch.events:
             if ev.kind == "cleared":
                 for (r, _), e in self.engines.items():
                     if r == rank:
                         e.cleared += 1
-                        e.resident.clear()
+                        self._drop_resident(e)
                 continue
             e = self._engine(rank, ev.medium)
             self._forget(e, now)   # first: an eviction older than the window is not 'soon'
@@ -341,26 +351,39 @@ class KvEventTracker:
                 e.stored += ev.blocks
                 for h in ev.hashes:
                     if e.evicted_at.pop(h, None) is not None:
+                        self._evicted_n -= 1
                         e.restored += 1
-                    if len(e.resident) < self.max_resident:
+                    if h in e.resident:
+                        continue
+                    if self._resident_n < self.max_resident:
                         e.resident.add(h)
+                        self._resident_n += 1
                     else:
                         e.resident_capped = True
             else:
                 e.evicted += ev.blocks
                 for h in ev.hashes:
-                    e.resident.discard(h)
-                    e.evicted_at.pop(h, None)
+                    if h in e.resident:
+                        e.resident.remove(h)
+                        self._resident_n -= 1
+                    if e.evicted_at.pop(h, None) is None:
+                        self._evicted_n += 1
                     e.evicted_at[h] = now
+        if self._evicted_n > self.max_evicted:     # the cap is the server's, not an engine's
+            for e in sorted(self.engines.values(), key=lambda e: -len(e.evicted_at)):
+                while e.evicted_at and self._evicted_n > self.max_evicted:
+                    e.evicted_at.popitem(last=False)
+                    self._evicted_n -= 1
 
     def _forget(self, e: _Engine, now: float) -> None:
-        """Evictions older than the restore window (or beyond the cap) are forgotten."""
+        """Evictions older than the restore window are forgotten."""
         old = e.evicted_at
         while old:
             h, t = next(iter(old.items()))
-            if now - t <= self.restore_window and len(old) <= self.max_evicted:
+            if now - t <= self.restore_window:
                 break
             old.popitem(last=False)
+            self._evicted_n -= 1
 
     def readings(self, instance: str) -> list[Reading]:
         from .keys import SPECS

@@ -354,3 +354,17 @@ def test_impossible_endpoints_are_refused(ep):
         kv_event_probes(argparse.Namespace(kv_events=[ep]), LiveTarget())
     cap = asyncio.run(KvEventsProbe([ep], "x").open())
     assert not cap.available and ep in cap.reason
+
+
+def test_resident_and_evicted_hashes_are_capped_for_the_whole_server():
+    """Case 5: the caps were per engine, so a publisher inventing engines multiplied them."""
+    t = KvEventTracker(max_resident=1000, max_evicted=500)
+    for i in range(40):
+        t.add("s", i, decode_batch(payload(float(i), [
+            stored(range(i * 100, i * 100 + 100), medium=f"m{i}"),
+            removed(range(i * 100, i * 100 + 60), medium=f"m{i}")])))
+    assert sum(len(e.resident) for e in t.engines.values()) <= 1000
+    assert sum(len(e.evicted_at) for e in t.engines.values()) <= 500
+    assert t.totals()["stored"] == 4000 and t.totals()["evicted"] == 2400
+    assert t._resident_n == sum(len(e.resident) for e in t.engines.values())
+    assert t._evicted_n == sum(len(e.evicted_at) for e in t.engines.values())
