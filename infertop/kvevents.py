@@ -207,6 +207,8 @@ def decode_batch(payload: bytes) -> Batch:
         events = _events(b.events)
     except msgspec.DecodeError as e:
         raise KvEventsError(f"not a KV-event batch: {_one_line(e)}") from None
+    except RecursionError:      # arrays nested deeper than the stack (a hostile payload)
+        raise KvEventsError("not a KV-event batch: nested too deep") from None
     if not math.isfinite(b.ts):
         raise KvEventsError("batch without a finite ts")
     out = []

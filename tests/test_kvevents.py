@@ -368,3 +368,9 @@ def test_resident_and_evicted_hashes_are_capped_for_the_whole_server():
     assert t.totals()["stored"] == 4000 and t.totals()["evicted"] == 2400
     assert t._resident_n == sum(len(e.resident) for e in t.engines.values())
     assert t._evicted_n == sum(len(e.evicted_at) for e in t.engines.values())
+
+
+def test_arrays_nested_deeper_than_the_stack_are_undecodable():
+    """Found by mutating the real stream: msgspec raises RecursionError for them."""
+    with pytest.raises(KvEventsError, match="too deep"):
+        decode_batch(b"\x93\x01" + b"\x91" * 100_000 + b"\xc0")
