@@ -1,11 +1,15 @@
 """Subscribe to a server's KV-cache events (vLLM ``--kv-events-config``, ZMQ PUB).
 
-One ``KvEventsProbe`` per server: a daemon thread per publisher endpoint receives
-``(topic, seq, payload)`` messages, decodes them (``infertop.kvevents``) and updates one
-``KvEventTracker`` under a lock; ``collect`` only copies the tracker's counters, so a tick
-never waits on a socket.  pyzmq and msgpack are an optional extra
-(``pip install 'infertop[kv-events]'``): without them the source is unavailable with that
-one-line reason, and nothing else changes.
+One ``KvEventsProbe`` per server; per publisher endpoint a receiving thread takes
+``(topic, seq, payload)`` messages off the socket (and the socket monitor's connect and
+disconnect events) into a byte-bounded queue, and a decoding thread decodes them
+(``infertop.kvevents``) and updates one ``KvEventTracker`` under a lock, then publishes the
+readings as one tuple; ``collect`` reads that tuple, so a tick never waits on a socket or
+on the lock.  A publisher that goes away makes the source stale (never ok) and drops what
+it had resident; without ``--kv-events`` the server's identity is followed (resubscribe on
+a restart with a new pid, start time or ``--kv-events-config``).  pyzmq is an optional
+extra (``pip install 'infertop[kv-events]'``): without it the source is unavailable with
+that one-line reason, and nothing else changes.
 
 Endpoints come from ``--kv-events URL`` or from the server's own command line
 (``kv_events_endpoints``): vLLM binds ``tcp://*:5557`` by default, one port per
@@ -32,8 +36,8 @@ from ..registry import LiveTarget, ProbeSpec, ProbeUsageError, register
 
 DEFAULT_ENDPOINT = "tcp://*:5557"   # vLLM KVEventsConfig.endpoint's default
 POLL_MS = 200                       # how often a subscriber thread checks for close()
-# a publisher that sent nothing for this long is quiet, not broken: an idle engine stores
-# and evicts nothing; the source stays OK with its counters flat
+# ZMQ drops the connection on a bigger message; up to it a message is received and, over
+# the decoder's 16 MB cap, refused with its size as the reason (a cause that can be shown)
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 
@@ -121,7 +125,6 @@ class _Subscriber:
         self.name = name
         self.connected = False
         self.gone_since: float | None = None    # the publisher went away at (time.time())
-        self.error = ""                         # why the thread ended
         self.bad = ""                           # the last message's decode error, if it was
         self.worker: threading.Thread | None = None   # decodes what the receiver queued
         self.queue: collections.deque = collections.deque()
