@@ -205,3 +205,33 @@ def test_a_decoder_behind_its_publisher_drops_over_its_byte_budget(monkeypatch):
             pub.close()
             ctx.term()
     asyncio.run(run())
+
+
+def test_the_server_is_followed_by_one_stat_while_it_lives(monkeypatch):
+    """Issue 32 item 4: a vLLM found without --kv-events-config is followed; while its
+    process lives with the same start time no scan of every process is made, and a
+    restart (a new start time) with the flag gives the new endpoints."""
+    import argparse
+    import os
+    from types import SimpleNamespace
+
+    import infertop.probes.server.discovery as discovery
+    import infertop.probes.server.kvevents as mod
+    from infertop.probes.registry import LiveTarget
+
+    server = SimpleNamespace(pid=os.getpid(), kind="vllm", cmdline=["vllm", "serve", "m"])
+    scans = []
+    monkeypatch.setattr(discovery, "find_server",
+                        lambda pid=None, url=None: scans.append(1) or server)
+    start = {"t": 100.0}
+    monkeypatch.setattr(mod, "_start_time", lambda pid: start["t"])
+    (probe,) = mod.kv_event_probes(argparse.Namespace(kv_events=[]), LiveTarget())
+    assert probe.endpoints == [] and probe.identity[3] == "vllm"
+    for _ in range(10):
+        assert probe.resolve() == (probe.identity, [])
+    assert len(scans) == 1
+    server.cmdline = ["vllm", "serve", "m", "--kv-events-config",
+                      '{"enable_kv_cache_events": true, "endpoint": "tcp://*:6001"}']
+    start["t"] = 200.0                                   # restarted
+    identity, endpoints = probe.resolve()
+    assert len(scans) == 2 and endpoints == ["tcp://127.0.0.1:6001"] and identity[1] == 200.0

@@ -408,17 +408,26 @@ def kv_event_probes(args: Any, target: LiveTarget) -> list[KvEventsProbe]:
     pid = target.pid
     url = urls[0] if urls else None
 
+    last: list = [None, []]      # the identity and endpoints found last time
+
     def resolve() -> tuple[Any, list[str]]:
         """(identity, endpoints) of the server now: identity is (pid, start time, its
-        --kv-events-config, kind), None when no server is found."""
+        --kv-events-config, kind), None when no server is found.  While the process found
+        last lives with the same start time it is the same server with the same flags: one
+        stat instead of discovery's scan of every process (~100 ms on a 120-process box)."""
         from infertop.probes.server.discovery import find_server, server_settings
+        known = last[0]
+        if known is not None and known[1] and _start_time(known[0]) == known[1]:
+            return known, list(last[1])
         server = find_server(pid=pid, url=url)
         if server is None:
+            last[:] = [None, []]
             return None, []
         settings = server_settings(server.kind, server.cmdline)
         config = settings.get("kv_events_config")
         endpoints = kv_events_endpoints(config, settings.get("data_parallel_size"))
-        return (server.pid, _start_time(server.pid), config, server.kind), endpoints
+        last[:] = [(server.pid, _start_time(server.pid), config, server.kind), endpoints]
+        return last[0], list(endpoints)
 
     try:
         identity, endpoints = resolve()
