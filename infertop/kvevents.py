@@ -15,8 +15,9 @@ server; tests/fixtures/kvevents/ holds a stream captured from that server):
   ``BlockRemoved(block_hashes, medium, ...)``, ``AllBlocksCleared()``; as a map the tag is
   under ``"type"``, as a list it is the first element.  Block hashes are ints or bytes.
 
-This module is the pure part: ``decode_batch`` turns a payload into plain values (msgpack
-is imported lazily: it is an optional extra), ``KvEventTracker`` keeps the summaries a tick
+This module is the pure part: ``decode_batch`` turns a payload into plain values through
+msgspec Structs that mirror vLLM's (the library vLLM encodes them with: a wrong type or
+shape anywhere is refused with one line), ``KvEventTracker`` keeps the summaries a tick
 turns into readings.  The subscriber (sockets, a thread) is in
 ``infertop.probes.server.kvevents``.  Every payload is hostile: anything that is not the
 shape above is counted as undecodable, never raised into the caller's loop.
@@ -27,25 +28,26 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Iterable
+from typing import Annotated, Any, Hashable, Iterable, Union
+
+import msgspec
 
 from .model import Reading, make_labels
+from .textclean import one_line
 
 __all__ = ["KvEventsError", "Batch", "Event", "decode_batch", "KvEventTracker",
            "MISSING_DEPENDENCY"]
 
-MISSING_DEPENDENCY = ("KV-cache events need pyzmq and msgpack: pip install 'infertop[kv-events]'")
+MISSING_DEPENDENCY = ("KV-cache events need pyzmq: pip install 'infertop[kv-events]'")
 
-# field order of vLLM's Structs, for the array_like encoding (tag first in events)
-_BATCH_FIELDS = ("ts", "events", "data_parallel_rank")
-_STORED_FIELDS = ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id",
-                  "medium", "lora_name")
-_REMOVED_FIELDS = ("block_hashes", "medium")
-
-# A batch is one engine step's events; a hostile or broken payload must not make one
-# batch cost seconds: blocks beyond this per batch are counted but not tracked one by one.
+# A batch is one engine step's events (the real server's largest: 6.5 kB); a hostile or
+# broken payload must not make one batch cost seconds or GBs: hashes beyond this many per
+# batch are counted (stored / evicted) but not tracked one by one (resident, re-stored).
 MAX_HASHES_PER_BATCH = 100_000
-MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
+# 16 MB: 2,500 times the real server's largest batch; a 60 MB batch of 6M hashes cost
+# 11.5 s of tracking and GBs of transient lists (issue 36 case 5)
+MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
+MAX_MEDIUM = 16     # characters kept of a medium's name (a label: GPU, CPU, disk tiers)
 
 
 class KvEventsError(ValueError):
@@ -67,84 +69,160 @@ class Batch:
     events: tuple[Event, ...]
 
 
-def _hashable(h: Any) -> Hashable | None:
-    if isinstance(h, (int, bytes, str)):
-        return h
-    if isinstance(h, (list, tuple)):    # a structured hash: keep it as a tuple
+# ---- vLLM's Structs, as msgspec declares them ---------------------------------------------
+# vllm/distributed/kv_events.py: ``EventBatch(ts, events, data_parallel_rank=None)`` and
+# the tagged ``KVCacheEvent`` subclasses (tag = class name: under "type" as a map, first
+# as an array).  0.32 packs the batch array_like and each event as a map; GitHub's main
+# packs both as maps: both encodings of both levels are declared, the first byte of each
+# level picks one.  Only what infertop reads is typed: ``token_ids`` (most of a batch's
+# bytes) stays ``msgspec.Raw``, a slice of the payload never decoded; fields vLLM added
+# later have defaults so older publishers still decode, fields it adds after ``medium``
+# (lora_name, extra_keys, group_idx, ...) are skipped.  Block hashes are vLLM's
+# ``ExternalBlockHash = bytes | int``: anything else (a nested list) rejects the batch.
+ExternalBlockHash = Union[int, bytes]
+Rank = Annotated[int, msgspec.Meta(ge=0, lt=100_000)]
+
+
+class _Stored(msgspec.Struct, tag="BlockStored", gc=False):
+    block_hashes: list[ExternalBlockHash]
+    parent_block_hash: Union[ExternalBlockHash, None] = None
+    token_ids: msgspec.Raw = msgspec.Raw()
+    block_size: int = 0
+    lora_id: Union[int, None] = None
+    medium: Union[str, None] = None
+
+
+class _Removed(msgspec.Struct, tag="BlockRemoved", gc=False):
+    block_hashes: list[ExternalBlockHash]
+    medium: Union[str, None] = None
+
+
+class _Cleared(msgspec.Struct, tag="AllBlocksCleared", gc=False):
+    pass
+
+
+class _StoredA(_Stored, array_like=True):
+    pass
+
+
+class _RemovedA(_Removed, array_like=True):
+    pass
+
+
+class _ClearedA(_Cleared, array_like=True):
+    pass
+
+
+class _Batch(msgspec.Struct, gc=False):
+    ts: float
+    events: msgspec.Raw          # the event list: decoded by its own (map or array) decoder
+    data_parallel_rank: Union[Rank, None] = None
+
+
+class _BatchA(_Batch, array_like=True):
+    pass
+
+
+class _Tag(msgspec.Struct):          # only an event's tag: is it one this version knows?
+    type: str
+
+
+class _TagA(_Tag, array_like=True):
+    pass
+
+
+_MapEvent = Union[_Stored, _Removed, _Cleared]
+_ArrayEvent = Union[_StoredA, _RemovedA, _ClearedA]
+_Decoders = dict[bool, "msgspec.msgpack.Decoder[Any]"]
+_EVENTS: _Decoders = {False: msgspec.msgpack.Decoder(list[_MapEvent]),
+           True: msgspec.msgpack.Decoder(list[_ArrayEvent])}
+_EVENT: _Decoders = {False: msgspec.msgpack.Decoder(_MapEvent), True: msgspec.msgpack.Decoder(_ArrayEvent)}
+_TAG: _Decoders = {False: msgspec.msgpack.Decoder(_Tag), True: msgspec.msgpack.Decoder(_TagA)}
+_BATCH: _Decoders = {False: msgspec.msgpack.Decoder(_Batch), True: msgspec.msgpack.Decoder(_BatchA)}
+_RAWS = msgspec.msgpack.Decoder(list[msgspec.Raw])
+KNOWN_EVENTS = frozenset({"BlockStored", "BlockRemoved", "AllBlocksCleared"})
+
+
+def _is_array(first: int) -> bool:
+    """A msgpack value starting with this byte is an array (fixarray, array16/32)."""
+    return 0x90 <= first <= 0x9F or first in (0xDC, 0xDD)
+
+
+def _first_item(raw: memoryview) -> int | None:
+    """The first byte of a msgpack array's first element; None for an empty array."""
+    if not len(raw):
+        raise KvEventsError("batch without an events list")
+    b = raw[0]
+    head = 1 if 0x90 <= b <= 0x9F else 3 if b == 0xDC else 5 if b == 0xDD else 0
+    if not head:
+        raise KvEventsError("batch without an events list")
+    return raw[head] if len(raw) > head else None
+
+
+def _one_line(e: Exception) -> str:
+    return one_line(str(e), 120)
+
+
+def _events(raw: msgspec.Raw) -> list:
+    """The typed events of one batch's event list; an event type this version does not
+    know (newer vLLM may add some) is skipped, a known one of the wrong shape refuses."""
+    first = _first_item(memoryview(raw))
+    if first is None:
+        return []
+    array = _is_array(first)
+    try:
+        return _EVENTS[array].decode(raw)
+    except msgspec.DecodeError as e:
+        whole = e       # one event of the wrong shape, or one of a type not known here
+    out = []
+    for item in _RAWS.decode(raw):
         try:
-            return tuple(h)
-        except TypeError:
-            return None
-    return None
+            out.append(_EVENT[array].decode(item))
+            continue
+        except msgspec.DecodeError:
+            pass
+        try:
+            tag = _TAG[_is_array(memoryview(item)[0])].decode(item).type
+        except msgspec.DecodeError:
+            tag = ""
+        if not tag or tag in KNOWN_EVENTS:
+            raise KvEventsError(f"events: {_one_line(whole)}") from None
+    return out
 
 
-def _fields(obj: Any, names: tuple[str, ...], tagged: bool) -> tuple[str, dict[str, Any]]:
-    """(tag, fields) of one msgspec Struct encoded as a map or (array_like) a list."""
-    if isinstance(obj, dict):
-        tag = obj.get("type", "") if tagged else ""
-        return (tag if isinstance(tag, str) else ""), obj
-    if isinstance(obj, (list, tuple)):
-        items = list(obj)
-        tag = ""
-        if tagged:
-            if not items or not isinstance(items[0], str):
-                raise KvEventsError("an event list without its type tag")
-            tag, items = items[0], items[1:]
-        return tag, dict(zip(names, items))
-    raise KvEventsError(f"expected a map or a list, got {type(obj).__name__}")
-
-
-def _event(obj: Any) -> Event | None:
-    """One event; None for a type this version does not know (newer vLLM may add some)."""
-    tag, f = _fields(obj, (), tagged=True)
-    if tag == "BlockStored":
-        _, f = _fields(obj, _STORED_FIELDS, tagged=True)
-    elif tag == "BlockRemoved":
-        _, f = _fields(obj, _REMOVED_FIELDS, tagged=True)
-    elif tag == "AllBlocksCleared":
-        return Event("cleared")
-    else:
-        return None
-    hashes = f.get("block_hashes")
-    if not isinstance(hashes, (list, tuple)):
-        raise KvEventsError(f"{tag} without a block_hashes list")
-    medium = f.get("medium")
-    medium = medium if isinstance(medium, str) and medium else "GPU"
-    kept = tuple(h for h in (_hashable(x) for x in hashes[:MAX_HASHES_PER_BATCH])
-                 if h is not None)
-    return Event("stored" if tag == "BlockStored" else "removed", kept, medium[:16],
-                 len(hashes))
+def _medium(m: str | None) -> str:
+    return one_line(m, MAX_MEDIUM) if m else "GPU"
 
 
 def decode_batch(payload: bytes) -> Batch:
-    """A KVEventBatch payload -> Batch; raises KvEventsError for anything else (and
-    ImportError when msgpack is not installed: the caller says MISSING_DEPENDENCY)."""
-    import msgpack  # optional extra: only KV-event subscribers need it
-
+    """A KVEventBatch payload -> Batch; raises KvEventsError with one line for anything
+    else (the wrong shape or type of any field, not msgpack, over the size cap)."""
     if len(payload) > MAX_PAYLOAD_BYTES:
         raise KvEventsError(f"payload of {len(payload)} bytes is over the "
                             f"{MAX_PAYLOAD_BYTES} cap")
+    if not payload:
+        raise KvEventsError("empty payload")
     try:
-        obj = msgpack.unpackb(payload, raw=False, strict_map_key=False)
-    except Exception as e:   # msgpack raises several types (ExtraData, ValueError, ...)
-        raise KvEventsError(f"not msgpack: {type(e).__name__}") from None
-    _, f = _fields(obj, _BATCH_FIELDS, tagged=False)
-    ts = f.get("ts")
-    events = f.get("events")
-    rank = f.get("data_parallel_rank")
-    if not isinstance(ts, (int, float)) or isinstance(ts, bool) or not math.isfinite(ts):
+        b = _BATCH[_is_array(payload[0])].decode(payload)
+        events = _events(b.events)
+    except msgspec.DecodeError as e:
+        raise KvEventsError(f"not a KV-event batch: {_one_line(e)}") from None
+    except RecursionError:      # arrays nested deeper than the stack (a hostile payload)
+        raise KvEventsError("not a KV-event batch: nested too deep") from None
+    if not math.isfinite(b.ts):
         raise KvEventsError("batch without a finite ts")
-    if not isinstance(events, (list, tuple)):
-        raise KvEventsError("batch without an events list")
-    if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool)
-                             or not 0 <= rank < 100_000):
-        raise KvEventsError(f"bad data_parallel_rank {rank!r}"[:80])
     out = []
-    for raw in events:
-        ev = _event(raw)
-        if ev is not None:
-            out.append(ev)
-    return Batch(float(ts), rank, tuple(out))
+    budget = MAX_HASHES_PER_BATCH
+    for ev in events:
+        if isinstance(ev, _Cleared):
+            out.append(Event("cleared"))
+            continue
+        hashes = ev.block_hashes
+        kept = tuple(hashes[:budget]) if budget > 0 else ()
+        budget -= len(kept)
+        out.append(Event("stored" if isinstance(ev, _Stored) else "removed", kept,
+                         _medium(ev.medium), len(hashes)))
+    return Batch(float(b.ts), b.data_parallel_rank, tuple(out))
 
 
 @dataclass
@@ -166,6 +244,7 @@ class _Stream:
     """One publisher (one ZMQ endpoint = one DP rank): its sequence numbers."""
 
     last_seq: int | None = None
+    rank: str | None = None      # the data-parallel rank its batches carry
     batches: float = 0.0
     dropped: float = 0.0
     undecodable: float = 0.0
@@ -178,16 +257,27 @@ class KvEventTracker:
     ``add(stream, seq, batch)`` per message; ``readings(instance)`` the counters and gauges
     (raw values: History makes the rates).  Resident blocks are those stored since this
     subscriber started (blocks stored before it are unknown until they are removed), capped
-    at ``max_resident`` hashes per engine; evicted hashes are remembered for
+    at ``max_resident`` hashes in all; evicted hashes are remembered for
     ``restore_window`` seconds (at most ``max_evicted``) to tell a block stored again soon
     after its eviction: prefix-cache thrash.
     """
 
-    def __init__(self, restore_window: float = 60.0, max_resident: int = 2_000_000,
+    # (rank, medium) engines and streams kept: a hostile publisher naming a new medium in
+    # every batch grew 3.7 GB in 150 s (issue 36 case 5); beyond the cap a new medium's
+    # events are counted under medium "other", a new stream's under stream "other"
+    MAX_ENGINES = 64
+    MAX_STREAMS = 64
+
+    def __init__(self, restore_window: float = 60.0, max_resident: int = 1_000_000,
                  max_evicted: int = 1_000_000) -> None:
         self.restore_window = restore_window
+        # both caps are for the whole server, all engines together (per engine they
+        # multiplied by the engines a hostile publisher invents): 1M blocks is more than
+        # an 8-GPU server's KV cache holds (an H200 with an 8B model: ~60k blocks of 16)
         self.max_resident = max_resident
         self.max_evicted = max_evicted
+        self._resident_n = 0           # hashes in every engine's resident set
+        self._evicted_n = 0            # ... and in every engine's evicted_at
         self.engines: dict[tuple[str, str], _Engine] = {}
         self.streams: dict[str, _Stream] = {}
         self.since: float | None = None     # ts of the first batch seen
@@ -196,14 +286,44 @@ class KvEventTracker:
         key = (rank, medium)
         e = self.engines.get(key)
         if e is None:
-            e = self.engines[key] = _Engine()
+            if len(self.engines) >= self.MAX_ENGINES - 1:
+                key = ("other", "other")
+                e = self.engines.get(key)
+            if e is None:
+                e = self.engines[key] = _Engine()
         return e
 
+    def _stream(self, stream: str) -> _Stream:
+        s = self.streams.get(stream)
+        if s is None:
+            if len(self.streams) >= self.MAX_STREAMS - 1:
+                stream = "other"
+            s = self.streams.setdefault(stream, _Stream())
+        return s
+
     def add_undecodable(self, stream: str) -> None:
-        self.streams.setdefault(stream, _Stream()).undecodable += 1
+        self._stream(stream).undecodable += 1
+
+    def forget_stream(self, stream: str) -> None:
+        """The publisher of ``stream`` went away (or the server restarted): the blocks it
+        had resident are unknown now, and its next sequence number starts a new run."""
+        s = self.streams.get(stream)
+        if s is None:
+            return
+        s.last_seq = None
+        for (rank, _), e in self.engines.items():
+            if rank == (s.rank or "0"):
+                self._drop_resident(e)
+                self._evicted_n -= len(e.evicted_at)
+                e.evicted_at.clear()
+
+    def _drop_resident(self, e: _Engine) -> None:
+        self._resident_n -= len(e.resident)
+        e.resident.clear()
 
     def add(self, stream: str, seq: int, batch: Batch) -> None:
-        s = self.streams.setdefault(stream, _Stream())
+        s = self._stream(stream)
+        rank = str(batch.rank if batch.rank is not None else 0)
         if s.last_seq is not None:
             if seq > s.last_seq + 1:
                 s.dropped += seq - s.last_seq - 1      # batches published, never received
@@ -211,21 +331,21 @@ class KvEventTracker:
                 # the publisher started again (its counter restarted at 0): what was
                 # resident is unknown now
                 s.restarts += 1
-                for (rank, _), e in self.engines.items():
-                    if rank == str(batch.rank if batch.rank is not None else 0):
-                        e.resident.clear()
+                for (r, _), e in self.engines.items():
+                    if r == rank:
+                        self._drop_resident(e)
         s.last_seq = seq
+        s.rank = rank
         s.batches += 1
         if self.since is None:
             self.since = batch.ts
-        rank = str(batch.rank if batch.rank is not None else 0)
         now = batch.ts
         for ev in batch.events:
             if ev.kind == "cleared":
                 for (r, _), e in self.engines.items():
                     if r == rank:
                         e.cleared += 1
-                        e.resident.clear()
+                        self._drop_resident(e)
                 continue
             e = self._engine(rank, ev.medium)
             self._forget(e, now)   # first: an eviction older than the window is not 'soon'
@@ -233,26 +353,39 @@ class KvEventTracker:
                 e.stored += ev.blocks
                 for h in ev.hashes:
                     if e.evicted_at.pop(h, None) is not None:
+                        self._evicted_n -= 1
                         e.restored += 1
-                    if len(e.resident) < self.max_resident:
+                    if h in e.resident:
+                        continue
+                    if self._resident_n < self.max_resident:
                         e.resident.add(h)
+                        self._resident_n += 1
                     else:
                         e.resident_capped = True
             else:
                 e.evicted += ev.blocks
                 for h in ev.hashes:
-                    e.resident.discard(h)
-                    e.evicted_at.pop(h, None)
+                    if h in e.resident:
+                        e.resident.remove(h)
+                        self._resident_n -= 1
+                    if e.evicted_at.pop(h, None) is None:
+                        self._evicted_n += 1
                     e.evicted_at[h] = now
+        if self._evicted_n > self.max_evicted:     # the cap is the server's, not an engine's
+            for e in sorted(self.engines.values(), key=lambda e: -len(e.evicted_at)):
+                while e.evicted_at and self._evicted_n > self.max_evicted:
+                    e.evicted_at.popitem(last=False)
+                    self._evicted_n -= 1
 
     def _forget(self, e: _Engine, now: float) -> None:
-        """Evictions older than the restore window (or beyond the cap) are forgotten."""
+        """Evictions older than the restore window are forgotten."""
         old = e.evicted_at
         while old:
             h, t = next(iter(old.items()))
-            if now - t <= self.restore_window and len(old) <= self.max_evicted:
+            if now - t <= self.restore_window:
                 break
             old.popitem(last=False)
+            self._evicted_n -= 1
 
     def readings(self, instance: str) -> list[Reading]:
         from .keys import SPECS

@@ -21,7 +21,9 @@ import json
 import re
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Annotated, Any, Dict, Iterator, List, Mapping, Optional
+
+import msgspec
 
 from . import __version__
 from .meta import NvmlMeta, ProcessMeta, ServerMeta
@@ -74,6 +76,38 @@ def encode_header(header: Mapping[str, Any]) -> bytes:
             + "\n").encode("utf-8")
 
 
+# ---- the header, typed: every reader (replay, report, compare, doctor, snapshot, rules
+# promtool-input, the replay screen) reads it through check_header, so a field of the wrong
+# type ("interval": "abc", "host": {...}, "started": NaN) is one line here, not a
+# traceback in the ninth reader that forgot an isinstance (issue 36 case 10).  Fields a
+# writer may add later are kept as they are (msgspec ignores them).
+class _HeaderServer(msgspec.Struct, frozen=True):
+    kind: Optional[str] = None
+    model: Optional[str] = None
+    url: Optional[str] = None
+    source: Optional[str] = None
+
+
+class _HeaderSource(msgspec.Struct, frozen=True):
+    capabilities: Optional[Dict[str, Any]] = None
+    fleet: bool = False
+
+
+class Header(msgspec.Struct):
+    format: str
+    schema: int
+    infertop: str = ""
+    host: str = ""
+    # NaN fails every bound: a NaN time or interval is refused with them
+    started: Optional[Annotated[float, msgspec.Meta(ge=0.0, le=MAX_TIME)]] = None
+    source: _HeaderSource = _HeaderSource()
+    gpus: List[Dict[str, Any]] = []
+    server: _HeaderServer = _HeaderServer()
+    # seconds between ticks: at most a day (a recording's grid is built from it)
+    interval: Optional[Annotated[float, msgspec.Meta(ge=0.0, le=86_400.0)]] = None
+    part: Annotated[int, msgspec.Meta(ge=0, le=1_000_000)] = 0
+
+
 def check_header(obj: Any, name: str) -> dict:
     """A parsed first line -> the header, or RecordingError saying what is wrong."""
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
@@ -87,6 +121,10 @@ def check_header(obj: Any, name: str) -> dict:
         by = obj.get("infertop", "a newer infertop")
         raise RecordingError(f"{name}: recorded with schema {schema} by infertop {by}; this "
                              f"infertop {__version__} reads schema {SCHEMA}: upgrade infertop")
+    try:
+        msgspec.convert(obj, Header)
+    except (msgspec.ValidationError, RecursionError) as e:
+        raise RecordingError(f"{name}: corrupt recording header ({_short(e)})") from None
     return obj
 
 

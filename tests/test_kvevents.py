@@ -10,7 +10,7 @@ import json
 import time
 from pathlib import Path
 
-import msgpack
+import msgspec
 import pytest
 
 from infertop.kvevents import (KvEventsError, KvEventTracker, decode_batch, parse_frames)
@@ -39,11 +39,11 @@ def payload(ts, events, rank=None, array_like=False):
                 evs.append(["BlockRemoved", e["block_hashes"], e["medium"]])
             else:
                 evs.append([e["type"]])
-        return msgpack.packb([ts, evs, rank])
+        return msgspec.msgpack.encode([ts, evs, rank])
     body = {"ts": ts, "events": events}
     if rank is not None:
         body["data_parallel_rank"] = rank
-    return msgpack.packb(body)
+    return msgspec.msgpack.encode(body)
 
 
 @pytest.mark.parametrize("array_like", [False, True])
@@ -57,11 +57,11 @@ def test_decode_both_encodings(array_like):
 
 
 @pytest.mark.parametrize("bad", [
-    b"", b"\xc1", b"not msgpack at all", msgpack.packb({"events": []}),
-    msgpack.packb({"ts": float("nan"), "events": []}), msgpack.packb({"ts": 1.0}),
-    msgpack.packb({"ts": 1.0, "events": [{"type": "BlockStored"}]}),
-    msgpack.packb({"ts": 1.0, "events": [], "data_parallel_rank": -3}),
-    msgpack.packb(42), msgpack.packb([1.0, [["BlockRemoved", "nope", "GPU"]]]),
+    b"", b"\xc1", b"not msgpack at all", msgspec.msgpack.encode({"events": []}),
+    msgspec.msgpack.encode({"ts": float("nan"), "events": []}), msgspec.msgpack.encode({"ts": 1.0}),
+    msgspec.msgpack.encode({"ts": 1.0, "events": [{"type": "BlockStored"}]}),
+    msgspec.msgpack.encode({"ts": 1.0, "events": [], "data_parallel_rank": -3}),
+    msgspec.msgpack.encode(42), msgspec.msgpack.encode([1.0, [["BlockRemoved", "nope", "GPU"]]]),
 ])
 def test_hostile_payloads_are_undecodable_not_crashes(bad):
     with pytest.raises(KvEventsError):
@@ -164,11 +164,19 @@ def test_probe_subscribes_to_a_local_publisher():
                 if got.get("kv.event_blocks_stored_total", 0) >= 3:
                     break
             pub.send_multipart([b"", b"\x00", b"garbage"])   # a bad frame: counted
-            for _ in range(200):
+            for _ in range(1500):
+                await asyncio.sleep(0.02)
+                bad = await probe.collect()
+                got = {r.key: r.value for r in bad.readings}
+                if got.get("kv.event_batches_undecodable_total"):
+                    break
+            # the last message did not decode: not healthy, and the cause is shown
+            assert bad.status.value == "error" and "undecodable batch" in bad.reason
+            pub.send_multipart([b"", seq.to_bytes(8, "big"), payload(1.0, [stored([99])])])
+            for _ in range(1500):
                 await asyncio.sleep(0.02)
                 s = await probe.collect()
-                got = {r.key: r.value for r in s.readings}
-                if got.get("kv.event_batches_undecodable_total"):
+                if s.status.value == "ok":
                     break
         finally:
             await probe.close()
@@ -217,7 +225,7 @@ def test_real_stream_decodes_in_vllms_0_32_format():
     """0.32 packs the batch as a list (array_like) and each event as a tagged map."""
     with gzip.open(KV_FIX / "vllm-0.32-shared-prefix-16.jsonl.gz", "rt") as fh:
         first = json.loads(fh.readline())
-    raw = msgpack.unpackb(base64.b64decode(first["payload"]))
+    raw = msgspec.msgpack.decode(base64.b64decode(first["payload"]))
     assert isinstance(raw, list) and isinstance(raw[1][0], dict)
     assert raw[1][0]["type"] == "BlockStored" and raw[1][0]["block_size"] == 128
     t, batches = replay_fixture("vllm-0.32-shared-prefix-16.jsonl.gz")
@@ -253,3 +261,116 @@ def test_real_stream_with_a_gap_counts_the_lost_batches():
             d = json.loads(line)
             t.add("s", d["seq"], decode_batch(base64.b64decode(d["payload"])))
     assert t.totals()["dropped"] == 5
+
+
+# ---- issue 36: typed decoding (msgspec, vLLM's own Structs) and the memory bound ---------
+
+def test_a_nested_list_as_block_hash_is_refused_with_its_cause():
+    """Case 6: vLLM's block hash is ``bytes | int``; a nested list used to reach the
+    tracker's set as a tuple holding a list (TypeError in the subscriber thread)."""
+    with pytest.raises(KvEventsError, match=r"int \| bytes.*block_hashes"):
+        decode_batch(payload(1.0, [stored([[1, [2]]])]))
+
+
+@pytest.mark.parametrize("array_like", [False, True])
+def test_wrong_types_anywhere_are_one_line_refusals(array_like):
+    for ev in ({"type": "BlockStored", "block_hashes": [1], "medium": 5},
+               {"type": "BlockRemoved", "block_hashes": {"a": 1}},
+               {"type": "BlockStored", "block_hashes": [1.5]}):
+        body = msgspec.msgpack.encode([1.0, [ev]] if array_like else {"ts": 1.0,
+                                                                        "events": [ev]})
+        with pytest.raises(KvEventsError) as e:
+            decode_batch(body)
+        assert "\n" not in str(e.value) and len(str(e.value)) < 200
+    with pytest.raises(KvEventsError, match="data_parallel_rank"):
+        decode_batch(msgspec.msgpack.encode({"ts": 1.0, "events": [],
+                                             "data_parallel_rank": 10**9}))
+
+
+def test_events_in_array_form_inside_a_map_batch_decode():
+    """Each level picks its encoding by its first byte (0.32: array batch, map events)."""
+    body = msgspec.msgpack.encode({"ts": 2.0, "events": [["BlockRemoved", [5], "CPU"]]})
+    b = decode_batch(body)
+    assert [(e.kind, e.hashes, e.medium) for e in b.events] == [("removed", (5,), "CPU")]
+
+
+def test_a_medium_with_escapes_is_cleaned_and_cut():
+    b = decode_batch(payload(1.0, [stored([1], medium="\x1b[2J" + "x" * 100)]))
+    m = b.events[0].medium
+    assert "\x1b" not in m and len(m) <= 16
+
+
+def test_engines_and_mediums_are_capped():
+    """Case 5: a new medium in every batch grew the engines without bound (3.7 GB in
+    150 s); now at most MAX_ENGINES, the rest counted under 'other'."""
+    t = KvEventTracker()
+    for i in range(1000):
+        t.add("s", i, decode_batch(payload(float(i), [stored([i], medium=f"m{i}")], rank=i % 7)))
+    assert len(t.engines) <= KvEventTracker.MAX_ENGINES
+    assert t.totals()["stored"] == 1000          # counted, none lost
+    assert ("other", "other") in t.engines
+
+
+def test_hashes_tracked_per_batch_are_bounded():
+    """Case 5: 600 events x 100k hashes in one batch were all tracked under the lock; now
+    at most MAX_HASHES_PER_BATCH hashes a batch are tracked, every block is counted."""
+    from infertop.kvevents import MAX_HASHES_PER_BATCH
+    events = [stored(range(i * 60_000, (i + 1) * 60_000)) for i in range(4)]
+    b = decode_batch(payload(1.0, events))
+    assert sum(len(e.hashes) for e in b.events) == MAX_HASHES_PER_BATCH
+    assert sum(e.blocks for e in b.events) == 240_000
+    t = KvEventTracker()
+    t.add("s", 0, b)
+    assert t.totals()["stored"] == 240_000 and t.totals()["resident"] == MAX_HASHES_PER_BATCH
+
+
+def test_a_payload_over_the_cap_is_refused_before_decoding():
+    from infertop.kvevents import MAX_PAYLOAD_BYTES
+    with pytest.raises(KvEventsError, match="cap"):
+        decode_batch(b"\x92" + b"\x00" * MAX_PAYLOAD_BYTES)
+
+
+def test_a_gone_publisher_forgets_its_resident_blocks():
+    t = KvEventTracker()
+    t.add("a", 0, decode_batch(payload(0.0, [stored([1, 2, 3])], rank=0)))
+    t.add("b", 0, decode_batch(payload(0.0, [stored([4])], rank=1)))
+    t.forget_stream("a")
+    assert t.totals()["resident"] == 1       # rank 1's block stays
+    t.add("a", 0, decode_batch(payload(1.0, [stored([5])], rank=0)))
+    assert t.streams["a"].restarts == 0 and t.totals()["dropped"] == 0
+
+
+@pytest.mark.parametrize("ep", ["tcp://127.0.0.1:99999", "tcp://127.0.0.1:0", "tcp://:5557",
+                                "udp://x:1", "ipc://"])
+def test_impossible_endpoints_are_refused(ep):
+    """Case 13: ZMQ's connect accepts tcp://127.0.0.1:99999 and waits for ever (the
+    screen showed ✓kvevents)."""
+    import argparse
+
+    from infertop.probes.registry import LiveTarget, ProbeUsageError
+    from infertop.probes.server.kvevents import endpoint_problem, kv_event_probes
+    assert endpoint_problem(ep)
+    with pytest.raises(ProbeUsageError, match="--kv-events"):
+        kv_event_probes(argparse.Namespace(kv_events=[ep]), LiveTarget())
+    cap = asyncio.run(KvEventsProbe([ep], "x").open())
+    assert not cap.available and ep in cap.reason
+
+
+def test_resident_and_evicted_hashes_are_capped_for_the_whole_server():
+    """Case 5: the caps were per engine, so a publisher inventing engines multiplied them."""
+    t = KvEventTracker(max_resident=1000, max_evicted=500)
+    for i in range(40):
+        t.add("s", i, decode_batch(payload(float(i), [
+            stored(range(i * 100, i * 100 + 100), medium=f"m{i}"),
+            removed(range(i * 100, i * 100 + 60), medium=f"m{i}")])))
+    assert sum(len(e.resident) for e in t.engines.values()) <= 1000
+    assert sum(len(e.evicted_at) for e in t.engines.values()) <= 500
+    assert t.totals()["stored"] == 4000 and t.totals()["evicted"] == 2400
+    assert t._resident_n == sum(len(e.resident) for e in t.engines.values())
+    assert t._evicted_n == sum(len(e.evicted_at) for e in t.engines.values())
+
+
+def test_arrays_nested_deeper_than_the_stack_are_undecodable():
+    """Found by mutating the real stream: msgspec raises RecursionError for them."""
+    with pytest.raises(KvEventsError, match="too deep"):
+        decode_batch(b"\x93\x01" + b"\x91" * 100_000 + b"\xc0")

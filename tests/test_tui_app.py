@@ -122,6 +122,36 @@ async def test_stale_source_is_marked_in_header():
         assert "90 %*" in pane_text(app, "hardware")   # stale values carry a marker
 
 
+async def test_kv_event_sources_in_the_header_are_never_ok_when_not_read():
+    """Issue 32 item 4 / issue 36 case 13: a subscriber whose publisher is gone is stale,
+    one whose last batch did not decode is an error, a vLLM without events is '–'."""
+    states = [(Status.STALE, "~kvevents"), (Status.ERROR, "✗kvevents"),
+              (Status.NODATA, "–kvevents")]
+
+    class Kv(SyntheticSource):
+        async def next(self):
+            snap = await super().next()
+            # each state for 10 ticks: the header is read between ticks, at any pace
+            status = states[min(self.ticks_served // 10, len(states) - 1)][0]
+            self.ticks_served += 1
+            samples = dict(snap.samples)
+            samples["kvevents:h:8000"] = Sample("kvevents:h:8000", snap.time, (), status, "x")
+            return Snapshot(snap.time, samples, snap.tick, snap.capabilities)
+    src = Kv()
+    src.ticks_served = 0
+    app = InfertopApp(src, pipeline=Pipeline(), interval=0.05)
+    seen = set()
+    async with app.run_test(size=(160, 48)) as pilot:
+        for _ in range(400):
+            header = text_of(app.query_one("#header"))
+            seen |= {glyph for _, glyph in states if glyph in header}
+            assert "✓kvevents" not in header
+            if len(seen) == len(states):
+                break
+            await pilot.pause(0.02)
+    assert seen == {glyph for _, glyph in states}
+
+
 async def test_interval_keys_retune_the_hub_deadline():
     from infertop.probes.sources.hub import Hub
     hub = Hub([], deadline=0.8)

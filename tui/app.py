@@ -562,6 +562,8 @@ class InfertopApp(App):
                 t.append(f" ✓{short}", style=styles.get("ok", ""))
             elif s.status is Status.STALE:
                 t.append(f" ~{short}", style=styles.get("warn", ""))
+            elif s.status is Status.NODATA:   # working, nothing to read (no KV events)
+                t.append(f" –{short}", style=styles.get("muted", ""))
             else:
                 t.append(f" ✗{short}", style=styles.get("crit", ""))
         for name, cap in sorted(snap.capabilities.items()):

@@ -26,7 +26,9 @@ import functools
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, List
+
+import msgspec
 
 # the fleet-wide samples (no @node): the alerts; the quantiles and counts
 from infertop.fleet import AGGREGATES_SAMPLE, ALERTS_SAMPLE
@@ -288,22 +290,48 @@ def aggregate_samples(rows: dict[str, list], node_of, now: float) -> dict[str, S
 
 
 # ---- the exported alerting rules, as Prometheus evaluates them -----------------------------
+class _Rule(msgspec.Struct):
+    alerts: List[Any] = []     # each alert checked by _alert: a bad one is skipped alone
+
+
+class _Group(msgspec.Struct):
+    name: str = ""
+    rules: List[_Rule] = []
+
+
+class RulesData(msgspec.Struct):
+    """``/api/v1/rules``'s data, typed: ``"rules": 5`` or ``"alerts": 5`` (case 7) are
+    refused with one line instead of a TypeError in whoever iterates them."""
+
+    groups: List[_Group]
+
+
+def rules_data(data: Any) -> RulesData:
+    """Already-parsed rules data (a test, a recording) as RulesData; ValueError (one line)
+    when it is not that shape."""
+    try:
+        return msgspec.convert(data, RulesData)
+    except (msgspec.ValidationError, RecursionError) as e:
+        raise ValueError(f"not a rules answer: {one_line(e, 160)}") from None
+
+
 def alerting_groups(data: Any, group: str, node_of) -> tuple[bool, list[dict]]:
-    """From ``/api/v1/rules?type=alert``'s data: whether ``group`` is loaded, and its active
-    alerts (labels, annotations, state, activeAt, value, the node), cleaned and capped."""
-    groups = data.get("groups") if isinstance(data, dict) else None
-    if not isinstance(groups, list):
-        return False, []
+    """From ``/api/v1/rules?type=alert``'s data (RulesData, or plain values checked into
+    it): whether ``group`` is loaded, and its active alerts (labels, annotations, state,
+    activeAt, value, the node), cleaned and capped.  Not that shape: (False, [])."""
+    if not isinstance(data, RulesData):
+        try:
+            data = rules_data(data)
+        except ValueError:
+            return False, []
     loaded = False
     alerts: list[dict] = []
-    for g in groups:
-        if not isinstance(g, dict) or g.get("name") != group:
+    for g in data.groups:
+        if g.name != group:
             continue
         loaded = True
-        for rule in g.get("rules") or ():
-            if not isinstance(rule, dict):
-                continue
-            for a in rule.get("alerts") or ():
+        for rule in g.rules:
+            for a in rule.alerts:
                 if len(alerts) >= MAX_ALERTS:
                     break
                 got = _alert(a)
@@ -377,7 +405,7 @@ class RulesCheck:
         if not self.loaded and now < self._next:
             return self.loaded, self.alerts
         try:
-            data = await client.get("/api/v1/rules", {"type": "alert"})
+            data = await client.get("/api/v1/rules", {"type": "alert"}, into=RulesData)
         except PrometheusUnreachable:
             raise                                  # Prometheus itself is down: the fleet error
         except PrometheusError as e:               # no rules API (an old or foreign server)

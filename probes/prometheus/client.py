@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import calendar
-import json
 import math
 import re
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Dict, Tuple, Type, TypeVar, Union
 from urllib.parse import urlsplit
+
+import msgspec
 
 from infertop.textclean import one_line
 
@@ -107,6 +108,63 @@ class Timing:
     requests: dict[str, float] = field(default_factory=dict)
 
 
+# ---- the API's answers, typed (https://prometheus.io/docs/prometheus/latest/querying/api/)
+# msgspec decodes the body straight into these: a wrong type or shape anywhere is one
+# ValidationError line, and ``data`` stays raw until the caller says what it must be.
+class Envelope(msgspec.Struct):
+    status: str
+    data: msgspec.Raw = msgspec.Raw()
+    error: Any = None
+    errorType: Any = None
+
+
+class Series(msgspec.Struct):
+    metric: Dict[str, str]
+    value: Tuple[float, str]          # [unix time, the sample as text: "1", "NaN", "+Inf"]
+
+
+class Vector(msgspec.Struct):
+    resultType: str
+    result: msgspec.Raw               # list[Series], decoded once the type is known
+
+
+_ENVELOPE = msgspec.json.Decoder(Envelope)
+_VECTOR = msgspec.json.Decoder(Vector)
+_SERIES = msgspec.json.Decoder(list[Series])
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+_ONE = msgspec.json.Decoder(Series)
+T = TypeVar("T")
+
+
+def decode_data(raw: Union[bytes, msgspec.Raw], into: Type[T], what: str) -> T:
+    """An answer's ``data`` as ``into``; PrometheusError with one line when it is not."""
+    try:
+        return msgspec.json.decode(raw, type=into)
+    except (msgspec.DecodeError, RecursionError) as e:
+        raise PrometheusError(f"{what}: not the answer Prometheus gives "
+                              f"({clean_text(e, 160)})") from None
+
+
+def _series(raw: msgspec.Raw) -> list[Series]:
+    """A vector's series; one of the wrong shape (a list for a label) is skipped, not the
+    answer: the fast path decodes all at once, the slow one only after a refusal."""
+    try:
+        return _SERIES.decode(raw)
+    except msgspec.DecodeError:
+        pass
+    try:
+        items = _RAWS.decode(raw)
+    except msgspec.DecodeError:
+        raise PrometheusError("not a vector answer (its result is not a list)") from None
+    out = []
+    for item in items:
+        try:
+            out.append(_ONE.decode(item))
+        except msgspec.DecodeError:
+            continue
+    return out
+
+
 class PrometheusClient:
     def __init__(self, base_url: str, *, timeout: float = 5.0, max_bytes: int = MAX_BYTES,
                  transport: "httpx.AsyncBaseTransport | None" = None) -> None:
@@ -163,33 +221,53 @@ class PrometheusClient:
         at = self.at if at is None else at
         if at is not None:
             form["time"] = f"{at:.3f}"
-        data = await self._call("POST", "/api/v1/query", data=form)
-        if not isinstance(data, dict) or data.get("resultType") != "vector" or \
-                not isinstance(data.get("result"), list):
-            raise PrometheusError(f"{self.base}/api/v1/query: not a vector answer")
-        result = data["result"]
+        raw, dirty = await self._answer("POST", "/api/v1/query", data=form)
+        try:
+            vec = _VECTOR.decode(raw)
+            if vec.resultType != "vector":
+                raise PrometheusError("not a vector answer")
+            result = await self._off_loop(_series, vec.result, len(raw))
+        except (msgspec.DecodeError, PrometheusError, RecursionError) as e:
+            why = clean_text(e, 120)
+            raise PrometheusError(f"{self.base}/api/v1/query: not a vector answer ({why})"
+                                  ) from None
         if len(result) > MAX_SERIES:
             raise PrometheusError(f"{self.base}: {len(result)} series in one answer "
                                   f"(more than {MAX_SERIES}); narrow the targets")
         out = []
-        dirty = self.last.dirty
         for item in result:
             try:
-                value = float(item["value"][1])
-                labels = checked_labels(item["metric"], dirty)
-            except (KeyError, IndexError, TypeError, ValueError, OverflowError):
+                value = float(item.value[1])
+            except (ValueError, OverflowError):
                 continue
-            if labels is not None:   # a list, dict or null for a label: not a series
+            # ``dirty`` is this answer's own: never state shared across an await (case 1)
+            labels = checked_labels(item.metric, dirty)
+            if labels is not None:
                 out.append((labels, value))
         self.last.series = len(out)
         return out
 
-    async def get(self, path: str, params: dict[str, str] | None = None) -> Any:
-        """Another API endpoint's ``data`` (``/api/v1/rules``), checked as every answer."""
-        return await self._call("GET", path, params=params or {})
+    async def get(self, path: str, params: dict[str, str] | None = None,
+                  into: Any = None) -> Any:
+        """Another API endpoint's ``data`` (``/api/v1/rules``), checked as every answer;
+        with ``into`` (a msgspec type), decoded into it or refused with one line."""
+        raw, _ = await self._answer("GET", path, params=params or {})
+        if into is not None:
+            return decode_data(raw, into, f"{self.base}{path}")
+        return decode_data(raw, Any, f"{self.base}{path}")
 
     # ---- HTTP ---------------------------------------------------------------------------
     async def _call(self, method: str, path: str, **kw) -> Any:
+        """The answer's ``data`` as plain values."""
+        raw, _ = await self._answer(method, path, **kw)
+        return decode_data(raw, Any, f"{self.base}{path}")
+
+    async def _off_loop(self, fn, arg, size: int):
+        """``fn(arg)`` here for a small answer, in a thread for MBs: the screen stays live."""
+        return fn(arg) if size < 262_144 else await asyncio.to_thread(fn, arg)
+
+    async def _answer(self, method: str, path: str, **kw) -> tuple[msgspec.Raw, bool]:
+        """(the answer's raw ``data``, whether it holds control characters to clean)."""
         import httpx
         if self._client is None:
             await self.open()
@@ -219,21 +297,22 @@ class PrometheusClient:
                                   "(a relabel or fewer jobs)")
         # fast path: strict JSON has no raw C0 bytes, so without a backslash, DEL and the
         # lead bytes of C1 / bidi characters there is nothing to clean
-        self.last.dirty = (b"\\" in body or b"\x7f" in body or b"\xc2" in body or
-                           b"\xe2\x80" in body) and _CTRL_IN_JSON.search(body) is not None
-        try:   # a fleet's answer is MBs: decode it in a thread, the screen stays live
-            doc = json.loads(body) if len(body) < 262_144 else \
-                await asyncio.to_thread(json.loads, body)
-        except (ValueError, RecursionError):
+        dirty = (b"\\" in body or b"\x7f" in body or b"\xc2" in body or
+                 b"\xe2\x80" in body) and _CTRL_IN_JSON.search(body) is not None
+        self.last.dirty = dirty     # shown (the benchmark); never read back for cleaning
+        try:   # the envelope only: ``data`` stays raw until its type is known
+            doc = await self._off_loop(_ENVELOPE.decode, body, len(body))
+        except msgspec.ValidationError as e:
+            raise PrometheusError(f"{url}: not a Prometheus API answer "
+                                  f"(HTTP {status}: {clean_text(e, 120)})") from None
+        except (msgspec.DecodeError, RecursionError):
             snippet = clean_text(body[:200].decode("utf-8", "replace"), 80)
             raise PrometheusError(f"{url} did not answer JSON (HTTP {status}): {snippet!r} "
                                   "— is this Prometheus?") from None
-        if not isinstance(doc, dict) or "status" not in doc:
-            raise PrometheusError(f"{url}: not a Prometheus API answer")
-        if doc.get("status") != "success":
+        if doc.status != "success":
             raise PrometheusError(f"Prometheus refused {path} (HTTP {status}): "
-                                  f"{clean_text(doc.get('error') or doc.get('errorType'), 160)}")
-        return doc.get("data")
+                                  f"{clean_text(doc.error or doc.errorType, 160)}")
+        return (doc.data if len(doc.data) else msgspec.Raw(b"null")), dirty
 
     async def _fetch(self, method: str, url: str, **kw) -> tuple[bytes, int]:
         assert self._client is not None
