@@ -11,7 +11,7 @@ from typing import Iterable
 
 from . import qbound
 from .history import History, Series, sort_buckets, sorted_bucket_quantile
-from .keys import SPECS
+from .keys import ON_FINISH, SPECS
 from .pdsplit import derive_split
 from .model import Labels, Reading, Status, with_label
 from .sol_derive import derive_sol
@@ -44,6 +44,10 @@ ABORT_REASON = "abort"
 # the recent ones
 THROUGHPUT_STEP = 10.0
 THROUGHPUT_LOOKBACK = 120.0
+# a counter that moves only when requests finish (server.counter_moves "on finish") is a
+# rate only over steps that each saw this many finish steps: else one finish step is the
+# "peak" and the gap to the next one a "fall" to 0
+FINISHES_PER_STEP = 3
 # counters whose new events (not their lifetime totals) are findings, over their own window
 EVENT_COUNTERS = {
     "gpu.xid_total": "gpu.xid_new",
@@ -193,11 +197,12 @@ def _throughput_steps(history: History) -> tuple[float, float] | None:
     """(newest 10 s generation rate, best 10 s rate of the last 2 min), all engines summed;
     a step with a counter reset inside has no rate.  None until three steps exist."""
     now = history.now
+    n = int(THROUGHPUT_LOOKBACK // THROUGHPUT_STEP)
     series = [s for s in history.find("server.generation_tokens_total")
-              if covered(s, 3 * THROUGHPUT_STEP, now)]
+              if covered(s, 3 * THROUGHPUT_STEP, now)
+              and (not on_finish(history, s) or _finishes_each_step(s, now, n))]
     if not series:
         return None
-    n = int(THROUGHPUT_LOOKBACK // THROUGHPUT_STEP)
     rates = [0.0] * n
     valid = [False] * n
     for s in series:
@@ -217,6 +222,28 @@ def _throughput_steps(history: History) -> tuple[float, float] | None:
     if len(got) < 3 or not valid[0]:
         return None
     return rates[0], max(got)
+
+
+def on_finish(history: History, s: Series) -> bool:
+    """Whether the server says ``s``'s counter moves only when requests finish."""
+    return any(m.text == ON_FINISH for m in history.find(
+        "server.counter_moves", instance=s.label("instance"), counter=s.key))
+
+
+def _finishes_each_step(s: Series, now: float, n: int) -> bool:
+    """A finish-driven counter moved FINISHES_PER_STEP times in each of the newest ``n``
+    steps it covers (steps it does not reach yet need not): its step rates are rates."""
+    moves = [0] * n
+    prev = None
+    for t, v in s.window_points(n * THROUGHPUT_STEP + 1.0, now):
+        if prev is not None and v != prev:
+            k = int((now - t) // THROUGHPUT_STEP)
+            if 0 <= k < n:
+                moves[k] += 1
+        prev = v
+    first = s.first_time() or now
+    reached = [k for k in range(n) if now - (k + 1) * THROUGHPUT_STEP >= first - 1.0]
+    return bool(reached) and all(moves[k] >= FINISHES_PER_STEP for k in reached)
 
 
 def _shares(history: History, key: str, counter: str, label: str,

@@ -133,6 +133,9 @@ _SPECS: tuple[KeySpec, ...] = (
     # ---- inference server /metrics (labels instance, engine, model) -------------------
     _k("server.info", "", I, DEC, "server kind/dialect, model and version (text)"),
     _k("server.families", "count", G, DEC, "metric families exposed (any dialect)"),
+    _k("server.counter_moves", "", I, DEC,
+       "when a counter of this server moves (label counter: a reading key; text 'on "
+       "finish': only when a request finishes, so its rate between finishes reads 0)"),
     _k("server.requests_running", "count", G, (SCH, DEC, PAR), "requests in the running batch"),
     _k("server.requests_waiting", "count", G, (SCH, DEC, PAR), "requests queued"),
     _k("server.requests_swapped", "count", G, (SCH, MEM),
@@ -148,6 +151,21 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("server.requests_retracted", "count", G, MEM,
        "requests the scheduler retracted (sent back to the queue, KV freed) in its last "
        "step: SGLang num_retracted_reqs (its preemption)"),
+    _k("server.requests_grammar_queued", "count", G, (SCH, DEC),
+       "requests waiting for their grammar (structured output) to compile (SGLang "
+       "num_grammar_queue_reqs); not part of requests_waiting"),
+    _k("server.running_context_tokens", "tokens", G, (MEM, DEC),
+       "tokens of context the running decode batch attends to, summed over its sequences "
+       "(SGLang decode_sum_seq_lens)"),
+    _k("server.cuda_graph_active", "", G, KRN,
+       "1 when the server's last forward batch ran as a CUDA graph, 0 eager (SGLang "
+       "is_cuda_graph)"),
+    _k("server.http_requests_active", "count", G, (SCH, DEC),
+       "requests the HTTP front end is serving now, but for /metrics and health checks "
+       "(SGLang http_requests_active)"),
+    _k("throughput.server_generation_tokens_per_second", "tokens/s", G, DEC,
+       "the server's own generation rate over its last decode-log window (SGLang "
+       "gen_throughput): a cross-check of gen tok/s"),
     _k("server.utilization_ratio", "ratio", G, SCH,
        "the server's own load estimate: SGLang utilization = max(running / max running "
        "under SLO, KV usage / 0.9); absent on a prefill instance (-1 there)"),
@@ -341,6 +359,10 @@ _SPECS: tuple[KeySpec, ...] = (
 )
 
 SPECS: dict[str, KeySpec] = {s.key: s for s in _SPECS}
+
+# the text of a ``server.counter_moves`` reading: the counter moves only when a request
+# finishes (servers/mapping.FamilyMap.on_finish)
+ON_FINISH = "on finish"
 
 # The server families of issue 25 (vLLM 0.32's page, SGLang 0.5.23's, KV-cache events,
 # NIXL) -> the readings a user sees of each: the gauge itself, or the derived view of a
