@@ -145,6 +145,9 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("server.requests_deferred", "count", G, (SCH, DEC),
        "queued requests waiting on something other than capacity (vLLM reason=deferred: "
        "LoRA budget, KV transfer from a remote prefill, blocked); part of requests_waiting"),
+    _k("server.requests_waiting_capacity", "count", G, (SCH, DEC),
+       "queued requests waiting for room in the batch or the KV cache (vLLM "
+       "reason=capacity: --max-num-seqs, KV blocks); part of requests_waiting"),
     _k("server.requests_paused", "count", G, (SCH, DEC),
        "requests paused, to resume later (TensorRT-LLM in-flight batching "
        "numPausedRequests; SGLang num_paused_reqs: paused by an async weight sync)"),

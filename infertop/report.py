@@ -49,6 +49,7 @@ KEY_READINGS: dict[str, tuple[str, ...]] = {
                "gpu.mem_used_bytes", "gpu.mem_total_bytes", "process.gpu_mem_bytes"),
     "scheduling": ("host.cpu_ratio", "host.cpu_count", "host.load1", "server.requests_running",
                    "server.requests_waiting", "server.requests_deferred",
+                   "server.requests_waiting_capacity",
                    "server.requests_paused", "server.sleep_level", "process.cpu_ratio",
                    "process.threads", "latency.queue_seconds", "latency.stage_seconds",
                    "server.utilization_ratio", "server.scheduler_idle_ratio",

@@ -93,6 +93,8 @@ DIALECT = Dialect("vllm", ("vllm:",), "engine", ("model_name",),
     # (LoRA budget, KV transfer from a remote prefill, blocked); waiting = their sum
     _r("vllm:num_requests_waiting_by_reason", "server.requests_deferred",
        select={"reason": "deferred"}),
+    _r("vllm:num_requests_waiting_by_reason", "server.requests_waiting_capacity",
+       select={"reason": "capacity"}),
     # no engine label on the page: refused before any engine saw the request
     _r("vllm:admission_rejections", "server.admission_rejections_total",
        keep={"reason": "reason"}),

@@ -49,8 +49,13 @@ QUANTILE_COLUMNS = ("kv", "ttft_p99", "itl_p50")
 # engines-table column -> (recording rule or expression, reading key, unit (as the key's
 # spec), extra labels, how one node's series combine).  ``tok_s`` has no recording rule: its rate is written here
 # over the recording rules' window (60 s).
-_TOK = ("rate(vllm:generation_tokens_total{m}[60s]) or sum without (tp_rank, pp_rank, "
-        "ep_rank, moe_ep_rank, engine_type) (rate(sglang:generation_tokens_total{m}[60s])) or "
+# SGLang: the scheduler's live decode tokens (each TP rank repeats them: max), its
+# tokenizer's counter (moves only when requests finish) only where the live one is missing
+# (both per node and instance, so ``or`` keeps the live one where both exist)
+_TOK = ("rate(vllm:generation_tokens_total{m}[60s]) or sum by (node, instance) (max "
+        "without (tp_rank, pp_rank, ep_rank, moe_ep_rank) "
+        "(rate(sglang:realtime_tokens_total{md}[60s]))) or sum by (node, instance) "
+        "(rate(sglang:generation_tokens_total{m}[60s])) or "
         "rate(tgi_request_generated_tokens_sum{m}[60s]) or "
         "rate(llamacpp:tokens_predicted_total{m}[60s]) or "
         "rate(trtllm_generation_tokens_total{m}[60s])")
@@ -106,7 +111,8 @@ def per_node(column: str, records: bool, matcher: str = "") -> str:
     expr, _key, _unit, _labels, how = SERVER_KEYS[column]
     sel = f"{{{matcher}}}" if matcher else ""
     if expr is _TOK:
-        expr = _TOK.replace("{m}", sel)
+        decode = ",".join(x for x in ('mode="decode"', matcher) if x)
+        expr = _TOK.replace("{md}", f"{{{decode}}}").replace("{m}", sel)
     elif records:
         expr += sel
     else:

@@ -121,7 +121,8 @@ def deferral_and_sleep(ctx: PaneContext) -> Text:
             out.append(f"asleep{ctx.engine_tag(r)} (level {r.value:.0f})  ",
                        style=ctx.styles["warn"])
     # paused / retracted requests and the disaggregation queues (SGLang, TensorRT-LLM)
-    for key, name in (("server.requests_paused", "paused"),
+    for key, name in (("server.requests_waiting_capacity", "for capacity"),
+                      ("server.requests_paused", "paused"),
                       ("server.requests_retracted", "retracted")):
         n = sum(r.value for r in ctx.readings(key) if r.ok and r.value)
         if n:
