@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import sys
 
 from infertop import __version__
@@ -16,16 +17,32 @@ from .sources import no_snapshot, sample_window, source_and_pipeline, sources_st
 def cmd_doctor(args: argparse.Namespace) -> int:
     from infertop.report import exit_code, render_report
     source, pipeline = source_and_pipeline(args)
-    frame = asyncio.run(sample_window(source, pipeline, args.duration, args.interval,
+    duration = args.duration
+    if duration is None:
+        # a recording is judged whole: its first 10 s would miss an outage 5 minutes in
+        duration = math.inf if recording_length(source) is not None else DEFAULT_DURATION
+    frame = asyncio.run(sample_window(source, pipeline, duration, args.interval,
                                       getattr(args, "speed", None)))
     if frame is None:
         raise no_snapshot(source)
-    meta = doctor_meta(source, pipeline, frame, args.duration)
+    meta = doctor_meta(source, pipeline, frame, duration)
     unreachable = meta["unreachable"]
     print(render_report(frame.findings, shown_layers(frame), args.format, meta), flush=True)
     for name, why in unreachable.items():   # stderr too: a cron job's log shows it
         print(clean(f"infertop: server unreachable: {name}: {why}"), file=sys.stderr)
     return exit_code(frame.findings, frame.sources_ok(), unreachable)
+
+
+DEFAULT_DURATION = 10.0   # seconds a live doctor samples without --duration
+
+
+def recording_length(source) -> float | None:
+    """Seconds from a replayed recording's first snapshot to its last; None for a source
+    that is not a recording (live, demo)."""
+    if getattr(source, "realtime", True):
+        return None
+    length = getattr(source, "duration", None)
+    return float(length) if isinstance(length, (int, float)) else None
 
 
 def doctor_meta(source, pipeline, frame, duration: float) -> dict:
@@ -43,7 +60,9 @@ def doctor_meta(source, pipeline, frame, duration: float) -> dict:
                         for n, st in sources_status(frame).items()},
             # what was covered (a recording may end before the duration asked for)
             "duration": covered,
-            "duration_asked": duration,
+            "duration_asked": duration if math.isfinite(duration) else None,
+            # a replay: how long the recording is (the report says when less was judged)
+            "recording_length": recording_length(source),
             "ticks": pipeline.history.ticks, "now": frame.snapshot.time,
             "any_source_ok": frame.sources_ok(),
             # ticks on which a server or GPU source answered: the last may be an outage

@@ -285,7 +285,13 @@ def _meta_pairs(meta: Mapping[str, Any]) -> list[tuple[str, str]]:
             v = meta[k]
             text = _dur(v) if k == "duration" and isinstance(v, (int, float)) else str(v)
             asked = meta.get("duration_asked")
+            length = meta.get("recording_length")
             if k == "duration" and isinstance(v, (int, float)) and \
+                    isinstance(length, (int, float)):
+                # a replay: the whole recording, or how much of it was left out
+                text += " (the whole recording)" if v >= length - 2.0 else \
+                    f" of a {_dur(length)} recording (--duration; the rest not judged)"
+            elif k == "duration" and isinstance(v, (int, float)) and \
                     isinstance(asked, (int, float)) and v < asked - 2.0:
                 text += f" (the source ended before the {_dur(asked)} asked for)"
             out.append((k, text))
