@@ -291,6 +291,11 @@ def _recordings(cfg: DiagnosisConfig) -> list[Recording]:
                   judged("quantile_over_time(0.5, {})", "infertop:requests_deferred:count")),
         Recording(f"infertop:preemptions:rate{ws}",
                   union("server.preemptions_total", lambda r: f"rate({r.selector()}[{w}])")),
+        # MEM-001: SGLang counts no preemptions; its retraction gauge is the signal
+        Recording("infertop:requests_retracted:count",
+                  union("server.requests_retracted", lambda r: r.selector())),
+        Recording(f"infertop:retracted:max{js}",
+                  judged("max_over_time({})", "infertop:requests_retracted:count")),
         Recording(f"infertop:running:max{js}",
                   f"max_over_time(infertop:requests_running:count[{j}])"),
         # SCH-002 from the page: the batch at its window maximum on half the ticks (the
@@ -466,8 +471,8 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
     def mem001(th: _T, crit: bool) -> str:
         kv = (f"(infertop:kv_usage:median{js} >= {th('thresholds.kv_pressure_ratio', '>=')}"
               f"\n   or infertop:kv_full:share{js} >= {_num_relax(th, 0.3)})")
-        cause = (f"(infertop:preemptions:rate{ws} > 0\n   or infertop:queued:share{js} >= "
-                 f"{_num_relax(th, 0.5)})")
+        cause = (f"(infertop:preemptions:rate{ws} > 0\n   or infertop:retracted:max{js} >= 1"
+                 f"\n   or infertop:queued:share{js} >= {_num_relax(th, 0.5)})")
         expr = f"{kv}\n  and {cause}"
         if crit:
             expr += (f"\n  and infertop:preemptions:rate{ws} >= "

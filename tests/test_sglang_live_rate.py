@@ -88,3 +88,20 @@ def test_a_finish_counter_with_frequent_finishes_still_judges_a_real_fall():
                          page(0, realtime=False)) for i in range(60, 80)]
     _, _, codes = feed(fast + slow)
     assert "SCH-001" in codes
+
+
+def test_retraction_is_sglangs_preemption_signal_for_kv_pressure():
+    """SGLang 0.5.23 counts no preemptions; a full KV cache while its scheduler retracts
+    requests (num_retracted_reqs > 0) is MEM-001's preemption branch, with no queue."""
+    f = Feed()
+    lab = "instance=s,model=m"
+    f.run(lambda: {"kv.usage_ratio": {lab: 0.97}, "server.requests_waiting": {lab: 0},
+                   "server.requests_retracted": {lab: 2}}, 30)
+    (got,) = f.active("MEM-001")
+    assert [e.key for e in got.evidence] == ["kv.usage_ratio", "server.requests_retracted"]
+    assert "retracted" in got.evidence[1].note
+    # nothing retracted and nothing waiting: a full cache alone is not pressure
+    f2 = Feed()
+    f2.run(lambda: {"kv.usage_ratio": {lab: 0.97}, "server.requests_waiting": {lab: 0},
+                    "server.requests_retracted": {lab: 0}}, 30)
+    assert not f2.active("MEM-001")

@@ -117,8 +117,10 @@ DIALECT = Dialect("sglang", ("sglang:",), "dp_rank", ("model_name",),
                                   "sglang:num_pages", "sglang:utilization",
                                   "sglang:num_running_reqs", REALTIME,
                                   "sglang:http_requests_active"),
-                  # SGLang repeats scheduler gauges per TP/PP/EP rank (promrules.py)
-                  drop_labels=("tp_rank", "pp_rank", "ep_rank", "moe_ep_rank", "engine_type"),
+                  # SGLang repeats scheduler gauges per TP/PP/EP rank (promrules.py); its
+                  # num_retracted_reqs and num_paused_reqs carry the scheduler's pid
+                  drop_labels=("tp_rank", "pp_rank", "ep_rank", "moe_ep_rank", "engine_type",
+                               "pid"),
                   rules=(
     _r("sglang:num_running_reqs", "server.requests_running"),
     _r("sglang:num_queue_reqs", "server.requests_waiting"),
