@@ -125,6 +125,10 @@ def derive(history: History, window: float = 60.0,
                   "spec.draft_tokens_total", window)
     out += _ratio(history, "kv.prefix_thrash_ratio", "kv.event_blocks_restored_total",
                   "kv.event_blocks_evicted_total", window)
+    # (only where the server counts cached prompt tokens: not a "–" on every other)
+    if history.find("kv.prompt_tokens_cached_total"):
+        out += _ratio(history, "kv.prompt_cached_ratio", "kv.prompt_tokens_cached_total",
+                      "server.prompt_tokens_total", window, only_with_num=True)
     out += _ratio(history, "kv.external_prefix_cache_hit_ratio",
                   "kv.external_prefix_cache_hits_total",
                   "kv.external_prefix_cache_queries_total", window)
@@ -151,6 +155,9 @@ def derive(history: History, window: float = 60.0,
         if s.key == "request.prefill_computed_tokens":
             out.append(_reading("request.prefill_computed_tokens_mean", s.labels,
                                 s.mean(window)))
+            continue
+        if s.key == "request.preemptions":
+            out.append(_reading("request.preemptions_mean", s.labels, s.mean(window)))
             continue
         if not s.key.startswith("latency."):
             continue
@@ -299,9 +306,11 @@ def _rate_reading(key: str, s: Series, window: float) -> Reading:
 
 
 def _ratio(history: History, key: str, num_key: str, den_key: str,
-           window: float) -> Iterable[Reading]:
+           window: float, only_with_num: bool = False) -> Iterable[Reading]:
     for den in history.find(den_key):
         num = history.get(num_key, den.labels)
+        if num is None and only_with_num:
+            continue
         di = den.increase(window)
         ni = num.increase(window) if num is not None else None
         if di is None or ni is None:

@@ -46,6 +46,7 @@ KEY_READINGS: dict[str, tuple[str, ...]] = {
                "kv.event_batches_dropped_per_second", "kv.used_tokens",
                "kv.available_tokens", "kv.evictable_tokens", "kv.batch_prefix_hit_ratio",
                "request.prefill_computed_tokens_mean", "server.requests_retracted",
+               "kv.prompt_cached_ratio", "request.preemptions_mean",
                "gpu.mem_used_bytes", "gpu.mem_total_bytes", "process.gpu_mem_bytes"),
     "scheduling": ("host.cpu_ratio", "host.cpu_count", "host.load1", "server.requests_running",
                    "server.requests_waiting", "server.requests_deferred",

@@ -27,3 +27,27 @@ def test_episode_title_cuts_the_evidence_not_a_caused_by():
     assert episode_title("DEC-001", s) == ("TTFT p99 585 ms over the 200 ms SLO: caused by "
                                            "SCH-004 host CPU saturated")
     assert episode_title("DEC-005", "DEC-005 server restarted") == "server restarted"
+
+
+def test_vllm_preemptions_per_request_cached_prompt_tokens_and_inference_time_are_read():
+    from helpers.rulekit import Feed, Hist
+    from infertop.dialects import readings_from_exposition
+    page = (Path(__file__).parent / "fixtures" / "metrics" / "vllm-0.32-busy.prom").read_text()
+    rs = readings_from_exposition(page, "v").readings
+    keys = {r.key: r for r in rs}
+    assert keys["request.preemptions"].value == 138.0          # 138 finished, none preempted
+    assert keys["latency.inference_seconds"].value == 138.0
+    assert keys["kv.prompt_tokens_cached_total"].value == 0.0
+    # derived over the window: the mean preemptions per request and the cached share
+    f = Feed()
+    lab = "engine=0,instance=v,model=m"
+    h = Hist(bounds=(0, 1, 2))
+    for n in range(5):
+        h.observe(0, 3).observe(1, 1)
+        f.tick({"request.preemptions": {lab: h.value()},
+                "server.prompt_tokens_total": {lab: 1000.0 * n},
+                "kv.prompt_tokens_cached_total": {lab: 250.0 * n}})
+    from infertop.derive import derive
+    got = {r.key: r.value for r in derive(f.history)}
+    assert got["request.preemptions_mean"] == 0.25
+    assert got["kv.prompt_cached_ratio"] == 0.25
