@@ -51,3 +51,16 @@ def test_vllm_preemptions_per_request_cached_prompt_tokens_and_inference_time_ar
     got = {r.key: r.value for r in derive(f.history)}
     assert got["request.preemptions_mean"] == 0.25
     assert got["kv.prompt_cached_ratio"] == 0.25
+
+
+def test_kv_pressure_without_gpu_readings_does_not_say_add_gpus():
+    from helpers.rulekit import Feed
+    lab = "instance=s,model=m"
+    f = Feed()
+    f.run(lambda: {"kv.usage_ratio": {lab: 0.97}, "server.requests_waiting": {lab: 4}}, 30)
+    (got,) = f.active("MEM-001")
+    assert "add GPUs" not in got.remedy and "--max-num-seqs" in got.remedy
+    g = Feed()
+    g.run(lambda: {"kv.usage_ratio": {lab: 0.97}, "server.requests_waiting": {lab: 4},
+                   "gpu.util_ratio": {"gpu=0": 0.9}}, 30)
+    assert "add GPUs" in g.active("MEM-001")[0].remedy

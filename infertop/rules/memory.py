@@ -76,7 +76,15 @@ def kv_pressure(ctx: Context) -> Iterator[Candidate]:
         if queued and waiting is not None and queue is not None:
             evidence.append(ctx.queue_evidence(waiting, queue, 1.0))
         sev = CRIT if rate is not None and rate >= t.kv_preempt_crit_per_second else WARN
-        yield Candidate(subject, sev, tuple(evidence))
+        # no GPU reading (a CPU backend, a box without GPUs, a remote server): no "add GPUs"
+        gpus = ctx.per_gpu("gpu.util_ratio") or ctx.per_gpu("gpu.sm_active_ratio")
+        yield Candidate(subject, sev, tuple(evidence),
+                        remedy=None if gpus else NO_GPU_KV_REMEDY)
+
+
+NO_GPU_KV_REMEDY = ("lower max concurrent sequences (--max-num-seqs) or --max-model-len; give "
+                    "the KV cache more memory (--gpu-memory-utilization; vLLM's CPU backend: "
+                    "VLLM_CPU_KVCACHE_SPACE; an FP8 KV cache)")
 
 
 # ---- MEM-002 KV leak ------------------------------------------------------------------
