@@ -64,3 +64,24 @@ def test_kv_pressure_without_gpu_readings_does_not_say_add_gpus():
     g.run(lambda: {"kv.usage_ratio": {lab: 0.97}, "server.requests_waiting": {lab: 4},
                    "gpu.util_ratio": {"gpu=0": 0.9}}, 30)
     assert "add GPUs" in g.active("MEM-001")[0].remedy
+
+
+def test_pyspy_summary_counts_the_samples_the_svg_and_speedscope_count():
+    """On-CPU samples without a Python frame (native code: 16 of 76 here) are in the SVG
+    and the speedscope file; the summary said 60 (2,239 vs 2,255 on a real record)."""
+    import collections
+    import re
+
+    from infertop.probes.capture import pyspy
+    from infertop.probes.capture.pyspy import RecordResult, StackFrame, ThreadProfile
+    frames = [StackFrame("main", "/srv/app.py", 1), StackFrame("step", "/srv/core.py", 10)]
+    r = RecordResult([(10, "engine")], 1, 1.0, 100, frames=frames)
+    r.threads = [ThreadProfile(10, "engine", "10", "MainThread", active=76, gil=60)]
+    r.intervals = {10: 100}
+    r.stacks = {(10, "10"): collections.Counter({(0, 1): 60, (): 16})}
+    s = pyspy.summarize(r)
+    doc = pyspy.speedscope_document(r)
+    svg = pyspy.flamegraph_svg(r)
+    assert s.samples == sum(len(p["samples"]) for p in doc["profiles"]) == 76
+    assert re.search(r"flame graph: 76 on-CPU samples", svg)
+    assert "76 on-CPU samples" in pyspy.summary_lines(s)[0]
