@@ -85,3 +85,22 @@ def test_pyspy_summary_counts_the_samples_the_svg_and_speedscope_count():
     assert s.samples == sum(len(p["samples"]) for p in doc["profiles"]) == 76
     assert re.search(r"flame graph: 76 on-CPU samples", svg)
     assert "76 on-CPU samples" in pyspy.summary_lines(s)[0]
+
+
+def test_a_queue_p99_above_the_ttft_p99_says_why():
+    """Bucket resolution: TTFT's buckets are fine, the queue's coarse (vLLM's start at
+    0.3 s and go 0.5, 0.8 ...): the same ~0.6 s waits interpolate to a higher queue p99."""
+    from helpers.rulekit import Feed, Hist
+    lab = "engine=0,instance=v,model=m"
+    ttft, queue = Hist(bounds=(0.5, 0.6, 0.7, 1.0)), Hist(bounds=(0.3, 0.5, 0.8, 1.0))
+    f = Feed()
+    for _ in range(40):
+        ttft.observe(0.62, 2)
+        queue.observe(0.6, 2)
+        f.tick({"latency.ttft_seconds": {lab: ttft.value()},
+                "latency.queue_seconds": {lab: queue.value()}})
+    (got,) = f.active("DEC-001")
+    ttft_ev, queue_ev = got.evidence[0], got.evidence[1]
+    assert queue_ev.value > ttft_ev.value
+    assert "above the TTFT p99, which includes it" in queue_ev.note
+    assert "window means: queue 600 ms, TTFT 620 ms" in queue_ev.note
