@@ -84,7 +84,7 @@ def test_a_finish_counter_with_frequent_finishes_still_judges_a_real_fall():
     """Finishes every tick (many requests, short outputs): the step rates are rates, and a
     real fall to a third raises SCH-001."""
     fast = [page(i, realtime=False, finish_every=1) for i in range(60)]
-    slow = [FINISHED.sub(lambda m: f"{m.group(1)} {8.0 + 2400.0 * 60 + 800.0 * (i - 59)}",
+    slow = [FINISHED.sub(lambda m, i=i: f"{m.group(1)} {8.0 + 2400.0 * 60 + 800.0 * (i - 59)}",
                          page(0, realtime=False)) for i in range(60, 80)]
     _, _, codes = feed(fast + slow)
     assert "SCH-001" in codes

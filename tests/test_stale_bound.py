@@ -15,7 +15,7 @@ E0 = "engine=0,instance=local,model=m"
 def test_a_stale_bounded_quantile_keeps_its_bound():
     f = Feed()
     h = Hist()
-    for n in range(10):
+    for _ in range(10):
         h.observe(0.004, 5)    # every first token under the lowest bound (10 ms)
         f.tick({"latency.ttft_seconds": {E0: h.value()}, "server.requests_running": {E0: 3}})
     frame = f.pipe.feed(make_tick(f.t, {}, {SERVER: Status.ERROR}))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
-from ..model import Layer, make_labels
+from ..model import Labels, Layer, Reading, make_labels
 from ..servers import registry
 from ..units import fmt_value
 from ..windowstat import recent_values
@@ -168,7 +168,8 @@ def queue_while_idle(ctx: Context) -> Iterator[Candidate]:
                         + (f" ({cap_note})" if cap_note else ""))
 
 
-def _cap_from_page(ctx: Context, running, waiting, subject) -> tuple[float, object] | None:
+def _cap_from_page(ctx: Context, running: Reading, waiting: Reading,
+                   subject: Labels) -> tuple[float, Reading | None] | None:
     """(the running batch's maximum over the judge window, the capacity-waiting reading or
     None) when the page alone says a batch cap binds: requests wait for capacity (vLLM
     waiting_by_reason{reason="capacity"} on half the window's ticks; a server without that
