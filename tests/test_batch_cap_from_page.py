@@ -63,3 +63,29 @@ def test_waiting_for_capacity_is_evidence_and_deferred_waiting_is_not_a_cap():
     # the same queue waiting on something else (deferred: a KV transfer, a LoRA slot):
     # the batch at its maximum is not a cap
     assert not any("SCH-002" in got for _, got in play(remote(capacity_share=0.0)))
+
+
+def test_doctor_on_the_remote_recording_names_the_cap(tmp_path):
+    """doctor on the recording as a remote server would give it (its /metrics only: the
+    process probe's samples and capabilities dropped): SCH-002 from the page, DEC-001
+    caused by it."""
+    import gzip
+
+    from helpers.inproc import run_main
+    lines = gzip.decompress((CORPUS / "vllm-queue-cap.jsonl.gz").read_bytes()).splitlines()
+    header = json.loads(lines[0])
+    header["source"]["capabilities"].pop("process", None)
+    header["source"]["probes"] = [p for p in header["source"]["probes"] if p != "process"]
+    out = [json.dumps(header)]
+    for line in lines[1:]:
+        snap = json.loads(line)
+        snap["samples"].pop("process", None)
+        snap.get("capabilities", {}).pop("process", None)
+        out.append(json.dumps(snap))
+    rec = tmp_path / "remote.jsonl"
+    rec.write_text("\n".join(out) + "\n")
+    doc = json.loads(run_main("doctor", "--source", f"replay:{rec}", "--format", "json").stdout)
+    codes = {f["code"]: f for f in doc["findings"]}
+    assert "SCH-002" in codes and "running pinned at 2: a batch cap" in codes["SCH-002"]["title"]
+    assert "SCH-002" in codes["DEC-001"]["caused_by"]
+    assert "server.setting" not in {e["key"] for e in codes["SCH-002"]["evidence"]}
