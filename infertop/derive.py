@@ -118,6 +118,9 @@ def derive(history: History, window: float = 60.0,
     # ---- which cache tier the prefix hits came from: HBM, host DRAM, disk, a peer -----
     out += _shares(history, "kv.cached_source_ratio", "kv.cached_tokens_by_source_total",
                    "source", window)
+    # ---- where the scheduler loop's time goes, by stage (SGLang) -----------------------
+    out += _shares(history, "server.scheduler_stage_ratio",
+                   "server.scheduler_stage_seconds_total", "stage", window)
     # ---- windowed ratios of two counters ----------------------------------------------
     out += _ratio(history, "kv.prefix_cache_hit_ratio", "kv.prefix_cache_hits_total",
                   "kv.prefix_cache_queries_total", window)

@@ -176,6 +176,9 @@ _SPECS: tuple[KeySpec, ...] = (
        "wall time the scheduler had no runnable or queued work (SGLang)"),
     _k("server.scheduler_cpu_seconds_total", "s", C, SCH,
        "CPU time of the scheduler process, all threads (SGLang)"),
+    _k("server.scheduler_stage_seconds_total", "s", C, SCH,
+       "wall time of the scheduler loop by stage (label stage: run_batch, idle, "
+       "process_input_requests, get_next_batch_to_run, ...; SGLang)"),
     _k("server.disagg_role", "", I, PAR,
        "the engine's part in disaggregated prefill/decode (text: prefill, decode, unified, "
        "both): SGLang's engine_type label, vLLM's --kv-transfer-config kv_role"),
@@ -314,6 +317,9 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("kv.prompt_cached_ratio", "ratio", G, MEM,
        "share of the window's prompt tokens served from a cache, local or external (vLLM "
        "prompt_tokens_cached / prompt_tokens)", True),
+    _k("server.scheduler_stage_ratio", "ratio", G, SCH,
+       "each scheduler stage's share of the loop's wall time over the window (label stage; "
+       "SGLang scheduler_stage_seconds)", True),
     _k("request.preemptions_mean", "count", G, MEM,
        "preemptions per finished request over the window (vLLM request_num_preemptions)",
        True),

@@ -54,7 +54,8 @@ KEY_READINGS: dict[str, tuple[str, ...]] = {
                    "server.requests_paused", "server.sleep_level", "process.cpu_ratio",
                    "process.threads", "latency.queue_seconds", "latency.stage_seconds",
                    "server.utilization_ratio", "server.scheduler_idle_ratio",
-                   "server.scheduler_cpu_cores"),
+                   "server.scheduler_cpu_cores", "server.scheduler_stage_ratio",
+                   "server.requests_grammar_queued", "server.http_requests_active"),
     "parallelism": ("gpu.nvlink_tx_bytes_per_second", "gpu.nvlink_rx_bytes_per_second",
                     "gpu.topology", "throughput.generation_tokens_per_second",
                     "server.disagg_role", "pd.ttft_split_seconds",
@@ -65,7 +66,9 @@ KEY_READINGS: dict[str, tuple[str, ...]] = {
                  "server.error_ratio", "server.rejection_ratio", "server.requests_rejected",
                  "spec.batch_acceptance_ratio", "latency.ttft_seconds",
                  "latency.itl_seconds",
-                 "latency.e2e_seconds", "spec.acceptance_ratio", "server.uptime_seconds"),
+                 "latency.e2e_seconds", "spec.acceptance_ratio", "server.uptime_seconds",
+                 "throughput.server_generation_tokens_per_second", "latency.inference_seconds",
+                 "server.running_context_tokens"),
 }
 # execution settings worth a line in the kernels section
 KEY_SETTINGS = ("cuda_graphs", "dtype", "quantization", "compilation_config",

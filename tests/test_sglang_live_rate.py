@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from infertop.dialects import readings_from_exposition
 from infertop.keys import ON_FINISH
 
@@ -105,3 +107,24 @@ def test_retraction_is_sglangs_preemption_signal_for_kv_pressure():
     f2.run(lambda: {"kv.usage_ratio": {lab: 0.97}, "server.requests_waiting": {lab: 0},
                     "server.requests_retracted": {lab: 0}}, 30)
     assert not f2.active("MEM-001")
+
+
+def test_scheduler_stage_shares_grammar_queue_and_http_in_flight_on_the_real_page():
+    """The scheduler's time by stage over the window (the real busy page, its counters
+    moved between two ticks as a busy scheduler's do), and the busy page's 8 HTTP
+    requests in flight (its own /metrics scrape left out) on the scheduling pane."""
+    from helpers.panes import pane_text
+    stage = re.compile(r'^(sglang:scheduler_stage_seconds_total\{[^}]*category="(\w+)"[^}]*\}) (\S+)$',
+                       re.M)
+    grow = {"run_batch": 0.6, "idle": 0.3, "process_input_requests": 0.1}
+
+    def at(i: int) -> str:
+        return stage.sub(lambda m: f"{m.group(1)} {float(m.group(3)) + i * grow.get(m.group(2), 0)}",
+                         page(i))
+    f, _, _ = feed(at(i) for i in range(5))
+    shares = {s.label("stage"): s.last() for s in f.history.find("server.scheduler_stage_ratio")}
+    assert shares["run_batch"] == pytest.approx(0.6) and shares["idle"] == pytest.approx(0.3)
+    frame = f.pipe.feed(snap(f.t, sample("server:local", f.t,
+                                         readings_from_exposition(at(5), INST).readings)))
+    text = pane_text("scheduling", frame, width=160, height=30)
+    assert "http in flight 8" in text and "run batch 60" in text

@@ -160,6 +160,9 @@ DIALECT = Dialect("sglang", ("sglang:",), "dp_rank", ("model_name",),
     _r("sglang:scheduler_idle_seconds", "server.scheduler_idle_seconds_total", **_SCHED),
     _r("sglang:scheduler_process_cpu_seconds", "server.scheduler_cpu_seconds_total",
        **_SCHED),
+    # where the scheduler loop's wall time goes (run_batch, idle, process_input_requests...)
+    _r("sglang:scheduler_stage_seconds", "server.scheduler_stage_seconds_total",
+       keep={"category": "stage"}, **_SCHED),
     # disaggregated prefill/decode queues (0 on a unified engine)
     _r("sglang:num_prefill_bootstrap_queue_reqs", "disagg.queue_requests",
        const={"queue": "prefill_bootstrap"}),
