@@ -63,6 +63,79 @@ def feed(pages) -> tuple[Feed, list[float | None], set[str]]:
     return f, rates, codes
 
 
+STEADY = Path(__file__).parent / "fixtures" / "metrics" / "sglang-0.5.23-steady-decode.jsonl.gz"
+
+
+def steady_pages() -> list[tuple[float, str]]:
+    """The real SGLang 0.5.23 (../shared/realserver/recipe-sglang.sh, CPU engine) under a
+    steady load (8 clients, 300 tokens each, ignore_eos), a /metrics page every ~6 s for
+    128 s: (seconds from the first page, page).  Its generation_tokens_total reads 8 until
+    the batch finishes at ~113 s (then 2,408: 8 x 300 in one step) while
+    realtime_tokens_total{mode="decode"} climbs from 7 to 2,775."""
+    import gzip
+    import json
+    return [(d["t"], d["page"]) for d in
+            map(json.loads, gzip.decompress(STEADY.read_bytes()).decode().splitlines())]
+
+
+def play_steady(pages, procs: bool = False):
+    """The pages through the real pipeline at their capture times: per page (derived
+    readings by key, finding codes, SGLang's own gen_throughput)."""
+    f = Feed()
+    t0 = f.t
+    extra = [sample("process", 0.0, [make_reading(k, _labels(lab), v)
+                                      for k, d in PROCS.items() for lab, v in d.items()])]
+    out = []
+    for t, text in pages:
+        f.t = t0 + t
+        rs = readings_from_exposition(text, INST).readings
+        samples = [sample("server:local", f.t, rs)] + \
+            ([sample("process", f.t, list(extra[0].readings))] if procs else [])
+        frame = f.pipe.feed(snap(f.t, *samples))
+        own = [r.value for r in rs if r.key == "throughput.server_generation_tokens_per_second"]
+        out.append(({r.key: r.value for r in frame.derived if not r.labels or
+                     r.key == "throughput.generation_tokens_per_second"},
+                    {x.code for x in frame.findings}, own[0] if own else None))
+    return f, out
+
+
+def test_real_sglang_under_steady_load_reads_live_gen_tok_s():
+    """The captured pages: gen tok/s from the second page on while the finish counter
+    stays at 8; the throughput trend never reads 0 and its peak is never a finish step
+    (2,400 tokens in one 10 s step would read 240 tokens/s)."""
+    pages = steady_pages()
+    finished = [float(FINISHED.search(p).group(0).split()[-1]) for _, p in pages]
+    assert set(finished[:-3]) == {8.0} and set(finished[-3:]) == {2408.0}   # one finish step
+    _, run = play_steady(pages)
+    rates = [d.get("throughput.generation_tokens_per_second") for d, _, _ in run]
+    assert all(r is not None and r > 5 for r in rates[1:]), rates
+    trend = [(d.get("throughput.generation_recent_tokens_per_second"),
+              d.get("throughput.generation_peak_tokens_per_second")) for d, _, _ in run]
+    assert all(cur > 0 and peak < 100 for cur, peak in trend if cur is not None), trend
+    # SGLang's own gen_throughput covers its last log window only (5.8 to 33.8 tokens/s on
+    # these pages, gen tok/s's 60 s window 19.5 to 24.4): their means over the steady
+    # stretch agree (22.6 and 21.6)
+    own = [o for _, _, o in run[5:]]
+    ours = rates[5:]
+    assert abs(sum(ours) / len(ours) - sum(own) / len(own)) < 0.25 * sum(own) / len(own)
+
+
+def test_real_sglang_without_the_live_family_holds_sch001_off():
+    """The same real pages as an SGLang without realtime_tokens_total would serve them
+    (those lines removed), with the scheduler pinned at one core and busy threads: the
+    finish counter's flat stretch and its one step are no throughput trend (issue 32: it
+    raised SCH-001 with '0 tokens/s <= 192 tokens/s (peak 240)')."""
+    pages = [(t, REALTIME_LINES.sub("", p)) for t, p in steady_pages()]
+    # and 30 s more scrapes of the last page: the batch after the finish step decodes on,
+    # the finish counter stays at 2,408 until it ends (~110 s later on this server)
+    t_end, last = pages[-1]
+    pages += [(t_end + k, last) for k in range(1, 31)]
+    f, run = play_steady(pages, procs=True)
+    assert not any("SCH-001" in codes for _, codes, _ in run)
+    moves = f.history.find("server.counter_moves", counter="server.generation_tokens_total")
+    assert [m.text for m in moves] == [ON_FINISH]
+
+
 def test_generation_rate_is_live_from_the_first_ticks_and_no_false_gil_finding():
     f, rates, codes = feed(page(i) for i in range(150))
     assert rates[1] is not None and rates[1] > 0          # not "0" until the first finish
