@@ -96,7 +96,8 @@ def test_lookups_match_the_tables_they_replaced():
     assert registry.default_port("python") is None
     # promrules DROP_LABELS / BARE_COUNTERS
     assert {k.name: k.dialect.drop_labels for k in registry.kinds() if k.dialect.drop_labels} \
-        == {"sglang": ("tp_rank", "pp_rank", "ep_rank", "moe_ep_rank", "engine_type"),
+        == {"sglang": ("tp_rank", "pp_rank", "ep_rank", "moe_ep_rank", "engine_type",
+                       "pid"),
             "triton": ("version", "request_type", "kv_cache_block_type")}
     assert [k.name for k in registry.kinds() if k.dialect.bare_counters] == ["tgi"]
     # the demo plays the kinds it has a renderer for
