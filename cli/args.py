@@ -100,7 +100,8 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
     elif cmd == "doctor":
         p.description = ("Sample, diagnose and print a report.  Exit code: 0 healthy, 1 worst "
                          "finding is a warning, 2 critical, 3 no source could be read.")
-        p.add_argument("--duration", type=_positive(float), default=10.0, metavar="S")
+        p.add_argument("--duration", type=_positive(float), metavar="S",
+                       help="seconds to sample (default 10; a replay: the whole recording)")
         p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
         add_source_flags(p)
     elif cmd == "demo":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import sys
 
 from infertop import __version__
@@ -17,11 +18,15 @@ from .options import SourceArgs, typed
 def cmd_doctor(args: argparse.Namespace) -> int:
     from infertop.report import exit_code, render_report
     source, pipeline = source_and_pipeline(args)
-    frame = asyncio.run(sample_window(source, pipeline, args.duration, args.interval,
+    duration = args.duration
+    if duration is None:
+        # a recording is judged whole: its first 10 s would miss an outage 5 minutes in
+        duration = math.inf if source.recorded_length is not None else DEFAULT_DURATION
+    frame = asyncio.run(sample_window(source, pipeline, duration, args.interval,
                                       typed(SourceArgs, args).speed))
     if frame is None:
         raise no_snapshot(source)
-    meta = doctor_meta(source, pipeline, frame, args.duration)
+    meta = doctor_meta(source, pipeline, frame, duration)
     unreachable = meta["unreachable"]
     print(render_report(frame.findings, shown_layers(frame), args.format, meta), flush=True)
     for name, why in unreachable.items():   # stderr too: a cron job's log shows it
@@ -36,6 +41,9 @@ def plugin_errors() -> dict[str, str]:
     from infertop.probes.registry import plugin_errors as probe_errors
     from infertop.servers.registry import plugin_errors as kind_errors
     return {**kind_errors(), **probe_errors()}
+
+
+DEFAULT_DURATION = 10.0   # seconds a live doctor samples without --duration
 
 
 def doctor_meta(source, pipeline, frame, duration: float) -> dict:
@@ -55,7 +63,9 @@ def doctor_meta(source, pipeline, frame, duration: float) -> dict:
                         for n, st in sources_status(frame).items()},
             # what was covered (a recording may end before the duration asked for)
             "duration": covered,
-            "duration_asked": duration,
+            "duration_asked": duration if math.isfinite(duration) else None,
+            # a replay: how long the recording is (the report says when less was judged)
+            "recording_length": source.recorded_length,
             "ticks": pipeline.history.ticks, "now": frame.snapshot.time,
             "any_source_ok": frame.sources_ok(),
             # ticks on which a server or GPU source answered: the last may be an outage

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import sys
 import time
 
 from infertop.meta import ProcessMeta, ServerMeta
@@ -159,7 +160,9 @@ async def sample_window(source: SnapshotSource, pipeline, window: float, interva
                         speed: float | None = None):
     """Tick the source across ``window`` seconds (at least two ticks); last Frame.
     ``speed`` paces demo/replay ticks in real time (see ``pace_of``)."""
-    ticks = max(2, int(math.ceil(window / interval)) + 1)
+    # an infinite window (a whole recording): until the source ends
+    ticks = max(2, int(math.ceil(window / interval)) + 1) if math.isfinite(window) \
+        else sys.maxsize
     pace = pace_of(source, interval, speed)
     # live: the window is wall time; a source that hangs (every tick a timeout) ends it
     # one interval past the window, not after ticks x timeout (29 s for doctor --duration 6)

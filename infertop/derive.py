@@ -11,7 +11,7 @@ from typing import Iterable
 
 from . import qbound
 from .history import History, Series, sort_buckets, sorted_bucket_quantile
-from .keys import SPECS
+from .keys import ON_FINISH, SPECS
 from .pdsplit import derive_split
 from .model import Labels, Reading, Status, with_label
 from .sol_derive import derive_sol
@@ -32,6 +32,10 @@ ABORT_REASON = "abort"
 # the recent ones
 THROUGHPUT_STEP = 10.0
 THROUGHPUT_LOOKBACK = 120.0
+# a counter that moves only when requests finish (server.counter_moves "on finish") is a
+# rate only over steps that each saw this many finish steps: else one finish step is the
+# "peak" and the gap to the next one a "fall" to 0
+FINISHES_PER_STEP = 3
 # counters whose new events (not their lifetime totals) are findings, over their own window
 EVENT_COUNTERS = {
     "gpu.xid_total": "gpu.xid_new",
@@ -102,6 +106,9 @@ def derive(history: History, window: float = 60.0,
     # ---- which cache tier the prefix hits came from: HBM, host DRAM, disk, a peer -----
     out += _shares(history, "kv.cached_source_ratio", "kv.cached_tokens_by_source_total",
                    "source", window)
+    # ---- where the scheduler loop's time goes, by stage (SGLang) -----------------------
+    out += _shares(history, "server.scheduler_stage_ratio",
+                   "server.scheduler_stage_seconds_total", "stage", window)
     # ---- windowed ratios of two counters ----------------------------------------------
     out += _ratio(history, "kv.prefix_cache_hit_ratio", "kv.prefix_cache_hits_total",
                   "kv.prefix_cache_queries_total", window)
@@ -109,6 +116,10 @@ def derive(history: History, window: float = 60.0,
                   "spec.draft_tokens_total", window)
     out += _ratio(history, "kv.prefix_thrash_ratio", "kv.event_blocks_restored_total",
                   "kv.event_blocks_evicted_total", window)
+    # (only where the server counts cached prompt tokens: not a "–" on every other)
+    if history.find("kv.prompt_tokens_cached_total"):
+        out += _ratio(history, "kv.prompt_cached_ratio", "kv.prompt_tokens_cached_total",
+                      "server.prompt_tokens_total", window, only_with_num=True)
     out += _ratio(history, "kv.external_prefix_cache_hit_ratio",
                   "kv.external_prefix_cache_hits_total",
                   "kv.external_prefix_cache_queries_total", window)
@@ -135,6 +146,9 @@ def derive(history: History, window: float = 60.0,
         if s.key == "request.prefill_computed_tokens":
             out.append(_reading("request.prefill_computed_tokens_mean", s.labels,
                                 s.mean(window)))
+            continue
+        if s.key == "request.preemptions":
+            out.append(_reading("request.preemptions_mean", s.labels, s.mean(window)))
             continue
         if not s.key.startswith("latency."):
             continue
@@ -181,11 +195,12 @@ def _throughput_steps(history: History) -> tuple[float, float] | None:
     """(newest 10 s generation rate, best 10 s rate of the last 2 min), all engines summed;
     a step with a counter reset inside has no rate.  None until three steps exist."""
     now = history.now
+    n = int(THROUGHPUT_LOOKBACK // THROUGHPUT_STEP)
     series = [s for s in history.find("server.generation_tokens_total")
-              if covered(s, 3 * THROUGHPUT_STEP, now)]
+              if covered(s, 3 * THROUGHPUT_STEP, now)
+              and (not on_finish(history, s) or _finishes_each_step(s, now, n))]
     if not series:
         return None
-    n = int(THROUGHPUT_LOOKBACK // THROUGHPUT_STEP)
     rates = [0.0] * n
     valid = [False] * n
     for s in series:
@@ -205,6 +220,28 @@ def _throughput_steps(history: History) -> tuple[float, float] | None:
     if len(got) < 3 or not valid[0]:
         return None
     return rates[0], max(got)
+
+
+def on_finish(history: History, s: Series) -> bool:
+    """Whether the server says ``s``'s counter moves only when requests finish."""
+    return any(m.text == ON_FINISH for m in history.find(
+        "server.counter_moves", instance=s.label("instance"), counter=s.key))
+
+
+def _finishes_each_step(s: Series, now: float, n: int) -> bool:
+    """A finish-driven counter moved FINISHES_PER_STEP times in each of the newest ``n``
+    steps it covers (steps it does not reach yet need not): its step rates are rates."""
+    moves = [0] * n
+    prev = None
+    for t, v in s.window_points(n * THROUGHPUT_STEP + 1.0, now):
+        if prev is not None and v != prev:
+            k = int((now - t) // THROUGHPUT_STEP)
+            if 0 <= k < n:
+                moves[k] += 1
+        prev = v
+    first = s.first_time() or now
+    reached = [k for k in range(n) if now - (k + 1) * THROUGHPUT_STEP >= first - 1.0]
+    return bool(reached) and all(moves[k] >= FINISHES_PER_STEP for k in reached)
 
 
 def _shares(history: History, key: str, counter: str, label: str,
@@ -260,9 +297,11 @@ def _rate_reading(key: str, s: Series, window: float) -> Reading:
 
 
 def _ratio(history: History, key: str, num_key: str, den_key: str,
-           window: float) -> Iterable[Reading]:
+           window: float, only_with_num: bool = False) -> Iterable[Reading]:
     for den in history.find(den_key):
         num = history.get(num_key, den.labels)
+        if num is None and only_with_num:
+            continue
         di = den.increase(window)
         ni = num.increase(window) if num is not None else None
         if di is None or ni is None:

@@ -24,7 +24,7 @@ from operator import le as _not_above
 from typing import Iterable, Iterator, Mapping
 
 from . import mapping_plan
-from .keys import SPECS
+from .keys import ON_FINISH, SPECS
 from .mapping_plan import ADD as _ADD
 from .mapping_plan import BUCKET as _BUCKET
 from .mapping_plan import HCOUNT as _HCOUNT
@@ -113,13 +113,32 @@ def readings_from_families(families: list[Family], instance: str) -> Exposition:
         plan.tail = (
             Reading("server.info", 1.0, "", server_labels, kind=Kind.INFO, text=info),
             Reading("server.families", float(len(families)), SPECS["server.families"].unit,
-                    make_labels(instance=instance)))
+                    make_labels(instance=instance)),
+            *_finish_driven(dialect, by_name, instance))
     readings += plan.tail
     if dropped:
         ctx.notes.append(cardinality_note(dropped, worst_family))
     meta = ServerMeta(dialect=dialect.name, model=", ".join(models), engines=tuple(engines),
                       series_dropped=dropped, notes=tuple(ctx.notes))
     return Exposition(dialect.name, readings, meta, len(families))
+
+
+def _finish_driven(dialect: Dialect, by_name: Mapping[str, Family],
+                   instance: str) -> tuple[Reading, ...]:
+    """``server.counter_moves`` "on finish" for each counter key that only rules marked
+    ``on_finish`` feed on this page (SGLang before realtime_tokens_total, llama.cpp's
+    tokens_predicted): its rate between two finishes reads 0, not a stall."""
+    live: set[str] = set()
+    finish: set[str] = set()
+    for rule in dialect.rules:
+        if rule.unless and rule.unless in by_name:
+            continue
+        if any(f in by_name for f in rule.families):
+            (finish if rule.on_finish else live).add(rule.key)
+    return tuple(Reading("server.counter_moves", 1.0, "",
+                         make_labels(instance=instance, counter=key), kind=Kind.INFO,
+                         text=ON_FINISH)
+                 for key in sorted(finish - live))
 
 
 # Cardinality caps: a page whose label values never repeat (a request id as a label, a

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 import time
 from typing import Iterable, Sequence
 
@@ -103,6 +104,18 @@ def _since_raised(r: dict, start: float) -> str:
     return f"since {utc(r['since'])}, raised {raised} ({rel(r['raised'], start)})"
 
 
+# where a raise's summary ("CODE title: first evidence") turns from title to evidence: the
+# first ": " followed by a reading key (a title may hold ": caused by ...")
+_EVIDENCE_START = re.compile(r": (?=[a-z_]+\.[a-z0-9_]+[{ ])")
+
+
+def episode_title(code: str, summary: str) -> str:
+    """A finding's title as its raise event's summary gives it."""
+    text = summary[len(code) + 1:] if summary.startswith(code + " ") else summary
+    m = _EVIDENCE_START.search(text)
+    return text[:m.start()] if m else text
+
+
 def timeline(run: RunSummary) -> list[dict]:
     """One row per raise: code, subject, severity, title, raised, cleared, still active."""
     rows = []
@@ -117,8 +130,12 @@ def timeline(run: RunSummary) -> list[dict]:
                                    and t_raise <= e.time <= end])
         if f is not None and t_clear is None:
             sev = max(sev, f.severity)
+        # the still-active episode: the finding's title now; an earlier one: its own (the
+        # raise's), not the last episode's ("TTFT p99 980 ms" then "478 ms", not 478 twice)
+        title = f.title if f is not None and t_clear is None else \
+            episode_title(code, ev.summary)
         rows.append({"code": code, "subject": subject, "severity": sev.value,
-                     "title": f.title if f is not None else ev.summary, "raised": t_raise,
+                     "title": title, "raised": t_raise,
                      "since": ev.since if ev.since is not None else t_raise,
                      "cleared": t_clear, "layer": layer_of(code)})
     return cause_first(rows, lambda r: (r["code"], r["subject"]),

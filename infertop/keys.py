@@ -158,6 +158,9 @@ _SPECS: tuple[KeySpec, ...] = (
     # ---- inference server /metrics (labels instance, engine, model) -------------------
     _k("server.info", "", I, DEC, "server kind/dialect, model and version (text)"),
     _k("server.families", "count", G, DEC, "metric families exposed (any dialect)"),
+    _k("server.counter_moves", "", I, DEC,
+       "when a counter of this server moves (label counter: a reading key; text 'on "
+       "finish': only when a request finishes, so its rate between finishes reads 0)"),
     _k("server.requests_running", "count", G, (SCH, DEC, PAR), "requests in the running batch"),
     _k("server.requests_waiting", "count", G, (SCH, DEC, PAR), "requests queued"),
     _k("server.requests_swapped", "count", G, (SCH, MEM),
@@ -167,12 +170,30 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("server.requests_deferred", "count", G, (SCH, DEC),
        "queued requests waiting on something other than capacity (vLLM reason=deferred: "
        "LoRA budget, KV transfer from a remote prefill, blocked); part of requests_waiting"),
+    _k("server.requests_waiting_capacity", "count", G, (SCH, DEC),
+       "queued requests waiting for room in the batch or the KV cache (vLLM "
+       "reason=capacity: --max-num-seqs, KV blocks); part of requests_waiting"),
     _k("server.requests_paused", "count", G, (SCH, DEC),
        "requests paused, to resume later (TensorRT-LLM in-flight batching "
        "numPausedRequests; SGLang num_paused_reqs: paused by an async weight sync)"),
     _k("server.requests_retracted", "count", G, MEM,
        "requests the scheduler retracted (sent back to the queue, KV freed) in its last "
        "step: SGLang num_retracted_reqs (its preemption)"),
+    _k("server.requests_grammar_queued", "count", G, (SCH, DEC),
+       "requests waiting for their grammar (structured output) to compile (SGLang "
+       "num_grammar_queue_reqs); not part of requests_waiting"),
+    _k("server.running_context_tokens", "tokens", G, (MEM, DEC),
+       "tokens of context the running decode batch attends to, summed over its sequences "
+       "(SGLang decode_sum_seq_lens)"),
+    _k("server.cuda_graph_active", "", G, KRN,
+       "1 when the server's last forward batch ran as a CUDA graph, 0 eager (SGLang "
+       "is_cuda_graph)"),
+    _k("server.http_requests_active", "count", G, (SCH, DEC),
+       "requests the HTTP front end is serving now, but for /metrics and health checks "
+       "(SGLang http_requests_active)"),
+    _k("throughput.server_generation_tokens_per_second", "tokens/s", G, DEC,
+       "the server's own generation rate over its last decode-log window (SGLang "
+       "gen_throughput): a cross-check of gen tok/s"),
     _k("server.utilization_ratio", "ratio", G, SCH,
        "the server's own load estimate: SGLang utilization = max(running / max running "
        "under SLO, KV usage / 0.9); absent on a prefill instance (-1 there)"),
@@ -182,6 +203,11 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("server.scheduler_cpu_seconds_total", "s", C, SCH,
        "CPU time of the scheduler process, all threads (SGLang)",
        rate="server.scheduler_cpu_cores"),
+    _k("server.scheduler_stage_seconds_total", "s", C, SCH,
+       "wall time of the scheduler loop by stage (label stage: run_batch, idle, "
+       "process_input_requests, get_next_batch_to_run, ...; SGLang)",
+       no_rate="read per stage over the window as the share of wall time",
+       shown_as=("server.scheduler_stage_ratio",)),
     _k("server.disagg_role", "", I, PAR,
        "the engine's part in disaggregated prefill/decode (text: prefill, decode, unified, "
        "both): SGLang's engine_type label, vLLM's --kv-transfer-config kv_role"),
@@ -240,6 +266,13 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("request.prefill_computed_tokens", "tokens", H, (MEM, KRN),
        "prompt tokens each request's prefill computed itself (neither cached nor transferred)",
        shown_as=("request.prefill_computed_tokens_mean",)),
+    _k("kv.prompt_tokens_cached_total", "tokens", C, MEM,
+       "prompt tokens served from a cache, local or external (vLLM prompt_tokens_cached)",
+       no_rate="read with the prompt tokens as the windowed kv.prompt_cached_ratio",
+       shown_as=("kv.prompt_cached_ratio",)),
+    _k("request.preemptions", "count", H, MEM,
+       "preemptions each finished request went through (vLLM request_num_preemptions)",
+       shown_as=("request.preemptions_mean",)),
     _k("server.prompt_tokens_total", "tokens", C, DEC, "prefill tokens processed",
        rate="throughput.prompt_tokens_per_second"),
     _k("server.generation_tokens_total", "tokens", C, DEC, "tokens generated",
@@ -270,6 +303,9 @@ _SPECS: tuple[KeySpec, ...] = (
     _k("latency.tpot_seconds", "s", H, DEC, "mean time per output token of finished requests"),
     _k("latency.e2e_seconds", "s", H, DEC, "end-to-end request latency"),
     _k("latency.queue_seconds", "s", H, (DEC, SCH), "time spent waiting in the queue"),
+    _k("latency.inference_seconds", "s", H, DEC,
+       "time each request spent running: prefill and decode, no queue (vLLM "
+       "request_inference_time_seconds)"),
     _k("latency.prefill_seconds", "s", H, (DEC, KRN), "prefill phase time"),
     _k("latency.decode_seconds", "s", H, (DEC, KRN), "decode phase time"),
     _k("request.prompt_tokens", "tokens", H, (DEC, KRN), "prompt length per request",
@@ -354,6 +390,15 @@ _SPECS: tuple[KeySpec, ...] = (
        "uncorrected ECC errors in the last thresholds.error_event_window seconds", True),
     _k("server.preemptions_per_second", "1/s", G, MEM, "preemption rate", True),
     _k("kv.prefix_cache_hit_ratio", "ratio", G, MEM, "prefix-cache token hit rate (window)", True),
+    _k("kv.prompt_cached_ratio", "ratio", G, MEM,
+       "share of the window's prompt tokens served from a cache, local or external (vLLM "
+       "prompt_tokens_cached / prompt_tokens)", True),
+    _k("server.scheduler_stage_ratio", "ratio", G, SCH,
+       "each scheduler stage's share of the loop's wall time over the window (label stage; "
+       "SGLang scheduler_stage_seconds)", True),
+    _k("request.preemptions_mean", "count", G, MEM,
+       "preemptions per finished request over the window (vLLM request_num_preemptions)",
+       True),
     _k("kv.prompt_source_ratio", "ratio", G, MEM,
        "share of the window's prompt tokens by where their KV came from (label source)", True),
     _k("kv.cached_source_ratio", "ratio", G, MEM,
@@ -433,6 +478,10 @@ def _check_rates() -> None:
 
 
 _check_rates()
+
+# the text of a ``server.counter_moves`` reading: the counter moves only when a request
+# finishes (servers/mapping.FamilyMap.on_finish)
+ON_FINISH = "on finish"
 
 # The server families of issue 25 (vLLM 0.32's page, SGLang 0.5.23's, KV-cache events,
 # NIXL) -> the readings a user sees of each: the gauge itself, or the derived view of a

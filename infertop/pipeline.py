@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from . import qbound
 from .findings import Finding
 from .history import History
 from .keys import SPECS
@@ -299,9 +300,15 @@ class Pipeline:
                 continue   # a new server process (restarting): the old one's values died
                 #            with it; shown beside the new one's settings they would mix two
             why = f"{s.reason or 'source not answering'}; last good value {age:.0f} s old"
-            out += [r.with_status(Status.STALE, why) for r in readings if r.ok]
+            out += [_stale(r, why) for r in readings if r.ok]
             if instance is not None:
-                out += [r.with_status(Status.STALE, why)
-                        for r in self._last_derived.get(instance, ())
+                out += [_stale(r, why) for r in self._last_derived.get(instance, ())
                         if r.ok and r.label("instance") == instance]
         return out
+
+
+def _stale(r: Reading, why: str) -> Reading:
+    """``r`` as a stale repeat; a quantile only a bucket bound limits keeps its bound
+    ("<300 ms*", not "300 ms*": the note leads the reason, qbound.of reads it back)."""
+    bound = r.reason if qbound.of(r.reason) is not None else ""
+    return r.with_status(Status.STALE, f"{bound}; {why}" if bound else why)

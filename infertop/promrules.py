@@ -291,8 +291,23 @@ def _recordings(cfg: DiagnosisConfig) -> list[Recording]:
                   judged("quantile_over_time(0.5, {})", "infertop:requests_deferred:count")),
         Recording(f"infertop:preemptions:rate{ws}",
                   union("server.preemptions_total", lambda r: f"rate({r.selector()}[{w}])")),
+        # MEM-001: SGLang counts no preemptions; its retraction gauge is the signal
+        Recording("infertop:requests_retracted:count",
+                  union("server.requests_retracted", lambda r: r.selector())),
+        Recording(f"infertop:retracted:max{js}",
+                  judged("max_over_time({})", "infertop:requests_retracted:count")),
         Recording(f"infertop:running:max{js}",
                   f"max_over_time(infertop:requests_running:count[{j}])"),
+        # SCH-002 from the page: the batch at its window maximum on half the ticks (the
+        # median reaches the max) while requests wait for capacity (vLLM reason=capacity)
+        Recording(f"infertop:running:median{js}",
+                  judged("quantile_over_time(0.5, {})", "infertop:requests_running:count")),
+        Recording("infertop:requests_waiting_capacity:count",
+                  union("server.requests_waiting_capacity", lambda r: r.selector())),
+        Recording("infertop:capacity_queued:bool",
+                  "infertop:requests_waiting_capacity:count >= bool 1"),
+        Recording(f"infertop:capacity_queued:share{js}",
+                  judged("avg_over_time({})", "infertop:capacity_queued:bool")),
         Recording(f"infertop:waiting:max{js}",
                   f"max_over_time(infertop:requests_waiting:count[{j}])"),
     ]
@@ -456,8 +471,8 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
     def mem001(th: _T, crit: bool) -> str:
         kv = (f"(infertop:kv_usage:median{js} >= {th('thresholds.kv_pressure_ratio', '>=')}"
               f"\n   or infertop:kv_full:share{js} >= {_num_relax(th, 0.3)})")
-        cause = (f"(infertop:preemptions:rate{ws} > 0\n   or infertop:queued:share{js} >= "
-                 f"{_num_relax(th, 0.5)})")
+        cause = (f"(infertop:preemptions:rate{ws} > 0\n   or infertop:retracted:max{js} >= 1"
+                 f"\n   or infertop:queued:share{js} >= {_num_relax(th, 0.5)})")
         expr = f"{kv}\n  and {cause}"
         if crit:
             expr += (f"\n  and infertop:preemptions:rate{ws} >= "
@@ -686,15 +701,32 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
     # SCH-002 queue while GPUs idle and KV free: needs a GPU reading on the same node as
     # the server (a ``node`` target label on both jobs, as fleet mode uses); a queue
     # mostly deferred is SCH-005's (it supersedes SCH-002 on the screen)
-    add("SCH-002", Severity.WARN,
-        lambda th: (f"infertop:queued:share{js} >= {_num_relax(th, 0.5)}"
-                    f"\n  and infertop:kv_usage:median{js} <= "
-                    f"{th('thresholds.kv_free_max', '<=')}"
-                    f"\n  and on (node) (avg by (node) "
-                    f"(infertop:gpu_sm_active:median{js}) <= "
-                    f"{th('thresholds.idle_sm_active_max', '<=')})"
-                    f"\n  unless ({deferred_part(th, relax=False)})"),
-        "share of the judge window's ticks with a queue (GPUs idle, KV free)")
+    # Without GPU readings on the node (a remote server, a CPU backend) the page names the
+    # cap: the running batch at its window maximum on half the ticks while requests wait
+    # for capacity (a server without that reading: the queue) and KV is free (a server
+    # without a KV reading, as llama.cpp's slots: the cap alone), as the engine judges it
+    # (rules/scheduling._cap_from_page)
+    def sch002(th: _T) -> str:
+        queued = f"infertop:queued:share{js} >= {_num_relax(th, 0.5)}"
+        kv_free = (f"infertop:kv_usage:median{js} <= "
+                   f"{th('thresholds.kv_free_max', '<=')}")
+        gpus_idle = (f"\n  and on (node) (avg by (node) "
+                     f"(infertop:gpu_sm_active:median{js}) <= "
+                     f"{th('thresholds.idle_sm_active_max', '<=')})")
+        pinned = (f"\n  and infertop:running:median{js} >= infertop:running:max{js}"
+                  f"\n  and infertop:running:max{js} >= 1"
+                  f"\n  and (infertop:capacity_queued:share{js} >= {_num_relax(th, 0.5)}"
+                  f"\n       or infertop:queued:share{js} unless "
+                  f"infertop:requests_waiting_capacity:count)"
+                  f"\n  and ({kv_free}\n       or infertop:queued:share{js} unless "
+                  f"infertop:kv_usage:ratio)"
+                  f"\n  unless on (node) infertop:gpu_sm_active:median{js}")
+        return (f"(\n  ({queued}\n  and {kv_free}{gpus_idle})\n or\n  ({queued}{pinned})\n)"
+                f"\n  unless ({deferred_part(th, relax=False)})")
+
+    add("SCH-002", Severity.WARN, sch002,
+        "share of the judge window's ticks with a queue (GPUs idle, or the batch pinned "
+        "at its maximum; KV free)")
     return out
 
 

@@ -27,7 +27,8 @@ def of(reason: str) -> tuple[str, float] | None:
     for side, prefix in _NOTE.items():
         if reason.startswith(prefix):
             try:
-                return side, float(reason[len(prefix):].split()[0])
+                # the note may lead a longer reason ("...bound 0.3; last good value 5 s old")
+                return side, float(reason[len(prefix):].split()[0].rstrip(";,"))
             except (ValueError, IndexError):
                 return None
     return None

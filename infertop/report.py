@@ -46,13 +46,16 @@ KEY_READINGS: dict[str, tuple[str, ...]] = {
                "kv.event_batches_dropped_per_second", "kv.used_tokens",
                "kv.available_tokens", "kv.evictable_tokens", "kv.batch_prefix_hit_ratio",
                "request.prefill_computed_tokens_mean", "server.requests_retracted",
+               "kv.prompt_cached_ratio", "request.preemptions_mean",
                "gpu.mem_used_bytes", "gpu.mem_total_bytes", "process.gpu_mem_bytes"),
     "scheduling": ("host.cpu_ratio", "host.cpu_count", "host.load1", "server.requests_running",
                    "server.requests_waiting", "server.requests_deferred",
+                   "server.requests_waiting_capacity",
                    "server.requests_paused", "server.sleep_level", "process.cpu_ratio",
                    "process.threads", "latency.queue_seconds", "latency.stage_seconds",
                    "server.utilization_ratio", "server.scheduler_idle_ratio",
-                   "server.scheduler_cpu_cores"),
+                   "server.scheduler_cpu_cores", "server.scheduler_stage_ratio",
+                   "server.requests_grammar_queued", "server.http_requests_active"),
     "parallelism": ("gpu.nvlink_tx_bytes_per_second", "gpu.nvlink_rx_bytes_per_second",
                     "gpu.topology", "throughput.generation_tokens_per_second",
                     "server.disagg_role", "pd.ttft_split_seconds",
@@ -63,7 +66,9 @@ KEY_READINGS: dict[str, tuple[str, ...]] = {
                  "server.error_ratio", "server.rejection_ratio", "server.requests_rejected",
                  "spec.batch_acceptance_ratio", "latency.ttft_seconds",
                  "latency.itl_seconds",
-                 "latency.e2e_seconds", "spec.acceptance_ratio", "server.uptime_seconds"),
+                 "latency.e2e_seconds", "spec.acceptance_ratio", "server.uptime_seconds",
+                 "throughput.server_generation_tokens_per_second", "latency.inference_seconds",
+                 "server.running_context_tokens"),
 }
 # execution settings worth a line in the kernels section
 KEY_SETTINGS = ("cuda_graphs", "dtype", "quantization", "compilation_config",
@@ -284,7 +289,13 @@ def _meta_pairs(meta: Mapping[str, Any]) -> list[tuple[str, str]]:
             v = meta[k]
             text = _dur(v) if k == "duration" and isinstance(v, (int, float)) else str(v)
             asked = meta.get("duration_asked")
+            length = meta.get("recording_length")
             if k == "duration" and isinstance(v, (int, float)) and \
+                    isinstance(length, (int, float)):
+                # a replay: the whole recording, or how much of it was left out
+                text += " (the whole recording)" if v >= length - 2.0 else \
+                    f" of a {_dur(length)} recording (--duration; the rest not judged)"
+            elif k == "duration" and isinstance(v, (int, float)) and \
                     isinstance(asked, (int, float)) and v < asked - 2.0:
                 text += f" (the source ended before the {_dur(asked)} asked for)"
             out.append((k, text))

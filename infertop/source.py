@@ -58,6 +58,12 @@ class SnapshotSource:
         return None
 
     @property
+    def recorded_length(self) -> float | None:
+        """Seconds from a recording's first snapshot to its last (a replay); None for a
+        source that is not a recording (live, demo): doctor judges a recording whole."""
+        return None
+
+    @property
     def lines_total(self) -> int:
         """Recorded lines read or passed over (a replay's file); else ``skipped``."""
         return self.skipped

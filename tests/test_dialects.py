@@ -143,8 +143,13 @@ def test_llamacpp_fixtures(name: str, want: dict[str, float]):
     got = {r.key: r.value for r in e.readings if r.kind is not Kind.INFO}
     assert got == want
     assert one(e, "server.info").text == "llamacpp"
-    # no labels on llama.cpp: only the instance
-    assert all(dict(r.labels) == {"instance": INST} for r in e.readings)
+    # no labels on llama.cpp: only the instance (and the counter a counter_moves names)
+    assert all(dict(r.labels) == {"instance": INST} for r in e.readings
+               if r.key != "server.counter_moves")
+    # tokens_predicted moves only when a request finishes (../shared/realserver/NOTES.md)
+    assert {(r.label("counter"), r.text) for r in e.readings
+            if r.key == "server.counter_moves"} == {
+        ("server.generation_tokens_total", "on finish")}
 
 
 # ---- synthetic pages for the other servers ---------------------------------------------------

@@ -39,10 +39,10 @@ SPECS = {r.code: r.spec for r in all_rules()}
 needs_promtool = pytest.mark.skipif(promtool_binary() is None, reason=PROMTOOL_HINT)
 
 # Findings infertop raises from inputs Prometheus never has, even though their code is
-# exported for the inputs it does have: SCH-002 without GPU readings judges the server's
-# concurrency cap (max_num_seqs / --parallel, read from its command line); the exported
-# SCH-002 is the GPU variant (queue while dcgm-exporter says the GPUs idle).
-NEEDS_LOCAL_ONLY = {"SCH-002": "no GPU readings: judged by the cap setting"}
+# exported for the inputs it does have.  (SCH-002 without GPU readings was one: it judged
+# the cap setting from the command line; since issue 32 both judge the cap from the page,
+# the running batch pinned at its maximum while requests wait.)
+NEEDS_LOCAL_ONLY: dict[str, str] = {}
 # findings the screen may raise earlier than Prometheus can, for a documented reason: the
 # export still fires within the run (docs/alerts.md, "Differences")
 LATER_IN_PROMETHEUS = {

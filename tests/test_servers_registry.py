@@ -105,7 +105,7 @@ def test_the_known_kinds_keep_the_facts_the_old_tables_had():
     assert registry.default_port("python") is None
     # promrules DROP_LABELS / BARE_COUNTERS
     assert registry.KINDS["sglang"].dialect.drop_labels == (
-        "tp_rank", "pp_rank", "ep_rank", "moe_ep_rank", "engine_type")
+        "tp_rank", "pp_rank", "ep_rank", "moe_ep_rank", "engine_type", "pid")
     assert registry.KINDS["tgi"].dialect.bare_counters
     assert {"vllm", "sglang", "tgi", "llamacpp"} <= set(registry.demo_kinds())
     assert registry.kind("VLLM") is registry.KINDS["vllm"] and registry.kind("") is None

@@ -343,6 +343,17 @@ def render_sglang(frame: SimFrame) -> str:
              "Total number of retracted (preempted) requests.")
     for e in engines:
         t.sample("sglang:num_retracted_requests_total", sched(e), e.counters["preemptions"])
+    # the scheduler's live token counter (0.5.23): the tokenizer's counters below move only
+    # when a request finishes on a real server; this one moves while the work is done
+    t.family("sglang:realtime_tokens_total", "counter",
+             "Total number of tokens processed (updated on each log interval). mode: "
+             "prefill_compute, prefill_cache, decode.")
+    for e in engines:
+        c = e.counters
+        for mode, v in (("prefill_compute", c["prompt_tokens"] - c["prompt_cached"]),
+                        ("decode", c["generation_tokens"]),
+                        ("prefill_cache", c["prompt_cached"])):
+            t.sample("sglang:realtime_tokens_total", {**sched(e), "mode": mode}, max(0.0, v))
     t.family("sglang:queue_time_seconds", "histogram",
              "Histogram of queueing time in seconds.")
     for e in engines:

@@ -66,7 +66,8 @@ def _ttft_remedy(ctx: Context, s, p99: float, evidence: list[Evidence]) -> str |
     evidence.append(Evidence("latency.queue_seconds", q_labels, q99, None, "", "s",
                              "time waiting before prefill" +
                              (" (the histogram's first bucket: a bound, not a measurement)"
-                              if bound == qbound.BELOW else ""), bound))
+                              if bound == qbound.BELOW else "") +
+                             (_above_ttft(ctx, s, qs) if q99 > p99 else ""), bound))
     if bound != qbound.BELOW:
         return QUEUE_REMEDY if q99 >= 0.5 * p99 else PREFILL_REMEDY
     if q99 < 0.5 * p99:
@@ -81,6 +82,17 @@ def _ttft_remedy(ctx: Context, s, p99: float, evidence: list[Evidence]) -> str |
             "), too coarse to tell queueing from prefill: if requests wait (scheduling "
             "pane), add capacity or admit fewer; if not, enable chunked prefill and prefix "
             "caching, or cap prompt length")
+
+
+def _above_ttft(ctx: Context, ttft, queue) -> str:
+    """Why a queue-time p99 can read above the TTFT p99 that contains it: each p99 is
+    interpolated inside its own histogram's buckets (vLLM's queue buckets are coarser);
+    the window means, which no bucket rounds, say how the two compare."""
+    tm, qm = ttft.mean(ctx.window), queue.mean(ctx.window)
+    means = (f"; window means: queue {fmt_seconds(qm)}, TTFT {fmt_seconds(tm)}"
+             if tm is not None and qm is not None else "")
+    return (" (above the TTFT p99, which includes it: each p99 is interpolated within its "
+            f"own histogram's buckets{means})")
 
 
 # ---- DEC-002 inter-token latency jitter ----------------------------------------------------

@@ -33,10 +33,18 @@ def kv_pressure(ctx: Context) -> Iterator[Candidate]:
         subject = server_subject(kv.labels)
         rate, pre_labels = None, kv.labels
         pr = ctx.peer("server.preemptions_total", kv.labels)
+        retracting = None
         if pr is not None:  # the derived (on-screen) rate over the window, not recomputed
             pre_labels = pr.labels
             rate = ctx.derived("server.preemptions_per_second", pr.labels)
-        preempting = rate is not None and rate > 0
+        else:
+            # SGLang 0.5.23 has no preemption counter: its retraction gauge (requests sent
+            # back to the queue, KV freed, in the last step) on any tick of the window
+            ret = ctx.peer("server.requests_retracted", kv.labels)
+            got = ctx.share(ret, 1.0) if ret is not None else None
+            if ret is not None and got:
+                retracting = (ret, got)
+        preempting = (rate is not None and rate > 0) or retracting is not None
         usage = ctx.median(kv)
         if ctx.past(usage, ">=", t.kv_pressure_ratio, subject):
             kv_ev = ev(kv, kv.key, kv.labels, usage, t.kv_pressure_ratio, ">=", ctx.median_note)
@@ -56,13 +64,27 @@ def kv_pressure(ctx: Context) -> Iterator[Candidate]:
         if not (preempting or queued):
             continue
         evidence = [kv_ev]
-        if preempting:
+        if retracting is not None:
+            ret, got = retracting
+            evidence.append(Evidence(ret.key, ret.labels, got, 0, ">", "ratio",
+                                     f"share of the ticks of the last {ctx.judge_window:g} s "
+                                     f"with requests retracted (the server's preemption; it "
+                                     f"counts none); {ret.value:.0f} now"))
+        elif preempting:
             evidence.append(ev(None, "server.preemptions_per_second", pre_labels, rate, 0, ">",
                                f"over the last {ctx.window:.0f} s"))
         if queued and waiting is not None and queue is not None:
             evidence.append(ctx.queue_evidence(waiting, queue, 1.0))
         sev = CRIT if rate is not None and rate >= t.kv_preempt_crit_per_second else WARN
-        yield Candidate(subject, sev, tuple(evidence))
+        # no GPU reading (a CPU backend, a box without GPUs, a remote server): no "add GPUs"
+        gpus = ctx.per_gpu("gpu.util_ratio") or ctx.per_gpu("gpu.sm_active_ratio")
+        yield Candidate(subject, sev, tuple(evidence),
+                        remedy=None if gpus else NO_GPU_KV_REMEDY)
+
+
+NO_GPU_KV_REMEDY = ("lower max concurrent sequences (--max-num-seqs) or --max-model-len; give "
+                    "the KV cache more memory (--gpu-memory-utilization; vLLM's CPU backend: "
+                    "VLLM_CPU_KVCACHE_SPACE; an FP8 KV cache)")
 
 
 # ---- MEM-002 KV leak ------------------------------------------------------------------
@@ -331,7 +353,8 @@ RULES = (
         "MEM-001", MEM, "KV-cache pressure",
         "KV-cache usage near full while requests are preempted (rate over the window, not the "
         "lifetime total) or wait in the queue: concurrency exceeds what the cache holds.",
-        ("kv.usage_ratio", "server.preemptions_total|server.requests_waiting"),
+        ("kv.usage_ratio",
+         "server.preemptions_total|server.requests_retracted|server.requests_waiting"),
         {"thresholds.kv_pressure_ratio": None, "thresholds.kv_preempt_crit_per_second": None,
          "diagnosis.window": None},
         "lower max concurrent sequences (--max-num-seqs) or --max-model-len; give the KV cache "

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
-from ..model import Layer, make_labels
+from ..model import Labels, Layer, Reading, make_labels
 from ..servers import registry
 from ..units import fmt_value
+from ..windowstat import recent_values
 from .base import JUDGED_RAISE_AFTER, QUEUED_SHARE, Candidate, Context, Rule, ev, server_subject, sub
 from ..derive import THROUGHPUT_LOOKBACK
 
@@ -106,8 +107,13 @@ def queue_while_idle(ctx: Context) -> Iterator[Candidate]:
             continue
         running = ctx.peer("server.requests_running", w.labels)
         at_cap = None
+        pinned = None      # the cap read from the page (no setting seen: a remote server)
         if cap is not None and cap[1] and running is not None:
             at_cap = ctx.share(running, float(cap[1]))
+        elif cap is None and running is not None:
+            pinned = _cap_from_page(ctx, running, w, subject)
+            if pinned is not None:
+                at_cap = ctx.share(running, pinned[0])
         if kv is None and not ctx.past(at_cap, ">=", QUEUED_SHARE, subject):
             continue  # no KV reading (llama.cpp sizes KV per slot): only a full cap counts
         if busy:
@@ -142,6 +148,16 @@ def queue_while_idle(ctx: Context) -> Iterator[Candidate]:
                 evidence.append(ev(None, "server.setting", sub(name=cap[0]), ctx.setting(cap[0]),
                                    None, "", "the concurrency cap" +
                                    (" is reached" if reached else "")))
+        elif pinned is not None and running is not None and at_cap is not None:
+            top, capacity = pinned
+            cap_note = f"running pinned at {top:.0f}: a batch cap"
+            evidence.append(Evidence(
+                running.key, running.labels, at_cap, QUEUED_SHARE, ">=", "ratio",
+                f"share of the ticks of the last {ctx.judge_window:g} s with the running batch "
+                f"at its maximum {top:.0f}: the cap, read from the page (no cap setting seen)"))
+            if capacity is not None:
+                evidence.append(ev(capacity, capacity.key, capacity.labels, capacity.value, None,
+                                   "", "waiting for capacity (not deferred)"))
         if running is not None:
             evidence.insert(1, ev(running, running.key, running.labels, running.value, None, "",
                                   "running"))
@@ -150,6 +166,27 @@ def queue_while_idle(ctx: Context) -> Iterator[Candidate]:
                         title=f"queue grows while {what}"
                         + (" and KV is free" if kv is not None else "")
                         + (f" ({cap_note})" if cap_note else ""))
+
+
+def _cap_from_page(ctx: Context, running: Reading, waiting: Reading,
+                   subject: Labels) -> tuple[float, Reading | None] | None:
+    """(the running batch's maximum over the judge window, the capacity-waiting reading or
+    None) when the page alone says a batch cap binds: requests wait for capacity (vLLM
+    waiting_by_reason{reason="capacity"} on half the window's ticks; a server without that
+    reading: the queue, tested by the caller) while the batch holds its maximum.  The
+    caller asks that the batch sits at it on half the ticks too and that KV is free."""
+    s = ctx.series(running.key, running.labels)
+    vals = recent_values(s, ctx.judge_window, ctx.now) if s is not None else None
+    if not vals:
+        return None
+    top = max(vals)
+    if top < 1:
+        return None
+    capacity = ctx.peer("server.requests_waiting_capacity", waiting.labels)
+    if capacity is not None and not ctx.past(ctx.share(capacity, 1.0), ">=", QUEUED_SHARE,
+                                             subject):
+        return None
+    return top, capacity
 
 
 # ---- SCH-003 too many threads for the cores ----------------------------------------------
@@ -323,20 +360,23 @@ RULES = (
         optional=("process.info",),
         judged="each tick's process and thread CPU; throughput as derived 10 s steps",
         notes="Throughput: generation tokens per 10 s, newest against the best of the last "
-              "2 minutes."), gil_contention),
+              "2 minutes; a counter the server moves only when requests finish "
+              "(server.counter_moves) only while each step holds several finishes."),
+        gil_contention),
     Rule(RuleSpec(
         "SCH-002", SCH, "queue grows while GPUs idle and KV is free",
         "Requests wait while the GPUs are mostly idle (or, without GPU readings, while the "
         "running batch sits at the concurrency cap) and the KV cache has room (without a KV "
         "reading, as llama.cpp's per-slot cache: the cap reached): a concurrency cap, not "
-        "capacity, holds them back.",
+        "capacity, holds them back.  Without a cap setting (a remote server) the page says "
+        "it: the running batch flat at its window maximum while requests wait for capacity.",
         ("server.requests_waiting",),
         {"thresholds.queue_waiting_min": None, "thresholds.idle_sm_active_max": None,
          "thresholds.idle_util_max": None, "thresholds.kv_free_max": None},
         "raise the concurrency cap (vLLM --max-num-seqs, SGLang --max-running-requests, "
         "llama.cpp --parallel, TGI --max-concurrent-requests)",
         optional=("kv.usage_ratio", "gpu.sm_active_ratio|gpu.util_ratio",
-                  "server.requests_running",
+                  "server.requests_running", "server.requests_waiting_capacity",
                   "server.setting{name=max_num_seqs}"),
         raise_after=JUDGED_RAISE_AFTER,
         judged="median over diagnosis.judge_window of each GPU's activity (then their "

@@ -34,6 +34,11 @@ class FamilyMap:
     # which server version named the family so (e.g. "0.9.2"; "<=0.10" for an old name):
     # documentation for the reader and docs/metrics.md, not used in the mapping
     since: str = ""
+    # the counter moves only when a request finishes (a finish step of its whole output),
+    # not while the work is done: between finishes its rate reads 0 (SGLang's tokenizer
+    # counters, llama.cpp tokens_predicted).  A rule comparing a rate with its peak must
+    # not read such a counter as a live rate (derive.py, server.counter_moves).
+    on_finish: bool = False
 
 
 def rule(families: str | tuple[str, ...], key: str, **kw: Any) -> FamilyMap:

@@ -62,24 +62,81 @@ def _sglang_kv_config(ctx: Ctx) -> None:
                         ("sglang:num_pages", "num_gpu_blocks", None)))
 
 
+# sglang:realtime_tokens_total{mode}: tokens the scheduler processed, bumped on each log
+# interval (every 40 decode steps, and on prefill) while the work is done: the live rate.
+# The tokenizer's prompt/generation_tokens_total move only when a request finishes (steps
+# of a whole batch's output): the fallback for an SGLang without the realtime family.
+REALTIME = "sglang:realtime_tokens"
+_PREFILL_MODES = ("prefill_compute", "prefill_cache")
+
+
+def _sglang_prefill(ctx: Ctx) -> None:
+    """Live prefill tokens: realtime prefill_compute + prefill_cache (prompt tokens computed
+    and served from the cache, as vLLM's prompt_tokens counts both), each the max over the
+    TP/PP/EP ranks that repeat it, then summed over the two modes."""
+    fam = ctx.by_name.get(REALTIME)
+    if fam is None:
+        return
+    per: dict[tuple, dict[str, float]] = {}
+    for s in fam.samples:
+        mode = s.labels.get("mode")
+        if mode not in _PREFILL_MODES or not math.isfinite(s.value) or s.value < 0:
+            continue
+        modes = per.setdefault(ctx.reading_labels(s.labels), {})
+        modes[mode] = max(modes.get(mode, 0.0), s.value)
+    for lab, modes in per.items():
+        ctx.extra.append(Reading("server.prompt_tokens_total", sum(modes.values()),
+                                 SPECS["server.prompt_tokens_total"].unit, lab,
+                                 kind=Kind.COUNTER))
+
+
+def _sglang_http_active(ctx: Ctx) -> None:
+    """Requests the HTTP server is serving now, summed over endpoints but for the scrape
+    itself (/metrics) and health checks (sglang:http_requests_active{endpoint,method})."""
+    fam = ctx.by_name.get("sglang:http_requests_active")
+    if fam is None:
+        return
+    total, seen = 0.0, False
+    for s in fam.samples:
+        if s.labels.get("endpoint") in ("/metrics", "/health", "/health_generate") or \
+                not math.isfinite(s.value) or s.value < 0:
+            continue
+        total += s.value
+        seen = True
+    if seen:
+        ctx.extra.append(Reading("server.http_requests_active", total,
+                                 SPECS["server.http_requests_active"].unit,
+                                 ctx.reading_labels({})))
+
+
 _SCHED = {"agg": "max"}
 DIALECT = Dialect("sglang", ("sglang:",), "dp_rank", ("model_name",),
-                  extras=(_sglang_kv_config, _sglang_utilization, _sglang_role),
+                  extras=(_sglang_kv_config, _sglang_utilization, _sglang_role,
+                          _sglang_prefill, _sglang_http_active),
                   extra_families=("sglang:max_total_num_tokens", "sglang:page_size",
                                   "sglang:num_pages", "sglang:utilization",
-                                  "sglang:num_running_reqs"),
-                  # SGLang repeats scheduler gauges per TP/PP/EP rank (promrules.py)
-                  drop_labels=("tp_rank", "pp_rank", "ep_rank", "moe_ep_rank", "engine_type"),
+                                  "sglang:num_running_reqs", REALTIME,
+                                  "sglang:http_requests_active"),
+                  # SGLang repeats scheduler gauges per TP/PP/EP rank (promrules.py); its
+                  # num_retracted_reqs and num_paused_reqs carry the scheduler's pid
+                  drop_labels=("tp_rank", "pp_rank", "ep_rank", "moe_ep_rank", "engine_type",
+                               "pid"),
                   rules=(
     _r("sglang:num_running_reqs", "server.requests_running"),
     _r("sglang:num_queue_reqs", "server.requests_waiting"),
     _r("sglang:token_usage", "kv.usage_ratio", fraction=True),
     _r("sglang:num_retracted_requests", "server.preemptions_total", **_SCHED),
-    _r("sglang:prompt_tokens", "server.prompt_tokens_total"),
-    _r("sglang:generation_tokens", "server.generation_tokens_total"),
-    _r("sglang:prompt_tokens", "kv.prefix_cache_queries_total"),
-    _r("sglang:cached_tokens", "kv.prefix_cache_hits_total"),
-    _r("sglang:num_requests", "server.requests_finished_total", const={"reason": "finished"}),
+    # live: the scheduler's decode tokens (prefill: _sglang_prefill); the tokenizer's
+    # counters only when the realtime family is missing, and they move on finish
+    _r(REALTIME, "server.generation_tokens_total", select={"mode": "decode"}, **_SCHED),
+    _r("sglang:prompt_tokens", "server.prompt_tokens_total", unless=REALTIME, on_finish=True),
+    _r("sglang:generation_tokens", "server.generation_tokens_total", unless=REALTIME,
+       on_finish=True),
+    _r("sglang:gen_throughput", "throughput.server_generation_tokens_per_second"),
+    _r("sglang:prompt_tokens", "kv.prefix_cache_queries_total", on_finish=True),
+    _r("sglang:cached_tokens", "kv.prefix_cache_hits_total", on_finish=True),
+    _r("sglang:num_requests", "server.requests_finished_total", const={"reason": "finished"},
+       on_finish=True),
     _r("sglang:spec_verify_calls", "spec.drafts_total"),
     _r("sglang:time_to_first_token_seconds", "latency.ttft_seconds"),
     _r("sglang:inter_token_latency_seconds", "latency.itl_seconds"),
@@ -97,9 +154,15 @@ DIALECT = Dialect("sglang", ("sglang:",), "dp_rank", ("model_name",),
     _r("sglang:spec_accept_rate", "spec.batch_acceptance_ratio", fraction=True),
     _r("sglang:num_retracted_reqs", "server.requests_retracted"),
     _r("sglang:num_paused_reqs", "server.requests_paused"),
+    _r("sglang:num_grammar_queue_reqs", "server.requests_grammar_queued"),
+    _r("sglang:decode_sum_seq_lens", "server.running_context_tokens"),
+    _r("sglang:is_cuda_graph", "server.cuda_graph_active"),
     _r("sglang:scheduler_idle_seconds", "server.scheduler_idle_seconds_total", **_SCHED),
     _r("sglang:scheduler_process_cpu_seconds", "server.scheduler_cpu_seconds_total",
        **_SCHED),
+    # where the scheduler loop's wall time goes (run_batch, idle, process_input_requests...)
+    _r("sglang:scheduler_stage_seconds", "server.scheduler_stage_seconds_total",
+       keep={"category": "stage"}, **_SCHED),
     # disaggregated prefill/decode queues (0 on a unified engine)
     _r("sglang:num_prefill_bootstrap_queue_reqs", "disagg.queue_requests",
        const={"queue": "prefill_bootstrap"}),

@@ -46,7 +46,8 @@ class ProfileSummary:
     idle_share: float | None                           # share of thread-samples off CPU
     per_thread: list[tuple[str, float, float]]         # (thread, active share, GIL share)
     per_process: list[tuple[str, float]] = field(default_factory=list)  # (process, GIL share)
-    samples: int = 0                                   # on-CPU samples behind top_functions
+    samples: int = 0      # on-CPU samples, as the SVG and speedscope count them (top_functions:
+    #                       the ones with a Python frame)
 
 
 @dataclass(slots=True)
@@ -357,8 +358,11 @@ def summarize(result: RecordResult, top: int = 10) -> ProfileSummary:
     """Top functions by own (leaf) time, GIL-held share, idle share, per thread."""
     own: collections.Counter = collections.Counter()
     total = 0
+    every = 0    # every on-CPU sample, with or without a Python frame: what the SVG and
+    #              the speedscope file count, so the three say the same number
     for counter in result.stacks.values():
         for stack, n in counter.items():
+            every += n
             if stack:
                 own[_func_key(result.frames[stack[-1]])] += n
                 total += n
@@ -381,7 +385,7 @@ def summarize(result: RecordResult, top: int = 10) -> ProfileSummary:
         top_functions=top_functions,
         gil_share=per_process[0][1] if per_process else None,
         idle_share=(1.0 - active_sum / denom_sum) if denom_sum else None,
-        per_thread=per_thread, per_process=per_process, samples=total)
+        per_thread=per_thread, per_process=per_process, samples=every)
 
 
 def summary_lines(s: ProfileSummary, width: int = 60, threads: int = 5,

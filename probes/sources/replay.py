@@ -110,6 +110,10 @@ class ReplaySource(SnapshotSource):
         return self._dec.times[-1] - self._dec.times[0]
 
     @property
+    def recorded_length(self) -> float:
+        return self.duration
+
+    @property
     def current_time(self) -> float | None:
         """The recorded (unix) time of the snapshot at ``position``; None before the first."""
         return self._dec.times[self._pos] if self._pos >= 0 else None

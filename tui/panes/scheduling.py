@@ -125,7 +125,8 @@ def deferral_and_sleep(ctx: PaneContext) -> Text:
             out.append(f"asleep{ctx.engine_tag(r)} (level {r.value:.0f})  ",
                        style=ctx.styles["warn"])
     # paused / retracted requests and the disaggregation queues (SGLang, TensorRT-LLM)
-    for key, name in (("server.requests_paused", "paused"),
+    for key, name in (("server.requests_waiting_capacity", "for capacity"),
+                      ("server.requests_paused", "paused"),
                       ("server.requests_retracted", "retracted")):
         n = sum(r.value for r in ctx.readings(key) if r.ok and r.value)
         if n:
@@ -133,12 +134,25 @@ def deferral_and_sleep(ctx: PaneContext) -> Text:
     for r in ctx.readings("disagg.queue_requests"):
         if r.ok and r.value:
             out.append(f"{r.label('queue').replace('_', ' ')} {r.value:.0f}  ")
+    # SGLang: waiting on a grammar compile, and requests the HTTP front end holds
+    for key, name in (("server.requests_grammar_queued", "grammar queue"),
+                      ("server.http_requests_active", "http in flight")):
+        n = sum(r.value for r in ctx.readings(key) if r.ok and r.value)
+        if n:
+            out.append(f"{name} {n:.0f}  ")
     idle = ctx.one("server.scheduler_idle_ratio")
     cpu = ctx.one("server.scheduler_cpu_cores")
     if idle is not None and idle.ok:
         append_cells(out, "scheduler idle ", ctx.value_text(idle))
         if cpu is not None and cpu.ok:
             append_cells(out, " cpu ", ctx.value_text(cpu))
+        out.append("  ")
+    # the scheduler loop's busiest stages over the window (SGLang), idle left out
+    stages = sorted((r for r in ctx.readings("server.scheduler_stage_ratio")
+                     if r.ok and r.value and r.label("stage") != "idle"),
+                    key=lambda r: -(r.value or 0.0))[:2]
+    for r in stages:
+        append_cells(out, f"{r.label('stage').replace('_', ' ')} ", ctx.value_text(r))
         out.append("  ")
     return out
 
