@@ -37,6 +37,7 @@ WHOLE = {
     "test_fleet_prometheus.py": "a real Prometheus scraping a demo fleet",
     "test_promrules_prometheus.py": "a real Prometheus scraping a demo server",
     "test_tui_messages.py": "the typed messages between screens and the app, in the app",
+    "test_netns_servers.py": "real network and PID namespaces with veth pairs (root)",
 }
 
 
