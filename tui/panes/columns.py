@@ -40,12 +40,18 @@ class Columns:
         self.rows: list[list[Cell]] = []
         self.codes: list[tuple[str, ...]] = []   # finding codes drawn in each row
         self.prio: list[float] = []              # lower is kept first when rows are cut
+        # rows shown whenever the table shows at all, like flagged ones (decoding's TTFT:
+        # the latency an SRE needs most must not give way to another table's rows)
+        self.pinned: set[int] = set()
         self.more = 0           # rows known but never built (the pane could not show them)
         self.main = False       # the table a zoomed pane's keys act on first
         self.hidden = 0         # rows the last to_text left out (built or not)
 
-    def add_row(self, *cells: "Cell | Text | str", prio: float = 0.0) -> None:
+    def add_row(self, *cells: "Cell | Text | str", prio: float = 0.0,
+                pinned: bool = False) -> None:
         row = [as_cell(c) for c in cells]
+        if pinned:
+            self.pinned.add(len(self.rows))
         self.rows.append(row)
         codes: tuple[str, ...] = ()
         for c in row:
@@ -56,6 +62,10 @@ class Columns:
 
     def __bool__(self) -> bool:
         return bool(self.rows)
+
+    def must_show(self) -> int:
+        """The rows kept before any other: flagged or pinned."""
+        return sum(1 for i, c in enumerate(self.codes) if c or i in self.pinned)
 
     def lines(self) -> int:
         return len(self.rows) + (1 if self.headers else 0) + (1 if self.more else 0)
@@ -85,7 +95,8 @@ class Columns:
             room = limit - head - extra
             nflag = sum(1 for i in order if self.codes[i])
             keep_flag = order[:min(nflag, room)]
-            others = sorted(order[nflag:], key=lambda i: (self.prio[i], i))[:max(0, room - nflag)]
+            others = sorted(order[nflag:], key=lambda i: (i not in self.pinned, self.prio[i], i)
+                            )[:max(0, room - nflag)]
             kept = set(keep_flag) | set(others)
             hidden += len(order) - len(kept)
             order = keep_flag + sorted(others)

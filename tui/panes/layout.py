@@ -108,7 +108,7 @@ def fit(ctx: PaneContext, *parts: "Text | Columns | Expendable | None") -> Text:
         room = max(0, height - fixed - 1)     # one line for the pane's "+N more"
         # first what must show: a table's flagged rows with its header
         for i in tables:
-            nflag = sum(1 for c in items[i].codes if c)
+            nflag = items[i].must_show()     # flagged rows and pinned ones
             head = 1 if items[i].headers else 0
             limits[i] = min(need[i], head + nflag) if nflag else 0
         if target is not None:    # it scrolls: its header, a row and its position line
