@@ -161,7 +161,11 @@ class Columns:
                         if i < len(widths) - 1:
                             widths[i] = max(widths[i], cell.cell_len)
         if width and _table_width(widths, self.gap) > width:
-            keep = fit_columns(widths, width, self.gap, self.cut, self.drop, coded,
+            cut, drop = self.cut, self.drop
+            if skip:     # cut and drop name the unscrolled table's columns (`o`, Right)
+                cut, drop = _shifted(cut, skip), (None if drop is None else
+                                                  _shifted(drop, skip))
+            keep = fit_columns(widths, width, self.gap, cut, drop, coded,
                                self.cut_min)
             if len(keep) < ncol:
                 rows = [[r[i] for i in keep if i < len(r)] for r in rows]
@@ -245,6 +249,12 @@ def cut_cell(cell: Text, w: int) -> Text:
 
 
 DIGITS = frozenset("0123456789.,")
+
+
+def _shifted(columns: tuple[int, ...], skip: int) -> tuple[int, ...]:
+    """Column indices of a table with ``skip`` columns after the first scrolled out of
+    view: those columns are gone, the ones after them move left."""
+    return tuple(i if i == 0 else i - skip for i in columns if i == 0 or i > skip)
 
 
 def _table_width(widths: list[int], gap: int) -> int:
