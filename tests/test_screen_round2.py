@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import functools
+import re
+
+import pytest
 
 from helpers.panes import frames_of, pane_text
 from infertop.cli.main import build_parser, make_pipeline
@@ -39,3 +42,83 @@ def test_o_scrolled_right_keeps_the_columns_that_fit():
     for name in ("PID", "GPU", "GPU mem", "SM", "CPU", "RSS"):
         assert name in [h.strip() for h in header.split("  ")], header
     assert "user" not in header and "role" not in header, header
+
+
+@pytest.mark.slow   # the fleet screen driven through the whole app
+async def test_fleet_engines_at_80_columns_cut_no_number_and_tab_stays_in_the_tables():
+    import re
+
+    from helpers.fleet_source import DemoFleetSource
+    from helpers.tui_demo import screen_lines
+    from infertop.fleet import FleetPipeline, diagnoser_factory
+    from infertop.tui.modes import app_for_source
+    from infertop.tui.options import AppOptions
+    from infertop.tui.screens.fleet import FleetTable
+    from textual.widgets import Input
+    app = app_for_source(DemoFleetSource(4, {2: ("dec-ttft-burst", 35)}),
+                         pipeline=FleetPipeline(diagnoser_factory()), interval=1.0,
+                         options=AppOptions(manual_ticks=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(12):
+            await app._poll()
+        await pilot.pause()
+        engines = app.query_one("#fleet-engines", FleetTable)
+        for _ in range(3):    # every position of the scrolled table: "4037" never "403…"
+            lines = screen_lines(app)
+            head = next(i for i, ln in enumerate(lines) if "node " in ln and "run" in ln)
+            rows = [ln.rstrip() for ln in lines[head + 1:head + 5]]
+            assert not any(re.search(r"\d…$", ln) for ln in rows), rows
+            engines.focus()
+            await pilot.press("right")
+            await pilot.pause()
+        for _ in range(3):   # Tab moves between the tables, never into the filter box
+            await pilot.press("tab")
+            await pilot.pause()
+            assert isinstance(app.focused, FleetTable), app.focused
+        await pilot.press("slash")      # `/` still opens the filter
+        await pilot.pause()
+        assert isinstance(app.focused, Input)
+
+
+def _tokens(text: str) -> set[str]:
+    """Words as the source has them; a line may break at a space or after a comma."""
+    return {t for t in re.split(r"[\s,]+", text) if t}
+
+
+def _printed(renderable, width: int) -> str:
+    import io
+
+    from rich.console import Console
+    con = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    con.print(renderable)
+    return con.export_text()
+
+
+def test_help_catalogue_breaks_no_word_at_80_columns():
+    # `?` at 80x24 draws its dialog about 68 cells wide: "synchronisati|on"
+    from helpers.tui_demo import demo_app
+    from infertop.tui.screens.help import catalogue_table
+    app = demo_app("healthy")
+    source = set()
+    for spec in app.pipeline.diagnoser.catalogue():
+        source |= _tokens(f"{spec.code} {spec.layer.value}: {spec.detects} {spec.remedy} "
+                          + " ".join(f"{k}={v}" for k, v in spec.thresholds.items()))
+    source |= {"thresholds", "remedy"}
+    shown = _tokens(_printed(catalogue_table(app), 68))
+    assert "synchronisation" in shown
+    assert shown <= source, sorted(shown - source)[:10]
+
+
+def test_findings_screen_breaks_no_word_at_80_columns():
+    # `f`: a series' labels ("{engine=0,instance=demo,model=meta-llama/...}") were one
+    # token folded mid-value ("model=me|ta-llama")
+    from infertop.themes import roles
+    from infertop.tui.screens.findings import findings_renderable
+    findings = demo_frame("mem-kv-pressure", 40).findings
+    assert findings
+    source = {"evidence", "remedy", "cause", "explained", "by", "since", "raised", "T"}
+    for f in findings:
+        source |= _tokens(" ".join([f.code, f.severity.value.upper(), f.title, f.remedy or "",
+                                    *f.caused_by, *(e.describe() for e in f.evidence)]))
+    shown = _tokens(_printed(findings_renderable(findings, roles({}), lambda t: "T"), 68))
+    assert shown <= source, sorted(shown - source)[:10]

@@ -534,8 +534,8 @@ class FleetApp(InfertopApp):
             self._apply(self.frame)
 
     def action_filter(self) -> None:
-        from textual.widgets import Input
-        self._main_widget("#fleet-filter", Input).focus()
+        from .screens.fleet import FilterBox
+        self._main_widget("#fleet-filter", FilterBox).open()
 
     def action_clear_filter(self) -> None:
         from textual.widgets import Input

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import TYPE_CHECKING, Callable
 
@@ -22,6 +23,15 @@ if TYPE_CHECKING:    # the app imports this screen
 
 def _wall_clock(t: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t))
+
+
+LABEL_SET = re.compile(r"\{[^{}]*\}")
+
+
+def wrappable(text: str) -> str:
+    """A series' label set with a space after each comma ("{engine=0, model=...}"): the
+    line wraps between labels, not inside a value ("model=me|ta-llama")."""
+    return LABEL_SET.sub(lambda m: m.group(0).replace(",", ", "), text)
 
 
 def findings_renderable(findings: list[Finding], styles: dict[str, str],
@@ -47,7 +57,7 @@ def findings_renderable(findings: list[Finding], styles: dict[str, str],
         head.append(f"  {since}", style=styles.get("muted", "dim"))
         t.add_row(Text(f.code, style=styles.get(sev, "bold")), head)
         for i, e in enumerate(f.evidence):
-            t.add_row("evidence" if i == 0 else "", e.describe())
+            t.add_row("evidence" if i == 0 else "", wrappable(e.describe()))
         if f.caused_by:
             t.add_row("cause", "explained by " + ", ".join(f.caused_by))
         if f.remedy:
