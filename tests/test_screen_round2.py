@@ -122,3 +122,14 @@ def test_findings_screen_breaks_no_word_at_80_columns():
                                     *f.caused_by, *(e.describe() for e in f.evidence)]))
     shown = _tokens(_printed(findings_renderable(findings, roles({}), lambda t: "T"), 68))
     assert shown <= source, sorted(shown - source)[:10]
+
+
+def test_compact_hardware_keeps_the_temperature_beside_a_throttle_finding():
+    # 80x24, HW-003 on the throttle column: that column was kept for its code in place
+    # of the temperature, and cut ("0 H100 sw_thermal,hw_thermal HW-…")
+    frame = demo_frame("hw-throttling", 60)
+    assert any(f.code == "HW-003" for f in frame.findings)
+    text = pane_text("hardware", frame, width=38, height=5, wide=False)
+    row = next(ln for ln in text.splitlines() if ln.startswith("0 "))
+    assert "HW-003" in row and "°C" in row and "GiB" in row, text
+    assert "…" not in row, text
