@@ -133,3 +133,34 @@ def test_compact_hardware_keeps_the_temperature_beside_a_throttle_finding():
     row = next(ln for ln in text.splitlines() if ln.startswith("0 "))
     assert "HW-003" in row and "°C" in row and "GiB" in row, text
     assert "…" not in row, text
+
+
+async def test_keys_typed_ahead_into_the_record_prompt_are_kept():
+    # P, "1", "5", Enter in one burst (over SSH): the keys reached the prompt screen
+    # before its box had the focus and were lost (the app's "5" binding, Enter took 30)
+    from textual import events
+    from textual.app import App
+    from textual.binding import Binding
+
+    from infertop.tui.screens.prompt import NumberPrompt
+
+    class Host(App):
+        BINDINGS = [Binding("5", "bell", "zoom")]
+
+    app = Host()
+    async with app.run_test() as pilot:
+        got: list = []
+        app.push_screen(NumberPrompt("seconds?", 30, 1, 600), got.append)
+        for key, char in (("1", "1"), ("5", "5"), ("enter", "\r")):
+            app.post_message(events.Key(key, char))
+        for _ in range(50):
+            if got:
+                break
+            await pilot.pause(0.02)
+        assert got == [15.0]
+        # and typed once the box has the focus, as before: over the default
+        app.push_screen(NumberPrompt("seconds?", 30, 1, 600), got.append)
+        await pilot.pause()
+        await pilot.press("7", "enter")
+        await pilot.pause()
+        assert got == [15.0, 7.0]
