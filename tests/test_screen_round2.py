@@ -164,3 +164,21 @@ async def test_keys_typed_ahead_into_the_record_prompt_are_kept():
         await pilot.press("7", "enter")
         await pilot.pause()
         assert got == [15.0, 7.0]
+
+
+@pytest.mark.slow   # the demo app driven through its capture screens
+async def test_one_esc_closes_a_capture_opened_over_another():
+    # p, then p again on the capture screen: a second screen was stacked on the
+    # first and Esc had to be pressed twice to see the panes again
+    from helpers.tui_demo import demo_app, open_capture
+    from infertop.tui.screens.capture import CaptureScreen
+    app = demo_app("healthy")
+    async with app.run_test(size=(100, 30)) as pilot:
+        while app.ticks < 1:
+            await pilot.pause(0.01)
+        await open_capture(app, pilot, "p")
+        await open_capture(app, pilot, "p")
+        assert sum(isinstance(s, CaptureScreen) for s in app.screen_stack) == 1
+        await pilot.press("escape")
+        await pilot.pause()
+        assert len(app.screen_stack) == 1, app.screen_stack

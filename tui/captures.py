@@ -68,10 +68,10 @@ class CaptureController:
         return capture_dir(self.app.options.capture_dir)
 
     def _open_screen(self, title: str):
-        from .screens.capture import CaptureScreen
+        from .screens.capture import CaptureScreen, show_capture
         self.cancel = asyncio.Event()
         self.screen = CaptureScreen(title=title, running=True, on_cancel=self.cancel.set)
-        self.app.push_screen(self.screen)
+        show_capture(self.app, self.screen)
         return self.screen
 
     def _busy(self) -> bool:
@@ -166,8 +166,8 @@ class CaptureController:
                     self.app.run_worker(self._endpoint(screen, kind, root), group="capture")
             self.app.push_screen(ConfirmPrompt(confirm_text(kind, 10)), confirmed)
         else:
-            from .screens.capture import CaptureScreen
-            self.app.push_screen(CaptureScreen(plan, title="GPU capture"))
+            from .screens.capture import CaptureScreen, show_capture
+            show_capture(self.app, CaptureScreen(plan, title="GPU capture"))
 
     async def _nsys(self, screen, session: str, seconds: float) -> None:
         from infertop.probes.capture.nsys import nsys_capture

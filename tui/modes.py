@@ -134,9 +134,9 @@ class DemoApp(PacedApp):
     # P, G, n: built from bundled files in a thread (as the live captures run off the
     # loop), shown as the live ones are, every screen saying "bundled"
     def _bundled_screen(self, title: str, build) -> None:
-        from .screens.capture import CaptureScreen
+        from .screens.capture import CaptureScreen, show_capture
         screen = CaptureScreen(title=title, running=True)
-        mounted = self.push_screen(screen)
+        mounted = show_capture(self, screen)
 
         async def fill() -> None:
             result = await asyncio.to_thread(build)
