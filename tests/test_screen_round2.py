@@ -182,3 +182,21 @@ async def test_one_esc_closes_a_capture_opened_over_another():
         await pilot.press("escape")
         await pilot.pause()
         assert len(app.screen_stack) == 1, app.screen_stack
+
+
+def test_capture_files_name_the_server_the_header_names():
+    # the process probe's kind "unknown" (a launcher it does not know) won over the
+    # metrics' dialect: captures named "..._unknown_..." under a vLLM the header named
+    from types import SimpleNamespace as NS
+
+    from infertop.tui.captures import CaptureController
+
+    def controller(kind, dialect):
+        snap = NS(process_meta=lambda: NS(server=NS(kind=kind) if kind else None),
+                  server_meta=lambda: NS(dialect=dialect) if dialect else None)
+        return CaptureController(NS(frame=NS(snapshot=snap)))
+
+    assert controller("unknown", "vllm").server_name() == "vllm"
+    assert controller("python", None).server_name() == "server"
+    assert controller("sglang", "unknown").server_name() == "sglang"
+    assert controller(None, None).server_name() == "server"

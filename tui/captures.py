@@ -61,8 +61,12 @@ class CaptureController:
         frame = self.app.frame
         pm = frame.snapshot.process_meta() if frame else None
         sm = frame.snapshot.server_meta() if frame else None
-        kind = pm.server.kind if pm and pm.server else None
-        return kind or (sm.dialect if sm else None) or "server"
+        # as the header names it: the metrics' dialect, then the process's kind; never
+        # "unknown" or "python" (captures were named "..._unknown_..." under a known vLLM)
+        for kind in ((sm.dialect if sm else None), (pm.server.kind if pm and pm.server else None)):
+            if kind and kind not in ("unknown", "python"):
+                return kind
+        return "server"
 
     def _dir(self):
         return capture_dir(self.app.options.capture_dir)
