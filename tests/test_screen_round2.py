@@ -200,3 +200,28 @@ def test_capture_files_name_the_server_the_header_names():
     assert controller("python", None).server_name() == "server"
     assert controller("sglang", "unknown").server_name() == "sglang"
     assert controller(None, None).server_name() == "server"
+
+
+def test_n_restart_advice_runs_in_the_servers_own_directory(tmp_path):
+    # `n` showed the server's argv ("./serve.sh --model models/llama") as if it could
+    # run anywhere: relative to the server's cwd, pasted in another directory it fails
+    import subprocess
+    import sys
+    from types import SimpleNamespace as NS
+
+    from infertop.probes.capture.nsys import restart_under_nsys_command
+    from infertop.tui.captures import CaptureController
+    where = tmp_path / "my models"
+    where.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], cwd=where)
+    try:
+        info = NS(label=lambda k: str(proc.pid) if k == "pid" else "")
+        app = NS(frame=NS(by_key=lambda key: [info] if key == "process.info" else []))
+        cwd = CaptureController(app).root_cwd()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert cwd == str(where)
+    line = restart_under_nsys_command(["./serve.sh", "--model", "models/llama"], "vllm", cwd)
+    assert line.startswith(f"cd '{where}' && ") and line.endswith("./serve.sh --model models/llama")
+    assert not restart_under_nsys_command(["./serve.sh"], None, "/tmp/a\x1b[2Jb").startswith("cd")

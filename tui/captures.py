@@ -5,6 +5,7 @@ ticking while they run, and their summaries land in the scheduling and kernels p
 from __future__ import annotations
 
 import asyncio
+import os
 import shlex
 from typing import TYPE_CHECKING
 
@@ -56,6 +57,17 @@ class CaptureController:
             except ValueError:
                 out.append((r.text or "").split())
         return out
+
+    def root_cwd(self) -> str | None:
+        """The working directory of the process whose command line ``cmdlines`` gives
+        first (the restart advice runs there); None when it cannot be read.  Reads /proc:
+        called in a thread."""
+        frame = self.app.frame
+        first = next(iter(frame.by_key("process.info")), None) if frame else None
+        try:
+            return os.readlink(f"/proc/{int(first.label('pid'))}/cwd") if first else None
+        except (OSError, ValueError):
+            return None
 
     def server_name(self) -> str:
         frame = self.app.frame
@@ -146,7 +158,8 @@ class CaptureController:
         from infertop.probes.capture.nsys import plan_gpu_capture
         cmdlines = self.cmdlines()
         root = cmdlines[0] if cmdlines else []
-        plan = await plan_gpu_capture(cmdlines, root, self.server_name())
+        cwd = await asyncio.to_thread(self.root_cwd)
+        plan = await plan_gpu_capture(cmdlines, root, self.server_name(), cwd=cwd)
         if plan.mode == "nsys":
             from .screens.prompt import NumberPrompt
             session = plan.session
