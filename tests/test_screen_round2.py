@@ -225,3 +225,25 @@ def test_n_restart_advice_runs_in_the_servers_own_directory(tmp_path):
     line = restart_under_nsys_command(["./serve.sh", "--model", "models/llama"], "vllm", cwd)
     assert line.startswith(f"cd '{where}' && ") and line.endswith("./serve.sh --model models/llama")
     assert not restart_under_nsys_command(["./serve.sh"], None, "/tmp/a\x1b[2Jb").startswith("cd")
+
+
+def test_header_does_not_tick_process_when_no_server_process_was_found():
+    from types import SimpleNamespace as NS
+
+    from helpers.snapkit import reading, snap
+    from infertop.history import History
+    from infertop.meta import ProcessMeta
+    from infertop.model import Sample, Status
+    from infertop.tui.app import InfertopApp
+    host = reading("host.cpu_ratio", 0.2)
+
+    def header(meta: ProcessMeta) -> str:
+        s = snap(1.0, Sample("process", 1.0, (host,), Status.OK, "", meta=meta))
+        me = NS(size=NS(width=100), host="gpu-box", interval=1.0, role_styles={})
+        return InfertopApp._header_text(me, Frame(s, [], History())).plain
+
+    lost = header(ProcessMeta(server=None, reason="no vLLM, SGLang, ... process found"))
+    assert "✓process" not in lost and "–process" in lost, lost
+    from infertop.meta import ServerInfo
+    found = header(ProcessMeta(server=ServerInfo(4242, "vllm", "vllm", "", 8000)))
+    assert "✓process" in found, found

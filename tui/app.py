@@ -557,9 +557,13 @@ class InfertopApp(App):
             return t
         snap = frame.snapshot
         styles = self.role_styles
+        pm = snap.process_meta()
         for name, s in sorted(snap.samples.items()):
             short = name.split(":", 1)[0]
-            if s.status is Status.OK:
+            if short == "process" and s.status is Status.OK and pm is not None and \
+                    pm.server is None:     # host readings only: no server process found
+                t.append(" –process", style=styles.get("muted", ""))
+            elif s.status is Status.OK:
                 t.append(f" ✓{short}", style=styles.get("ok", ""))
             elif s.status is Status.STALE:
                 t.append(f" ~{short}", style=styles.get("warn", ""))
@@ -568,7 +572,7 @@ class InfertopApp(App):
         for name, cap in sorted(snap.capabilities.items()):
             if not cap.available:
                 t.append(f" –{name.split(':', 1)[0]}", style=styles.get("muted", ""))
-        pm, sm, nm = snap.process_meta(), snap.server_meta(), snap.nvml_meta()
+        sm, nm = snap.server_meta(), snap.nvml_meta()
         kind = (sm.dialect if sm else None) or (pm.server.kind if pm and pm.server else None)
         model = clean(str((sm.model if sm else None) or ""))
         url = clean(str(meta_url(snap) or ""))
