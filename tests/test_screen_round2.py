@@ -247,3 +247,17 @@ def test_header_does_not_tick_process_when_no_server_process_was_found():
     from infertop.meta import ServerInfo
     found = header(ProcessMeta(server=ServerInfo(4242, "vllm", "vllm", "", 8000)))
     assert "✓process" in found, found
+
+
+def test_snapshot_says_a_dead_servers_reason_once():
+    # its line, then "server unreachable (...)" and "no source could be read (...)" each
+    # repeated "connection refused at ... — is the server running?"
+    from helpers.faulty_server import closed_port
+    from helpers.inproc import run_main
+    port = closed_port()
+    r = run_main("snapshot", "--json", "--no-gpu", "--pid", "999999999",
+                 "--url", f"http://127.0.0.1:{port}", "--window", "0.5")
+    assert r.returncode == 3, r
+    assert r.stderr.count("connection refused") == 1, r.stderr
+    name = f"server:127.0.0.1:{port}"
+    assert f"server unreachable ({name})" in r.stderr and "no source could be read" in r.stderr
