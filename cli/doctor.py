@@ -10,14 +10,15 @@ from infertop import __version__
 from infertop.settings_shown import shown_layers
 from infertop.textclean import clean
 
-from .sources import no_snapshot, sample_window, source_and_pipeline, sources_status
+from .sources import (DEAD_TICKS, all_servers_dead, no_snapshot, sample_window,
+                      source_and_pipeline, sources_status)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from infertop.report import exit_code, render_report
     source, pipeline = source_and_pipeline(args)
     frame = asyncio.run(sample_window(source, pipeline, args.duration, args.interval,
-                                      getattr(args, "speed", None)))
+                                      getattr(args, "speed", None), give_up_dead=DEAD_TICKS))
     if frame is None:
         raise no_snapshot(source)
     meta = doctor_meta(source, pipeline, frame, args.duration)
@@ -55,7 +56,9 @@ def doctor_meta(source, pipeline, frame, duration: float) -> dict:
             # the whole window, not only its last tick: every raise and clear of the run
             "episodes": episodes(pipeline.events, frame.findings),
             "rules_total": pipeline.rules_total, "gpu_off": gpu_off(frame),
-            "unreachable": unreachable}
+            "unreachable": unreachable,
+            # a live run stops early when every server is unreachable (sample_window)
+            "gave_up": bool(getattr(source, "realtime", False)) and all_servers_dead(frame)}
 
 
 def too_short(needed: dict[str, float], unchecked: dict[str, list[str]],

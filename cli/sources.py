@@ -148,10 +148,21 @@ def pace_of(source, interval: float, speed: float | None) -> float:
     return pace(source.realtime, step, speed)
 
 
+DEAD_TICKS = 3    # doctor: ticks with every server unreachable from the start, then it stops
+
+
+def all_servers_dead(frame) -> bool:
+    """Every server source of the frame unreachable (there is at least one)."""
+    servers = [n for n in frame.snapshot.samples if n.startswith("server:")]
+    return bool(servers) and set(servers) <= set(frame.unreachable_servers())
+
+
 async def sample_window(source, pipeline, window: float, interval: float,
-                        speed: float | None = None):
+                        speed: float | None = None, give_up_dead: int = 0):
     """Tick the source across ``window`` seconds (at least two ticks); last Frame.
-    ``speed`` paces demo/replay ticks in real time (see ``pace_of``)."""
+    ``speed`` paces demo/replay ticks in real time (see ``pace_of``).  ``give_up_dead``:
+    a live run stops after that many ticks on which every server was unreachable, none
+    ever read (doctor on a dead --url waited its whole --duration to say so)."""
     ticks = max(2, int(math.ceil(window / interval)) + 1)
     pace = pace_of(source, interval, speed)
     # live: the window is wall time; a source that hangs (every tick a timeout) ends it
@@ -159,6 +170,7 @@ async def sample_window(source, pipeline, window: float, interval: float,
     deadline = time.monotonic() + window + interval if source.realtime else math.inf
     await source.start()
     frame = None
+    dead = 0      # ticks with every server unreachable; -1 once one was read
     try:
         for i in range(ticks):
             if frame is not None and time.monotonic() > deadline:
@@ -168,6 +180,9 @@ async def sample_window(source, pipeline, window: float, interval: float,
             if snap is None:
                 break
             frame = pipeline.feed(snap, getattr(source, "epoch", None))
+            dead = dead + 1 if dead >= 0 and all_servers_dead(frame) else -1
+            if give_up_dead and source.realtime and dead >= give_up_dead:
+                break
             if pace > 0 and i < ticks - 1:
                 await asyncio.sleep(max(0.0, pace - (time.monotonic() - started)))
     finally:

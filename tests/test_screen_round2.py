@@ -261,3 +261,15 @@ def test_snapshot_says_a_dead_servers_reason_once():
     assert r.stderr.count("connection refused") == 1, r.stderr
     name = f"server:127.0.0.1:{port}"
     assert f"server unreachable ({name})" in r.stderr and "no source could be read" in r.stderr
+
+
+def test_doctor_on_a_dead_url_stops_early_and_says_why():
+    # every server refused from the first tick: doctor polled the whole --duration
+    from helpers.faulty_server import closed_port
+    from helpers.inproc import run_main
+    r = run_main("doctor", "--url", f"http://127.0.0.1:{closed_port()}", "--no-gpu",
+                 "--duration", "30")
+    assert r.returncode == 3, r
+    assert "stopped before the 30 s asked for: every server unreachable" in r.stdout, r.stdout
+    ticks = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("ticks:"))
+    assert int(ticks.split(":")[1]) <= 4, ticks
