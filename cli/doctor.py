@@ -10,8 +10,9 @@ from infertop import __version__
 from infertop.settings_shown import shown_layers
 from infertop.textclean import clean
 
-from .sources import (DEAD_TICKS, all_servers_dead, no_snapshot, sample_window,
-                      source_and_pipeline, sources_status)
+from .errors import EXIT_NO_SOURCE
+from .sources import (DEAD_TICKS, all_servers_dead, no_snapshot, prometheus_down,
+                      sample_window, source_and_pipeline, sources_status)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -21,6 +22,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                                       getattr(args, "speed", None), give_up_dead=DEAD_TICKS))
     if frame is None:
         raise no_snapshot(source)
+    down = prometheus_down(frame)
+    if down:      # the fleet has nothing else to report: one line, as README promises
+        print(clean(f"infertop: {down}"), file=sys.stderr)
+        return EXIT_NO_SOURCE
     meta = doctor_meta(source, pipeline, frame, args.duration)
     unreachable = meta["unreachable"]
     print(render_report(frame.findings, shown_layers(frame), args.format, meta), flush=True)

@@ -12,7 +12,8 @@ from infertop import __version__
 from infertop.textclean import clean
 
 from .errors import EXIT_NO_SOURCE, EXIT_OK
-from .sources import no_snapshot, sample_window, source_and_pipeline, sources_status
+from .sources import (no_snapshot, prometheus_down, sample_window, source_and_pipeline,
+                      sources_status)
 
 
 def snapshot_json(frame, diagnosis: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -54,6 +55,10 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
                                       getattr(args, "speed", None)))
     if frame is None:
         raise no_snapshot(source)
+    down = prometheus_down(frame)
+    if down:      # the fleet has nothing else to say: one line, as README promises
+        print(clean(f"infertop: {down}"), file=sys.stderr)
+        return EXIT_NO_SOURCE
     diagnosis = judgement(pipeline, args.window, interval)
     print(json.dumps(snapshot_json(frame, diagnosis), indent=1, allow_nan=False, default=str),
           flush=True)   # inside main's try: `| head` is a handled BrokenPipeError

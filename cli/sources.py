@@ -8,6 +8,7 @@ import math
 import time
 
 from infertop.meta import ProcessMeta
+from infertop.model import Status
 from infertop.source import pace
 
 from .errors import UsageError
@@ -157,6 +158,16 @@ def all_servers_dead(frame) -> bool:
     return bool(servers) and set(servers) <= set(frame.unreachable_servers())
 
 
+def prometheus_down(frame) -> str | None:
+    """Why the fleet's Prometheus gave nothing (down, or not Prometheus): the frame holds
+    its error sample alone.  None when it answered."""
+    samples = frame.snapshot.samples
+    prom = samples.get("prometheus")
+    if prom is None or len(samples) != 1 or prom.status is Status.OK:
+        return None
+    return prom.reason or "Prometheus gave no data"
+
+
 async def sample_window(source, pipeline, window: float, interval: float,
                         speed: float | None = None, give_up_dead: int = 0):
     """Tick the source across ``window`` seconds (at least two ticks); last Frame.
@@ -181,8 +192,9 @@ async def sample_window(source, pipeline, window: float, interval: float,
                 break
             frame = pipeline.feed(snap, getattr(source, "epoch", None))
             dead = dead + 1 if dead >= 0 and all_servers_dead(frame) else -1
-            if give_up_dead and source.realtime and dead >= give_up_dead:
-                break
+            if source.realtime and (give_up_dead and dead >= give_up_dead
+                                    or prometheus_down(frame)):
+                break     # nothing will come: say so now (Prometheus: one line, exit 3)
             if pace > 0 and i < ticks - 1:
                 await asyncio.sleep(max(0.0, pace - (time.monotonic() - started)))
     finally:

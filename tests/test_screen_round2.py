@@ -273,3 +273,17 @@ def test_doctor_on_a_dead_url_stops_early_and_says_why():
     assert "stopped before the 30 s asked for: every server unreachable" in r.stdout, r.stdout
     ticks = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("ticks:"))
     assert int(ticks.split(":")[1]) <= 4, ticks
+
+
+@pytest.mark.parametrize("cmd", [["doctor", "--duration", "30"],
+                                 ["snapshot", "--json", "--window", "30"]])
+def test_a_dead_prometheus_is_one_line_on_stderr_and_nothing_on_stdout(cmd):
+    # README: "Prometheus down or not Prometheus: one line on stderr, exit 3"; doctor
+    # printed a 28-line report on stdout after the whole duration (22 s)
+    from helpers.faulty_server import closed_port
+    from helpers.inproc import run_main
+    r = run_main(*cmd, "--prometheus", f"http://127.0.0.1:{closed_port()}")
+    assert r.returncode == 3, r
+    assert r.stdout == "", r.stdout
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and "cannot connect to Prometheus" in lines[0], r.stderr
