@@ -278,6 +278,8 @@ class InfertopApp(App):
         Binding("f", "findings", "findings"),
         Binding("o", "processes", "processes"),
         Binding("R", "record", "record"),
+        # the worst finding's evidence and remedy to the clipboard (f: the selected one)
+        Binding("y", "copy_finding", "copy finding", show=False),
     ]
 
     def __init__(self, source: SnapshotSource, *, interval: float = 1.0,
@@ -744,6 +746,24 @@ class InfertopApp(App):
             self.pop_screen()
             return
         self.push_screen(ProcessScreen())
+
+    def action_copy_finding(self) -> None:
+        findings = self.frame.findings if self.frame else []
+        if not findings:
+            self.notify("no active finding to copy", timeout=2)
+            return
+        self.copy_finding(findings[0])
+
+    def copy_finding(self, finding) -> None:
+        """``finding`` as ticket text on the clipboard, through OSC 52 (clipboard.py)."""
+        import os
+
+        from .clipboard import osc52, ticket_text
+        text = ticket_text(finding, self.clock_text)
+        self._clipboard = text          # Textual's own copy keeps it here as well
+        if self._driver is not None:
+            self._driver.write(osc52(text, in_tmux=bool(os.environ.get("TMUX"))))
+        self.notify(f"{finding.code}: evidence and remedy copied (OSC 52)", timeout=3)
 
     def action_findings(self) -> None:
         from .screens.findings import FindingsScreen

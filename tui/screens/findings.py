@@ -81,23 +81,66 @@ def events_renderable(events: list[FindingEvent],
 
 
 class FindingsScreen(ModalScreen):
-    BINDINGS = [Binding("escape,q,f", "dismiss", "close")]
+    """Every active finding, one block each; ↑/↓ (j/k, Home/End) select one, `y` copies
+    the selected finding's evidence and remedy to the clipboard (OSC 52)."""
+
+    BINDINGS = [Binding("escape,q,f", "dismiss", "close"),
+                # priority: the scrolling dialog would take the arrows for itself
+                Binding("down,j", "select(1)", "next finding", priority=True),
+                Binding("up,k", "select(-1)", "previous finding", priority=True),
+                Binding("home", "select_edge(0)", "first", priority=True),
+                Binding("end", "select_edge(1)", "last", priority=True),
+                Binding("y", "copy", "copy the finding")]
+
+    DEFAULT_CSS = """
+    FindingsScreen .finding { margin-bottom: 1; }
+    FindingsScreen .finding.-selected { background: $boost; }
+    """
 
     def __init__(self, app: InfertopApp) -> None:
         super().__init__()
         self._app = app
+        frame = app.frame
+        self.findings = list(frame.findings) if frame else []
+        self.selected = 0
 
     def compose(self) -> ComposeResult:
-        frame = self._app.frame
-        findings = frame.findings if frame else []
+        findings = self.findings
         # the raises and clears of this screen's rules (a fleet's: the cross-node ones)
         diagnoser = self._app.pipeline.diagnoser
         events = diagnoser.events if isinstance(diagnoser, Diagnoser) else []
         clock = self._app.clock_text     # replay: the recording's
         with VerticalScroll(classes="dialog"):
-            yield Static(Text("Active findings", style="bold"))
-            yield Static(findings_renderable(findings, self._app.role_styles, clock),
-                         id="findings-list")
+            yield Static(Text("Active findings" + ("  (↑/↓ select, y copies evidence and "
+                                                    "remedy)" if findings else ""),
+                              style="bold"))
+            if not findings:
+                yield Static(findings_renderable([], self._app.role_styles, clock),
+                             id="findings-list")
+            for n, f in enumerate(findings):
+                yield Static(findings_renderable([f], self._app.role_styles, clock),
+                             classes="finding -selected" if n == 0 else "finding",
+                             id=f"finding-{n}")
             yield Static(Text("\nRaised and cleared", style="bold"))
             yield Static(events_renderable(events, clock), id="findings-events")
             yield Static(Text("\nesc closes", style="dim"))
+
+    def action_select(self, step: int) -> None:
+        self._select(self.selected + step)
+
+    def action_select_edge(self, end: int) -> None:
+        self._select(len(self.findings) - 1 if end else 0)
+
+    def _select(self, n: int) -> None:
+        if not self.findings:
+            return
+        n = max(0, min(n, len(self.findings) - 1))
+        self.query_one(f"#finding-{self.selected}").remove_class("-selected")
+        self.selected = n
+        block = self.query_one(f"#finding-{n}")
+        block.add_class("-selected")
+        block.scroll_visible(animate=False)
+
+    def action_copy(self) -> None:
+        if self.findings:
+            self._app.copy_finding(self.findings[self.selected])

@@ -1,0 +1,57 @@
+"""Habits users bring from htop, btop, k9s and nvitop (issue 35, item 4)."""
+
+from __future__ import annotations
+
+import base64
+import re
+
+import pytest
+
+from helpers.tui_demo import demo_app
+from infertop.tui.clipboard import osc52
+
+
+def test_osc52_carries_the_text_and_passes_through_tmux():
+    text = "MEM-001 WARN: KV-cache pressure\nremedy: lower --max-num-seqs\n"
+    plain = osc52(text, in_tmux=False)
+    m = re.fullmatch(r"\x1b\]52;c;([A-Za-z0-9+/=]+)\x07", plain)
+    assert m and base64.b64decode(m.group(1)).decode() == text
+    wrapped = osc52(text, in_tmux=True)
+    assert wrapped.startswith(plain)          # tmux with set-clipboard on takes this one
+    inner = wrapped[len(plain):]
+    assert inner.startswith("\x1bPtmux;\x1b\x1b]52;c;") and inner.endswith("\x07\x1b\\")
+    big = osc52("é" * 100_000, in_tmux=False)   # cut, at a character boundary
+    data = base64.b64decode(big[len("\x1b]52;c;"):-1])
+    assert len(data) <= 74_994 and data.decode("utf-8")
+
+
+@pytest.mark.slow   # the demo app driven
+async def test_y_copies_the_worst_finding_and_f_copies_the_selected_one():
+    app = demo_app("mem-kv-pressure")
+    async with app.run_test(size=(100, 30)) as pilot:
+        while app.ticks < 1:
+            await pilot.pause(0.01)
+        while app.ticks < 40:
+            await app._poll()
+        await pilot.pause()
+        findings = app.frame.findings
+        assert len(findings) >= 2, findings
+        sent: list[str] = []
+        real_write = app._driver.write
+        app._driver.write = lambda data: (sent.append(data), real_write(data))[1]
+        await pilot.press("y")
+        await pilot.pause()
+        copied = [s for s in sent if s.startswith("\x1b]52;c;")]
+        assert copied, sent
+        text = base64.b64decode(copied[-1][len("\x1b]52;c;"):].split("\x07")[0]).decode()
+        first = findings[0]
+        assert text.startswith(first.code) and "evidence:" in text and "remedy:" in text
+        assert first.evidence[0].describe() in text and first.remedy in text
+        await pilot.press("f")
+        await pilot.pause()
+        await pilot.press("down", "y")
+        await pilot.pause()
+        assert app._clipboard.startswith(findings[1].code), app._clipboard
+        await pilot.press("end", "y")
+        await pilot.pause()
+        assert app._clipboard.startswith(findings[-1].code)
