@@ -7,6 +7,8 @@ import math
 
 from infertop import __version__
 
+from .suggest import SuggestingParser
+
 SUBCOMMANDS = ("snapshot", "doctor", "demo", "replay", "record", "demo-server", "compare",
                "report", "rules", "tui")
 
@@ -68,7 +70,7 @@ def add_source_flags(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = SuggestingParser(
         prog="infertop",
         description="top for LLM inference servers: hardware, kernels, memory, scheduling, "
                     "parallelism and decoding, live.",
@@ -90,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"infertop {cmd}")
+    p = SuggestingParser(prog=f"infertop {cmd}")
     if cmd == "snapshot":
         p.description = "Sample for a window and print one JSON object."
         p.add_argument("--json", action="store_true", help="print JSON (the only format)")

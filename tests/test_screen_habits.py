@@ -55,3 +55,21 @@ async def test_y_copies_the_worst_finding_and_f_copies_the_selected_one():
         await pilot.press("end", "y")
         await pilot.pause()
         assert app._clipboard.startswith(findings[-1].code)
+
+
+@pytest.mark.parametrize("argv,hint", [
+    (["--thme", "nord"], "(did you mean --theme?)"),
+    (["doctor", "--duraton=3"], "(did you mean --duration?)"),
+    (["--theme", "nrod", "--source", "demo"], "unknown theme 'nrod' (did you mean nord?)"),
+])
+def test_a_mistyped_flag_or_theme_says_what_was_meant(argv, hint):
+    from helpers.inproc import run_main
+    r = run_main(*argv)
+    assert r.returncode == 2, r
+    assert hint in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_no_suggestion_for_a_flag_like_none():
+    from helpers.inproc import run_main
+    r = run_main("doctor", "--zzzzz")
+    assert r.returncode == 2 and "did you mean" not in r.stderr, r.stderr

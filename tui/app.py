@@ -315,8 +315,11 @@ class InfertopApp(App):
             self.register_theme(extra)
         name = theme or DEFAULT_THEME
         if name not in self.available_themes:
-            raise UnknownTheme(f"unknown theme {name!r}; choose from "
-                               + ", ".join(sorted(self.available_themes)))
+            import difflib
+            close = difflib.get_close_matches(name, list(self.available_themes), n=1)
+            raise UnknownTheme(f"unknown theme {name!r}"
+                               + (f" (did you mean {close[0]}?)" if close else "")
+                               + "; choose from " + ", ".join(sorted(self.available_themes)))
         self.theme = name
 
     # -- layout ---------------------------------------------------------------------------
