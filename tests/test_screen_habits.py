@@ -73,3 +73,22 @@ def test_no_suggestion_for_a_flag_like_none():
     from helpers.inproc import run_main
     r = run_main("doctor", "--zzzzz")
     assert r.returncode == 2 and "did you mean" not in r.stderr, r.stderr
+
+
+@pytest.mark.slow   # the demo app driven through a capture screen
+async def test_home_and_end_move_to_the_first_and_last_row_of_a_capture():
+    from helpers.tui_demo import open_capture
+    app = demo_app("healthy")
+    async with app.run_test(size=(100, 30)) as pilot:
+        while app.ticks < 1:
+            await pilot.pause(0.01)
+        screen = await open_capture(app, pilot, "p")
+        table = screen.query_one("#capture-threads")
+        table.focus()
+        assert table.row_count > 2
+        await pilot.press("end")
+        await pilot.pause()
+        assert table.cursor_row == table.row_count - 1
+        await pilot.press("home")
+        await pilot.pause()
+        assert table.cursor_row == 0
