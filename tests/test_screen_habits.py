@@ -92,3 +92,28 @@ async def test_home_and_end_move_to_the_first_and_last_row_of_a_capture():
         await pilot.press("home")
         await pilot.pause()
         assert table.cursor_row == 0
+
+
+def test_process_tree_puts_each_process_under_its_parent():
+    from infertop.tui.screens.processes import tree_order
+    pids = ["1", "10", "11", "12", "20", "30"]
+    parent = {"10": "1", "11": "10", "12": "1", "20": "999", "30": "30"}
+    assert tree_order(pids, parent) == [("1", 0), ("10", 1), ("11", 2), ("12", 1),
+                                        ("20", 0), ("30", 0)]
+    # a cycle (hostile or racing ppids): every PID once, none lost
+    assert sorted(tree_order(["5", "6"], {"5": "6", "6": "5"})) == [("5", 0), ("6", 0)]
+
+
+def test_o_tree_indents_the_server_children_under_the_api_server():
+    from helpers.panes import frames_of
+    from infertop.probes.sources.demo import DemoSource
+    from infertop.themes import roles
+    from infertop.tui.panes.context import PaneContext
+    from infertop.tui.screens.processes import process_rows
+    frame = frames_of(DemoSource("healthy"), 3)
+    ctx = PaneContext(frame, roles({}), wide=True, height=40, width=150)
+    flat = [r[-1].plain for r in process_rows(ctx).rows]
+    tree = [r[-1].plain for r in process_rows(ctx, tree=True).rows]
+    assert not any(c.startswith("└─") for c in flat), flat
+    assert not tree[0].startswith("└─") and "vllm serve" in tree[0], tree
+    assert any(c == "└─ VLLM::EngineCore" for c in tree[1:]), tree
