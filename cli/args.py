@@ -10,7 +10,7 @@ from infertop import __version__
 from .suggest import SuggestingParser
 
 SUBCOMMANDS = ("snapshot", "doctor", "demo", "replay", "record", "demo-server", "compare",
-               "report", "rules", "tui")
+               "report", "rules", "tui", "serve")
 
 
 def _positive(kind: type):
@@ -205,4 +205,15 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
         p.add_argument("--bad-scenario", default="dec-ttft-burst", metavar="NAME")
         p.add_argument("--targets", metavar="DIR",
                        help="fleet: write Prometheus file_sd files (server.json, dcgm.json)")
+    elif cmd == "serve":
+        p.description = ("Serve the screen in a browser (textual-serve): one infertop per "
+                         "browser session, read-only keys (no capture, no recording).")
+        p.usage = "infertop serve [--port N] [--host H] [--all-keys] [INFERTOP ARGS...]"
+        p.add_argument("--port", type=_port, default=8000)
+        p.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default loopback only; 0.0.0.0 for a room)")
+        p.add_argument("--all-keys", action="store_true",
+                       help="let browser sessions capture and record on this machine")
+        p.add_argument("infertop_args", nargs=argparse.REMAINDER,
+                       help="the screen's own arguments (demo, --url URL, ...)")
     return p

@@ -680,6 +680,14 @@ class InfertopApp(App):
                        severity=severity, timeout=timeout, markup=markup)
 
     # -- actions --------------------------------------------------------------------------
+    # what a read-only screen (`infertop serve`) refuses: it writes on this machine
+    WRITE_ACTIONS: frozenset[str] = frozenset({"record"})
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.options.read_only and action in self.WRITE_ACTIONS:
+            return False       # not run, and not offered on the key line
+        return super().check_action(action, parameters)
+
     def action_pause(self) -> None:
         self.paused = not self.paused
         self._update_status()

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 
 class LiveApp(InfertopApp):
+    # read-only (`infertop serve`): the captures run py-spy or nsys against the server
+    WRITE_ACTIONS = InfertopApp.WRITE_ACTIONS | {"pyspy_dump", "pyspy_record", "nsys",
+                                                 "gil_sampler"}
     BINDINGS = InfertopApp.BINDINGS + [
         Binding("p", "pyspy_dump", "py-spy dump"),
         Binding("P", "pyspy_record", "py-spy record"),
