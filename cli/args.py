@@ -109,6 +109,9 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
         p.description = "Play a scripted bottleneck scenario (no GPU or server needed)."
         p.add_argument("name", nargs="?", help="scenario (default: the tour of all)")
         p.add_argument("--list", action="store_true", help="list scenarios and exit")
+        p.add_argument("--gpus", type=_positive(int), metavar="N",
+                       help="play every scenario on a host of N GPUs (1-16), the model "
+                            "spread over them; no fake driver needed")
         p.add_argument("--speed", type=_positive(float), default=1.0)
         p.add_argument("--interval", type=_positive(float), default=1.0)
         p.add_argument("--theme")

@@ -24,7 +24,7 @@ def make_source(args: argparse.Namespace, cfg=None):
         from infertop.demo.scenario import ScenarioError
         name = spec.split(":", 1)[1] if ":" in spec else None
         try:
-            return DemoSource(name or None, speed=speed)
+            return DemoSource(name or None, speed=speed, gpus=getattr(args, "gpus", None))
         except ScenarioError as e:
             raise UsageError(str(e)) from None
     if spec.startswith("replay:"):

@@ -250,6 +250,8 @@ class DemoApp(PacedApp):
         names = self.source.names
         where = f" {names.index(sc.name) + 1}/{len(names)}" if sc.name in names else ""
         t.append(f" DEMO{where} ", style="bold reverse")
+        if (self.size.height or 48) < SMALL_HEIGHT:     # 80x24: the narration must show
+            return self._small_banner(t, sc, ph)
         t.append(f" {sc.title}", style="bold")
         t.append(f"  [{ph.layer}]  phase {ph.index + 1}/{ph.count}: {ph.name}")
         t.append(f"  {self.speed_text()}   > < scenario · ] phase · r restart\n")
@@ -258,6 +260,43 @@ class DemoApp(PacedApp):
             t.append("\nremedy: " + " ".join(ph.remedy.split()),
                      style=self.role_styles.get("accent", "bold"))
         return t
+
+    def _small_banner(self, t: Text, sc, ph) -> Text:
+        """Three lines on a small screen (the banner's 2 rows held the title, the phase
+        and the keys, and the narration was never seen): the phase and the title on the
+        first, the narration on two more, cut between words; in the last phase its
+        first line and the remedy.  The keys are on the key line."""
+        width = max(20, (self.size.width or 80) - 2)      # the banner's padding
+        t.append(f" phase {ph.index + 1}/{ph.count}: {ph.name}  ")
+        t.append(sc.title, style="bold")
+        t.truncate(width, overflow="ellipsis")
+        words = " ".join(ph.narration.split())
+        remedy = " ".join(ph.remedy.split()) if ph.remedy and ph.index == ph.count - 1 \
+            else ""
+        lines = _cut_lines(words, width, 1 if remedy else 2)
+        for line in lines:
+            t.append("\n" + line)
+        if remedy:
+            t.append("\n" + _cut_lines("remedy: " + remedy, width, 1)[0],
+                     style=self.role_styles.get("accent", "bold"))
+        return t
+
+
+SMALL_HEIGHT = 36     # as on_resize's "-small" (tcss: the banner's 3 rows there)
+
+
+def _cut_lines(text: str, width: int, n: int) -> list[str]:
+    """``text`` wrapped at ``width`` into at most ``n`` lines, the last one ending in "…"
+    (between words) when more was left."""
+    import textwrap
+    lines = textwrap.wrap(text, width) or [""]
+    if len(lines) > n:
+        lines = lines[:n]
+        last = lines[-1]
+        while len(last) > width - 2 and " " in last:
+            last = last.rsplit(" ", 1)[0]
+        lines[-1] = last[:width - 2] + " …"
+    return lines
 
 
 REBUILD_TICKS = 600
