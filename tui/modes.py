@@ -4,6 +4,7 @@ and replay (position bar, stepping and seeking).  Each adds only its keys and ba
 from __future__ import annotations
 
 import asyncio
+import textwrap
 import time
 from typing import TYPE_CHECKING, Any, cast
 
@@ -262,41 +263,27 @@ class DemoApp(PacedApp):
         return t
 
     def _small_banner(self, t: Text, sc, ph) -> Text:
-        """Three lines on a small screen (the banner's 2 rows held the title, the phase
-        and the keys, and the narration was never seen): the phase and the title on the
-        first, the narration on two more, cut between words; in the last phase its
-        first line and the remedy.  The keys are on the key line."""
+        """Two lines on a small screen (80x24: the banner's 2 rows held the title, the
+        phase and the keys, and the narration was never seen): the phase and the title,
+        then the narration one line at a time, the next every PAGE_SECONDS of the
+        scenario's clock (then, in the last phase, the remedy); "›" says more follows.
+        The keys are on the key line."""
         width = max(20, (self.size.width or 80) - 2)      # the banner's padding
         t.append(f" phase {ph.index + 1}/{ph.count}: {ph.name}  ")
         t.append(sc.title, style="bold")
         t.truncate(width, overflow="ellipsis")
         words = " ".join(ph.narration.split())
-        remedy = " ".join(ph.remedy.split()) if ph.remedy and ph.index == ph.count - 1 \
-            else ""
-        lines = _cut_lines(words, width, 1 if remedy else 2)
-        for line in lines:
-            t.append("\n" + line)
-        if remedy:
-            t.append("\n" + _cut_lines("remedy: " + remedy, width, 1)[0],
-                     style=self.role_styles.get("accent", "bold"))
+        if ph.remedy and ph.index == ph.count - 1:
+            words += "  remedy: " + " ".join(ph.remedy.split())
+        pages = textwrap.wrap(words, width - 2, break_on_hyphens=False) or [""]
+        now = self.frame.snapshot.time if self.frame is not None else ph.started_at
+        n = int(max(0.0, now - ph.started_at) // PAGE_SECONDS) % len(pages)
+        t.append("\n" + pages[n] + (" ›" if n < len(pages) - 1 else ""))
         return t
 
 
-SMALL_HEIGHT = 36     # as on_resize's "-small" (tcss: the banner's 3 rows there)
-
-
-def _cut_lines(text: str, width: int, n: int) -> list[str]:
-    """``text`` wrapped at ``width`` into at most ``n`` lines, the last one ending in "…"
-    (between words) when more was left."""
-    import textwrap
-    lines = textwrap.wrap(text, width) or [""]
-    if len(lines) > n:
-        lines = lines[:n]
-        last = lines[-1]
-        while len(last) > width - 2 and " " in last:
-            last = last.rsplit(" ", 1)[0]
-        lines[-1] = last[:width - 2] + " …"
-    return lines
+SMALL_HEIGHT = 36     # as on_resize's "-small"
+PAGE_SECONDS = 5      # a line of narration on a small screen: ~80 characters, read in 5 s
 
 
 REBUILD_TICKS = 600
