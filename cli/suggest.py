@@ -18,7 +18,7 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 class SuggestingParser(argparse.ArgumentParser):
     """argparse's parser; an unrecognized flag's error names the nearest flag."""
 
-    def error(self, message: str):   # type: ignore[override]
+    def error(self, message: str):  # argparse.NoReturn: super().error exits
         m = re.match(r"unrecognized arguments: (\S+)", message)
         if m and m.group(1).startswith("-"):
             flag = m.group(1).split("=", 1)[0]
