@@ -287,3 +287,26 @@ def test_a_dead_prometheus_is_one_line_on_stderr_and_nothing_on_stdout(cmd):
     assert r.stdout == "", r.stdout
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and "cannot connect to Prometheus" in lines[0], r.stderr
+
+
+@pytest.mark.slow   # the demo app driven through a capture screen
+async def test_bars_keep_the_full_width_after_a_capture_and_a_scenario_switch():
+    # the capture screen's ProgressBar brings Textual's own `Bar { width: 32 }`, which
+    # matched infertop's Bar widgets at the next restyle (a scenario switch): header,
+    # strip, banner and status stayed 32 columns wide through every resize
+    from helpers.tui_demo import demo_app, open_capture
+    app = demo_app("healthy")
+    async with app.run_test(size=(80, 24)) as pilot:
+        while app.ticks < 1:
+            await pilot.pause(0.01)
+        await open_capture(app, pilot, "p")
+        await pilot.press("greater_than_sign")
+        await app._poll()
+        await pilot.press("escape")
+        await app._poll()
+        await pilot.resize_terminal(120, 40)
+        await app._poll()
+        await pilot.pause()
+        main = app.screen_stack[0]
+        for sel in ("#header", "#banner", "#status"):
+            assert main.query_one(sel).region.width == 120, (sel, main.query_one(sel).region)
