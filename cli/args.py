@@ -153,6 +153,9 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
                             "screen's 60 s, so each tick says more about its own moment)")
         p.add_argument("--all-ticks", action="store_true",
                        help="compare every tick, not only those with requests in flight")
+        p.add_argument("--fail-on-regression", action="store_true",
+                       help="exit 1 when a finding appeared, a latency rose, a throughput "
+                            "fell or the error share rose (a CI gate)")
         p.add_argument("--max-ticks", type=_positive(int), default=20_000,
                        help="snapshots read per recording at most (default 20000)")
         p.add_argument("--config", metavar="FILE", help="thresholds/SLO TOML")

@@ -7,6 +7,7 @@ recomputed), then compared by infertop.compare.  Headless: no Textual.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .sources import make_pipeline
 
@@ -38,4 +39,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     c = compare(before, after, min_rel=args.min_change, resamples=args.resamples,
                 seed=args.seed, loaded_only=not args.all_ticks)
     print(render_json(c) if args.format == "json" else render_text(c), end="")
+    if getattr(args, "fail_on_regression", False):
+        from infertop.compare import regressions
+        from infertop.textclean import clean
+        worse = regressions(c)
+        if worse:     # a CI gate: the first few on stderr, exit 1
+            shown = "; ".join(worse[:5]) + (f"; +{len(worse) - 5} more" if len(worse) > 5
+                                             else "")
+            print(clean(f"infertop: {len(worse)} regression(s): {shown}"), file=sys.stderr)
+            return 1
     return 0

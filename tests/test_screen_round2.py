@@ -310,3 +310,20 @@ async def test_bars_keep_the_full_width_after_a_capture_and_a_scenario_switch():
         main = app.screen_stack[0]
         for sel in ("#header", "#banner", "#status"):
             assert main.query_one(sel).region.width == 120, (sel, main.query_one(sel).region)
+
+
+def test_compare_aligns_its_columns_and_fails_on_a_regression_when_asked():
+    from pathlib import Path
+
+    from helpers.inproc import run_main
+    rec = Path(__file__).parent / "fixtures" / "recordings"
+    before, after = str(rec / "vllm-healthy-steady.jsonl.gz"), str(rec / "vllm-queue-cap.jsonl.gz")
+    r = run_main("compare", before, after)
+    assert r.returncode == 0, r
+    moved = r.stdout.split("READINGS THAT MOVED", 1)[1].splitlines()[1:]
+    arrows = {ln.index(" -> ") for ln in moved if " -> " in ln}
+    assert len(arrows) == 1, "\n".join(moved)       # one column for "->" on every row
+    r = run_main("compare", before, after, "--fail-on-regression")
+    assert r.returncode == 1, r
+    assert r.stderr.count("\n") == 1 and "regression(s)" in r.stderr and "ttft" in r.stdout
+    assert run_main("compare", before, before, "--fail-on-regression").returncode == 0
