@@ -327,3 +327,41 @@ def test_compare_aligns_its_columns_and_fails_on_a_regression_when_asked():
     assert r.returncode == 1, r
     assert r.stderr.count("\n") == 1 and "regression(s)" in r.stderr and "ttft" in r.stdout
     assert run_main("compare", before, before, "--fail-on-regression").returncode == 0
+
+
+def test_report_charts_quantities_only_with_room_for_their_labels_and_causes_first():
+    # HTML report: the throttle bitmask and a yes/no reading drawn as line charts, the
+    # y labels cut (".05 bitmask", "…tokens/s"); Markdown's evidence listed DEC-001 above
+    # its cause MEM-001
+    from infertop.findings import Evidence, Finding, Layer, Severity
+    from infertop.htmlreport import render_html, render_markdown, svg_chart
+    from infertop.model import make_labels
+    from infertop.runsummary import RunSummary
+    run = RunSummary(ticks=3, start=1000.0, end=1002.0)
+    g0 = make_labels(gpu="0")
+    for key, unit, vals in (("gpu.throttle_reasons", "bitmask", (0.0, 4.0, 68.0)),
+                            ("gpu.lost", "", (0.0, 0.0, 1.0)),
+                            ("gpu.util_ratio", "ratio", (0.5, 0.7, 0.9))):
+        run.series[(key, g0)] = [(1000.0 + i, v) for i, v in enumerate(vals)]
+        run.units[key] = unit
+    kv = make_labels(engine="0")
+    run.findings[("MEM-001", kv)] = Finding(
+        "MEM-001", Layer.MEMORY, Severity.CRIT, "KV-cache pressure",
+        (Evidence("kv.usage_ratio", kv, 0.97, 0.85, ">=", "ratio"),), "r", 1000.0, kv)
+    run.findings[("DEC-001", kv)] = Finding(
+        "DEC-001", Layer.DECODING, Severity.CRIT, "TTFT p99 over the SLO", (), "r", 1000.0,
+        kv, caused_by=("MEM-001",))
+    page = render_html(run, title="t", version="t")
+    charts = re.findall(r'aria-label="([^"]+) over the recording"', page)
+    assert "gpu.util_ratio" in charts
+    assert "gpu.throttle_reasons" not in charts and "gpu.lost" not in charts, charts
+    assert "<code>gpu.throttle_reasons{gpu=0}</code>" in page    # tabled, not lost
+    md = render_markdown(run, title="t", version="t")
+    ev = md[md.index("## Evidence and remedies"):]
+    assert ev.index("**MEM-001") < ev.index("**DEC-001")
+    key = ("throughput.generation_tokens_per_second", g0)
+    run.series[key] = [(1000.0, 1200.0), (1002.0, 1500.0)]
+    run.units[key[0]] = "tokens/s"
+    svg = svg_chart(run, key[0], [key], [])
+    label = re.search(r'<text x="([\d.]+)"[^>]*text-anchor="end"[^>]*>([^<]*tokens/s)<', svg)
+    assert label and float(label.group(1)) >= 6.2 * len(label.group(2)), svg[:400]
