@@ -22,10 +22,13 @@ def load_run(path: str, args: argparse.Namespace):
     # line length): the same limits as `replay`
     rec = open_replay(path)
     pipe = make_pipeline(args, rec)
+    window = args.window or pipe.window
+    # the window is stated with every median: compare (10 s) and report --baseline (the
+    # config's 60 s) gave two TTFT p99s of the same recordings without saying why
     meta = {"file": path, "host": rec.header.get("host"),
-            "recorded": rec.header.get("started")}
+            "recorded": rec.header.get("started"), "window_s": window}
     run = summarize(rec.iter_snapshots(), pipe.diagnoser,
-                    window=args.window or pipe.window, max_ticks=args.max_ticks, meta=meta)
+                    window=window, max_ticks=args.max_ticks, meta=meta)
     if run.ticks == 0:   # every line corrupt: no verdict and no comparison rests on nothing
         raise RecordingError(unreadable_message(rec.path.name, rec.skipped, rec.lines_total))
     run.meta["notes"] = rec.notes   # counted after the pass: bad lines are one note

@@ -264,7 +264,9 @@ def render_text(c: Comparison, clean=printable) -> str:
         r = getattr(c, side)
         lines.append(f"  {side:6}  {clean(str(r.get('file', '')))}  {r.get('ticks', 0)} ticks "
                      f"({r.get('loaded_ticks', 0)} with requests in flight), "
-                     f"{r.get('duration_s', 0):.0f} s")
+                     f"{r.get('duration_s', 0):.0f} s"
+                     + (f", rates and quantiles over {r['window_s']:g} s windows"
+                        if isinstance(r.get("window_s"), (int, float)) else ""))
     lines.append("")
     lines.append("SETTINGS THAT DIFFER")
     if not c.settings:

@@ -378,11 +378,20 @@ def render_html(run: RunSummary, *, title: str, version: str,
     return "\n".join(out) + "\n"
 
 
+def _window_text(c: Comparison) -> str:
+    """" of rates and quantiles over 60 s windows": what a median here is a median of
+    (compare's default window is 10 s: the same recordings give other numbers there)."""
+    w = c.after.get("window_s", c.before.get("window_s"))
+    return f" of rates and quantiles over {w:g} s windows" if isinstance(w, (int, float)) \
+        else ""
+
+
 def compare_html(c: Comparison) -> str:
     out = ['<section id="compare"><h2>Compared with the baseline</h2>',
            f"<p>baseline <code>{esc(c.before.get('file', ''))}</code>, "
            f"{c.before.get('ticks', 0)} ticks; this recording {c.after.get('ticks', 0)} ticks. "
-           f"Medians over {esc(c.params.get('ticks', ''))}; a reading moved when its "
+           f"Medians over {esc(c.params.get('ticks', ''))}{_window_text(c)}; a reading "
+           "moved when its "
            f"{int(c.params.get('confidence', 0.95) * 100)} % block-bootstrap interval excludes "
            f"0 and it changed by at least {c.params.get('min_relative_change', 0):.0%}.</p>",
            "<h3>Settings that differ</h3>"]
@@ -469,7 +478,8 @@ def render_markdown(run: RunSummary, *, title: str, version: str,
                 for code, why in sorted(run.unchecked.items())]
     if comparison is not None:
         c = comparison
-        out += ["", f"## Compared with {md(c.before.get('file', 'the baseline'))}", ""]
+        out += ["", f"## Compared with {md(c.before.get('file', 'the baseline'))}", "",
+                f"Medians over {md(str(c.params.get('ticks', '')))}{_window_text(c)}.", ""]
         out += [f"- setting {md(n)}: {md(b) if b is not None else '(not set)'} -> "
                 f"{md(a) if a is not None else '(not set)'}" for n, b, a in c.settings]
         for word, items in (("appeared", c.appeared), ("vanished", c.vanished)):

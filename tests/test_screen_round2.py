@@ -365,3 +365,17 @@ def test_report_charts_quantities_only_with_room_for_their_labels_and_causes_fir
     svg = svg_chart(run, key[0], [key], [])
     label = re.search(r'<text x="([\d.]+)"[^>]*text-anchor="end"[^>]*>([^<]*tokens/s)<', svg)
     assert label and float(label.group(1)) >= 6.2 * len(label.group(2)), svg[:400]
+
+
+def test_compare_and_report_baseline_state_the_window_of_their_medians():
+    # compare (10 s windows) and report --baseline (the config's 60 s) gave different TTFT
+    # p99s for the same two recordings, neither saying over what window
+    from pathlib import Path
+
+    from helpers.inproc import run_main
+    rec = Path(__file__).parent / "fixtures" / "recordings"
+    before, after = str(rec / "vllm-healthy-steady.jsonl.gz"), str(rec / "vllm-queue-cap.jsonl.gz")
+    r = run_main("compare", before, after)
+    assert r.stdout.count("rates and quantiles over 10 s windows") == 2, r.stdout[:400]
+    r = run_main("report", after, "--baseline", before, "--format", "markdown")
+    assert "rates and quantiles over 60 s windows" in r.stdout, r.stdout[-800:]
