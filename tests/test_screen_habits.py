@@ -117,3 +117,50 @@ def test_o_tree_indents_the_server_children_under_the_api_server():
     assert not any(c.startswith("└─") for c in flat), flat
     assert not tree[0].startswith("└─") and "vllm serve" in tree[0], tree
     assert any(c == "└─ VLLM::EngineCore" for c in tree[1:]), tree
+
+
+def test_a_muted_finding_comes_back_when_its_time_is_up_or_it_worsens():
+    from dataclasses import replace
+
+    from infertop.findings import Finding, Layer, Severity
+    from infertop.tui.mute import MUTE_SECONDS, Mutes
+    warn = Finding("MEM-001", Layer.MEMORY, Severity.WARN, "KV-cache pressure", (), "r", 0.0)
+    other = replace(warn, code="SCH-002")
+    m = Mutes()
+    m.mute(warn, now=100.0)
+    assert m.split([warn, other], 200.0) == ([other], 1)
+    assert m.muted(warn, 100.0 + MUTE_SECONDS) is None            # time is up
+    m.mute(warn, now=100.0)
+    assert m.muted(replace(warn, severity=Severity.CRIT), 200.0) is None   # it worsened
+    assert m.muted(warn, 200.0) is None          # and the mute is gone for good
+
+
+@pytest.mark.slow   # the demo app driven
+async def test_m_in_f_mutes_the_selected_finding_dimmed_and_out_of_the_strip():
+    from helpers.tui_demo import screen_lines
+    app = demo_app("mem-kv-pressure")
+    async with app.run_test(size=(100, 30)) as pilot:
+        while app.ticks < 1:
+            await pilot.pause(0.01)
+        while app.ticks < 40:
+            await app._poll()
+        await pilot.pause()
+        first = app.frame.findings[0]
+        assert screen_lines(app)[1].lstrip().startswith(first.code)
+        await pilot.press("f")
+        await pilot.pause()
+        await pilot.press("m")
+        await pilot.pause()
+        block = app.screen.query_one("#finding-0")
+        assert block.has_class("-muted")
+        await pilot.press("escape")
+        await app._poll()
+        await pilot.pause()
+        strip = screen_lines(app)[1]
+        assert not strip.lstrip().startswith(first.code) and "1 muted: f" in strip, strip
+        await pilot.press("f")                        # still listed, and m unmutes
+        await pilot.pause()
+        assert app.screen.query_one("#finding-0").has_class("-muted")
+        await pilot.press("m")
+        await pilot.pause()
+        assert not app.screen.query_one("#finding-0").has_class("-muted")

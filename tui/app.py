@@ -40,6 +40,7 @@ from infertop.source import SnapshotSource, pace
 from infertop.themes import DEFAULT_THEME, THEMES, roles, stylesheet_path
 
 from .compositor import use_lean_compositor
+from .mute import Mutes
 from .options import AppOptions, CaptureSummaries
 from .panes.cells import TickMemo
 from .panes.context import FrameLookups
@@ -297,6 +298,7 @@ class InfertopApp(App):
         self.ticks = 0
         self.zoomed: int | None = None
         self.summaries = CaptureSummaries()     # capture results shown in panes
+        self.mutes = Mutes()                     # findings acknowledged with `m` in `f`
         self.recorder: Recorder | None = None   # while `R` records
         self._signals: list[int] = []     # the signals whose handlers on_mount set
         self._exit_signalled = False      # a signal asked the app to exit
@@ -611,15 +613,21 @@ class InfertopApp(App):
 
     def _update_strip(self, frame: Frame) -> None:
         strip = self._main_widget("#findings-strip", Static)
-        if not frame.findings:
+        shown, muted = self.mutes.split(frame.findings, frame.snapshot.time)
+        if not shown and not muted:
             strip.set_class(True, "-none")
             self._shown.pop("#findings-strip", None)
             return
         strip.set_class(False, "-none")
         small = self.screen_stack[0].has_class("-small")
-        self._set_text("#findings-strip",
-                       strip_text(frame.findings, self.role_styles,
-                                  max(20, self.size.width - 2), 1 if small else 3))
+        width = max(20, self.size.width - 2)
+        note = f"  ({muted} muted: f)" if muted else ""
+        text = strip_text(shown, self.role_styles, width - len(note), 1 if small else 3) \
+            if shown else Text()
+        if note:        # acknowledged ones are not gone: said, dimmed, at the end
+            text.append(note.lstrip() if not shown else note,
+                        style=self.role_styles.get("muted", "dim"))
+        self._set_text("#findings-strip", text)
 
     def _update_status(self) -> None:
         parts = []
@@ -759,7 +767,8 @@ class InfertopApp(App):
         self.push_screen(ProcessScreen())
 
     def action_copy_finding(self) -> None:
-        findings = self.frame.findings if self.frame else []
+        findings = self.mutes.split(self.frame.findings, self.frame.snapshot.time)[0] \
+            if self.frame else []
         if not findings:
             self.notify("no active finding to copy", timeout=2)
             return

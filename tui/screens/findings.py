@@ -90,11 +90,13 @@ class FindingsScreen(ModalScreen):
                 Binding("up,k", "select(-1)", "previous finding", priority=True),
                 Binding("home", "select_edge(0)", "first", priority=True),
                 Binding("end", "select_edge(1)", "last", priority=True),
-                Binding("y", "copy", "copy the finding")]
+                Binding("y", "copy", "copy the finding"),
+                Binding("m", "mute", "mute / unmute")]
 
     DEFAULT_CSS = """
     FindingsScreen .finding { margin-bottom: 1; }
     FindingsScreen .finding.-selected { background: $boost; }
+    FindingsScreen .finding.-muted { text-opacity: 55%; }
     """
 
     def __init__(self, app: InfertopApp) -> None:
@@ -112,15 +114,16 @@ class FindingsScreen(ModalScreen):
         clock = self._app.clock_text     # replay: the recording's
         with VerticalScroll(classes="dialog"):
             yield Static(Text("Active findings" + ("  (↑/↓ select, y copies evidence and "
-                                                    "remedy)" if findings else ""),
-                              style="bold"))
+                                                    "remedy, m mutes for 30 min)"
+                                                    if findings else ""), style="bold"))
             if not findings:
                 yield Static(findings_renderable([], self._app.role_styles, clock),
                              id="findings-list")
             for n, f in enumerate(findings):
-                yield Static(findings_renderable([f], self._app.role_styles, clock),
-                             classes="finding -selected" if n == 0 else "finding",
-                             id=f"finding-{n}")
+                block = Static(self._block(f), id=f"finding-{n}",
+                               classes="finding -selected" if n == 0 else "finding")
+                block.set_class(self._muted_until(f) is not None, "-muted")
+                yield block
             yield Static(Text("\nRaised and cleared", style="bold"))
             yield Static(events_renderable(events, clock), id="findings-events")
             yield Static(Text("\nesc closes", style="dim"))
@@ -140,6 +143,38 @@ class FindingsScreen(ModalScreen):
         block = self.query_one(f"#finding-{n}")
         block.add_class("-selected")
         block.scroll_visible(animate=False)
+
+    def _now(self) -> float:
+        frame = self._app.frame
+        return frame.snapshot.time if frame is not None else time.time()
+
+    def _muted_until(self, f: Finding) -> float | None:
+        return self._app.mutes.muted(f, self._now())
+
+    def _block(self, f: Finding):
+        """A finding's block; a muted one says until when, and that it comes back."""
+        body = findings_renderable([f], self._app.role_styles, self._app.clock_text)
+        end = self._muted_until(f)
+        if end is None:
+            return body
+        from rich.console import Group
+        return Group(Text(f"muted until {self._app.clock_text(end)}: back sooner if it "
+                          "worsens (m unmutes)", style="italic"), body)
+
+    def action_mute(self) -> None:
+        if not self.findings:
+            return
+        f = self.findings[self.selected]
+        mutes = self._app.mutes
+        if self._muted_until(f) is None:
+            mutes.mute(f, self._now())
+        else:
+            mutes.unmute(f)
+        block = self.query_one(f"#finding-{self.selected}", Static)
+        block.update(self._block(f))
+        block.set_class(self._muted_until(f) is not None, "-muted")
+        if self._app.frame is not None:
+            self._app._update_strip(self._app.frame)
 
     def action_copy(self) -> None:
         if self.findings:
