@@ -270,6 +270,9 @@ class DemoApp(PacedApp):
         The keys are on the key line."""
         width = max(20, (self.size.width or 80) - 2)      # the banner's padding
         t.append(f" phase {ph.index + 1}/{ph.count}: {ph.name}  ")
+        speed = self.speed_text()
+        if speed != "speed 1x":    # faster, slower or behind: before the title, which cuts
+            t.append(f"{speed}  ")
         t.append(sc.title, style="bold")
         t.truncate(width, overflow="ellipsis")
         words = " ".join(ph.narration.split())
