@@ -18,8 +18,7 @@ import pytest
 from helpers.inproc import run_main
 from helpers.prom_fleet import INSTALL_HINT, free_port, prometheus_binary
 
-pytestmark = [pytest.mark.skipif(prometheus_binary() is None, reason=INSTALL_HINT),
-              pytest.mark.integration, pytest.mark.slow]
+needs_prometheus = pytest.mark.skipif(prometheus_binary() is None, reason=INSTALL_HINT)
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -56,6 +55,16 @@ def targets_up(url: str, want: int, deadline: float = 60.0) -> list[dict]:
     raise AssertionError(f"targets not up in time: {got}")
 
 
+def test_readme_has_both_snippets_with_a_node_label():
+    demo_yml, real_yml = readme_snippets()
+    assert "/tmp/infertop-sd/server.json" in demo_yml and "/tmp/infertop-sd/dcgm.json" in demo_yml
+    for yml in (demo_yml, real_yml):
+        assert yml.count("target_label: node") == 2 and "job_name: dcgm" in yml
+
+
+@needs_prometheus
+@pytest.mark.integration    # a real Prometheus (two) and a demo fleet
+@pytest.mark.slow
 def test_readme_prometheus_yml_runs_the_demo_fleet_and_a_real_layout(tmp_path):
     demo_yml, real_yml = readme_snippets()
     sd = tmp_path / "sd"
