@@ -7,8 +7,10 @@ import math
 
 from infertop import __version__
 
+from .suggest import SuggestingParser
+
 SUBCOMMANDS = ("snapshot", "doctor", "demo", "replay", "record", "demo-server", "compare",
-               "report", "rules", "tui")
+               "report", "rules", "tui", "serve")
 
 
 def _positive(kind: type):
@@ -68,7 +70,7 @@ def add_source_flags(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = SuggestingParser(
         prog="infertop",
         description="top for LLM inference servers: hardware, kernels, memory, scheduling, "
                     "parallelism and decoding, live.",
@@ -90,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"infertop {cmd}")
+    p = SuggestingParser(prog=f"infertop {cmd}")
     if cmd == "snapshot":
         p.description = "Sample for a window and print one JSON object."
         p.add_argument("--json", action="store_true", help="print JSON (the only format)")
@@ -108,6 +110,9 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
         p.description = "Play a scripted bottleneck scenario (no GPU or server needed)."
         p.add_argument("name", nargs="?", help="scenario (default: the tour of all)")
         p.add_argument("--list", action="store_true", help="list scenarios and exit")
+        p.add_argument("--gpus", type=_positive(int), metavar="N",
+                       help="play every scenario on a host of N GPUs (1-16), the model "
+                            "spread over them; no fake driver needed")
         p.add_argument("--speed", type=_positive(float), default=1.0)
         p.add_argument("--interval", type=_positive(float), default=1.0)
         p.add_argument("--theme")
@@ -149,6 +154,9 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
                             "screen's 60 s, so each tick says more about its own moment)")
         p.add_argument("--all-ticks", action="store_true",
                        help="compare every tick, not only those with requests in flight")
+        p.add_argument("--fail-on-regression", action="store_true",
+                       help="exit 1 when a finding appeared, a latency rose, a throughput "
+                            "fell or the error share rose (a CI gate)")
         p.add_argument("--max-ticks", type=_positive(int), default=20_000,
                        help="snapshots read per recording at most (default 20000)")
         p.add_argument("--config", metavar="FILE", help="thresholds/SLO TOML")
@@ -204,4 +212,15 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
         p.add_argument("--bad-scenario", default="dec-ttft-burst", metavar="NAME")
         p.add_argument("--targets", metavar="DIR",
                        help="fleet: write Prometheus file_sd files (server.json, dcgm.json)")
+    elif cmd == "serve":
+        p.description = ("Serve the screen in a browser (textual-serve): one infertop per "
+                         "browser session, read-only keys (no capture, no recording).")
+        p.usage = "infertop serve [--port N] [--host H] [--all-keys] [INFERTOP ARGS...]"
+        p.add_argument("--port", type=_port, default=8000)
+        p.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default loopback only; 0.0.0.0 for a room)")
+        p.add_argument("--all-keys", action="store_true",
+                       help="let browser sessions capture and record on this machine")
+        p.add_argument("infertop_args", nargs=argparse.REMAINDER,
+                       help="the screen's own arguments (demo, --url URL, ...)")
     return p

@@ -11,8 +11,10 @@ from infertop import __version__
 from infertop.settings_shown import shown_layers
 from infertop.textclean import clean
 
-from .sources import no_snapshot, sample_window, source_and_pipeline, sources_status
+from .errors import EXIT_NO_SOURCE
 from .options import SourceArgs, typed
+from .sources import (DEAD_TICKS, all_servers_dead, no_snapshot, prometheus_down,
+                      sample_window, source_and_pipeline, sources_status)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -23,9 +25,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         # a recording is judged whole: its first 10 s would miss an outage 5 minutes in
         duration = math.inf if source.recorded_length is not None else DEFAULT_DURATION
     frame = asyncio.run(sample_window(source, pipeline, duration, args.interval,
-                                      typed(SourceArgs, args).speed))
+                                      typed(SourceArgs, args).speed, give_up_dead=DEAD_TICKS))
     if frame is None:
         raise no_snapshot(source)
+    down = prometheus_down(frame)
+    if down:      # the fleet has nothing else to report: one line, as README promises
+        print(clean(f"infertop: {down}"), file=sys.stderr)
+        return EXIT_NO_SOURCE
     meta = doctor_meta(source, pipeline, frame, duration)
     unreachable = meta["unreachable"]
     print(render_report(frame.findings, shown_layers(frame), args.format, meta), flush=True)
@@ -77,7 +83,9 @@ def doctor_meta(source, pipeline, frame, duration: float) -> dict:
             # the whole window, not only its last tick: every raise and clear of the run
             "episodes": episodes(pipeline.events, frame.findings),
             "rules_total": pipeline.rules_total, "gpu_off": gpu_off(frame),
-            "unreachable": unreachable}
+            "unreachable": unreachable,
+            # a live run stops early when every server is unreachable (sample_window)
+            "gave_up": source.realtime and all_servers_dead(frame)}
 
 
 def too_short(needed: dict[str, float], unchecked: dict[str, list[str]],

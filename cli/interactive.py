@@ -36,7 +36,9 @@ def run_tui(source, args: argparse.Namespace, pipeline=None) -> int:
                          record_path=given.record,
                          record_now=bool(given.record),
                          record_force=given.force,
-                         settle_gc=True)
+                         settle_gc=True,
+                         # set by `infertop serve` for each browser session's process
+                         read_only=os.environ.get("INFERTOP_READ_ONLY") == "1")
     try:
         app = app_for_source(source, interval=args.interval, pipeline=pipeline,
                              theme=given.theme, options=options)
@@ -58,6 +60,8 @@ def require_terminal() -> None:
     (stdin closed: an AttributeError traceback; stdout a file: the file filled with
     full-screen escapes), so it stops here in one line (exit 2) and names the commands
     made for files and pipes."""
+    if os.environ.get("TEXTUAL_DRIVER", "").startswith("textual.drivers.web_driver:"):
+        return     # `infertop serve`: textual-serve speaks to the browser over pipes
     for name in ("stdin", "stdout", "stderr"):
         stream = getattr(sys, name)
         try:

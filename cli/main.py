@@ -10,6 +10,7 @@
     infertop compare BEFORE AFTER [--format text|json]
     infertop report RECORDING [-o FILE] [--format html|markdown] [--baseline BEFORE]
     infertop rules export --format prometheus [-o FILE] | rules promtool-input RECORDING
+    infertop serve [--port N] [--host H] [infertop args]   (the screen in a browser)
 
 Every error a user can cause (bad flag, unreadable file, nothing to read) ends in one
 line on stderr and a non-zero exit code, never a traceback.  Headless commands import
@@ -58,6 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return cmd_report(args)
             if cmd == "rules":
                 return cmd_rules(args)
+            if cmd == "serve":
+                from .serve import cmd_serve
+                return cmd_serve(args)
             if cmd == "demo":
                 if args.list:
                     return cmd_demo_list()

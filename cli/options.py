@@ -26,6 +26,7 @@ class SourceArgs:
     prometheus: str | None = None      # fleet mode through Prometheus
     url: tuple[str, ...] = ()          # --url as given (repeatable)
     config: str | None = None          # --config FILE
+    gpus: int | None = None            # demo: the GPUs a scenario is spread over
 
 
 @dataclass(frozen=True)

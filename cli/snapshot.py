@@ -12,8 +12,9 @@ from infertop import __version__
 from infertop.textclean import clean
 
 from .errors import EXIT_NO_SOURCE, EXIT_OK
-from .sources import no_snapshot, sample_window, source_and_pipeline, sources_status
 from .options import SourceArgs, typed
+from .sources import (no_snapshot, prometheus_down, sample_window, source_and_pipeline,
+                      sources_status)
 
 
 def snapshot_json(frame, diagnosis: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -55,19 +56,26 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
                                       typed(SourceArgs, args).speed))
     if frame is None:
         raise no_snapshot(source)
+    down = prometheus_down(frame)
+    if down:      # the fleet has nothing else to say: one line, as README promises
+        print(clean(f"infertop: {down}"), file=sys.stderr)
+        return EXIT_NO_SOURCE
     diagnosis = judgement(pipeline, args.window, interval)
     print(json.dumps(snapshot_json(frame, diagnosis), indent=1, allow_nan=False, default=str),
           flush=True)   # inside main's try: `| head` is a handled BrokenPipeError
     if not diagnosis["judged"]:
         print(clean(f"infertop: findings not judged: {diagnosis['why']}"), file=sys.stderr)
+    said_why = set()      # each source's reason once: the summaries below name it only
     for name, st in sources_status(frame).items():
         if st["status"] in ("error", "stale"):   # say it on stderr too: scripts see it
             print(clean(f"infertop: {name}: {st['reason']}"), file=sys.stderr)
+            said_why.add(name)
     unreachable = frame.unreachable_servers()
     if unreachable:
-        bad = "; ".join(f"{n}: {why}" for n, why in unreachable.items())
+        bad = "; ".join(n if n in said_why else f"{n}: {why}" for n, why in unreachable.items())
         print(clean(f"infertop: server unreachable ({bad})"), file=sys.stderr)
     if not frame.sources_ok():
-        bad = "; ".join(f"{n}: {s['reason']}" for n, s in sources_status(frame).items())
+        bad = "; ".join(n if n in said_why or not s["reason"] else f"{n}: {s['reason']}"
+                        for n, s in sources_status(frame).items())
         print(clean(f"infertop: no source could be read ({bad})"), file=sys.stderr)
     return EXIT_NO_SOURCE if unreachable or not frame.sources_ok() else EXIT_OK

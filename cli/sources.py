@@ -9,6 +9,7 @@ import sys
 import time
 
 from infertop.meta import ProcessMeta, ServerMeta
+from infertop.model import Status
 from infertop.source import SnapshotSource, pace
 
 from .errors import UsageError
@@ -26,7 +27,7 @@ def make_source(args: argparse.Namespace, cfg=None):
         from infertop.demo.scenario import ScenarioError
         name = spec.split(":", 1)[1] if ":" in spec else None
         try:
-            return DemoSource(name or None, speed=speed)
+            return DemoSource(name or None, speed=speed, gpus=given.gpus)
         except ScenarioError as e:
             raise UsageError(str(e)) from None
     if spec.startswith("replay:"):
@@ -156,10 +157,31 @@ def pace_of(source: SnapshotSource, interval: float, speed: float | None) -> flo
     return pace(source.realtime, step, speed)
 
 
+DEAD_TICKS = 3    # doctor: ticks with every server unreachable from the start, then it stops
+
+
+def all_servers_dead(frame) -> bool:
+    """Every server source of the frame unreachable (there is at least one)."""
+    servers = [n for n in frame.snapshot.samples if n.startswith("server:")]
+    return bool(servers) and set(servers) <= set(frame.unreachable_servers())
+
+
+def prometheus_down(frame) -> str | None:
+    """Why the fleet's Prometheus gave nothing (down, or not Prometheus): the frame holds
+    its error sample alone.  None when it answered."""
+    samples = frame.snapshot.samples
+    prom = samples.get("prometheus")
+    if prom is None or len(samples) != 1 or prom.status is Status.OK:
+        return None
+    return prom.reason or "Prometheus gave no data"
+
+
 async def sample_window(source: SnapshotSource, pipeline, window: float, interval: float,
-                        speed: float | None = None):
+                        speed: float | None = None, give_up_dead: int = 0):
     """Tick the source across ``window`` seconds (at least two ticks); last Frame.
-    ``speed`` paces demo/replay ticks in real time (see ``pace_of``)."""
+    ``speed`` paces demo/replay ticks in real time (see ``pace_of``).  ``give_up_dead``:
+    a live run stops after that many ticks on which every server was unreachable, none
+    ever read (doctor on a dead --url waited its whole --duration to say so)."""
     # an infinite window (a whole recording): until the source ends
     ticks = max(2, int(math.ceil(window / interval)) + 1) if math.isfinite(window) \
         else sys.maxsize
@@ -169,6 +191,7 @@ async def sample_window(source: SnapshotSource, pipeline, window: float, interva
     deadline = time.monotonic() + window + interval if source.realtime else math.inf
     await source.start()
     frame = None
+    dead = 0      # ticks with every server unreachable; -1 once one was read
     try:
         for i in range(ticks):
             if frame is not None and time.monotonic() > deadline:
@@ -178,6 +201,10 @@ async def sample_window(source: SnapshotSource, pipeline, window: float, interva
             if snap is None:
                 break
             frame = pipeline.feed(snap, source.epoch)
+            dead = dead + 1 if dead >= 0 and all_servers_dead(frame) else -1
+            if source.realtime and (give_up_dead and dead >= give_up_dead
+                                    or prometheus_down(frame)):
+                break     # nothing will come: say so now (Prometheus: one line, exit 3)
             if pace > 0 and i < ticks - 1:
                 await asyncio.sleep(max(0.0, pace - (time.monotonic() - started)))
     finally:

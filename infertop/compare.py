@@ -264,7 +264,9 @@ def render_text(c: Comparison, clean=printable) -> str:
         r = getattr(c, side)
         lines.append(f"  {side:6}  {clean(str(r.get('file', '')))}  {r.get('ticks', 0)} ticks "
                      f"({r.get('loaded_ticks', 0)} with requests in flight), "
-                     f"{r.get('duration_s', 0):.0f} s")
+                     f"{r.get('duration_s', 0):.0f} s"
+                     + (f", rates and quantiles over {r['window_s']:g} s windows"
+                        if isinstance(r.get("window_s"), (int, float)) else ""))
     lines.append("")
     lines.append("SETTINGS THAT DIFFER")
     if not c.settings:
@@ -287,18 +289,43 @@ def render_text(c: Comparison, clean=printable) -> str:
                  f"{int(c.params['confidence'] * 100)} % block-bootstrap interval of the "
                  f"change excludes 0, change >= {c.params['min_relative_change']:.0%})")
     layer = None
-    for m in c.moved:
+    # columns as wide as their widest cell (a name wider than 58 pushed its row's values
+    # right of the others'); a name past NAME_MAX goes on its own line above its values
+    rows = [(m, clean(_sid_text((m.key, m.labels))), m.before_bound + _fmt(m.before, m.unit),
+             m.after_bound + _fmt(m.after, m.unit)) for m in c.moved]
+    wn = min(NAME_MAX, max((len(n) for _, n, _, _ in rows), default=0))
+    wb = max((len(b) for _, _, b, _ in rows), default=0)
+    wa = max((len(a) for _, _, _, a in rows), default=0)
+    for m, name, before, after in rows:
         if m.layer != layer:
             layer = m.layer
             lines.append(f"  {layer.upper()}")
-        name = clean(_sid_text((m.key, m.labels)))
-        lines.append(f"    {name:<58} {m.before_bound + _fmt(m.before, m.unit):>13} -> "
-                     f"{m.after_bound + _fmt(m.after, m.unit):<13} {_signed(m)}")
+        if len(name) > wn:
+            lines.append(f"    {name}")
+            name = ""
+        lines.append(f"    {name:<{wn}}  {before:>{wb}} -> {after:<{wa}}  {_signed(m)}")
     if not c.moved:
         lines.append("  none")
     lines.append(f"  ({c.steady} readings steady, {c.too_few} with too few points, "
                  f"{len(c.only_before)} only before, {len(c.only_after)} only after)")
     return "\n".join(lines) + "\n"
+
+
+NAME_MAX = 80     # a longer name takes a line of its own
+
+
+def regressions(c: Comparison) -> list[str]:
+    """What got worse from before to after, for ``compare --fail-on-regression``: a
+    finding that appeared, a latency that went up, a throughput that went down, an error
+    or refusal share that went up (each a reading the comparison found moved)."""
+    out = [f"{f['code']} appeared" for f in c.appeared]
+    for m in c.moved:
+        worse = (m.key.startswith("latency.") and m.key.endswith("_seconds") and m.delta > 0
+                 or m.key.startswith("throughput.") and m.delta < 0
+                 or m.key in ("server.error_ratio", "server.rejection_ratio") and m.delta > 0)
+        if worse:
+            out.append(f"{_sid_text((m.key, m.labels))} {_signed(m)}")
+    return out
 
 
 def render_json(c: Comparison) -> str:

@@ -149,6 +149,7 @@ def chart_groups(run: RunSummary, layer: str, limit: int | None = MAX_CHARTS_PER
     recording has numbers for, latency quantiles p50 and p99 only; at most ``limit``
     keys (None: all of them, for the tables)."""
     groups: list[tuple[str, list[SeriesId]]] = []
+    flags: list[tuple[str, list[SeriesId]]] = []    # not charted: tabled after the others
     for key in KEY_READINGS.get(layer, ()):
         sids = [sid for sid in run.series if sid[0] == key and len(run.series[sid]) >= 2]
         if key.startswith("latency."):
@@ -156,10 +157,21 @@ def chart_groups(run: RunSummary, layer: str, limit: int | None = MAX_CHARTS_PER
         if not sids:
             continue
         sids.sort(key=lambda s: [natural_key(v) for _, v in s[1]])
+        if not chartable(run, key, sids):
+            flags.append((key, sids[:MAX_LINES_PER_CHART]))
+            continue
         groups.append((key, sids[:MAX_LINES_PER_CHART]))
         if limit is not None and len(groups) >= limit:
             break
-    return groups
+    return groups if limit is not None else groups + flags
+
+
+def chartable(run: RunSummary, key: str, sids: Sequence[SeriesId]) -> bool:
+    """A line chart says something of a quantity: not of a bitmask (throttle reasons:
+    its "0.05" between two codes means nothing) nor of a yes/no reading (0 or 1 only)."""
+    if run.units.get(key, "") == "bitmask":
+        return False
+    return not all(v in (0.0, 1.0) for sid in sids for _, v in run.series[sid])
 
 
 def _thin(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -188,10 +200,12 @@ def svg_chart(run: RunSummary, key: str, sids: Sequence[SeriesId],
         # values near the float limits: the span overflows (1e308 - -1e308) or rounds to
         # nothing (-1e308 + 1): no scale to draw them on, only a clamped line
         lo, hi = 0.0, 1.0
-    pw, ph = W - PAD_L - PAD_R, H - PAD_T - PAD_B
+    # the y labels' room: as wide as the longer one ("1.2 ktokens/s" was cut to its end)
+    pad_l = max(PAD_L, 8 + math.ceil(6.2 * max(len(fmt_value(v, unit)) for v in (lo, hi))))
+    pw, ph = W - pad_l - PAD_R, H - PAD_T - PAD_B
 
     def x(t: float) -> float:
-        return PAD_L + (t - t0) / (t1 - t0) * pw
+        return pad_l + (t - t0) / (t1 - t0) * pw
 
     def y(v: float) -> float:
         f = (v - lo) / (hi - lo)
@@ -199,7 +213,7 @@ def svg_chart(run: RunSummary, key: str, sids: Sequence[SeriesId],
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" '
              f'height="{H}" role="img" aria-label="{esc(key)} over the recording">',
-             f'<rect x="{PAD_L}" y="{PAD_T}" width="{pw}" height="{ph}" fill="#fafafa" '
+             f'<rect x="{pad_l}" y="{PAD_T}" width="{pw}" height="{ph}" fill="#fafafa" '
              'stroke="#ccc"/>']
     for a, b, sev in shades:
         xa, xb = x(max(a, t0)), x(min(b, t1))
@@ -213,7 +227,7 @@ def svg_chart(run: RunSummary, key: str, sids: Sequence[SeriesId],
         parts.append(f'<polyline class="line" fill="none" stroke="{colour}" stroke-width="1.6" '
                      f'points="{coords}"><title>{esc(sid_text(sid))}</title></polyline>')
     for v in (lo, hi):
-        parts.append(f'<text x="{PAD_L - 4}" y="{y(v) + 4:.1f}" font-size="10" '
+        parts.append(f'<text x="{pad_l - 4}" y="{y(v) + 4:.1f}" font-size="10" '
                      f'text-anchor="end" fill="#555">{esc(fmt_value(v, unit))}</text>')
     for t, anchor in ((t0, "start"), (t1, "end")):
         parts.append(f'<text x="{x(t):.1f}" y="{H - 6}" font-size="10" text-anchor="{anchor}" '
@@ -381,11 +395,20 @@ def render_html(run: RunSummary, *, title: str, version: str,
     return "\n".join(out) + "\n"
 
 
+def _window_text(c: Comparison) -> str:
+    """" of rates and quantiles over 60 s windows": what a median here is a median of
+    (compare's default window is 10 s: the same recordings give other numbers there)."""
+    w = c.after.get("window_s", c.before.get("window_s"))
+    return f" of rates and quantiles over {w:g} s windows" if isinstance(w, (int, float)) \
+        else ""
+
+
 def compare_html(c: Comparison) -> str:
     out = ['<section id="compare"><h2>Compared with the baseline</h2>',
            f"<p>baseline <code>{esc(c.before.get('file', ''))}</code>, "
            f"{c.before.get('ticks', 0)} ticks; this recording {c.after.get('ticks', 0)} ticks. "
-           f"Medians over {esc(c.params.get('ticks', ''))}; a reading moved when its "
+           f"Medians over {esc(c.params.get('ticks', ''))}{_window_text(c)}; a reading "
+           "moved when its "
            f"{int(c.params.get('confidence', 0.95) * 100)} % block-bootstrap interval excludes "
            f"0 and it changed by at least {c.params.get('min_relative_change', 0):.0%}.</p>",
            "<h3>Settings that differ</h3>"]
@@ -443,7 +466,9 @@ def render_markdown(run: RunSummary, *, title: str, version: str,
     else:
         out.append("No finding was raised.")
     out += ["", "## Evidence and remedies", ""]
-    for (code, _subject), f in sorted(run.findings.items(), key=lambda kv: kv[0]):
+    # a cause before its symptom, as the HTML section and the screen order them
+    for (code, _subject), f in cause_first(sorted(run.findings.items(), key=lambda kv: kv[0]),
+                                           lambda kv: kv[0]):
         out.append(f"**{md(code)} {md(f.title)}** ({md(f.severity.value)})")
         out += [f"- {md(e.describe(), 500)}" for e in f.evidence]
         out += [f"- remedy: {md(f.remedy, 600)}", ""]
@@ -470,7 +495,8 @@ def render_markdown(run: RunSummary, *, title: str, version: str,
                 for code, why in sorted(run.unchecked.items())]
     if comparison is not None:
         c = comparison
-        out += ["", f"## Compared with {md(c.before.get('file', 'the baseline'))}", ""]
+        out += ["", f"## Compared with {md(c.before.get('file', 'the baseline'))}", "",
+                f"Medians over {md(str(c.params.get('ticks', '')))}{_window_text(c)}.", ""]
         out += [f"- setting {md(n)}: {md(b) if b is not None else '(not set)'} -> "
                 f"{md(a) if a is not None else '(not set)'}" for n, b, a in c.settings]
         for word, items in (("appeared", c.appeared), ("vanished", c.vanished)):

@@ -297,7 +297,8 @@ def _meta_pairs(meta: Mapping[str, Any]) -> list[tuple[str, str]]:
                     f" of a {_dur(length)} recording (--duration; the rest not judged)"
             elif k == "duration" and isinstance(v, (int, float)) and \
                     isinstance(asked, (int, float)) and v < asked - 2.0:
-                text += f" (the source ended before the {_dur(asked)} asked for)"
+                text += (f" (stopped before the {_dur(asked)} asked for: every server "
+                         f"unreachable from the start)" if meta.get("gave_up") else f" (the source ended before the {_dur(asked)} asked for)")
             out.append((k, text))
     for name, state in (meta.get("sources") or {}).items():
         out.append((f"source {name}", str(state)))

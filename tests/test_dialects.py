@@ -146,7 +146,7 @@ def test_llamacpp_fixtures(name: str, want: dict[str, float]):
     # no labels on llama.cpp: only the instance (and the counter a counter_moves names)
     assert all(dict(r.labels) == {"instance": INST} for r in e.readings
                if r.key != "server.counter_moves")
-    # tokens_predicted moves only when a request finishes (../shared/realserver/NOTES.md)
+    # tokens_predicted moves only when a request finishes (docs/reference/realserver-notes.md)
     assert {(r.label("counter"), r.text) for r in e.readings
             if r.key == "server.counter_moves"} == {
         ("server.generation_tokens_total", "on finish")}

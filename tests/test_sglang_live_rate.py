@@ -67,7 +67,7 @@ STEADY = Path(__file__).parent / "fixtures" / "metrics" / "sglang-0.5.23-steady-
 
 
 def steady_pages() -> list[tuple[float, str]]:
-    """The real SGLang 0.5.23 (../shared/realserver/recipe-sglang.sh, CPU engine) under a
+    """The real SGLang 0.5.23 (scripts/realserver/recipe-sglang.sh, CPU engine) under a
     steady load (8 clients, 300 tokens each, ignore_eos), a /metrics page every ~6 s for
     128 s: (seconds from the first page, page).  Its generation_tokens_total reads 8 until
     the batch finishes at ~113 s (then 2,408: 8 x 300 in one step) while

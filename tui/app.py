@@ -40,6 +40,7 @@ from infertop.source import SnapshotSource, pace
 from infertop.themes import DEFAULT_THEME, THEMES, roles, stylesheet_path
 
 from .compositor import use_lean_compositor
+from .mute import Mutes
 from .options import AppOptions, CaptureSummaries
 from .panes.cells import TickMemo
 from .panes.context import FrameLookups
@@ -278,6 +279,8 @@ class InfertopApp(App):
         Binding("f", "findings", "findings"),
         Binding("o", "processes", "processes"),
         Binding("R", "record", "record"),
+        # the worst finding's evidence and remedy to the clipboard (f: the selected one)
+        Binding("y", "copy_finding", "copy finding", show=False),
     ]
 
     def __init__(self, source: SnapshotSource, *, interval: float = 1.0,
@@ -295,6 +298,7 @@ class InfertopApp(App):
         self.ticks = 0
         self.zoomed: int | None = None
         self.summaries = CaptureSummaries()     # capture results shown in panes
+        self.mutes = Mutes()                     # findings acknowledged with `m` in `f`
         self.recorder: Recorder | None = None   # while `R` records
         self._signals: list[int] = []     # the signals whose handlers on_mount set
         self._exit_signalled = False      # a signal asked the app to exit
@@ -313,8 +317,11 @@ class InfertopApp(App):
             self.register_theme(extra)
         name = theme or DEFAULT_THEME
         if name not in self.available_themes:
-            raise UnknownTheme(f"unknown theme {name!r}; choose from "
-                               + ", ".join(sorted(self.available_themes)))
+            import difflib
+            close = difflib.get_close_matches(name, list(self.available_themes), n=1)
+            raise UnknownTheme(f"unknown theme {name!r}"
+                               + (f" (did you mean {close[0]}?)" if close else "")
+                               + "; choose from " + ", ".join(sorted(self.available_themes)))
         self.theme = name
 
     # -- layout ---------------------------------------------------------------------------
@@ -556,9 +563,13 @@ class InfertopApp(App):
             return t
         snap = frame.snapshot
         styles = self.role_styles
+        pm = snap.process_meta()
         for name, s in sorted(snap.samples.items()):
             short = name.split(":", 1)[0]
-            if s.status is Status.OK:
+            if short == "process" and s.status is Status.OK and pm is not None and \
+                    pm.server is None:     # host readings only: no server process found
+                t.append(" –process", style=styles.get("muted", ""))
+            elif s.status is Status.OK:
                 t.append(f" ✓{short}", style=styles.get("ok", ""))
             elif s.status is Status.STALE:
                 t.append(f" ~{short}", style=styles.get("warn", ""))
@@ -569,7 +580,7 @@ class InfertopApp(App):
         for name, cap in sorted(snap.capabilities.items()):
             if not cap.available:
                 t.append(f" –{name.split(':', 1)[0]}", style=styles.get("muted", ""))
-        pm, sm, nm = snap.process_meta(), snap.server_meta(), snap.nvml_meta()
+        sm, nm = snap.server_meta(), snap.nvml_meta()
         kind = (sm.dialect if sm else None) or (pm.server.kind if pm and pm.server else None)
         model = clean(str((sm.model if sm else None) or ""))
         url = clean(str(meta_url(snap) or ""))
@@ -605,15 +616,21 @@ class InfertopApp(App):
 
     def _update_strip(self, frame: Frame) -> None:
         strip = self._main_widget("#findings-strip", Static)
-        if not frame.findings:
+        shown, muted = self.mutes.split(frame.findings, frame.snapshot.time)
+        if not shown and not muted:
             strip.set_class(True, "-none")
             self._shown.pop("#findings-strip", None)
             return
         strip.set_class(False, "-none")
         small = self.screen_stack[0].has_class("-small")
-        self._set_text("#findings-strip",
-                       strip_text(frame.findings, self.role_styles,
-                                  max(20, self.size.width - 2), 1 if small else 3))
+        width = max(20, self.size.width - 2)
+        note = f"  ({muted} muted: f)" if muted else ""
+        text = strip_text(shown, self.role_styles, width - len(note), 1 if small else 3) \
+            if shown else Text()
+        if note:        # acknowledged ones are not gone: said, dimmed, at the end
+            text.append(note.lstrip() if not shown else note,
+                        style=self.role_styles.get("muted", "dim"))
+        self._set_text("#findings-strip", text)
 
     def _update_status(self) -> None:
         parts = []
@@ -674,6 +691,14 @@ class InfertopApp(App):
                        severity=severity, timeout=timeout, markup=markup)
 
     # -- actions --------------------------------------------------------------------------
+    # what a read-only screen (`infertop serve`) refuses: it writes on this machine
+    WRITE_ACTIONS: frozenset[str] = frozenset({"record"})
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.options.read_only and action in self.WRITE_ACTIONS:
+            return False       # not run, and not offered on the key line
+        return super().check_action(action, parameters)
+
     def action_pause(self) -> None:
         self.paused = not self.paused
         self._update_status()
@@ -743,6 +768,25 @@ class InfertopApp(App):
             self.pop_screen()
             return
         self.push_screen(ProcessScreen())
+
+    def action_copy_finding(self) -> None:
+        findings = self.mutes.split(self.frame.findings, self.frame.snapshot.time)[0] \
+            if self.frame else []
+        if not findings:
+            self.notify("no active finding to copy", timeout=2)
+            return
+        self.copy_finding(findings[0])
+
+    def copy_finding(self, finding) -> None:
+        """``finding`` as ticket text on the clipboard, through OSC 52 (clipboard.py)."""
+        import os
+
+        from .clipboard import osc52, ticket_text
+        text = ticket_text(finding, self.clock_text)
+        self._clipboard = text          # Textual's own copy keeps it here as well
+        if self._driver is not None:
+            self._driver.write(osc52(text, in_tmux=bool(os.environ.get("TMUX"))))
+        self.notify(f"{finding.code}: evidence and remedy copied (OSC 52)", timeout=3)
 
     def action_findings(self) -> None:
         from .screens.findings import FindingsScreen

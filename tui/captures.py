@@ -5,6 +5,7 @@ ticking while they run, and their summaries land in the scheduling and kernels p
 from __future__ import annotations
 
 import asyncio
+import os
 import shlex
 from typing import TYPE_CHECKING
 
@@ -57,21 +58,36 @@ class CaptureController:
                 out.append((r.text or "").split())
         return out
 
+    def root_cwd(self) -> str | None:
+        """The working directory of the process whose command line ``cmdlines`` gives
+        first (the restart advice runs there); None when it cannot be read.  Reads /proc:
+        called in a thread."""
+        frame = self.app.frame
+        first = next(iter(frame.by_key("process.info")), None) if frame else None
+        try:
+            return os.readlink(f"/proc/{int(first.label('pid'))}/cwd") if first else None
+        except (OSError, ValueError):
+            return None
+
     def server_name(self) -> str:
         frame = self.app.frame
         pm = frame.snapshot.process_meta() if frame else None
         sm = frame.snapshot.server_meta() if frame else None
-        kind = pm.server.kind if pm and pm.server else None
-        return kind or (sm.dialect if sm else None) or "server"
+        # as the header names it: the metrics' dialect, then the process's kind; never
+        # "unknown" or "python" (captures were named "..._unknown_..." under a known vLLM)
+        for kind in ((sm.dialect if sm else None), (pm.server.kind if pm and pm.server else None)):
+            if kind and kind not in ("unknown", "python"):
+                return kind
+        return "server"
 
     def _dir(self):
         return capture_dir(self.app.options.capture_dir)
 
     def _open_screen(self, title: str):
-        from .screens.capture import CaptureScreen
+        from .screens.capture import CaptureScreen, show_capture
         self.cancel = asyncio.Event()
         self.screen = CaptureScreen(title=title, running=True, on_cancel=self.cancel.set)
-        self.app.push_screen(self.screen)
+        show_capture(self.app, self.screen)
         return self.screen
 
     def _busy(self) -> bool:
@@ -142,7 +158,8 @@ class CaptureController:
         from infertop.probes.capture.nsys import plan_gpu_capture
         cmdlines = self.cmdlines()
         root = cmdlines[0] if cmdlines else []
-        plan = await plan_gpu_capture(cmdlines, root, self.server_name())
+        cwd = await asyncio.to_thread(self.root_cwd)
+        plan = await plan_gpu_capture(cmdlines, root, self.server_name(), cwd=cwd)
         if plan.mode == "nsys":
             from .screens.prompt import NumberPrompt
             session = plan.session
@@ -166,8 +183,8 @@ class CaptureController:
                     self.app.run_worker(self._endpoint(screen, kind, root), group="capture")
             self.app.push_screen(ConfirmPrompt(confirm_text(kind, 10)), confirmed)
         else:
-            from .screens.capture import CaptureScreen
-            self.app.push_screen(CaptureScreen(plan, title="GPU capture"))
+            from .screens.capture import CaptureScreen, show_capture
+            show_capture(self.app, CaptureScreen(plan, title="GPU capture"))
 
     async def _nsys(self, screen, session: str, seconds: float) -> None:
         from infertop.probes.capture.nsys import nsys_capture

@@ -4,6 +4,7 @@ and replay (position bar, stepping and seeking).  Each adds only its keys and ba
 from __future__ import annotations
 
 import asyncio
+import textwrap
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
 
 
 class LiveApp(InfertopApp):
+    # read-only (`infertop serve`): the captures run py-spy or nsys against the server
+    WRITE_ACTIONS = InfertopApp.WRITE_ACTIONS | {"pyspy_dump", "pyspy_record", "nsys",
+                                                 "gil_sampler"}
     BINDINGS = InfertopApp.BINDINGS + [
         Binding("p", "pyspy_dump", "py-spy dump"),
         Binding("P", "pyspy_record", "py-spy record"),
@@ -134,9 +138,9 @@ class DemoApp(PacedApp):
     # P, G, n: built from bundled files in a thread (as the live captures run off the
     # loop), shown as the live ones are, every screen saying "bundled"
     def _bundled_screen(self, title: str, build) -> None:
-        from .screens.capture import CaptureScreen
+        from .screens.capture import CaptureScreen, show_capture
         screen = CaptureScreen(title=title, running=True)
-        mounted = self.push_screen(screen)
+        mounted = show_capture(self, screen)
 
         async def fill() -> None:
             result = await asyncio.to_thread(build)
@@ -247,6 +251,8 @@ class DemoApp(PacedApp):
         names = self.source.names
         where = f" {names.index(sc.name) + 1}/{len(names)}" if sc.name in names else ""
         t.append(f" DEMO{where} ", style="bold reverse")
+        if (self.size.height or 48) < SMALL_HEIGHT:     # 80x24: the narration must show
+            return self._small_banner(t, sc, ph)
         t.append(f" {sc.title}", style="bold")
         t.append(f"  [{ph.layer}]  phase {ph.index + 1}/{ph.count}: {ph.name}")
         t.append(f"  {self.speed_text()}   > < scenario · ] phase · r restart\n")
@@ -255,6 +261,32 @@ class DemoApp(PacedApp):
             t.append("\nremedy: " + " ".join(ph.remedy.split()),
                      style=self.role_styles.get("accent", "bold"))
         return t
+
+    def _small_banner(self, t: Text, sc, ph) -> Text:
+        """Two lines on a small screen (80x24: the banner's 2 rows held the title, the
+        phase and the keys, and the narration was never seen): the phase and the title,
+        then the narration one line at a time, the next every PAGE_SECONDS of the
+        scenario's clock (then, in the last phase, the remedy); "›" says more follows.
+        The keys are on the key line."""
+        width = max(20, (self.size.width or 80) - 2)      # the banner's padding
+        t.append(f" phase {ph.index + 1}/{ph.count}: {ph.name}  ")
+        speed = self.speed_text()
+        if speed != "speed 1x":    # faster, slower or behind: before the title, which cuts
+            t.append(f"{speed}  ")
+        t.append(sc.title, style="bold")
+        t.truncate(width, overflow="ellipsis")
+        words = " ".join(ph.narration.split())
+        if ph.remedy and ph.index == ph.count - 1:
+            words += "  remedy: " + " ".join(ph.remedy.split())
+        pages = textwrap.wrap(words, width - 2, break_on_hyphens=False) or [""]
+        now = self.frame.snapshot.time if self.frame is not None else ph.started_at
+        n = int(max(0.0, now - ph.started_at) // PAGE_SECONDS) % len(pages)
+        t.append("\n" + pages[n] + (" ›" if n < len(pages) - 1 else ""))
+        return t
+
+
+SMALL_HEIGHT = 36     # as on_resize's "-small"
+PAGE_SECONDS = 5      # a line of narration on a small screen: ~80 characters, read in 5 s
 
 
 REBUILD_TICKS = 600
@@ -533,8 +565,8 @@ class FleetApp(InfertopApp):
             self._apply(self.frame)
 
     def action_filter(self) -> None:
-        from textual.widgets import Input
-        self._main_widget("#fleet-filter", Input).focus()
+        from .screens.fleet import FilterBox
+        self._main_widget("#fleet-filter", FilterBox).open()
 
     def action_clear_filter(self) -> None:
         from textual.widgets import Input

@@ -19,6 +19,8 @@ class AppOptions:
     manual_ticks: bool = False         # tests and screenshots drive ticks by hand
     settle_gc: bool = False            # freeze startup objects out of the GC (the CLI's
                                        # process only: not a test run's shared one)
+    read_only: bool = False            # `infertop serve`: no key writes files or runs a
+                                       # capture on the presenter's machine
 
 
 @dataclass

@@ -39,7 +39,7 @@ from __future__ import annotations
 import difflib
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
@@ -332,6 +332,30 @@ _ORDER = (
 def catalogue() -> list[Scenario]:
     """Every shipped scenario, loaded, in tour order (for ``infertop demo --list``)."""
     return [load_scenario(n) for n in list_scenarios()]
+
+
+def with_gpus(sc: Scenario, gpus: int) -> Scenario:
+    """``sc`` on a host of ``gpus`` GPUs (`infertop demo --gpus N`: a workshop shows an
+    8-GPU box without a fake driver): the server spreads its model over them (tensor
+    parallel across all of them, per data-parallel replica).  A scenario that plays on
+    a GPU the host would not have, or whose weights would not fit, says so."""
+    if not 1 <= gpus <= 16:
+        raise ScenarioError(f"--gpus {gpus}: between 1 and 16")
+    setup = dict(sc.setup)
+    needed = max((i + 1 for p in sc.phases for i in p.gpu), default=1)
+    if gpus < needed:
+        raise ScenarioError(f"{sc.name} plays on GPU {needed - 1}: --gpus {needed} or more")
+    if setup.get("pd_pair"):
+        if setup["tp"] * setup["dp"] > gpus:
+            raise ScenarioError(f"{sc.name} needs {setup['tp'] * setup['dp']} GPUs")
+    else:
+        setup["tp"] = max(1, gpus // setup["dp"])
+    setup["gpus"] = gpus
+    if setup["weights_gib"] / setup["tp"] > setup["gpu_mem_gib"] * \
+            setup["gpu_memory_utilization"]:
+        raise ScenarioError(f"{sc.name}: its {setup['weights_gib']:g} GiB of weights do not "
+                            f"fit on {setup['tp']} GPU(s): give --gpus more")
+    return replace(sc, setup=setup)
 
 
 def load_scenario(name_or_path: str | Path) -> Scenario:

@@ -20,7 +20,7 @@ DIALECT = Dialect("llamacpp", ("llamacpp:",), "", (), rules=(
     _r("llamacpp:kv_cache_usage_ratio", "kv.usage_ratio", fraction=True,
        since="older builds"),
     _r("llamacpp:prompt_tokens", "server.prompt_tokens_total"),
-    # moves only when a request finishes (../shared/realserver/NOTES.md)
+    # moves only when a request finishes (docs/reference/realserver-notes.md)
     _r("llamacpp:tokens_predicted", "server.generation_tokens_total", on_finish=True),
     _r(("llamacpp:prompt_tokens", "llamacpp:prompt_tokens_cached"),
        "kv.prefix_cache_queries_total"),

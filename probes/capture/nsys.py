@@ -426,8 +426,11 @@ async def _wait_for_file(path: Path, timeout: float,
 # Restart advice and the `n` decision
 # ---------------------------------------------------------------------------------------
 
-def restart_under_nsys_command(cmdline: Sequence[str], server_kind: str | None = None) -> str:
-    """The server's own command line, wrapped in ``nsys launch`` (shell-quoted).
+def restart_under_nsys_command(cmdline: Sequence[str], server_kind: str | None = None,
+                               cwd: str | None = None) -> str:
+    """The server's own command line, wrapped in ``nsys launch`` (shell-quoted); run in
+    the server's own directory (``cwd``) when known: its argv may be relative to it
+    ("./serve.sh", "models/llama"), and the user pastes it wherever their shell is.
 
     The launch only instruments; nothing is collected until infertop's `n` runs
     ``nsys start``/``stop`` on the session, so the server runs at full speed meanwhile.
@@ -442,6 +445,8 @@ def restart_under_nsys_command(cmdline: Sequence[str], server_kind: str | None =
     if k is not None and k.nsys_env:
         # what the kind needs for nsys to follow its workers (vLLM: spawn them)
         cmd = f"{k.nsys_env} {cmd}"
+    if cwd and cwd.isprintable():     # a path with control characters is not pasted
+        cmd = f"cd {shlex.quote(cwd)} && {cmd}"
     return cmd
 
 
@@ -462,7 +467,8 @@ def _has_profiler_endpoint(kind: str, cmdlines: Iterable[Sequence[str]]) -> bool
 
 
 async def plan_gpu_capture(process_cmdlines: Sequence[Sequence[str]], root_cmdline: Sequence[str],
-                           server_kind: str = "", *, nsys: str | None = None) -> GpuCapturePlan:
+                           server_kind: str = "", *, nsys: str | None = None,
+                           cwd: str | None = None) -> GpuCapturePlan:
     """Decide what `n` does for this server (see the module docstring)."""
     exe = nsys or find_nsys()
     launched = detect_nsys_launch(process_cmdlines)
@@ -481,7 +487,7 @@ async def plan_gpu_capture(process_cmdlines: Sequence[Sequence[str]], root_cmdli
     if _has_profiler_endpoint(server_kind, process_cmdlines):
         return GpuCapturePlan("endpoint", f"{server_kind} offers /start_profile and /stop_profile")
     try:
-        cmd = restart_under_nsys_command(root_cmdline, server_kind)
+        cmd = restart_under_nsys_command(root_cmdline, server_kind, cwd)
     except ValueError:
         cmd = None
     why = "nsys is not installed" if not exe else "this server was not started under nsys"

@@ -18,7 +18,8 @@ from typing import Any
 from infertop.keys import SPECS
 from infertop.meta import ServerMeta
 from infertop.model import Capability, Reading, Sample, Snapshot, Status, make_labels
-from infertop.demo.scenario import Scenario, ScenarioError, list_scenarios, load_scenario
+from infertop.demo.scenario import (Scenario, ScenarioError, list_scenarios, load_scenario,
+                                    with_gpus)
 from infertop.demo.exposition import render
 from infertop.demo.readings import entry_process, nvml_sample, process_sample
 from infertop.demo.sim import DEMO_EPOCH, SimFrame, ScenarioRun
@@ -49,7 +50,8 @@ class DemoSource(SnapshotSource):
 
     def __init__(self, name: str | None = None, *, speed: float = 1.0, loop: bool = True,
                  seed: int | None = None, dialect: str | None = None,
-                 start_time: float | None = None, instance: str = "demo") -> None:
+                 start_time: float | None = None, instance: str = "demo",
+                 gpus: int | None = None) -> None:
         if speed <= 0:
             raise ValueError("speed must be > 0")
         self.speed = float(speed)
@@ -57,6 +59,7 @@ class DemoSource(SnapshotSource):
         self.seed = seed
         self.dialect = dialect
         self.instance = instance
+        self.gpus = gpus          # --gpus N: every scenario on an N-GPU host (with_gpus)
         self.tour = name is None
         # n/p in the screen move through the whole catalogue, starting at the named one
         # (a scenario file of the instructor's own comes first, then the shipped ones)
@@ -69,6 +72,7 @@ class DemoSource(SnapshotSource):
         self._clock = DEMO_EPOCH if start_time is None else float(start_time)
         self._tick = 0
         self.epoch: int = 0
+        self._looped_from: tuple[int, int] | None = None   # (run, loop) of the last frame
         self._ended = False
         self._settings_cache: dict[tuple, dict[str, str]] = {}
         self._last_meta = ServerMeta()
@@ -77,6 +81,13 @@ class DemoSource(SnapshotSource):
     # ---- scenario control --------------------------------------------------------------
     def _new_run(self, name: str) -> ScenarioRun:
         sc = load_scenario(name)
+        if self.gpus is not None:
+            try:
+                sc = with_gpus(sc, self.gpus)
+            except ScenarioError:
+                if not hasattr(self, "_run"):    # the one asked for: say why
+                    raise
+                # a later one of the tour that cannot play on N GPUs: as written
         return ScenarioRun(sc, seed=self.seed, start_time=self._clock, dialect=self.dialect,
                            loop=self.loop and not self.tour)
 
@@ -192,6 +203,11 @@ class DemoSource(SnapshotSource):
             if frame is None:
                 self._ended = True
                 return None
+        if self._looped_from == (id(self._run), frame.loop - 1):
+            # the scenario starts over (the same simulated server): its last loop's
+            # findings must not carry into the healthy start of the next
+            self.epoch += 1
+        self._looped_from = (id(self._run), frame.loop)
         self._clock = frame.time
         self._tick += 1
         return frame

@@ -40,12 +40,18 @@ class Columns:
         self.rows: list[list[Cell]] = []
         self.codes: list[tuple[str, ...]] = []   # finding codes drawn in each row
         self.prio: list[float] = []              # lower is kept first when rows are cut
+        # rows shown whenever the table shows at all, like flagged ones (decoding's TTFT:
+        # the latency an SRE needs most must not give way to another table's rows)
+        self.pinned: set[int] = set()
         self.more = 0           # rows known but never built (the pane could not show them)
         self.main = False       # the table a zoomed pane's keys act on first
         self.hidden = 0         # rows the last to_text left out (built or not)
 
-    def add_row(self, *cells: "Cell | Text | str", prio: float = 0.0) -> None:
+    def add_row(self, *cells: "Cell | Text | str", prio: float = 0.0,
+                pinned: bool = False) -> None:
         row = [as_cell(c) for c in cells]
+        if pinned:
+            self.pinned.add(len(self.rows))
         self.rows.append(row)
         codes: tuple[str, ...] = ()
         for c in row:
@@ -56,6 +62,10 @@ class Columns:
 
     def __bool__(self) -> bool:
         return bool(self.rows)
+
+    def must_show(self) -> int:
+        """The rows kept before any other: flagged or pinned."""
+        return sum(1 for i, c in enumerate(self.codes) if c or i in self.pinned)
 
     def lines(self) -> int:
         return len(self.rows) + (1 if self.headers else 0) + (1 if self.more else 0)
@@ -85,7 +95,8 @@ class Columns:
             room = limit - head - extra
             nflag = sum(1 for i in order if self.codes[i])
             keep_flag = order[:min(nflag, room)]
-            others = sorted(order[nflag:], key=lambda i: (self.prio[i], i))[:max(0, room - nflag)]
+            others = sorted(order[nflag:], key=lambda i: (i not in self.pinned, self.prio[i], i)
+                            )[:max(0, room - nflag)]
             kept = set(keep_flag) | set(others)
             hidden += len(order) - len(kept)
             order = keep_flag + sorted(others)
@@ -150,7 +161,11 @@ class Columns:
                         if i < len(widths) - 1:
                             widths[i] = max(widths[i], cell.cell_len)
         if width and _table_width(widths, self.gap) > width:
-            keep = fit_columns(widths, width, self.gap, self.cut, self.drop, coded,
+            cut, drop = self.cut, self.drop
+            if skip:     # cut and drop name the unscrolled table's columns (`o`, Right)
+                cut, drop = _shifted(cut, skip), (None if drop is None else
+                                                  _shifted(drop, skip))
+            keep = fit_columns(widths, width, self.gap, cut, drop, coded,
                                self.cut_min)
             if len(keep) < ncol:
                 rows = [[r[i] for i in keep if i < len(r)] for r in rows]
@@ -234,6 +249,12 @@ def cut_cell(cell: Text, w: int) -> Text:
 
 
 DIGITS = frozenset("0123456789.,")
+
+
+def _shifted(columns: tuple[int, ...], skip: int) -> tuple[int, ...]:
+    """Column indices of a table with ``skip`` columns after the first scrolled out of
+    view: those columns are gone, the ones after them move left."""
+    return tuple(i if i == 0 else i - skip for i in columns if i == 0 or i > skip)
 
 
 def _table_width(widths: list[int], gap: int) -> int:

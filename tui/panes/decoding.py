@@ -39,7 +39,8 @@ class DecodingPane(LayerPane):
                 t.add_row(label + (ctx.engine_tag(p99) if p99 else ""),
                           ctx.value_text(qs["0.5"]), ctx.value_text(qs["0.9"]),
                           ctx.value_text(p99),
-                          ctx.spark(key, 14, **dict(p99.labels)) if p99 is not None else "")
+                          ctx.spark(key, 14, **dict(p99.labels)) if p99 is not None else "",
+                          pinned=key == "latency.ttft_seconds" and not t.pinned)
         rows = []
         more = 0
         for key, label in (("throughput.generation_tokens_per_second", "gen tok/s"),

@@ -54,13 +54,26 @@ def core_width(t: Columns) -> int:
                for i in CORE) + t.gap * (len(CORE) - 1)
 
 
+def codes_beyond_core(t: Columns, width: int) -> bool:
+    """A finding's code in a column outside the core (throttle's "HW-003") while the
+    whole table does not fit: that column would be kept for its code in place of the
+    temperature and cut ("sw_thermal,hw_thermal HW-…"), so the code moves to the label."""
+    rows = [r for r in t.rows if len(r) > max(CORE)]
+    if not any(c.codes for r in rows for i, c in enumerate(r) if i not in CORE):
+        return False
+    ncol = max((len(r) for r in rows), default=0)
+    full = sum(max([len(t.headers[i]) if t.headers and i < len(t.headers) else 0]
+                   + [r[i].cell_len for r in rows if i < len(r)]) for i in range(ncol))
+    return full + t.gap * (ncol - 1) > width
+
+
 def fit_compact(t: Columns, width: int, rank) -> None:
     """One line per GPU, values with their units whole: when the core columns do not
     fit side by side (a flagged GPU's codes, "91 % HW-001 45 % HW-001", made its row ~14
     columns wider and memory and temperature went), labels shrink first: the codes move
     into the GPU's label in place of the model's name ("3 HW-001") and "SM act" becomes
     "SM"; then the util bars go (they only draw the number beside them)."""
-    if core_width(t) <= width:
+    if core_width(t) <= width and not codes_beyond_core(t, width):
         return
     for n, row in enumerate(t.rows):
         if len(row) > max(CORE) and t.codes[n]:

@@ -125,6 +125,7 @@ def fit(ctx: PaneContext, *parts: "Text | Columns | Expendable | None") -> Text:
                 give = 0
             limits[i] += give
             room -= give
+        _give_pinned_rows(items, tables, need, limits)
     if ctx.view is not None and ctx.width:    # zoomed: columns widen to the terminal
         for i in tables:                        # (fit_columns narrows what cannot fit)
             items[i].max_width = max(items[i].max_width, ctx.width - 10)
@@ -147,6 +148,32 @@ def fit(ctx: PaneContext, *parts: "Text | Columns | Expendable | None") -> Text:
     if hidden:
         lines.append(more_line(hidden, hint))
     return join_lines(lines)
+
+
+def _give_pinned_rows(items: list, tables: list[int], need: dict[int, int],
+                      limits: dict[int, int]) -> None:
+    """A table's pinned rows (decoding's TTFT) shown with its header, its lines taken
+    from the table with the most lines beyond its own flagged and pinned rows (a table
+    left with a header alone gives that too).  After the fair share, so a pinned row
+    changes nothing where the table had room for it anyway."""
+    def floor(j: int) -> int:      # what a table keeps: header and must-show rows, or 0
+        must = items[j].must_show()
+        return min(need[j], (1 if items[j].headers else 0) + must) if must else 0
+
+    for i in tables:
+        if not items[i].pinned:
+            continue
+        want = floor(i)
+        while limits[i] < want:
+            donors = [j for j in tables if j != i and limits[j] > floor(j)]
+            if not donors:
+                break
+            j = max(donors, key=lambda k: limits[k] - floor(k))
+            limits[j] -= 1
+            limits[i] += 1
+            if items[j].headers and limits[j] == 1 and floor(j) == 0:
+                limits[j] = 0            # a header with no row under it says nothing
+                limits[i] = min(want, limits[i] + 1)
 
 
 def join_lines(lines: list[Text]) -> Text:

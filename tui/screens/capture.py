@@ -48,6 +48,14 @@ def _pct(x: float | None) -> str:
 NARROW = 100     # a terminal narrower than this: the table's share of the width grows
 
 
+def show_capture(app, screen: "CaptureScreen"):
+    """Show a capture screen: one in place of the capture screen on top, if any (a
+    second p over the first stacked them, and Esc then had to be pressed twice)."""
+    if isinstance(app.screen, CaptureScreen):
+        return app.switch_screen(screen)
+    return app.push_screen(screen)
+
+
 class CaptureScreen(Screen):
     """Full screen for one capture; search with `/`, Esc cancels (running) or closes."""
 

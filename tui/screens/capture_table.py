@@ -14,6 +14,7 @@ from typing import Sequence
 
 from rich.text import Text
 from textual import events
+from textual.binding import Binding
 from textual.widgets import DataTable
 
 from ..panes.columns import CUT_MIN, cut_cell, shrink_columns
@@ -33,7 +34,14 @@ def fit_widths(natural: Sequence[int], width: int, pad: int, cut: Sequence[int],
 
 
 class CaptureTable(DataTable):
-    """A DataTable whose columns are fitted to its own width, again on each resize."""
+    """A DataTable whose columns are fitted to its own width, again on each resize;
+    Home/End go to the first/last row, as in htop (DataTable's own go to the first/last
+    column, and the columns are fitted: they did nothing)."""
+
+    BINDINGS = [
+        Binding("home", "scroll_top", "first row", show=False),
+        Binding("end", "scroll_bottom", "last row", show=False),
+    ]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

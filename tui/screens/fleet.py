@@ -314,7 +314,13 @@ def mark_cuts(strip: Strip, starts: list[int], total: int, fixed: int, scroll_x:
         if b > a:
             strip = _overwrite(strip, a, "…" + " " * (b - a - 1))
     if total > scroll_x + width:
-        strip = _overwrite(strip, width - 1, "…")
+        # the column the edge cuts is blanked from its start: "403…" read as a value
+        # (tok/s 4031); only the first column after the node is cut as it is, when wider
+        # than the whole view
+        right = scroll_x + width - fixed
+        start = max([s for s in starts if s <= right + fixed - 1] or [0]) - scroll_x
+        a = start if fixed < start < width else width - 1
+        strip = _overwrite(strip, a, " " * (width - 1 - a) + "…")
     return strip
 
 
@@ -324,6 +330,26 @@ def _overwrite(strip: Strip, at: int, text: str) -> Strip:
     style = next((seg.style for seg in strip.crop(at, at + 1)), None)
     return Strip.join([strip.crop(0, at), Strip([Segment(text, style)]),
                        strip.crop(at + len(text), strip.cell_length)])
+
+
+class FilterBox(Input):
+    """The fleet's filter line: focused by `/` (or a click), never by Tab, which moves
+    between the two tables (landing in the box, the next key typed went into the filter)."""
+
+    armed = False
+
+    def allow_focus(self) -> bool:
+        return self.armed
+
+    def open(self) -> None:
+        self.armed = True
+        self.focus()
+
+    def on_blur(self) -> None:
+        self.armed = False
+
+    def on_click(self) -> None:
+        self.open()
 
 
 class FleetView(Vertical):
@@ -340,8 +366,8 @@ class FleetView(Vertical):
                      classes="fleet-title")
         yield FleetTable(id="fleet-engines", cursor_type="row", zebra_stripes=True,
                          fixed_columns=1)
-        yield Input(placeholder="filter: node, server, model or finding code (Esc clears)",
-                    id="fleet-filter")
+        yield FilterBox(placeholder="filter: node, server, model or finding code (Esc clears)",
+                        id="fleet-filter")
 
 
 def fill_tables(view: FleetView, frame: FleetFrame, styles: dict[str, str], *,

@@ -53,15 +53,23 @@ def bindings_table(app: InfertopApp) -> Table:
 
 
 def catalogue_table(app: InfertopApp) -> Table | Text:
+    """One block per rule, as the findings screen: its code, then what it detects, its
+    thresholds and its remedy in one wide column.  Five columns side by side gave each
+    about 13 cells at 80 columns and broke words ("synchronisati|on")."""
     diagnoser = app.pipeline.diagnoser
     if not isinstance(diagnoser, Diagnoser):
         return Text("diagnosis rules are off")
-    t = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
-    for col in ("code", "layer", "detects", "thresholds", "remedy"):
-        t.add_column(col, overflow="fold")
-    for spec in diagnoser.catalogue():
-        thr = ", ".join(f"{k}={v}" for k, v in spec.thresholds.items())
-        t.add_row(spec.code, spec.layer.value, spec.detects, thr, spec.remedy)
+    t = Table(box=None, padding=(0, 1), show_header=False, expand=True)
+    t.add_column("code", no_wrap=True, width=10)
+    t.add_column("text", ratio=1, overflow="fold")   # fold: only a token wider than it
+    for n, spec in enumerate(diagnoser.catalogue()):
+        if n:
+            t.add_row("", "")
+        t.add_row(Text(spec.code, style="bold"), Text(f"{spec.layer.value}: {spec.detects}"))
+        if spec.thresholds:
+            t.add_row("thresholds",
+                      ", ".join(f"{k}={v}" for k, v in spec.thresholds.items()))
+        t.add_row("remedy", spec.remedy)
     return t
 
 

@@ -37,8 +37,35 @@ if TYPE_CHECKING:    # the app imports this screen
 HEADERS = ["PID", "user", "role", "GPU", "GPU mem", "SM", "CPU", "RSS", "command"]
 
 
-def process_rows(ctx: PaneContext) -> Columns:
-    """One row per PID of the server's tree and of every GPU process."""
+def tree_order(pids: list[str], parent: dict[str, str]) -> list[tuple[str, int]]:
+    """(pid, depth) depth-first, each process under its parent (children in PID order),
+    as htop's tree: a process whose parent is not listed is a root."""
+    listed = set(pids)
+    children: dict[str, list[str]] = {}
+    roots = []
+    for pid in pids:              # pids come sorted: children keep that order
+        ppid = parent.get(pid, "")
+        if ppid in listed and ppid != pid:
+            children.setdefault(ppid, []).append(pid)
+        else:
+            roots.append(pid)
+    out: list[tuple[str, int]] = []
+    seen: set[str] = set()
+    stack = [(r, 0) for r in reversed(roots)]
+    while stack:
+        pid, depth = stack.pop()
+        if pid in seen:           # a cycle in hostile or racing ppids: once each
+            continue
+        seen.add(pid)
+        out.append((pid, depth))
+        stack.extend((c, depth + 1) for c in reversed(children.get(pid, [])))
+    out += [(p, 0) for p in pids if p not in seen]   # members of a parent cycle
+    return out
+
+
+def process_rows(ctx: PaneContext, tree: bool = False) -> Columns:
+    """One row per PID of the server's tree and of every GPU process; ``tree``: each
+    under its parent, the command indented (`t` in `o`)."""
     info = {r.label("pid"): r for r in ctx.readings("process.info") if r.label("pid")}
     owners = {r.label("pid"): r for r in ctx.readings("process.gpu_owner") if r.label("pid")}
     pm = ctx.frame.snapshot.process_meta()
@@ -50,6 +77,10 @@ def process_rows(ctx: PaneContext) -> Columns:
         if pid:
             gpu_mem.setdefault(aliases.get(pid, pid), []).append(r)
     pids = sorted(set(info) | set(gpu_mem), key=natural_key)
+    depth: dict[str, int] = {}
+    if tree:
+        order = tree_order(pids, {p: r.label("ppid") for p, r in info.items()})
+        pids, depth = [p for p, _ in order], dict(order)
     t = Columns(HEADERS, header_style=ctx.styles["header"], max_width=60)
     t.main = True
     t.cut = (2, 8)            # role and command give way, never a PID or a reading
@@ -77,7 +108,8 @@ def process_rows(ctx: PaneContext) -> Columns:
                   Text(f"{cpu.value * 100:.0f} %") if cpu is not None and cpu.ok
                   and cpu.value is not None else Text("–"),
                   ctx.value_text(rss) if rss is not None else Text("–"),
-                  clean(p.text or p.label("name")) if p is not None else "–",
+                  ("  " * (depth[pid] - 1) + "└─ " if depth.get(pid) else "")
+                  + (clean(p.text or p.label("name")) if p is not None else "–"),
                   prio=rank[pid])
     t.more = max(0, len(pids) - ctx.row_cap)
     return t
@@ -87,10 +119,21 @@ class ProcessesPane(LayerPane):
     """The process table, always in its zoomed form (sort, filter, scroll)."""
 
     pane_layer = Layer.SCHEDULING
+    # `t` (one table here: no next table to go to) and F5 toggle the tree, as in htop
+    BINDINGS = [Binding("t,f5", "toggle_tree", "tree", key_display="t")]
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.border_title = "processes: the server's tree and every GPU process"
+        self.tree_view = False
+
+    def action_toggle_tree(self) -> None:
+        self.tree_view = not self.tree_view
+        v = self.table_view
+        v.sort, v.reverse, v.offset = None, False, 0     # the tree is the order
+        self.redraw_table()
+        self.app.notify("tree: each process under its parent" if self.tree_view
+                        else "list: PID order", timeout=2)
 
     def is_zoomed(self) -> bool:
         return True
@@ -101,7 +144,7 @@ class ProcessesPane(LayerPane):
         self.border_subtitle = "o / Esc: back"
 
     def render_frame(self, ctx: PaneContext) -> RenderableType:
-        rows = process_rows(ctx)
+        rows = process_rows(ctx, self.tree_view)
         if not rows:
             return ctx.note("No process readings yet: the process probe finds the server's "
                             "tree (give --url or --pid); NVML lists the GPU processes")

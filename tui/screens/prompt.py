@@ -3,6 +3,7 @@ table's filter is typed inline: widgets/filter_line.py.)"""
 
 from __future__ import annotations
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -28,6 +29,29 @@ class NumberPrompt(ModalScreen[float | None]):
             yield Label(self.question)
             yield Input(value=f"{self.default:g}", id="prompt-input")
             yield Label("", id="prompt-error")
+
+    typed_ahead = False
+
+    async def on_key(self, event: events.Key) -> None:
+        """Keys typed before the box has the focus (P, then "5", Enter, in one burst over
+        SSH) are sent to the screen: they went to the app's bindings ("5" zoomed a pane) and
+        Enter took the default.  They go into the box, typed over the default as the
+        focused box would have it selected."""
+        box = self.query_one("#prompt-input", Input)
+        # a printable key the box typed has been stopped there; Enter is the box's binding,
+        # checked after the key bubbles up: submitted here, once, stopped
+        if event.is_printable and event.character:
+            if not self.typed_ahead:
+                box.value = ""
+                box.select_on_focus = False     # focused later: keep what was typed
+            self.typed_ahead = True
+            box.insert_text_at_cursor(event.character)
+        elif event.key == "enter":
+            await box.action_submit()
+        else:
+            return
+        event.stop()
+        event.prevent_default()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         text = event.value.strip()
