@@ -293,12 +293,18 @@ def _meta_pairs(meta: Mapping[str, Any]) -> list[tuple[str, str]]:
             if k == "duration" and isinstance(v, (int, float)) and \
                     isinstance(length, (int, float)):
                 # a replay: the whole recording, or how much of it was left out
-                text += " (the whole recording)" if v >= length - 2.0 else \
-                    f" of a {_dur(length)} recording (--duration; the rest not judged)"
+                if v < length - 2.0:
+                    text += f" of a {_dur(length)} recording (--duration; the rest not judged)"
+                elif isinstance(asked, (int, float)) and asked > v + 2.0:
+                    text += (f" (the whole recording: it ended before the {_dur(asked)} "
+                             f"asked for)")
+                else:
+                    text += " (the whole recording)"
             elif k == "duration" and isinstance(v, (int, float)) and \
                     isinstance(asked, (int, float)) and v < asked - 2.0:
                 text += (f" (stopped before the {_dur(asked)} asked for: every server "
-                         f"unreachable from the start)" if meta.get("gave_up") else f" (the source ended before the {_dur(asked)} asked for)")
+                         f"unreachable from the start)" if meta.get("gave_up")
+                         else f" (the source ended before the {_dur(asked)} asked for)")
             out.append((k, text))
     for name, state in (meta.get("sources") or {}).items():
         out.append((f"source {name}", str(state)))

@@ -304,13 +304,18 @@ def test_too_many_series_are_refused_before_parsing_and_say_the_cap():
             await c.query("x")
         finally:
             await c.close()
-    real = prom_client.json.loads
-    prom_client.json.loads = lambda b, *a, **k: (parsed.append(1), real(b, *a, **k))[1]
+    real = prom_client._ENVELOPE   # the answer's first decode (msgspec): spied on
+
+    class Spy:
+        def decode(self, b):
+            parsed.append(1)
+            return real.decode(b)
+    prom_client._ENVELOPE = Spy()
     try:
         with pytest.raises(PrometheusError, match=f"more than infertop's cap of {cap}"):
             asyncio.run(go())
     finally:
-        prom_client.json.loads = real
+        prom_client._ENVELOPE = real
     assert parsed == []   # refused on the raw body: 390k series cost 808 MB parsed
 
 

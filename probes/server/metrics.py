@@ -461,12 +461,13 @@ def server_probes(args: Any, target: LiveTarget) -> list[ServerMetricsProbe]:
     return out
 
 
-# what a /metrics page maps onto: every probe reading of these namespaces but the process
+# what a /metrics page maps onto: every probe reading of these namespaces (throughput: only
+# the server's own figures, e.g. SGLang's gen_throughput; the rest are derived) but the process
 # probe's server.setting and the KV-event subscriber's kv.event_* (the dialects' tables in
 # infertop/dialects.py name them; tests/test_probe_registry.py checks the two agree)
 SERVER_KEYS = tuple(k for k, s in SPECS.items()
                     if not s.derived and k.split(".")[0] in
-                    ("server", "kv", "spec", "latency", "request", "disagg")
+                    ("server", "kv", "spec", "latency", "request", "disagg", "throughput")
                     and k != "server.setting" and not k.startswith("kv.event_"))
 
 SPEC = register(ProbeSpec(
