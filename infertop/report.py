@@ -382,7 +382,14 @@ def _chain_lines(findings: Sequence[Finding]) -> list[str]:
 
 
 def _clock(t: float | None) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(t)) if t is not None else ""
+    """HH:MM:SS of a time; a time no clock can show (1e308, NaN from a recording's alert:
+    OverflowError in localtime, issue 36 case 12) is a dash, as htmlreport.utc says it."""
+    if t is None:
+        return ""
+    try:
+        return time.strftime("%H:%M:%S", time.localtime(t))
+    except (OverflowError, OSError, ValueError):
+        return "–"
 
 
 def _episode_lines(meta: Mapping[str, Any]) -> list[str]:
@@ -447,7 +454,8 @@ def _markdown(findings, readings, meta) -> str:
                     "|---|---|---|---|---|---|"]
             for f in fs:
                 ev = "<br>".join(_md(e.describe()) for e in f.evidence)
-                out.append(f"| {f.severity.value} | {f.code} | {_md(f.title)} | {ev} | "
+                # the code too: a Prometheus alert's alertname is outside text (issue 36, case 2)
+                out.append(f"| {f.severity.value} | {_md(f.code)} | {_md(f.title)} | {ev} | "
                            f"{_md(f.remedy)} | {_md(_since(f, meta))} |")
             out.append("")
         rs = readings.get(layer, [])
@@ -459,8 +467,8 @@ def _markdown(findings, readings, meta) -> str:
     if chains:
         out += ["## cause and symptom", ""]
         for cause, syms in chains:
-            out.append(f"- **{cause.code}** ({cause.layer.value}) {_md(cause.title)}")
-            out += [f"  - → **{x.code}** ({x.layer.value}) {_md(x.title)}" for x in syms]
+            out.append(f"- **{_md(cause.code)}** ({cause.layer.value}) {_md(cause.title)}")
+            out += [f"  - → **{_md(x.code)}** ({x.layer.value}) {_md(x.title)}" for x in syms]
         out.append("")
     eps = meta.get("episodes")
     if eps is not None:

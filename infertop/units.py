@@ -118,17 +118,19 @@ def fmt_reading(r: Reading | None) -> str:
 def sparkline(values: Sequence[float], width: int = 20, lo: float | None = None,
               hi: float | None = None) -> str:
     """The last ``width`` values as block characters; fixed lo/hi keep ratios comparable."""
-    vals = [v for v in values[-width:] if v is not None and not math.isnan(v)]
+    # ±inf is left out like NaN: inf - inf is NaN and int(NaN) crashed the live screen
+    # (issue 36, case 3); halves keep 1.7e308 - (-1.7e308) from overflowing to inf
+    vals = [v for v in values[-width:] if v is not None and math.isfinite(v)]
     if not vals:
         return ""
-    lo = min(vals) if lo is None else lo
-    hi = max(vals) if hi is None else hi
-    span = hi - lo
-    if span <= 0:
+    lo = min(vals) if lo is None or not math.isfinite(lo) else lo
+    hi = max(vals) if hi is None or not math.isfinite(hi) else hi
+    span = hi / 2 - lo / 2
+    if not span > 0:
         return _BLOCKS[0 if hi <= 0 else 3] * len(vals)
     out = []
     for v in vals:
-        i = int((min(max(v, lo), hi) - lo) / span * (len(_BLOCKS) - 1) + 0.5)
+        i = int((min(max(v, lo), hi) / 2 - lo / 2) / span * (len(_BLOCKS) - 1) + 0.5)
         out.append(_BLOCKS[i])
     return "".join(out)
 

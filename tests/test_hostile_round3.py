@@ -1,0 +1,121 @@
+"""Issue 36 (round 3 of hostile input), the cases of the "hostile" branch: 2, 3, 4, 8, 9,
+11, 12 and 13 (less the KV ones).  Each test reproduced its case before the fix."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+
+import pytest
+
+from infertop.cli.main import main
+from infertop.findings import Evidence, Finding, Severity
+from infertop.model import Layer, make_labels
+from infertop.pipeline import Pipeline
+from infertop.probes.base import sample
+from infertop.probes.server.metrics import ServerMetricsProbe
+from infertop.prom_findings import alert_finding
+from infertop.report import render_report
+from infertop.rules.engine import Diagnoser
+from infertop.units import sparkline
+
+from helpers.props import ListSource, check_frame_writers, feed, render_panes, snapshot_of
+from helpers.synthetic_source import SyntheticSource
+from test_markdown_inert import assert_inert_markdown
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(list(argv))
+    return rc, out.getvalue(), err.getvalue()
+
+
+# ---- case 2: markdown injection through a Prometheus alertname -----------------------------
+def test_an_alertname_with_html_is_inert_in_the_doctors_markdown():
+    evil = "<img src=x onerror=alert(1)>"
+    alert = {"labels": {"alertname": evil, "severity": "crit", "layer": "memory"},
+             "annotations": {"title": "t"}, "state": "firing", "active_at": 1000.0}
+    f = alert_finding(alert, "node-a", 1010.0)
+    assert f is not None and f.code == evil
+    out = render_report([f], {}, "markdown", {"now": 1010.0})
+    shown = assert_inert_markdown(out)
+    assert evil in shown
+
+
+# ---- case 3: a rate of ±inf on the live screen --------------------------------------------
+@pytest.mark.parametrize("values", [[1.0, float("inf"), 2.0], [float("-inf"), 0.0, float("inf")],
+                                    [-1.7e308, 1.7e308, -1.7e308, 0.0]])
+def test_a_sparkline_with_inf_or_the_float_limits_is_drawn(values):
+    line = sparkline(values, 8)
+    assert line and len(line) == sum(1 for v in values if abs(v) != float("inf"))
+
+
+def test_a_counter_flipping_between_the_float_limits_reaches_every_writer():
+    """A page whose counter flips between -1.7e308 and 1.7e308, through every writer (the
+    sparkline cases above reproduced the crash; this one keeps the whole path honest)."""
+    probe = ServerMetricsProbe("http://127.0.0.1:8000")
+    base = SyntheticSource(gpus=1, server=False)
+    snaps = []
+    for i in range(8):
+        snap = asyncio.run(base.next())
+        page = ("# TYPE vllm:generation_tokens counter\n"
+                f'vllm:generation_tokens_total{{engine="0",model_name="m"}} '
+                f'{1.7e308 if i % 2 else -1.7e308}\n'
+                "# TYPE vllm:num_requests_running gauge\n"
+                'vllm:num_requests_running{engine="0",model_name="m"} 1\n')
+        readings, meta = probe._map(page, {})
+        srv = sample(probe.name, readings, meta=meta, now=snap.time)
+        snaps.append(snapshot_of(snap.time, i + 1, [*snap.samples.values(), srv]))
+    source, pipeline = ListSource(snaps), Pipeline(Diagnoser())
+    frame = feed(source, pipeline)
+    check_frame_writers(frame, pipeline, source, "regression")
+    assert render_panes(frame)
+
+
+# ---- case 12: ±inf in compare's JSON, an alert time of 1e308 in doctor ---------------------
+def test_an_alert_time_of_1e308_is_a_dash_not_a_crash():
+    alert = {"labels": {"alertname": "MEM-001", "severity": "warn"}, "state": "firing",
+             "active_at": 1e308, "annotations": {}}
+    f = alert_finding(alert, "node-a", 1000.0)
+    assert f is not None
+    for fmt in ("text", "markdown", "json"):
+        out = render_report([f], {}, fmt, {"now": 1000.0})
+        assert "MEM-001" in out
+    assert "since    –" in render_report([f], {}, "text", {})
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory):
+    path = tmp_path_factory.mktemp("rec") / "good.jsonl"
+    with contextlib.redirect_stderr(io.StringIO()):
+        assert main(["record", "-o", str(path), "--source", "demo:healthy",
+                     "--duration", "6"]) == 0
+    return path
+
+
+def with_reading(good, path, key: str, value: float) -> str:
+    header, *lines = good.read_bytes().splitlines()
+    out = [header]
+    for line in lines:
+        snap = json.loads(line)
+        for s in snap["samples"].values():
+            for r in s["readings"]:
+                if r["key"] == key:
+                    r["value"] = value
+        out.append(json.dumps(snap).encode())
+    path.write_bytes(b"\n".join(out) + b"\n")
+    return str(path)
+
+
+def test_compare_json_of_a_change_past_the_float_limit(good, tmp_path):
+    """Medians -1.7e308 before and 1.7e308 after: the change is inf (ValueError before)."""
+    low = with_reading(good, tmp_path / "low.jsonl", "gpu.util_ratio", -1.7e308)
+    high = with_reading(good, tmp_path / "high.jsonl", "gpu.util_ratio", 1.7e308)
+    rc, out, err = run("compare", low, high, "--format", "json")
+    assert rc in (0, 1), err
+    doc = json.loads(out)
+    moved = {m["key"]: m for m in doc["moved"]}
+    assert moved["gpu.util_ratio"]["delta"] == "+Inf"
