@@ -39,19 +39,51 @@ def cmd_rules(args: argparse.Namespace) -> int:
         from infertop.promrules import export_text
         _emit(args, export_text(cfg))
         return EXIT_OK
-    from infertop.promtool_input import convert
+    from infertop.promtool_input import GridTooLarge
     from infertop.promtool_input import render as render_test
-    from infertop.recording import RecordingError, decode
+    from infertop.recording import RecordingError
     path = Path(args.recording)
     try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise UsageError(f"{path}: cannot read: {e.strerror or e}") from None
-    try:
-        series = convert(decode(data, path.name))
-    except RecordingError as e:
-        raise UsageError(str(e)) from None
+        series = _convert_streamed(path)
+    except (RecordingError, GridTooLarge) as e:
+        raise UsageError(f"{path}: {e}" if isinstance(e, GridTooLarge) else str(e)) from None
     if not series.series:
         raise UsageError(f"{path}: no server or GPU readings to convert")
     _emit(args, render_test(series, [args.rules]))
     return EXIT_OK
+
+
+def _convert_streamed(path: Path):
+    """The recording through the replay's reader (recording_file.py): streamed under its
+    caps (a line, the decompressed total, the gzip ratio), never held whole: the old
+    whole-file decode took 1.36 GB on a gzip bomb (issue 36, case 11).  The grid's size
+    is checked from the index's times before a snapshot is decoded."""
+    import math
+
+    from infertop.probes.sources.recording_file import RecordingFile
+    from infertop.promtool_input import convert_snapshots, grid_steps
+    from infertop.recording import RecordingError, decode_snapshot
+
+    rf = RecordingFile(path)
+    try:
+        header = rf.header
+        raw = header.get("interval")
+        interval = float(raw) if isinstance(raw, (int, float)) and \
+            not isinstance(raw, bool) and math.isfinite(raw) and raw > 0 else 1.0
+        if len(rf):
+            grid_steps(rf.times[0], max(rf.times), interval)
+
+        def snaps():
+            for i in range(len(rf)):
+                try:
+                    yield decode_snapshot(rf.line(i))
+                except RecordingError:
+                    continue   # as the replay does: an unreadable line is left out
+        server = header.get("server")
+        kind = server.get("kind") if isinstance(server, dict) else ""
+        host = header.get("host")
+        return convert_snapshots(snaps(), interval,
+                                 host if isinstance(host, str) and host else "localhost",
+                                 kind if isinstance(kind, str) else "")
+    finally:
+        rf.close()

@@ -119,3 +119,88 @@ def test_compare_json_of_a_change_past_the_float_limit(good, tmp_path):
     doc = json.loads(out)
     moved = {m["key"]: m for m in doc["moved"]}
     assert moved["gpu.util_ratio"]["delta"] == "+Inf"
+
+
+# ---- case 9: a NaN ratio raises nothing ----------------------------------------------------
+def test_refusals_summed_past_the_float_limit_raise_no_dec_007():
+    """Two refusal reasons each 1.7e308 up in the window: refused = inf, total = inf,
+    the ratio NaN, and DEC-007 said "nan% of requests refused" (exit 2) before."""
+    from helpers.rulekit import Feed
+    feed_ = Feed()
+    state = {"i": 0, "stop": 0.0}
+
+    def make():
+        state["stop"] += 100
+        state["i"] += 1
+        refused = 0.0 if state["i"] < 70 else 1.7e308
+        return {"server.requests_finished_total": {"engine=0,model=m,reason=stop": state["stop"]},
+                "server.requests_running": {"engine=0,model=m": 4},
+                "server.admission_rejections_total": {
+                    "model=m,reason=max_num_queued_reqs": refused,
+                    "model=m,reason=max_num_queued_tokens": refused}}
+    feed_.run(make, 99)
+    from helpers.rulekit import tick
+    frame = feed_.pipe.feed(tick(feed_.t, make()))
+    assert [f.code for f in frame.findings if f.code == "DEC-007"] == []
+    assert feed_.events("DEC-007", "raised") == []
+    (ratio,) = [r for r in frame.derived if r.key == "server.rejection_ratio"]
+    assert ratio.value is None and "overflow" in ratio.reason, ratio
+
+
+# ---- case 11: rules promtool-input under the recordings' caps ------------------------------
+def _retimed(good, path, times=None, interval=None) -> str:
+    header, *lines = good.read_bytes().splitlines()
+    head = json.loads(header)
+    if interval is not None:
+        head["interval"] = interval
+    out = [json.dumps(head).encode()]
+    for i, line in enumerate(lines):
+        snap = json.loads(line)
+        if times is not None:
+            snap["time"] = times(i)
+        out.append(json.dumps(snap).encode())
+    path.write_bytes(b"\n".join(out) + b"\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("times,interval", [(lambda i: i * 6e9, None),     # 1970 .. ~3000
+                                            (None, 1e-9), (None, 1e300)])
+def test_promtool_input_refuses_a_grid_past_its_budget_in_one_line(good, tmp_path, times,
+                                                                  interval):
+    """A few lines spanning 1970-3000, or an interval of 1e-9 s: a grid of 3e10 steps
+    (MemoryError before); now one line and exit 2, before a snapshot is decoded."""
+    bad = _retimed(good, tmp_path / "span.jsonl", times, interval)
+    rc, out, err = run("rules", "promtool-input", bad)
+    assert rc == 2 and out == "", (rc, err)
+    assert len(err.strip().splitlines()) == 1 and "grid step" in err, err
+
+
+def test_promtool_input_streams_a_gzip_bomb_under_the_replay_caps(tmp_path):
+    """A few good lines, then 200 MB of 'x' in ~200 KB of gzip: read under the replay's
+    ratio cap (the whole-file decode took 1.36 GB on the issue's bomb)."""
+    import tracemalloc
+    import zlib
+    header = {"format": "infertop-recording", "schema": 1, "host": "h", "source": {},
+              "interval": 1.0}
+    z = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    parts = [z.compress(json.dumps(header).encode() + b"\n")]
+    parts += [z.compress(json.dumps({"time": 1000.0 + i, "tick": i + 1, "samples": {},
+                                     "capabilities": {}}).encode() + b"\n") for i in range(3)]
+    parts += [z.compress(b"x" * 1_000_000) for _ in range(200)]
+    parts.append(z.flush())
+    path = tmp_path / "bomb.jsonl.gz"
+    path.write_bytes(b"".join(parts))
+    tracemalloc.start()
+    try:
+        rc, out, err = run("rules", "promtool-input", str(path))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert rc == 2 and "no server or GPU readings" in err, err
+    assert peak < 60_000_000, peak   # one line in the making at most (16 MB cap)
+
+
+def test_promtool_input_of_a_good_recording_still_converts(good, tmp_path):
+    rc, out, err = run("rules", "promtool-input", str(good))
+    assert rc == 0, err
+    assert "input_series:" in out and "DCGM_FI_DEV_GPU_UTIL" in out
