@@ -29,6 +29,39 @@ def _emit(args: argparse.Namespace, text: str) -> None:
         sys.stdout.write(text)
 
 
+PROMTOOL_TIMEOUT = 60.0   # it checks the 75 rules in ~0.1 s; a hung binary is not waited on
+
+
+def _promtool_check(text: str) -> None:
+    """The export through ``promtool check rules`` before it is written (issue 36, item 3):
+    a config the ranges accept must still give rules Prometheus loads.  promtool is
+    ``$INFERTOP_PROMTOOL`` or on PATH; without it a note says the file is unchecked."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+    binary = os.environ.get("INFERTOP_PROMTOOL") or shutil.which("promtool")
+    if not binary:
+        print("infertop: promtool not found: the rules are not checked (Debian/Ubuntu: "
+              "apt-get install prometheus)", file=sys.stderr)
+        return
+    with tempfile.TemporaryDirectory(prefix="infertop-rules-") as tmp:
+        path = Path(tmp) / "rules.yml"
+        path.write_text(text, encoding="utf-8")
+        try:
+            got = subprocess.run([binary, "check", "rules", str(path)], capture_output=True,
+                                 text=True, timeout=PROMTOOL_TIMEOUT, errors="replace")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise UsageError(f"promtool ({binary}) could not check the rules: {e}; "
+                             "nothing written") from None
+    if got.returncode != 0:
+        why = [ln.strip() for ln in (got.stdout + got.stderr).splitlines()
+               if ln.strip() and "Checking" not in ln and ln.strip() != "FAILED:"]
+        first = (why[0] if why else f"exit {got.returncode}").replace(str(path), "the export")
+        raise UsageError(f"promtool rejects the exported rules ({first[:300]}); nothing "
+                         "written: check the config's values")
+
+
 def cmd_rules(args: argparse.Namespace) -> int:
     from infertop.config import ConfigError, load_config
     try:
@@ -37,7 +70,9 @@ def cmd_rules(args: argparse.Namespace) -> int:
         raise UsageError(f"config: {e}") from None
     if args.action == "export":
         from infertop.promrules import export_text
-        _emit(args, export_text(cfg))
+        text = export_text(cfg)
+        _promtool_check(text)
+        _emit(args, text)
         return EXIT_OK
     from infertop.promtool_input import GridTooLarge
     from infertop.promtool_input import render as render_test

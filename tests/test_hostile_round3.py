@@ -204,3 +204,97 @@ def test_promtool_input_of_a_good_recording_still_converts(good, tmp_path):
     rc, out, err = run("rules", "promtool-input", str(good))
     assert rc == 0, err
     assert "input_series:" in out and "DCGM_FI_DEV_GPU_UTIL" in out
+
+
+# ---- case 4 and item 3: every config value in a range, the export checked by promtool -------
+def _config_file(tmp_path, text: str) -> str:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("text,key", [
+    ("[thresholds]\nttft_fit_windows = 1000000000000000\n", "thresholds.ttft_fit_windows"),
+    ("[diagnosis]\nwindow = 1e15\n", "diagnosis.window"),
+    ("[diagnosis]\nwindow = 1e-300\n", "diagnosis.window"),
+    ("[diagnosis]\nevents_max = 999999999\n", "diagnosis.events_max"),
+    ("[rules.MEM-002]\nraise_after = 1e14\n", "rules.MEM-002.raise_after"),
+    ('[thresholds]\nerror_reasons = ["' + "x" * 500_000 + '"]\n', "thresholds.error_reasons"),
+    ('[thresholds]\nkv_pressure_ratio = "' + "x" * 500_000 + '"\n',
+     "thresholds.kv_pressure_ratio"),
+    ('[thresholds]\nerror_reasons = ["' + "x" * 10_000_000 + '"]\n', "larger than 1024 KiB"),
+])
+def test_a_config_value_out_of_its_range_is_one_short_line(tmp_path, text, key):
+    """ttft_fit_windows = 1e15 passed and rules/kernels.py built a list that long every
+    tick (killed at 3.8 GB); window = 1e15 or 1e-300 made an export promtool rejects; a
+    10 MB error reason was an export too, and a bad value was echoed whole."""
+    rc, out, err = run("rules", "export", "--config", _config_file(tmp_path, text))
+    assert rc == 2 and out == "", err
+    assert len(err.splitlines()) == 1 and key in err and len(err) < 1000, err[:2000]
+
+
+def test_every_default_is_inside_its_range():
+    from dataclasses import fields
+
+    from infertop.config import SECTIONS, value_range
+    for section, cls in SECTIONS.items():
+        for f in fields(cls):
+            got = value_range(f"{section}.{f.name}", f.metadata["kind"])
+            if got is not None and isinstance(f.default, (int, float)):
+                assert got[0] <= f.default <= got[1], (section, f.name)
+                assert got[2], (section, f.name)   # every range says why
+
+
+def _extreme_config(end: int) -> dict:
+    """Every number at the low (end 0) or high (end 1) end of its range."""
+    from dataclasses import fields
+
+    from infertop.config import SECTIONS, value_range
+    out: dict = {}
+    for section, cls in SECTIONS.items():
+        for f in fields(cls):
+            got = value_range(f"{section}.{f.name}", f.metadata["kind"])
+            if got is None or f.metadata["kind"] in ("codes", "strings", "bool"):
+                continue
+            v = got[end]
+            out.setdefault(section, {})[f.name] = int(v) if f.metadata["kind"] == "count" \
+                else float(v)
+    out["thresholds"]["gil_cpu_min"] = out["thresholds"]["gil_cpu_max"]
+    return out
+
+
+@pytest.mark.parametrize("end", [0, 1])
+def test_promtool_accepts_the_export_of_every_value_at_the_ends_of_its_range(end):
+    from helpers.promtool_kit import PROMTOOL_HINT, promtool_binary
+
+    from infertop.config import config_from_dict
+    from infertop.promrules import export_text
+    if promtool_binary() is None:
+        pytest.skip(PROMTOOL_HINT)
+    import subprocess
+    import tempfile
+    text = export_text(config_from_dict(_extreme_config(end)))
+    with tempfile.NamedTemporaryFile("w", suffix=".yml") as fh:
+        fh.write(text)
+        fh.flush()
+        check = subprocess.run([promtool_binary(), "check", "rules", fh.name],
+                               capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_an_export_promtool_rejects_is_not_written(tmp_path, monkeypatch):
+    fake = tmp_path / "promtool"
+    fake.write_text("#!/bin/sh\necho \"  FAILED:\"\necho \"$3: 12:5: group x: bad range\" >&2\n"
+                    "exit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("INFERTOP_PROMTOOL", str(fake))
+    out = tmp_path / "rules.yml"
+    rc, _, err = run("rules", "export", "-o", str(out))
+    assert rc == 2 and not out.exists(), err
+    assert "promtool rejects" in err and "bad range" in err and len(err.splitlines()) == 1
+
+
+def test_a_50000_deep_toml_array_is_one_line(tmp_path):
+    rc, _, err = run("rules", "export", "--config",
+                     _config_file(tmp_path, "x = " + "[" * 50_000 + "]" * 50_000 + "\n"))
+    assert rc == 2 and len(err.splitlines()) == 1 and "nested too deep" in err, err[:500]
