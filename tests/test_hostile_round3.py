@@ -11,8 +11,6 @@ import json
 import pytest
 
 from infertop.cli.main import main
-from infertop.findings import Evidence, Finding, Severity
-from infertop.model import Layer, make_labels
 from infertop.pipeline import Pipeline
 from infertop.probes.base import sample
 from infertop.probes.server.metrics import ServerMetricsProbe
