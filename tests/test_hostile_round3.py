@@ -296,3 +296,110 @@ def test_a_50000_deep_toml_array_is_one_line(tmp_path):
     rc, _, err = run("rules", "export", "--config",
                      _config_file(tmp_path, "x = " + "[" * 50_000 + "]" * 50_000 + "\n"))
     assert rc == 2 and len(err.splitlines()) == 1 and "nested too deep" in err, err[:500]
+
+
+# ---- case 8 and item 6: secrets of --prometheus and --url -----------------------------------
+PROM_PASS = "s3cret-prom-pass-8"
+
+
+@pytest.fixture
+def fake_prometheus():
+    """A loopback stand-in for Prometheus' API that notes each Authorization header."""
+    import http.server
+    import threading
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):   # noqa: N802 (http.server's name)
+            seen.append(self.headers.get("Authorization", ""))
+            path = self.path.split("?", 1)[0]
+            data: dict = {"resultType": "vector", "result": []}
+            if path.endswith("/targets"):
+                data = {"activeTargets": []}
+            elif path.endswith("/rules"):
+                data = {"groups": []}
+            elif path.endswith("/alerts"):
+                data = {"alerts": []}
+            body = json.dumps({"status": "success", "data": data}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "markdown"])
+def test_a_prometheus_password_is_sent_never_shown(fake_prometheus, fmt):
+    """doctor printed the password of --prometheus http://user:password@... (text, JSON)."""
+    hostport, seen = fake_prometheus
+    rc, out, err = run("doctor", "--prometheus", f"http://alice:{PROM_PASS}@{hostport}",
+                       "--duration", "1", "--format", fmt)
+    assert PROM_PASS not in out + err, (out + err)[:3000]
+    import base64
+    assert f"Basic {base64.b64encode(f'alice:{PROM_PASS}'.encode()).decode()}" in seen, seen
+    assert hostport in out + err     # the URL is still named, without its secret
+
+
+def test_an_unreachable_prometheus_error_holds_no_password():
+    from helpers.prom_fleet import free_port
+    rc, out, err = run("doctor", "--prometheus",
+                       f"http://alice:{PROM_PASS}@127.0.0.1:{free_port()}", "--duration", "1")
+    assert rc == 3 and PROM_PASS not in out + err, err
+
+
+def test_a_bad_port_with_a_password_is_one_line_without_it():
+    rc, out, err = run("doctor", "--prometheus", f"http://alice:{PROM_PASS}@127.0.0.1:99999")
+    assert rc == 2 and PROM_PASS not in err and "bad port" in err, err
+
+
+def test_prometheus_credentials_from_a_bearer_token_file(fake_prometheus, tmp_path,
+                                                          monkeypatch):
+    """Prometheus' bearer_token_file convention: the secret never on the command line."""
+    hostport, seen = fake_prometheus
+    token = tmp_path / "token"
+    token.write_text("tok-from-file-77\n")
+    monkeypatch.setenv("INFERTOP_PROMETHEUS_BEARER_TOKEN_FILE", str(token))
+    rc, out, err = run("doctor", "--prometheus", f"http://{hostport}", "--duration", "1")
+    assert "Bearer tok-from-file-77" in seen and "tok-from-file-77" not in out + err
+
+
+def test_credentials_settings_that_cannot_be_used_are_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("INFERTOP_PROMETHEUS_PASSWORD_FILE", str(tmp_path / "missing"))
+    rc, _, err = run("doctor", "--prometheus", "http://127.0.0.1:9", "--duration", "1")
+    assert rc == 2 and "INFERTOP_PROMETHEUS_PASSWORD_FILE" in err and \
+        len(err.splitlines()) == 1, err
+
+
+def test_credentials_from_env_and_url_never_show_in_a_repr():
+    from infertop.credentials import Credentials, from_env, split_url
+    url, cred = split_url(f"https://bob:{PROM_PASS}@prom.example:9090/p")
+    assert url == "https://prom.example:9090/p" and PROM_PASS not in repr(cred) + str(cred)
+    assert from_env("X_", {"X_USERNAME": "u", "X_PASSWORD": "p"}) == Credentials("u", "p")
+    assert from_env("X_", {}) is None
+
+
+def test_a_server_url_password_is_sent_as_basic_auth():
+    from infertop.probes.server.metrics import ServerMetricsProbe
+    probe = ServerMetricsProbe(f"http://alice:{PROM_PASS}@127.0.0.1:8000")
+    assert PROM_PASS not in probe.url + probe.name
+    assert asyncio.run(probe.open()).available
+    try:
+        assert probe._client is not None
+        sent = dict(probe._client._headers)
+        import base64
+        assert sent[b"Authorization"] == \
+            f"Basic {base64.b64encode(f'alice:{PROM_PASS}'.encode()).decode()}".encode()
+    finally:
+        asyncio.run(probe.close())

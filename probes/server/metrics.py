@@ -30,6 +30,7 @@ from infertop.keys import SPECS
 from infertop.meta import NvmlMeta, ServerMeta
 from infertop.model import Capability, Reading, Sample, make_labels
 from infertop.promtext import ParseError, parse
+from infertop.credentials import Credentials, from_env, split_url
 from infertop.redact import redact_text, redact_url
 from infertop.textclean import clean, one_line
 
@@ -77,10 +78,17 @@ def normalize_url(url: str) -> tuple[str, str]:
     return f"{parts.scheme}://{instance}{path}{query}", instance
 
 
+CREDENTIALS_ENV = "INFERTOP_SERVER_"   # _USERNAME, _PASSWORD(_FILE), _BEARER_TOKEN(_FILE)
+
+
 class ServerMetricsProbe(Probe):
     def __init__(self, url: str, *, timeout: float = 2.0, max_bytes: int = 8_000_000) -> None:
         self._bad_url = ""
+        self._credentials: Credentials | None = None
         try:
+            # user:password@ is sent as basic auth (normalize_url drops it from what is
+            # kept and shown), else the environment's (infertop/credentials.py)
+            self._credentials = split_url(url.strip())[1] or from_env(CREDENTIALS_ENV)
             self.url, self.instance = normalize_url(url)
         except ValueError as e:
             self.url, self.instance, self._bad_url = url, url.strip() or "?", redact_text(str(e))
@@ -102,7 +110,9 @@ class ServerMetricsProbe(Probe):
             # 1.4 MB of RSS for the whole session.
             self._client = Http11Client(
                 headers={"Accept": "text/plain", "Accept-Encoding": "gzip, deflate",
-                         "User-Agent": f"infertop/{__version__}"},
+                         "User-Agent": f"infertop/{__version__}", **(
+                             {"Authorization": self._credentials.authorization()}
+                             if self._credentials else {})},
                 connect_timeout=self.timeout)
         return Capability(self.name, True, features=frozenset({"metrics"}))
 
