@@ -411,21 +411,28 @@ def load_config(path: str | None = None) -> DiagnosisConfig:
     try:
         with open(p, "rb") as fh:   # a budget: a config is a few KB
             raw = fh.read(MAX_CONFIG_BYTES + 1)
-        if len(raw) > MAX_CONFIG_BYTES:
-            raise ConfigError(f"config file {p}: larger than {MAX_CONFIG_BYTES // 1024} KiB, "
-                              "not a config")
+    except OSError as e:
+        raise ConfigError(f"config file {p}: cannot read: {_first(str(e))}") from None
+    return replace(config_from_bytes(raw, f"config file {p}"), path=str(p))
+
+
+def config_from_bytes(raw: bytes, where: str = "config") -> DiagnosisConfig:
+    """A config file's bytes -> the config; ConfigError (one line, starting ``where``)
+    for anything else.  The entry point the fuzzer drives (tools/fuzz)."""
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{where}: larger than {MAX_CONFIG_BYTES // 1024} KiB, not a config")
+    try:
         data = tomllib.loads(raw.decode("utf-8"))
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"config file {p}: not valid TOML: {_first(str(e))}") from None
+        raise ConfigError(f"{where}: not valid TOML: {_first(str(e))}") from None
     except RecursionError:   # a 50,000-deep array: tomllib recurses (issue 36, case 13)
-        raise ConfigError(f"config file {p}: not valid TOML: nested too deep") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"config file {p}: cannot read: {_first(str(e))}") from None
+        raise ConfigError(f"{where}: not valid TOML: nested too deep") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{where}: cannot read: {_first(str(e))}") from None
     try:
-        cfg = config_from_dict(data)
+        return config_from_dict(data)
     except ConfigError as e:
-        raise ConfigError(f"config file {p}: {e}") from None
-    return replace(cfg, path=str(p))
+        raise ConfigError(f"{where}: {e}") from None
 
 
 def config_from_dict(data: Mapping[str, Any]) -> DiagnosisConfig:
