@@ -10,7 +10,6 @@ input's outcome (its refusal's first words) and the peak RSS of the process."""
 from __future__ import annotations
 
 import asyncio
-import gzip
 import json
 import os
 import random
