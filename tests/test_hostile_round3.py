@@ -403,3 +403,42 @@ def test_a_server_url_password_is_sent_as_basic_auth():
             f"Basic {base64.b64encode(f'alice:{PROM_PASS}'.encode()).decode()}".encode()
     finally:
         asyncio.run(probe.close())
+
+
+# ---- case 13: 309-digit numbers in finding text and the peaks' "how" -----------------------
+def _no_long_number(text: str) -> None:
+    import re
+    assert not re.search(r"\d{20,}", text), text
+
+
+def _findings_text(data: dict, ticks: int = 40) -> str:
+    from helpers.rulekit import Feed
+    feed_ = Feed()
+    feed_.run(lambda: data, ticks)
+    return "\n".join(f"{f.code} {f.title} " + " ".join(e.describe() for e in f.evidence)
+                     for f in feed_.findings)
+
+
+def test_sch_006_at_the_float_limit_has_no_309_digit_number():
+    text = _findings_text({"server.sleep_level": {"engine=0,model=m": 1e308},
+                           "server.requests_waiting": {"engine=0,model=m": 1e308},
+                           "server.requests_running": {"engine=0,model=m": 0}})
+    assert "SCH-006" in text and "1e+308" in text
+    _no_long_number(text)
+
+
+def test_sch_002_at_the_float_limit_has_no_309_digit_number():
+    text = _findings_text({"server.requests_waiting": {"engine=0,model=m": 1e308},
+                           "server.requests_running": {"engine=0,model=m": 8},
+                           "kv.usage_ratio": {"engine=0,model=m": 0.3},
+                           "gpu.sm_active_ratio": {"gpu=0": 0.25, "gpu=1": 0.25},
+                           "server.setting": {"name=max_num_seqs": "8"}})
+    assert "SCH-002" in text and "1e+308 waiting now" in text
+    _no_long_number(text)
+
+
+def test_peaks_of_a_bus_width_at_the_float_limit_say_it_shortly():
+    from infertop.peaks import peak_bandwidth, peak_flops
+    _no_long_number(peak_bandwidth("x", bus_width_bits=1e308, mem_clock_max_hz=1.7e308).how)
+    _no_long_number(peak_flops("NVIDIA H100 80GB HBM3-unknown", compute_capability="9.0",
+                               cuda_cores=1e308, sm_clock_max_hz=1e308).how)
