@@ -14,7 +14,7 @@ from .sources import no_snapshot, sample_window, source_and_pipeline, sources_st
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from infertop.report import exit_code, render_report
+    from infertop.report import exit_code, nothing_checked, render_report
     source, pipeline = source_and_pipeline(args)
     frame = asyncio.run(sample_window(source, pipeline, args.duration, args.interval,
                                       getattr(args, "speed", None)))
@@ -25,7 +25,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     print(render_report(frame.findings, shown_layers(frame), args.format, meta), flush=True)
     for name, why in unreachable.items():   # stderr too: a cron job's log shows it
         print(clean(f"infertop: server unreachable: {name}: {why}"), file=sys.stderr)
-    return exit_code(frame.findings, frame.sources_ok(), unreachable)
+    rc = exit_code(frame.findings, frame.sources_ok(), unreachable)
+    if rc == 0 and nothing_checked(meta):   # every rule off or lacking inputs: not healthy
+        print(clean(f"infertop: {nothing_checked(meta)}"), file=sys.stderr)
+        return 3
+    return rc
 
 
 def doctor_meta(source, pipeline, frame, duration: float) -> dict:

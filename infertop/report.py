@@ -190,7 +190,10 @@ def _verdict(findings: Sequence[Finding], meta: Mapping[str, Any]) -> tuple[str,
         w = worst(findings)
         word = w.value if w is not None else "healthy"
         cover = coverage(meta)
-        if not findings:
+        nothing = nothing_checked(meta)
+        if not findings and nothing:   # every rule off reads nothing, not "healthy"
+            word, line = "not-checked", nothing
+        elif not findings:
             line = f"healthy on {cover}" if cover else "healthy: no findings"
         else:
             parts = [f"{counts[s]} {s.value}" for s in sorted(Severity, reverse=True)
@@ -205,6 +208,18 @@ def _verdict(findings: Sequence[Finding], meta: Mapping[str, Any]) -> tuple[str,
                                                    else "")
         line = f"server unreachable ({', '.join(unreachable)}); {rest}"
     return word, line
+
+
+def nothing_checked(meta: Mapping[str, Any]) -> str:
+    """"" when at least one rule was checked; else why none was (every rule disabled in
+    the config read "healthy", exit 0: issue 36, case 13).  doctor exits 3 on it."""
+    total = meta.get("rules_total")
+    unchecked = meta.get("unchecked") or {}
+    if not total or len(unchecked) < total:
+        return ""
+    off = sum(1 for why in unchecked.values() if "disabled in the config" in why)
+    return (f"nothing checked: none of the {total} rules could run ({off} disabled in the "
+            f"config, {total - off} lack inputs)")
 
 
 def coverage(meta: Mapping[str, Any]) -> str:

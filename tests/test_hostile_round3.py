@@ -442,3 +442,25 @@ def test_peaks_of_a_bus_width_at_the_float_limit_say_it_shortly():
     _no_long_number(peak_bandwidth("x", bus_width_bits=1e308, mem_clock_max_hz=1.7e308).how)
     _no_long_number(peak_flops("NVIDIA H100 80GB HBM3-unknown", compute_capability="9.0",
                                cuda_cores=1e308, sm_clock_max_hz=1e308).how)
+
+
+def test_a_valid_252_byte_file_name_of_4_byte_characters_is_written(tmp_path):
+    """The temporary name kept 100 characters of it (400 bytes): ENAMETOOLONG before."""
+    name = "\U0001f980" * 63   # 252 bytes in UTF-8, under NAME_MAX (255)
+    out = tmp_path / name
+    rc, _, err = run("rules", "export", "-o", str(out))
+    assert rc == 0, err
+    assert out.read_text().startswith("# infertop diagnosis rules")
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+def test_every_rule_disabled_is_not_healthy_and_not_exit_0(tmp_path):
+    """It read "healthy", exit 0: a run that judged nothing."""
+    from infertop.rules.registry import codes
+    cfg = _config_file(tmp_path, "[diagnosis]\ndisabled = [" +
+                       ", ".join(f'"{c}"' for c in codes()) + "]\n")
+    rc, out, err = run("doctor", "--source", "demo:healthy", "--duration", "2",
+                       "--config", cfg)
+    assert rc == 3, (out, err)
+    assert "healthy" not in out.split("verdict:", 1)[1].splitlines()[0], out
+    assert "nothing checked" in out and "disabled in the config" in err
