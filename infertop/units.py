@@ -55,9 +55,11 @@ UNIX_TIME = "unix_s"
 HUGE = 1e15
 
 
-def fmt_count(v: float) -> str:
+def fmt_count(v: float | None) -> str:
     """A count in running text: ``12``; past 1e15 (a page's 1e308) ``1.7e+308``, never
     the 309 digits ``f"{v:.0f}"`` writes (issue 36, case 13)."""
+    if v is None:
+        return "–"
     if not math.isfinite(v):
         return "NaN" if math.isnan(v) else ("inf" if v > 0 else "-inf")
     return f"{v:.0f}" if abs(v) < 1e15 else f"{v:.3g}"
