@@ -464,3 +464,18 @@ def test_every_rule_disabled_is_not_healthy_and_not_exit_0(tmp_path):
     assert rc == 3, (out, err)
     assert "healthy" not in out.split("verdict:", 1)[1].splitlines()[0], out
     assert "nothing checked" in out and "disabled in the config" in err
+
+
+def test_a_recorder_closed_before_its_first_tick_leaves_the_file_with_its_header(tmp_path):
+    """An SSH drop before the first tick left no --record file at all: the screen's
+    recorder is made at start-up and closed on the way out without a snapshot."""
+    from infertop.probes.sources.recorder import Recorder
+    from infertop.probes.sources.replay import ReplaySource
+    from infertop.recording import RecordingError, make_header
+    path = tmp_path / "early.jsonl.gz"
+    header = make_header({"source": "live", "label": "x"}, None, host="h", started=1.0,
+                         interval=1.0)
+    asyncio.run(Recorder(path, header).close())
+    assert path.exists() and oct(path.stat().st_mode & 0o777) == oct(0o600)
+    with pytest.raises(RecordingError, match="holds no snapshot"):
+        ReplaySource(path)
