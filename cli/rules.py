@@ -32,19 +32,17 @@ def _emit(args: argparse.Namespace, text: str) -> None:
 PROMTOOL_TIMEOUT = 60.0   # it checks the 75 rules in ~0.1 s; a hung binary is not waited on
 
 
-def _promtool_check(text: str) -> None:
+def _promtool_check(text: str) -> bool:
     """The export through ``promtool check rules`` before it is written (issue 36, item 3):
     a config the ranges accept must still give rules Prometheus loads.  promtool is
-    ``$INFERTOP_PROMTOOL`` or on PATH; without it a note says the file is unchecked."""
+    ``$INFERTOP_PROMTOOL`` or on PATH; False without it (the caller notes it after writing)."""
     import os
     import shutil
     import subprocess
     import tempfile
     binary = os.environ.get("INFERTOP_PROMTOOL") or shutil.which("promtool")
     if not binary:
-        print("infertop: promtool not found: the rules are not checked (Debian/Ubuntu: "
-              "apt-get install prometheus)", file=sys.stderr)
-        return
+        return False
     with tempfile.TemporaryDirectory(prefix="infertop-rules-") as tmp:
         path = Path(tmp) / "rules.yml"
         path.write_text(text, encoding="utf-8")
@@ -60,6 +58,7 @@ def _promtool_check(text: str) -> None:
         first = (why[0] if why else f"exit {got.returncode}").replace(str(path), "the export")
         raise UsageError(f"promtool rejects the exported rules ({first[:300]}); nothing "
                          "written: check the config's values")
+    return True
 
 
 def cmd_rules(args: argparse.Namespace) -> int:
@@ -71,8 +70,11 @@ def cmd_rules(args: argparse.Namespace) -> int:
     if args.action == "export":
         from infertop.promrules import export_text
         text = export_text(cfg)
-        _promtool_check(text)
+        checked = _promtool_check(text)
         _emit(args, text)
+        if not checked:   # after the file: a refusal to write stays the one line it was
+            print("infertop: promtool not found: the rules were not checked (Debian/Ubuntu: "
+                  "apt-get install prometheus)", file=sys.stderr)
         return EXIT_OK
     from infertop.promtool_input import GridTooLarge
     from infertop.promtool_input import render as render_test
