@@ -479,3 +479,11 @@ def test_a_recorder_closed_before_its_first_tick_leaves_the_file_with_its_header
     assert path.exists() and oct(path.stat().st_mode & 0o777) == oct(0o600)
     with pytest.raises(RecordingError, match="holds no snapshot"):
         ReplaySource(path)
+
+
+def test_the_recording_header_and_fleet_label_of_a_prometheus_hold_no_password():
+    """What `record` puts in the header (describe) and the fleet screen's header (label)."""
+    from infertop.probes.prometheus.source import PrometheusSource
+    src = PrometheusSource(f"http://alice:{PROM_PASS}@127.0.0.1:9090")
+    assert PROM_PASS not in json.dumps(src.describe()) + src.label
+    assert "127.0.0.1:9090" in src.label
