@@ -1,7 +1,7 @@
 """A short coverage-guided run of each fuzz target (tools/fuzz, atheris): seconds each,
 from the seed corpus in the repo; `make fuzz` runs them for long.  A target fails when
 the parser raises anything but its one-line refusal (tools/fuzz/targets.py says what each
-accepts).  What a run finds becomes a plain regression test (test_fuzz_regressions.py).
+accepts).  What a run finds becomes a plain regression test beside the parser's tests.
 The count of inputs each ran is printed (pytest -s), never asserted: it depends on load."""
 
 from __future__ import annotations

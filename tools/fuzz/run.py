@@ -7,7 +7,7 @@ The targets are tools/fuzz/targets.py's; the seed corpus of each is
 tools/fuzz/corpus/TARGET/ (in the repo).  libFuzzer writes the new inputs it finds into
 the FIRST corpus directory given, so pass a scratch directory first and the seeds after
 it (`make fuzz` and tests/test_fuzz.py do).  A crash is written to -artifact_prefix and
-the run exits non-zero; turn it into a regression test (tests/test_fuzz_regressions.py).
+the run exits non-zero; turn it into a plain regression test beside the parser's tests.
 
 The infertop modules are instrumented for coverage when imported (atheris'
 instrument_imports): Textual and the other libraries are not, so the fuzzer's coverage is
