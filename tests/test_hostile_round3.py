@@ -487,3 +487,16 @@ def test_the_recording_header_and_fleet_label_of_a_prometheus_hold_no_password()
     src = PrometheusSource(f"http://alice:{PROM_PASS}@127.0.0.1:9090")
     assert PROM_PASS not in json.dumps(src.describe()) + src.label
     assert "127.0.0.1:9090" in src.label
+
+
+# ---- found by the fuzzer (tools/fuzz, target command_line) ---------------------------------
+def test_a_long_bad_url_is_not_echoed_whole():
+    """A 519-character --url with a bad port gave a 2,037-character message (its repr,
+    every byte escaped); a 100 KB one would have been echoed whole."""
+    from infertop.probes.server.metrics import normalize_url
+    for url in ("\udcff" * 500 + ":\udcfccd", "h" * 100_000 + ":99999", "ftp://" + "x" * 5000):
+        with pytest.raises(ValueError) as got:
+            normalize_url(url)
+        assert len(str(got.value)) < 120 and "\n" not in str(got.value), str(got.value)[:300]
+    rc, _, err = run("doctor", "--url", "h" * 100_000 + ":99999")
+    assert rc == 2 and len(err) < 300, err[:500]
