@@ -500,3 +500,12 @@ def test_a_long_bad_url_is_not_echoed_whole():
         assert len(str(got.value)) < 120 and "\n" not in str(got.value), str(got.value)[:300]
     rc, _, err = run("doctor", "--url", "h" * 100_000 + ":99999")
     assert rc == 2 and len(err) < 300, err[:500]
+
+
+def test_a_megabyte_flag_value_is_not_echoed_whole():
+    """argparse's usage error echoed a megabyte --duration whole."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as got:
+        main(["doctor", "--duration", "x" * 1_000_000])
+    assert got.value.code == 2 and len(err.getvalue()) < 2000, err.getvalue()[:500]
+    assert "--duration" in err.getvalue()
