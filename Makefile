@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast lint typecheck demo e2e bench snapshots mutate clean
+.PHONY: run test test-fast lint typecheck demo e2e bench snapshots mutate fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -60,6 +60,18 @@ bench: $(STAMP)
 # ARGS="-m derive" for one module, ARGS=--help for the rest.
 mutate: $(STAMP)
 	$(BIN)/python tools/mutate.py $(ARGS)
+
+# Coverage-guided fuzzing of every parser (tools/fuzz, atheris): FUZZ_SECONDS each (default
+# 10 min), new inputs kept in .fuzz/TARGET (not the repo), crashes in .fuzz/crashes/;
+# `make test` runs each for a few seconds (tests/test_fuzz.py).  FUZZ_TARGETS= for some.
+FUZZ_SECONDS ?= 600
+FUZZ_TARGETS ?= metrics_text recording_lines kv_batch prometheus_answer toml_config command_line
+fuzz: $(STAMP)
+	@mkdir -p .fuzz/crashes
+	for t in $(FUZZ_TARGETS); do mkdir -p .fuzz/$$t; echo "== $$t"; \
+		$(BIN)/python tools/fuzz/run.py $$t -max_total_time=$(FUZZ_SECONDS) -timeout=20 \
+			-rss_limit_mb=2048 -artifact_prefix=.fuzz/crashes/$$t- \
+			-print_final_stats=1 .fuzz/$$t tools/fuzz/corpus/$$t || exit 1; done
 
 snapshots: $(STAMP)
 	$(BIN)/python -m pytest -q tests/test_tui_snapshots.py --snapshot-update

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import NoReturn
 
 from infertop import __version__
 
@@ -11,6 +12,16 @@ from .suggest import SuggestingParser
 
 SUBCOMMANDS = ("snapshot", "doctor", "demo", "replay", "record", "demo-server", "compare",
                "report", "rules", "tui", "serve")
+
+
+class _Parser(SuggestingParser):
+    """argparse's parser that names the nearest flag (SuggestingParser), whose error echoes
+    a bad value at most 300 characters long (`--duration` of a megabyte was a megabyte on
+    stderr: issue 36, case 13)."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(message if len(message) <= 300 else message[:300] + "…")
+        raise AssertionError("unreachable: argparse's error exits")
 
 
 def _positive(kind: type):
@@ -70,7 +81,7 @@ def add_source_flags(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = SuggestingParser(
+    p = _Parser(
         prog="infertop",
         description="top for LLM inference servers: hardware, kernels, memory, scheduling, "
                     "parallelism and decoding, live.",
@@ -92,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
-    p = SuggestingParser(prog=f"infertop {cmd}")
+    p = _Parser(prog=f"infertop {cmd}")
     if cmd == "snapshot":
         p.description = "Sample for a window and print one JSON object."
         p.add_argument("--json", action="store_true", help="print JSON (the only format)")

@@ -18,7 +18,7 @@ from .sources import (DEAD_TICKS, all_servers_dead, no_snapshot, prometheus_down
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from infertop.report import exit_code, render_report
+    from infertop.report import exit_code, nothing_checked, render_report
     source, pipeline = source_and_pipeline(args)
     duration = args.duration
     if duration is None:
@@ -39,7 +39,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(clean(f"infertop: server unreachable: {name}: {why}"), file=sys.stderr)
     for name, why in plugin_errors().items():   # an installed plug-in infertop left out
         print(clean(f"infertop: plug-in left out: {name}: {why}"), file=sys.stderr)
-    return exit_code(frame.findings, frame.sources_ok(), unreachable)
+    rc = exit_code(frame.findings, frame.sources_ok(), unreachable)
+    if rc == 0 and nothing_checked(meta):   # every rule off or lacking inputs: not healthy
+        print(clean(f"infertop: {nothing_checked(meta)}"), file=sys.stderr)
+        return 3
+    return rc
 
 
 def plugin_errors() -> dict[str, str]:

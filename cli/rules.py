@@ -29,6 +29,38 @@ def _emit(args: argparse.Namespace, text: str) -> None:
         sys.stdout.write(text)
 
 
+PROMTOOL_TIMEOUT = 60.0   # it checks the 75 rules in ~0.1 s; a hung binary is not waited on
+
+
+def _promtool_check(text: str) -> bool:
+    """The export through ``promtool check rules`` before it is written (issue 36, item 3):
+    a config the ranges accept must still give rules Prometheus loads.  promtool is
+    ``$INFERTOP_PROMTOOL`` or on PATH; False without it (the caller notes it after writing)."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+    binary = os.environ.get("INFERTOP_PROMTOOL") or shutil.which("promtool")
+    if not binary:
+        return False
+    with tempfile.TemporaryDirectory(prefix="infertop-rules-") as tmp:
+        path = Path(tmp) / "rules.yml"
+        path.write_text(text, encoding="utf-8")
+        try:
+            got = subprocess.run([binary, "check", "rules", str(path)], capture_output=True,
+                                 text=True, timeout=PROMTOOL_TIMEOUT, errors="replace")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise UsageError(f"promtool ({binary}) could not check the rules: {e}; "
+                             "nothing written") from None
+    if got.returncode != 0:
+        why = [ln.strip() for ln in (got.stdout + got.stderr).splitlines()
+               if ln.strip() and "Checking" not in ln and ln.strip() != "FAILED:"]
+        first = (why[0] if why else f"exit {got.returncode}").replace(str(path), "the export")
+        raise UsageError(f"promtool rejects the exported rules ({first[:300]}); nothing "
+                         "written: check the config's values")
+    return True
+
+
 def cmd_rules(args: argparse.Namespace) -> int:
     from infertop.config import ConfigError, load_config
     try:
@@ -37,21 +69,58 @@ def cmd_rules(args: argparse.Namespace) -> int:
         raise UsageError(f"config: {e}") from None
     if args.action == "export":
         from infertop.promrules import export_text
-        _emit(args, export_text(cfg))
+        text = export_text(cfg)
+        checked = _promtool_check(text)
+        _emit(args, text)
+        if not checked:   # after the file: a refusal to write stays the one line it was
+            print("infertop: promtool not found: the rules were not checked (Debian/Ubuntu: "
+                  "apt-get install prometheus)", file=sys.stderr)
         return EXIT_OK
-    from infertop.promtool_input import convert
+    from infertop.promtool_input import GridTooLarge
     from infertop.promtool_input import render as render_test
-    from infertop.recording import RecordingError, decode
+    from infertop.recording import RecordingError
     path = Path(args.recording)
     try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise UsageError(f"{path}: cannot read: {e.strerror or e}") from None
-    try:
-        series = convert(decode(data, path.name))
-    except RecordingError as e:
-        raise UsageError(str(e)) from None
+        series = _convert_streamed(path)
+    except (RecordingError, GridTooLarge) as e:
+        raise UsageError(f"{path}: {e}" if isinstance(e, GridTooLarge) else str(e)) from None
     if not series.series:
         raise UsageError(f"{path}: no server or GPU readings to convert")
     _emit(args, render_test(series, [args.rules]))
     return EXIT_OK
+
+
+def _convert_streamed(path: Path):
+    """The recording through the replay's reader (recording_file.py): streamed under its
+    caps (a line, the decompressed total, the gzip ratio), never held whole: the old
+    whole-file decode took 1.36 GB on a gzip bomb (issue 36, case 11).  The grid's size
+    is checked from the index's times before a snapshot is decoded."""
+    import math
+
+    from infertop.probes.sources.recording_file import RecordingFile
+    from infertop.promtool_input import convert_snapshots, grid_steps
+    from infertop.recording import RecordingError, decode_snapshot
+
+    rf = RecordingFile(path)
+    try:
+        header = rf.header
+        raw = header.get("interval")
+        interval = float(raw) if isinstance(raw, (int, float)) and \
+            not isinstance(raw, bool) and math.isfinite(raw) and raw > 0 else 1.0
+        if len(rf):
+            grid_steps(rf.times[0], max(rf.times), interval)
+
+        def snaps():
+            for i in range(len(rf)):
+                try:
+                    yield decode_snapshot(rf.line(i))
+                except RecordingError:
+                    continue   # as the replay does: an unreadable line is left out
+        server = header.get("server")
+        kind = server.get("kind") if isinstance(server, dict) else ""
+        host = header.get("host")
+        return convert_snapshots(snaps(), interval,
+                                 host if isinstance(host, str) and host else "localhost",
+                                 kind if isinstance(kind, str) else "")
+    finally:
+        rf.close()

@@ -329,4 +329,20 @@ def regressions(c: Comparison) -> list[str]:
 
 
 def render_json(c: Comparison) -> str:
-    return json.dumps(c.to_dict(), indent=2, default=str, allow_nan=False) + "\n"
+    return json.dumps(_json_numbers(c.to_dict()), indent=2, default=str, allow_nan=False) + "\n"
+
+
+# JSON has no infinity: a change between medians at the float limits (-1.7e308 -> 1.7e308)
+# is -inf/+inf and crashed the writer (issue 36, case 12); written as Prometheus' own API
+# spells non-finite numbers, so the overflow is kept rather than turned into "no value"
+_NON_FINITE = {math.inf: "+Inf", -math.inf: "-Inf"}
+
+
+def _json_numbers(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return _NON_FINITE.get(v, "NaN")
+    if isinstance(v, dict):
+        return {k: _json_numbers(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_numbers(x) for x in v]
+    return v

@@ -63,6 +63,76 @@ def _f(default: Any, kind: str, doc: str) -> Any:
     return field(default=default, metadata={"kind": kind, "doc": doc})
 
 
+# ---- ranges (issue 36, case 4 and item 3) ----------------------------------------------------
+# Every number a config can hold is bounded by what it can mean, each bound with its reason:
+# an accepted value must neither exhaust memory (ttft_fit_windows = 1e15 built a list of that
+# length every tick: killed at 3.8 GB) nor make the export promtool rejects (window = 1e15,
+# 1e-300).  A field's own entry in FIELD_RANGES wins over its kind's in KIND_RANGES.
+DAY, WEEK = 86_400.0, 7 * 86_400.0
+_WINDOW_WHY = ("a window below 10 ms is no Prometheus range ([0s] is rejected: durations "
+               "count milliseconds) and none holds two ticks; above a day it outlasts the "
+               "history infertop keeps and any incident a rule judges")
+KIND_RANGES: dict[str, tuple[float, float, str]] = {
+    "ratio": (0.0, 1.0, "a share"),
+    "seconds": (0.0, WEEK, "no condition waits or holds longer than a week to matter, and "
+                           "Prometheus writes it as a plain duration"),
+    "positive": (1e-6, 1e6, "a count of requests, cores, degrees or a rate per second: "
+                            "none a rule compares is below a millionth or above a million"),
+    "factor": (1.0, 1e6, "a ratio between two readings: above a million none can be told "
+                         "from infinity"),
+    "count": (0.0, 1e6, "a count of events, windows or requests a rule needs: above a "
+                        "million it can never be met (and some size lists)"),
+    "bytes": (0.0, 1e15, "a petabyte: beyond any GPU memory or link rate"),
+}
+FIELD_RANGES: dict[str, tuple[float, float, str]] = {
+    "diagnosis.window": (0.01, DAY, _WINDOW_WHY),
+    "diagnosis.judge_window": (0.01, DAY, _WINDOW_WHY),
+    "diagnosis.events_max": (0, 100_000, "events are kept in memory for the findings log "
+                                         "(~1 KB each)"),
+    "slo.ttft_p99_seconds": (0.001, 3600.0, "a first token objective between a millisecond "
+                                            "and an hour"),
+    "thresholds.error_event_window": (0.01, WEEK, "exported as a Prometheus range"),
+    "thresholds.restart_window": (0.01, WEEK, "exported as a Prometheus range"),
+    "thresholds.ttft_fit_window": (0.01, DAY, _WINDOW_WHY),
+    "thresholds.ttft_fit_windows": (0, 900, "the history keeps 900 points a series: more "
+                                            "windows can never each hold one (the rule "
+                                            "builds a list of this length every tick)"),
+    "thresholds.ttft_fit_min_points": (0, 900, "at most ttft_fit_windows can hold points"),
+    "thresholds.mem_growth_window": (0.01, DAY, _WINDOW_WHY),
+    "thresholds.mem_oom_eta_seconds": (0.01, WEEK, "an out-of-memory forecast"),
+    "thresholds.gpu_hot_celsius": (1.0, 200.0, "no GPU reports a temperature above 200 °C"),
+    "thresholds.gpu_very_hot_celsius": (1.0, 200.0, "no GPU reports a temperature above 200 °C"),
+    "thresholds.hbm_hot_celsius": (1.0, 200.0, "no GPU reports a temperature above 200 °C"),
+    "thresholds.itl_jitter_min_seconds": (1e-6, 3600.0, "an inter-token latency"),
+    "thresholds.fleet_slow_min_seconds": (1e-6, 3600.0, "a latency p99"),
+    **{f"thresholds.{k}": (2.0, WEEK, "exported as a Prometheus range and an offset one "
+                                      "second shorter (promtool rejects [0s] and offset 0s)")
+       for k in ("gpu_hot_seconds", "gpu_very_hot_seconds", "hbm_hot_seconds",
+                 "hw_slowdown_seconds")},
+    "thresholds.gil_busy_threads": (0, 100_000, "threads of one process"),
+}
+# lists of strings (finish reasons): each lands in the exported PromQL regex and every
+# finish reason is compared with each; a 10 MB list made an export promtool rejects
+MAX_STRINGS, MAX_STRING = 32, 200
+
+
+def value_range(key: str, kind: str) -> tuple[float, float, str] | None:
+    """(lowest, highest, why) a number under ``key`` (``section.name``) may take."""
+    if key in FIELD_RANGES:
+        return FIELD_RANGES[key]
+    if key.startswith("rules."):   # rules.CODE.raise_after: as diagnosis.raise_after
+        key = "diagnosis." + key.rsplit(".", 1)[-1]
+        if key in FIELD_RANGES:
+            return FIELD_RANGES[key]
+    return KIND_RANGES.get(kind)
+
+
+def _shown(raw: Any) -> str:
+    """A bad value as the message shows it: a 10 MB string is not echoed whole."""
+    text = repr(raw)
+    return text if len(text) <= 80 else text[:60] + f"… ({len(text)} characters)"
+
+
 @dataclass(frozen=True)
 class Timing:
     """[diagnosis]: hysteresis and windows shared by all rules."""
@@ -339,16 +409,30 @@ def load_config(path: str | None = None) -> DiagnosisConfig:
         if not found:
             raise ConfigError(f"config file {p}: not found")
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"config file {p}: not valid TOML: {e}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"config file {p}: cannot read: {e}") from None
+        with open(p, "rb") as fh:   # a budget: a config is a few KB
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+    except OSError as e:
+        raise ConfigError(f"config file {p}: cannot read: {_first(str(e))}") from None
+    return replace(config_from_bytes(raw, f"config file {p}"), path=str(p))
+
+
+def config_from_bytes(raw: bytes, where: str = "config") -> DiagnosisConfig:
+    """A config file's bytes -> the config; ConfigError (one line, starting ``where``)
+    for anything else.  The entry point the fuzzer drives (tools/fuzz)."""
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{where}: larger than {MAX_CONFIG_BYTES // 1024} KiB, not a config")
     try:
-        cfg = config_from_dict(data)
+        data = tomllib.loads(raw.decode("utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{where}: not valid TOML: {_first(str(e))}") from None
+    except RecursionError:   # a 50,000-deep array: tomllib recurses (issue 36, case 13)
+        raise ConfigError(f"{where}: not valid TOML: nested too deep") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{where}: cannot read: {_first(str(e))}") from None
+    try:
+        return config_from_dict(data)
     except ConfigError as e:
-        raise ConfigError(f"config file {p}: {e}") from None
-    return replace(cfg, path=str(p))
+        raise ConfigError(f"{where}: {e}") from None
 
 
 def config_from_dict(data: Mapping[str, Any]) -> DiagnosisConfig:
@@ -398,7 +482,7 @@ def _rules(body: Mapping[str, Any]) -> dict[str, RuleOverride]:
 
 def _coerce(key: str, kind: str, raw: Any) -> Any:
     def bad() -> ConfigError:
-        return ConfigError(f"{key}: expected {_KINDS[kind]}, got {raw!r}")
+        return ConfigError(f"{key}: expected {_KINDS[kind]}, got {_shown(raw)}")
 
     if kind == "bool":
         if not isinstance(raw, bool):
@@ -407,6 +491,10 @@ def _coerce(key: str, kind: str, raw: Any) -> Any:
     if kind in ("codes", "strings"):
         if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
             raise bad()
+        if kind == "strings" and (len(raw) > MAX_STRINGS or
+                                  any(not 0 < len(x) <= MAX_STRING for x in raw)):
+            raise ConfigError(f"{key}: at most {MAX_STRINGS} strings of 1 to {MAX_STRING} "
+                              f"characters (finish reasons are short words), got {_shown(raw)}")
         return tuple(raw)
     # numbers: TOML booleans are not numbers here, though Python says they are ints
     if isinstance(raw, bool) or not isinstance(raw, (int, float)):
@@ -426,14 +514,21 @@ def _coerce(key: str, kind: str, raw: Any) -> Any:
         raise bad()
     if kind == "factor" and v < 1:
         raise bad()
-    if kind == "count":
-        if v < 0 or v != int(v):
-            raise bad()
-        return int(v)
-    return v
+    if kind == "count" and (v < 0 or v != int(v)):
+        raise bad()
+    got = value_range(key, kind)
+    if got is not None and not got[0] <= v <= got[1]:
+        lo, hi, why = got
+        raise ConfigError(f"{key}: {_shown(raw)} is outside {lo:g} to {hi:g} ({why})")
+    return int(v) if kind == "count" else v
 
 
 MAX_NUMBER = 1e15   # above any real threshold (bytes included); keeps every use in range
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
+def _first(text: str) -> str:
+    return text if len(text) <= 200 else text[:200] + "…"
 
 
 def _check_codes(key: str, codes: tuple[str, ...]) -> None:

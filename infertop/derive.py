@@ -7,6 +7,7 @@ a restart (counter reset) never produces a negative rate.
 
 from __future__ import annotations
 
+import math
 from typing import Iterable
 
 from . import qbound
@@ -285,6 +286,10 @@ def _rejections(history: History, window: float,
                 done += inc[0]
         total = rejected + done
         yield _reading("server.requests_rejected", labels, rejected)
+        if not math.isfinite(total):   # inf / inf is NaN: "nan% refused", CRIT (issue 36, 9)
+            yield _reading("server.rejection_ratio", labels, None, Status.ERROR,
+                           "request counts overflow the float range")
+            continue
         yield _reading("server.rejection_ratio", labels, rejected / total if total else None,
                        reason="" if total else "no request ended in the window")
 
@@ -308,5 +313,8 @@ def _ratio(history: History, key: str, num_key: str, den_key: str,
             yield _reading(key, den.labels, None, Status.NODATA, "needs two samples")
         elif di[0] <= 0:
             yield _reading(key, den.labels, None, Status.NODATA, "no traffic in the window")
+        elif not math.isfinite(ni[0] / di[0]):   # inf / inf: min(1.0, NaN) would read 1.0
+            yield _reading(key, den.labels, None, Status.ERROR,
+                           "request counts overflow the float range")
         else:
             yield _reading(key, den.labels, min(1.0, ni[0] / di[0]))

@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .units import fmt_count
+
 TERA = 1e12
 
 # dtype families a peak is given for: 16-bit (bf16 and fp16 share the tensor rate),
@@ -148,7 +150,7 @@ def peak_flops(gpu_name: str | None, dtype: str = "16bit", *, compute_capability
                           "clock unknown")
     sms = round(cuda_cores / arch.cores_per_sm)
     return Peak(sms * sm_clock_max_hz * rate,
-                f"computed: {sms} SMs x {sm_clock_max_hz / 1e6:.0f} MHz x {rate} "
+                f"computed: {fmt_count(float(sms))} SMs x {fmt_count(sm_clock_max_hz / 1e6)} MHz x {rate} "
                 f"FLOP/SM/clock ({arch.name}, dense {dtype})")
 
 
@@ -158,7 +160,8 @@ def peak_bandwidth(gpu_name: str | None, *, bus_width_bits: float | None = None,
     """Memory bandwidth in bytes/s: NVML bus width x max memory clock x 2, else the table."""
     if bus_width_bits and mem_clock_max_hz:
         v = bus_width_bits / 8 * mem_clock_max_hz * 2
-        return Peak(v, f"NVML: {bus_width_bits:.0f}-bit bus x {mem_clock_max_hz / 1e6:.0f} "
+        return Peak(v, f"NVML: {fmt_count(bus_width_bits)}-bit bus x "
+                       f"{fmt_count(mem_clock_max_hz / 1e6)} "
                        "MHz x 2 (double data rate)")
     sku = find_sku(gpu_name)
     if sku is not None:

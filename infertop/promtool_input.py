@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from typing import Iterable
 
 from .dcgm import DCGM_FIELDS, MIB
 from .dialects import DIALECTS, Dialect, FamilyMap
@@ -70,10 +71,14 @@ class InputSeries:
     steps: int = 0
     series: dict[str, dict[int, float | str]] = field(default_factory=dict)
 
+    values: int = 0   # values held (counted for the budget, MAX_VALUES)
+
     def put(self, selector: str, step: int, value: float | str) -> None:
         if isinstance(value, float) and not math.isfinite(value):
             return  # a NaN/Inf reading: Prometheus would hold it, promtool cannot say it
-        self.series.setdefault(selector, {})[step] = value
+        got = self.series.setdefault(selector, {})
+        self.values += step not in got
+        got[step] = value
 
     def values_text(self, selector: str) -> str:
         """promtool's notation: a value per step, ``_`` for none, ``stale`` once after a
@@ -107,22 +112,59 @@ def selector(name: str, labels: dict[str, str]) -> str:
 def convert(dec: Decoded, interval: float | None = None) -> InputSeries:
     """The recording on a grid of ``interval`` seconds (default: the recording's own)."""
     header = dec.header
-    return convert_snapshots(list(iter_snapshots(dec)),
+    return convert_snapshots(iter_snapshots(dec),
                              float(interval or header.get("interval") or 1.0),
                              str(header.get("host") or "localhost"),
                              str((header.get("server") or {}).get("kind") or ""))
 
 
-def convert_snapshots(snaps: list[Snapshot], step: float, host: str,
+# Budgets (issue 36, case 11): the grid is written whole, one value per step for every
+# series, and promtool holds it all too.  A 31-line recording spanning 1970-3000, or an
+# interval of 1e-9 s, made a grid of 3e10 steps (MemoryError).  A day of 1-second ticks
+# is longer than any incident a rules test replays; 4 million values are ~400 MB here
+# (a dict entry and a float each) and a ~60 MB test file.
+MAX_STEPS = 86_400
+MAX_VALUES = 4_000_000
+MIN_INTERVAL = 0.001   # Prometheus durations count milliseconds: a smaller step is "0s"
+
+
+class GridTooLarge(ValueError):
+    """The recording on its grid would pass a budget above; the message says which."""
+
+
+def grid_steps(start: float, end: float, step: float) -> int:
+    """Grid steps from ``start`` to ``end``; GridTooLarge past MAX_STEPS or for a step
+    promtool cannot write."""
+    if not MIN_INTERVAL <= step <= MAX_STEPS:   # NaN fails too
+        raise GridTooLarge(f"an interval of {step:g} s cannot be a promtool grid step "
+                           f"(between {MIN_INTERVAL:g} s and {MAX_STEPS} s)")
+    span = end - start
+    steps = span / step + 1 if math.isfinite(span) and span >= 0 else math.inf
+    if steps > MAX_STEPS:
+        raise GridTooLarge(f"{span:.6g} s at {step:g} s a step is {steps:.3g} grid steps, "
+                           f"more than the {MAX_STEPS} a promtool test holds here; convert "
+                           "a shorter recording")
+    return round(steps)
+
+
+def convert_snapshots(snaps: Iterable[Snapshot], step: float, host: str,
                       kind: str = "") -> InputSeries:
-    """Snapshots (a recording's, or a demo's played headless) on a grid of ``step`` s."""
-    start = snaps[0].time if snaps else 0.0
-    out = InputSeries(step, start)
+    """Snapshots (a recording's, or a demo's played headless) on a grid of ``step`` s.
+    Streams: holds the series, never the snapshots; GridTooLarge past the budgets."""
+    out: InputSeries | None = None
+    start = 0.0
     for snap in snaps:
+        if out is None:
+            start = snap.time
+            out = InputSeries(step, start)
+        grid_steps(start, snap.time, step)
         i = round((snap.time - start) / step)
         out.steps = max(out.steps, i + 1)
         _snapshot(out, snap, i, host, kind)
-    return out
+        if out.values > MAX_VALUES:
+            raise GridTooLarge(f"more than {MAX_VALUES} values ({len(out.series)} series "
+                               f"by {out.steps} steps so far); convert a shorter recording")
+    return out if out is not None else InputSeries(step, start)
 
 
 def _snapshot(out: InputSeries, snap: Snapshot, i: int, host: str, kind: str) -> None:

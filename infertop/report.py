@@ -195,7 +195,10 @@ def _verdict(findings: Sequence[Finding], meta: Mapping[str, Any]) -> tuple[str,
         w = worst(findings)
         word = w.value if w is not None else "healthy"
         cover = coverage(meta)
-        if not findings:
+        nothing = nothing_checked(meta)
+        if not findings and nothing:   # every rule off reads nothing, not "healthy"
+            word, line = "not-checked", nothing
+        elif not findings:
             line = f"healthy on {cover}" if cover else "healthy: no findings"
         else:
             parts = [f"{counts[s]} {s.value}" for s in sorted(Severity, reverse=True)
@@ -210,6 +213,18 @@ def _verdict(findings: Sequence[Finding], meta: Mapping[str, Any]) -> tuple[str,
                                                    else "")
         line = f"server unreachable ({', '.join(unreachable)}); {rest}"
     return word, line
+
+
+def nothing_checked(meta: Mapping[str, Any]) -> str:
+    """"" when at least one rule was checked; else why none was (every rule disabled in
+    the config read "healthy", exit 0: issue 36, case 13).  doctor exits 3 on it."""
+    total = meta.get("rules_total")
+    unchecked = meta.get("unchecked") or {}
+    if not total or len(unchecked) < total:
+        return ""
+    off = sum(1 for why in unchecked.values() if "disabled in the config" in why)
+    return (f"nothing checked: none of the {total} rules could run ({off} disabled in the "
+            f"config, {total - off} lack inputs)")
 
 
 def coverage(meta: Mapping[str, Any]) -> str:
@@ -400,7 +415,14 @@ def _chain_lines(findings: Sequence[Finding]) -> list[str]:
 
 
 def _clock(t: float | None) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(t)) if t is not None else ""
+    """HH:MM:SS of a time; a time no clock can show (1e308, NaN from a recording's alert:
+    OverflowError in localtime, issue 36 case 12) is a dash, as htmlreport.utc says it."""
+    if t is None:
+        return ""
+    try:
+        return time.strftime("%H:%M:%S", time.localtime(t))
+    except (OverflowError, OSError, ValueError):
+        return "–"
 
 
 def _episode_lines(meta: Mapping[str, Any]) -> list[str]:
@@ -465,7 +487,8 @@ def _markdown(findings, readings, meta) -> str:
                     "|---|---|---|---|---|---|"]
             for f in fs:
                 ev = "<br>".join(_md(e.describe()) for e in f.evidence)
-                out.append(f"| {f.severity.value} | {f.code} | {_md(f.title)} | {ev} | "
+                # the code too: a Prometheus alert's alertname is outside text (issue 36, case 2)
+                out.append(f"| {f.severity.value} | {_md(f.code)} | {_md(f.title)} | {ev} | "
                            f"{_md(f.remedy)} | {_md(_since(f, meta))} |")
             out.append("")
         rs = readings.get(layer, [])
@@ -477,8 +500,8 @@ def _markdown(findings, readings, meta) -> str:
     if chains:
         out += ["## cause and symptom", ""]
         for cause, syms in chains:
-            out.append(f"- **{cause.code}** ({cause.layer.value}) {_md(cause.title)}")
-            out += [f"  - → **{x.code}** ({x.layer.value}) {_md(x.title)}" for x in syms]
+            out.append(f"- **{_md(cause.code)}** ({cause.layer.value}) {_md(cause.title)}")
+            out += [f"  - → **{_md(x.code)}** ({x.layer.value}) {_md(x.title)}" for x in syms]
         out.append("")
     eps = meta.get("episodes")
     if eps is not None:

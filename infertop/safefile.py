@@ -105,7 +105,10 @@ def open_output(path: str | os.PathLike, *, force: bool = False, mode: int = PRI
 
 
 def _temp_name(target: Path) -> Path:
-    return target.with_name(f".{target.name[:100]}.{secrets.token_hex(8)}.tmp")
+    # at most 100 BYTES of the name: a valid 252-byte name of 4-byte characters kept
+    # whole (100 characters) made a temporary name past NAME_MAX (issue 36, case 13)
+    stem = os.fsdecode(os.fsencode(target.name)[:100])
+    return target.with_name(f".{stem}.{secrets.token_hex(8)}.tmp")
 
 
 def _write_all(fd: int, data: bytes) -> None:

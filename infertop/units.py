@@ -55,6 +55,16 @@ UNIX_TIME = "unix_s"
 HUGE = 1e15
 
 
+def fmt_count(v: float | None) -> str:
+    """A count in running text: ``12``; past 1e15 (a page's 1e308) ``1.7e+308``, never
+    the 309 digits ``f"{v:.0f}"`` writes (issue 36, case 13)."""
+    if v is None:
+        return "–"
+    if not math.isfinite(v):
+        return "NaN" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    return f"{v:.0f}" if abs(v) < 1e15 else f"{v:.3g}"
+
+
 def fmt_value(value: float | None, unit: str) -> str:
     """One reading's value as a person reads it: 73 %, 1.2 GiB, 41 ms, 1.4 GHz.
     Never raises and never prints more than a few digits: NaN, ``inf``/``-inf`` and
@@ -118,17 +128,19 @@ def fmt_reading(r: Reading | None) -> str:
 def sparkline(values: Sequence[float], width: int = 20, lo: float | None = None,
               hi: float | None = None) -> str:
     """The last ``width`` values as block characters; fixed lo/hi keep ratios comparable."""
-    vals = [v for v in values[-width:] if v is not None and not math.isnan(v)]
+    # ±inf is left out like NaN: inf - inf is NaN and int(NaN) crashed the live screen
+    # (issue 36, case 3); halves keep 1.7e308 - (-1.7e308) from overflowing to inf
+    vals = [v for v in values[-width:] if v is not None and math.isfinite(v)]
     if not vals:
         return ""
-    lo = min(vals) if lo is None else lo
-    hi = max(vals) if hi is None else hi
-    span = hi - lo
-    if span <= 0:
+    lo = min(vals) if lo is None or not math.isfinite(lo) else lo
+    hi = max(vals) if hi is None or not math.isfinite(hi) else hi
+    span = hi / 2 - lo / 2
+    if not span > 0:
         return _BLOCKS[0 if hi <= 0 else 3] * len(vals)
     out = []
     for v in vals:
-        i = int((min(max(v, lo), hi) - lo) / span * (len(_BLOCKS) - 1) + 0.5)
+        i = int((min(max(v, lo), hi) / 2 - lo / 2) / span * (len(_BLOCKS) - 1) + 0.5)
         out.append(_BLOCKS[i])
     return "".join(out)
 

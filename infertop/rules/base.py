@@ -23,7 +23,7 @@ from ..model import Kind, Labels, Reading, Snapshot, Status, Valued, has_value, 
 from ..pidmap import map_gpu_pids
 from ..reading_index import ReadingIndex
 from ..servers import registry
-from ..units import natural_key
+from ..units import fmt_count, natural_key
 from ..windowstat import median, recent_values, share
 
 # Readings probes send on a slow cadence (facts that rarely change): when the newest
@@ -289,7 +289,7 @@ class Context:
         """Evidence for 'requests wait': the share of ticks with a queue, and the queue now."""
         return Evidence(waiting.key, waiting.labels, share, QUEUED_SHARE, ">=", "ratio",
                         f"share of the ticks of the last {self.judge_window:g} s with "
-                        f">= {at_least:g} waiting; {waiting.value:.0f} waiting now")
+                        f">= {at_least:g} waiting; {fmt_count(waiting.value)} waiting now")
 
     @property
     def median_note(self) -> str:

@@ -141,7 +141,8 @@ def error_rate(ctx: Context) -> Iterator[Candidate]:
     t, limit = ctx.t, ctx.cfg.slo.error_ratio
     for r in ctx.derived_of("server.error_ratio"):
         total = ctx.derived("server.requests_finished", r.labels)
-        if total is None or total < t.error_min_requests or r.value <= 0:
+        # not r.value > 0: a NaN ratio (counts past the float range) judges nothing
+        if total is None or total < t.error_min_requests or not r.value > 0:
             continue
         ratio = r.value
         if ratio <= limit:
@@ -164,7 +165,7 @@ def admission_rejections(ctx: Context) -> Iterator[Candidate]:
     t, limit = ctx.t, ctx.cfg.slo.error_ratio
     for r in ctx.derived_of("server.rejection_ratio"):
         refused = ctx.derived("server.requests_rejected", r.labels)
-        if not refused or not r.value or r.value <= limit:
+        if not refused or not r.value or not r.value > limit:   # NaN too (issue 36, case 9)
             continue
         total = refused / r.value
         if total < t.error_min_requests:

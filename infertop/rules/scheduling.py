@@ -7,7 +7,7 @@ from typing import Iterator
 from ..findings import Evidence, RuleSpec, Severity
 from ..model import Labels, Layer, Reading, make_labels
 from ..servers import registry
-from ..units import fmt_value
+from ..units import fmt_count, fmt_value
 from ..windowstat import recent_values
 from .base import JUDGED_RAISE_AFTER, QUEUED_SHARE, Candidate, Context, Rule, ev, server_subject, sub
 from ..derive import THROUGHPUT_LOOKBACK
@@ -317,7 +317,7 @@ def deferred_queue(ctx: Context) -> Iterator[Candidate]:
             ctx.queue_evidence(w, queue, t.queue_waiting_min),
             Evidence(d.key, d.labels, round(part, 3), t.deferred_share_min, ">=", "ratio",
                      f"share of the queue deferred, not waiting for capacity ({ctx.median_note}"
-                     f"; {d.value:.0f} of {w.value:.0f} now)"),
+                     f"; {fmt_count(d.value)} of {fmt_count(w.value)} now)"),
         ), title=f"queue waits on {what}, not capacity", remedy=remedy)
 
 
@@ -332,9 +332,10 @@ def engine_asleep(ctx: Context) -> Iterator[Candidate]:
         if r.value < 1:
             continue
         subject = server_subject(r.labels)
-        level = int(r.value)
+        level = int(r.value) if r.value < 10 else None   # 1e308 is no level (309 digits)
         evidence = [ev(r, r.key, r.labels, r.value, 1.0, ">=",
-                       f"sleep level {level}: {SLEEP_NAMES.get(level, 'asleep')}")]
+                       f"sleep level {fmt_count(r.value)}: "
+                       f"{SLEEP_NAMES.get(level, 'asleep') if level else 'asleep'}")]
         w = ctx.peer("server.requests_waiting", r.labels)
         waiting = w is not None and w.value >= ctx.t.queue_waiting_min
         if w is not None:
@@ -342,7 +343,7 @@ def engine_asleep(ctx: Context) -> Iterator[Candidate]:
         yield Candidate(subject, WARN if waiting else Severity.NOTICE, tuple(evidence),
                         title="engine asleep" + (f" ({SLEEP_NAMES[level]})"
                                                  if level in SLEEP_NAMES else "")
-                        + (f" with {w.value:.0f} waiting" if waiting and w else ""))
+                        + (f" with {fmt_count(w.value)} waiting" if waiting and w else ""))
 
 
 RULES = (

@@ -22,7 +22,11 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from infertop.credentials import Credentials, from_env, split_url
+from infertop.redact import redact_url
 from infertop.textclean import one_line
+
+CREDENTIALS_ENV = "INFERTOP_PROMETHEUS_"   # _USERNAME, _PASSWORD(_FILE), _BEARER_TOKEN(_FILE)
 
 if TYPE_CHECKING:
     import httpx
@@ -67,11 +71,11 @@ def normalize_base(url: str) -> str:
         u = "http://" + u
     parts = urlsplit(u)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"not an http(s) URL: {clean_text(url, 80)!r}")
+        raise ValueError(f"not an http(s) URL: {clean_text(redact_url(url), 80)!r}")
     try:
         _ = parts.port   # urlsplit checks the port only when it is read
     except ValueError:
-        raise ValueError(f"bad port in {clean_text(url, 80)!r}") from None
+        raise ValueError(f"bad port in {clean_text(redact_url(url), 80)!r}") from None
     path = parts.path.rstrip("/")
     if path.endswith("/api/v1"):
         path = path[:-len("/api/v1")]
@@ -167,8 +171,14 @@ def _series(raw: msgspec.Raw) -> list[Series]:
 
 class PrometheusClient:
     def __init__(self, base_url: str, *, timeout: float = 5.0, max_bytes: int = MAX_BYTES,
-                 transport: "httpx.AsyncBaseTransport | None" = None) -> None:
-        self.base = normalize_base(base_url)   # raises ValueError (the CLI says it)
+                 transport: "httpx.AsyncBaseTransport | None" = None,
+                 credentials: Credentials | None = None) -> None:
+        # user:password@ leaves the URL at once: self.base is what every message, the
+        # recording header and the screen show (issue 36, case 8); the pair, or the
+        # environment's (infertop/credentials.py), goes in the Authorization header.
+        # A CredentialsError is a ValueError: the CLI says it in one line.
+        self.base, from_url = split_url(normalize_base(base_url))
+        self.credentials = from_url or credentials or from_env(CREDENTIALS_ENV)
         self.timeout = timeout
         self.max_bytes = max_bytes
         self._transport = transport
@@ -183,7 +193,9 @@ class PrometheusClient:
             self._client = httpx.AsyncClient(
                 transport=self._transport, timeout=httpx.Timeout(self.timeout),
                 follow_redirects=False, trust_env=False,
-                headers={"Accept": "application/json"})
+                headers={"Accept": "application/json", **(
+                    {"Authorization": self.credentials.authorization()}
+                    if self.credentials else {})})
 
     async def close(self) -> None:
         client, self._client = self._client, None

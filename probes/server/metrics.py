@@ -31,6 +31,7 @@ from infertop.keys import SPECS
 from infertop.meta import NvmlMeta, ServerMeta
 from infertop.model import Capability, Reading, Sample, make_labels
 from infertop.promtext import ParseError, parse
+from infertop.credentials import Credentials, from_env, split_url
 from infertop.redact import redact_text, redact_url
 from infertop.textclean import clean, one_line
 
@@ -67,17 +68,27 @@ def normalize_url(url: str) -> tuple[str, str]:
         u = "http://" + u
     parts = urlsplit(u)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"not an http(s) URL: {url!r}")
+        raise ValueError(f"not an http(s) URL: {_shown(url)}")
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
-        raise ValueError(f"bad port in {url!r}") from None
+        raise ValueError(f"bad port in {_shown(url)}") from None
     host = parts.hostname
     host_text = f"[{host}]" if ":" in host else host
     instance = f"{host_text}:{port}"
     path = parts.path if parts.path not in ("", "/") else "/metrics"
     query = f"?{parts.query}" if parts.query else ""
     return f"{parts.scheme}://{instance}{path}{query}", instance
+
+
+CREDENTIALS_ENV = "INFERTOP_SERVER_"   # _USERNAME, _PASSWORD(_FILE), _BEARER_TOKEN(_FILE)
+
+
+def _shown(url: str) -> str:
+    """A bad URL as an error shows it: secrets out, at most 80 characters (the fuzzer's
+    command_line target found a 519-character --url echoed whole: 2,037 characters)."""
+    text = repr(redact_url(url))
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 class ServerMetricsProbe(Probe):
@@ -87,7 +98,11 @@ class ServerMetricsProbe(Probe):
         # a discovered server in a container: how it is reached and said (reach.py)
         self.route = route
         self._netns_fd: int | None = None   # its network namespace, once entered
+        self._credentials: Credentials | None = None
         try:
+            # user:password@ is sent as basic auth (normalize_url drops it from what is
+            # kept and shown), else the environment's (infertop/credentials.py)
+            self._credentials = split_url(url.strip())[1] or from_env(CREDENTIALS_ENV)
             self.url, self.instance = normalize_url(url)
         except ValueError as e:
             self.url, self.instance, self._bad_url = url, url.strip() or "?", redact_text(str(e))
@@ -109,7 +124,9 @@ class ServerMetricsProbe(Probe):
             # 1.4 MB of RSS for the whole session.
             self._client = Http11Client(
                 headers={"Accept": "text/plain", "Accept-Encoding": "gzip, deflate",
-                         "User-Agent": f"infertop/{__version__}"},
+                         "User-Agent": f"infertop/{__version__}", **(
+                             {"Authorization": self._credentials.authorization()}
+                             if self._credentials else {})},
                 connect_timeout=self.timeout, connector=self._connector())
         return Capability(self.name, True, features=frozenset({"metrics"}))
 

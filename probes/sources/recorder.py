@@ -61,6 +61,7 @@ class Recorder:
         self._z: Any = None
         self._failed = False      # a write failed (disk full): no gzip trailer attempt
         self._part_lines = 0
+        self._opened = False      # the file was created (close() creates it at the latest)
 
     def _create(self, path: str, flags: int) -> int:
         """aiofiles' opener: the file is created new and 0600 through infertop.safefile
@@ -79,6 +80,7 @@ class Recorder:
             raise RecordingError(str(e)) from None
         except OSError as e:
             raise RecordingError(f"cannot write {self.path}: {e.strerror or e}") from None
+        self._opened = True
         self._z = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS) if self.gzip else None
         self.bytes = 0
         self._part_lines = 0
@@ -151,6 +153,15 @@ class Recorder:
                 pass
 
     async def close(self) -> None:
+        """Finish the file; a recorder closed before its first tick (the SSH session
+        dropped at start-up) still leaves the file asked for, holding its header: the
+        replay then says "holds no snapshot" instead of the file missing (issue 36,
+        case 13)."""
+        if self._f is None and not self._opened:
+            try:
+                await self._open()
+            except RecordingError:
+                pass   # leaving: nowhere to say it (the screen is gone)
         await self._finish()
 
     async def __aenter__(self) -> "Recorder":
