@@ -24,6 +24,11 @@ frozen session) is waited on as Textual does while the screen runs, since it may
 back; once the app is leaving (``leaving``: shutdown began, or a signal came), a write
 waits at most WRITE_WAIT and is dropped, and ``close`` never waits on the writer longer.
 ``exit_deadline`` is the last guard: the process is gone EXIT_GRACE after it was asked.
+
+Textual's private modules come through tui/textual_gate.py, and the private attributes of
+LinuxDriver this class uses are listed there: tui/app.py picks this driver only on the
+Textual versions the gate knows (elsewhere Textual's LinuxDriver runs, without the
+lost-terminal guard above; ``exit_deadline`` still ends a process a signal asked to end).
 """
 
 from __future__ import annotations
@@ -37,10 +42,9 @@ from codecs import getincrementaldecoder
 from typing import Any
 
 from infertop.probes.base import exit_deadline as _exit_deadline
-from textual._loop import loop_last
-from textual._time import get_time
-from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
+
+from .textual_gate import XTermParser, get_time, loop_last
 
 # Upper bound on one wait even with nothing pending: a lost wake-up costs at most this.
 LONGEST_WAIT = 30.0
