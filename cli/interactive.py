@@ -18,6 +18,10 @@ def screen(args: argparse.Namespace) -> int:
 
 def run_tui(source, args: argparse.Namespace, pipeline=None) -> int:
     """The screen for ``source``; its pipeline made here (``args``' config) when not given."""
+    if not getattr(args, "theme", None):
+        # before Textual is imported (~0.5 s): without a terminal the one-line error comes
+        # at once (a --theme is checked against the app's themes first, as before)
+        require_terminal()
     from infertop.tui.modes import app_for_source
     if getattr(args, "record", None):
         from infertop.safefile import OutputError, check_target
