@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from . import splash
 from .errors import UsageError
 from .sources import make_pipeline, source_and_pipeline
 
@@ -20,8 +21,9 @@ def run_tui(source, args: argparse.Namespace, pipeline=None) -> int:
     """The screen for ``source``; its pipeline made here (``args``' config) when not given."""
     if not getattr(args, "theme", None):
         # before Textual is imported (~0.5 s): without a terminal the one-line error comes
-        # at once (a --theme is checked against the app's themes first, as before)
+        # at once (a --theme is checked against the app's themes first, as before) ...
         require_terminal()
+        splash.show()       # ... and with one, a first line on the screen at once (issue 35)
     from infertop.tui.modes import app_for_source
     if getattr(args, "record", None):
         from infertop.safefile import OutputError, check_target
@@ -45,6 +47,7 @@ def run_tui(source, args: argparse.Namespace, pipeline=None) -> int:
     except UnknownTheme as e:
         raise UsageError(str(e)) from None
     require_terminal()
+    splash.handed_over()    # Textual's screen from here on
     app.run()
     # Textual's status: 1 after a crash in the app, 128+N after signal N (app.py) or 129
     # when the terminal went away (tui/driver.py)

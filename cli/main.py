@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from infertop import __version__
 from infertop.textclean import clean
 
+from . import splash
 from .args import SUBCOMMANDS, build_parser, build_sub_parser
 from .errors import EXIT_OK, EXIT_USAGE, UsageError
 
@@ -90,6 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.source = "demo"
         return screen(args)
     except UsageError as e:
+        splash.hide()
         print(clean(f"infertop: {e}"), file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # `infertop demo --list | head`: the reader left, not an error
@@ -100,8 +102,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # the known one-line errors of scenarios, recordings, servers
         if type(e).__name__ in ("RecordingError", "ScenarioError", "DemoServerError",
                                 "ConfigError", "CaptureError", "OutputError"):
+            splash.hide()
             print(clean(f"infertop: {e}"), file=sys.stderr)
             return EXIT_USAGE
+        splash.hide()
         raise
     except KeyboardInterrupt:
         return 130

@@ -57,3 +57,37 @@ def test_the_no_terminal_error_imports_no_textual(args):
 def test_a_bad_theme_is_still_named_before_the_terminal():
     r = run("--theme", "nope", "--source", "demo")
     assert r["code"] == 2 and "unknown theme 'nope'" in r["err"], r
+
+
+def _in_a_pty(*args: str) -> tuple[int, bytes]:
+    """Run infertop in a pseudo-terminal (stdin, stdout, stderr); its exit code and output."""
+    import os
+    import pty
+    import select
+    pid, fd = pty.fork()
+    if pid == 0:      # the child: infertop on the pty
+        os.environ["TERM"] = "xterm-256color"
+        os.execv(sys.executable, [sys.executable, "-m", "infertop", *args])
+    seen = b""
+    while True:
+        if not select.select([fd], [], [], 60)[0]:
+            break
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:     # EIO: the child closed the pty
+            break
+        if not chunk:
+            break
+        seen += chunk
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), seen
+
+
+def test_the_splash_comes_first_and_an_error_after_it_lands_on_the_normal_screen(tmp_path):
+    from infertop.cli import splash
+    code, seen = _in_a_pty("demo", "healthy", "--record", str(tmp_path / "no" / "x.jsonl"))
+    assert code == 2, seen[-500:]
+    assert seen.startswith(splash.SPLASH.encode())
+    after = seen.split(splash.SPLASH_OFF.encode(), 1)
+    assert len(after) == 2 and b"infertop:" in after[1] and b"\x1b[" not in after[1]
