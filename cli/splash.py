@@ -22,8 +22,11 @@ _shown = False
 
 
 def _write(text: str) -> bool:
-    try:     # Textual draws on stderr; written at once, past any Python buffer
-        os.write(sys.__stderr__.fileno(), text.encode())
+    stream = sys.__stderr__       # Textual draws on stderr
+    if stream is None:
+        return False
+    try:     # written at once, past any Python buffer
+        os.write(stream.fileno(), text.encode())
     except (OSError, ValueError, AttributeError):
         return False
     return True
