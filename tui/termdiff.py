@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from itertools import repeat
 
 from rich.cells import get_character_cell_size
 
@@ -115,11 +116,23 @@ def _width(char: str) -> int:
     return get_character_cell_size(char)
 
 
+@lru_cache(maxsize=4096)
+def _narrow(text: str) -> bool:
+    """Every character of ``text`` takes one cell."""
+    return (text.isascii() and text.isprintable()) or all(_width(c) == 1 for c in text)
+
+
 def _put(pending: dict[tuple[int, int], tuple[str, Style]], text: str, x: int, y: int,
-         style: Style, cols: int, rows: int) -> int:
+         style: Style, cols: int, rows: int, wide_rows: set[int]) -> int:
     """Lay ``text`` into ``pending`` from (x, y); the column after it, or -1 when it
     leaves the screen or lands on part of a wide character written earlier in the same
-    write (what the terminal then shows differs between terminals: not modelled)."""
+    write (what the terminal then shows differs between terminals: not modelled).
+    ``wide_rows``: the rows this write put a wide character on (kept up to date here)."""
+    n = len(text)
+    if y not in wide_rows and 0 <= y < rows and 0 <= x and x + n <= cols and _narrow(text):
+        # the common case, at C speed: one cell per character, nothing wide under it
+        pending.update(zip(zip(range(x, x + n), repeat(y)), zip(text, repeat(style))))
+        return x + n
     for ch in text:
         w = _width(ch)
         if w == 0:                    # a combining mark: part of the cell before it
@@ -138,6 +151,7 @@ def _put(pending: dict[tuple[int, int], tuple[str, Style]], text: str, x: int, y
         pending[(x, y)] = (ch, style)
         for extra in range(1, w):
             pending[(x + extra, y)] = ("", style)
+            wide_rows.add(y)
         x += w
     return x
 
@@ -172,6 +186,7 @@ class CellDiff:
         """The bytes to send for ``data`` (what Textual would have written)."""
         out: list[str] = []
         pending: dict[tuple[int, int], tuple[str, Style]] = {}
+        wide_rows: set[int] = set()
         x = y = 0
         style: Style | None = PLAIN
         pos = 0
@@ -182,7 +197,7 @@ class CellDiff:
             if start > pos:                      # text
                 if style is None:
                     return self._give_up(data, pending, out)
-                x = _put(pending, data[pos:start], x, y, style, cols, rows)
+                x = _put(pending, data[pos:start], x, y, style, cols, rows, wide_rows)
                 if x < 0:
                     return self._give_up(data, pending, out)
             pos = m.end()
@@ -206,6 +221,7 @@ class CellDiff:
             else:                                 # anything else: in order, as it came
                 self._flush(pending, out)
                 pending = {}
+                wide_rows = set()
                 self._reset_out(out)
                 out.append(token)
                 params = m.group(1) or ""
@@ -217,7 +233,7 @@ class CellDiff:
         if pos < len(data):
             if style is None:
                 return self._give_up(data, pending, out)
-            x = _put(pending, data[pos:], x, y, style, cols, rows)
+            x = _put(pending, data[pos:], x, y, style, cols, rows, wide_rows)
             if x < 0:
                 return self._give_up(data, pending, out)
         self._flush(pending, out)
