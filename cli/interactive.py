@@ -13,6 +13,8 @@ from .sources import make_pipeline, source_and_pipeline
 
 def screen(args: argparse.Namespace) -> int:
     """The screen for ``args``' source; the config TOML parsed once for source and pipeline."""
+    if not getattr(args, "theme", None) and on_terminal():
+        splash.show()    # before the sources are made (an error there takes it down again)
     source, pipeline = source_and_pipeline(args)
     return run_tui(source, args, pipeline=pipeline)
 
@@ -55,6 +57,15 @@ def run_tui(source, args: argparse.Namespace, pipeline=None) -> int:
     if code > 128:
         leave_now(code)
     return code
+
+
+def on_terminal() -> bool:
+    """stdin, stdout and stderr are terminals (require_terminal would pass)."""
+    try:
+        require_terminal()
+    except UsageError:
+        return False
+    return True
 
 
 def require_terminal() -> None:
