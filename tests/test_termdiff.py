@@ -158,6 +158,20 @@ def test_a_sequence_it_does_not_model_passes_through_and_forgets_the_screen():
     assert "abc" in cells.feed(line)       # the clear wiped it: written again
 
 
+def test_a_cursor_move_it_does_not_follow_sends_the_write_as_it_came():
+    cells = CellDiff(10, 2)
+    cells.feed("\x1b[1;1Habc")
+    data = "\x1b[1;1Hab\x1b[2Dxy"
+    assert cells.feed(data) == data
+    assert cells.feed("\x1b[1;1Habc") == "\x1b[1H\x1b[0mabc"    # forgotten: whole again
+
+
+def test_a_title_or_link_passes_through_and_keeps_the_screen():
+    cells = CellDiff(10, 2)
+    cells.feed("\x1b[1;1Habc")
+    assert cells.feed("\x1b]0;infertop\x07\x1b[1;1Habc") == "\x1b]0;infertop\x07"
+
+
 def test_a_write_past_the_edge_goes_out_as_it_came():
     cells = CellDiff(4, 2)
     cells.feed("\x1b[1;1H\x1b[1mab\x1b[0m")

@@ -31,6 +31,10 @@ _TOKEN = re.compile(r"\x1b\[([0-9;:?<=>]*)([@-~])|\x1b\][^\x07\x1b]*(?:\x07|\x1b
                     r"\x1b[^\[\]]|[\x00-\x1f\x7f]")
 # CSI finals that change cells or where the cursor is, beyond what the filter models
 _CELL_CHANGING = frozenset("JKLMPX@STbr")
+# CSI finals and single keys that move the cursor in ways the filter does not follow
+_CURSOR_MOVING = frozenset("ABCDEFGIZd`aefsu")
+_CURSOR_MOVING_KEYS = frozenset({"\x08", "\t", "\x0b", "\x0c", "\x1b7", "\x1b8", "\x1bD",
+                                 "\x1bE", "\x1bM"})
 # private modes that swap or clear the screen: 47, 1047, 1049 (alternate screen), 3 (DECCOLM)
 _SCREEN_MODES = frozenset({"?47", "?1047", "?1049", "?3"})
 # SGR attribute -> the code that turns it off (22 turns off bold and dim both)
@@ -218,6 +222,8 @@ class CellDiff:
             elif token == "\n":
                 y += 1
                 x = 0
+            elif final in _CURSOR_MOVING or token in _CURSOR_MOVING_KEYS:
+                return self._give_up(data, pending, out)   # where text lands: not modelled
             else:                                 # anything else: in order, as it came
                 self._flush(pending, out)
                 pending = {}
@@ -225,7 +231,9 @@ class CellDiff:
                 self._reset_out(out)
                 out.append(token)
                 params = m.group(1) or ""
-                if final in _CELL_CHANGING or token.startswith("\x1b") and final is None \
+                if token.startswith("\x1b]"):
+                    pass                          # OSC (a title, a link): no cell changes
+                elif final in _CELL_CHANGING or token == "\x1bc" \
                         or final in ("h", "l") and set(params.split(";")) & _SCREEN_MODES:
                     self.forget()
                 else:
