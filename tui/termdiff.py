@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from itertools import repeat
 
 from rich.cells import get_character_cell_size
 
@@ -126,38 +125,71 @@ def _narrow(text: str) -> bool:
     return (text.isascii() and text.isprintable()) or all(_width(c) == 1 for c in text)
 
 
-def _put(pending: dict[tuple[int, int], tuple[str, Style]], text: str, x: int, y: int,
-         style: Style, cols: int, rows: int, wide_rows: set[int]) -> int:
-    """Lay ``text`` into ``pending`` from (x, y); the column after it, or -1 when it
-    leaves the screen or lands on part of a wide character written earlier in the same
-    write (what the terminal then shows differs between terminals: not modelled).
-    ``wide_rows``: the rows this write put a wide character on (kept up to date here)."""
-    n = len(text)
-    if y not in wide_rows and 0 <= y < rows and 0 <= x and x + n <= cols and _narrow(text):
-        # the common case, at C speed: one cell per character, nothing wide under it
-        pending.update(zip(zip(range(x, x + n), repeat(y)), zip(text, repeat(style))))
-        return x + n
-    for ch in text:
-        w = _width(ch)
-        if w == 0:                    # a combining mark: part of the cell before it
-            before = pending.get((x - 1, y))
-            if before is None or not before[0]:
-                return -1
-            pending[(x - 1, y)] = (before[0] + ch, before[1])
-            continue
-        if not 0 <= y < rows or x < 0 or x + w > cols:
+class _Write:
+    """The cells one write lays down: per touched row a list of characters and one of
+    styles (None: not written), and the span of columns touched."""
+
+    __slots__ = ("cols", "chars", "styles", "span", "wide")
+
+    def __init__(self, cols: int) -> None:
+        self.cols = cols
+        self.chars: dict[int, list[str | None]] = {}
+        self.styles: dict[int, list[Style | None]] = {}
+        self.span: dict[int, list[int]] = {}
+        self.wide: set[int] = set()       # rows with a wide character in this write
+
+    def row(self, y: int) -> tuple[list[str | None], list[Style | None], list[int]]:
+        chars = self.chars.get(y)
+        if chars is None:
+            chars = self.chars[y] = [None] * self.cols
+            styles = self.styles[y] = [None] * self.cols
+            span = self.span[y] = [self.cols, 0]
+            return chars, styles, span
+        return chars, self.styles[y], self.span[y]
+
+    def put(self, text: str, x: int, y: int, style: Style, rows: int) -> int:
+        """Lay ``text`` down from (x, y); the column after it, or -1 when it leaves the
+        screen or lands on part of a wide character laid down earlier in this write (what
+        a terminal then shows differs between terminals: not modelled)."""
+        n = len(text)
+        cols = self.cols
+        if not 0 <= y < rows or x < 0:
             return -1
-        for cx in range(x, x + w):
-            old = pending.get((cx, y))
-            if old is not None and (not old[0] or _width(old[0][0]) != 1) and \
-                    not (cx == x and w == 2 and old[0] and _width(old[0][0]) == 2):
+        chars, styles, span = self.row(y)
+        if y not in self.wide and x + n <= cols and _narrow(text):
+            # the common case, at C speed: one cell per character, nothing wide under it
+            chars[x:x + n] = text
+            styles[x:x + n] = [style] * n
+            if x < span[0]:
+                span[0] = x
+            if x + n > span[1]:
+                span[1] = x + n
+            return x + n
+        for ch in text:
+            w = _width(ch)
+            if w == 0:                    # a combining mark: part of the cell before it
+                before = chars[x - 1] if x > 0 else None
+                if not before:
+                    return -1
+                chars[x - 1] = before + ch
+                continue
+            if x + w > cols:
                 return -1
-        pending[(x, y)] = (ch, style)
-        for extra in range(1, w):
-            pending[(x + extra, y)] = ("", style)
-            wide_rows.add(y)
-        x += w
-    return x
+            for cx in range(x, x + w):
+                old = chars[cx]
+                if old is not None and (not old or _width(old[0]) != 1) and \
+                        not (cx == x and w == 2 and old and _width(old[0]) == 2):
+                    return -1
+            chars[x] = ch
+            styles[x] = style
+            for extra in range(1, w):
+                chars[x + extra] = ""
+                styles[x + extra] = style
+                self.wide.add(y)
+            span[0] = min(span[0], x)
+            span[1] = max(span[1], x + w)
+            x += w
+        return x
 
 
 class CellDiff:
@@ -165,8 +197,9 @@ class CellDiff:
 
     def __init__(self, cols: int, rows: int) -> None:
         self.cols, self.rows = cols, rows
-        # what the terminal shows: per row, per column (text, style); None: not known
-        self.shown: list[list[tuple[str, Style] | None]] = [[None] * cols for _ in range(rows)]
+        # what the terminal shows, per row and column; None: not known
+        self.chars: list[list[str | None]] = [[None] * cols for _ in range(rows)]
+        self.styles: list[list[Style | None]] = [[None] * cols for _ in range(rows)]
         self._forget_output_state()
 
     def _forget_output_state(self) -> None:
@@ -175,35 +208,36 @@ class CellDiff:
 
     def forget(self) -> None:
         """The terminal's cells are no longer known (resize, resume, a clear)."""
-        for row in self.shown:
-            row[:] = [None] * self.cols
+        blank = [None] * self.cols
+        for row in self.chars:
+            row[:] = blank
         self._forget_output_state()
 
     def resize(self, cols: int, rows: int) -> None:
         if (cols, rows) != (self.cols, self.rows):
             self.cols, self.rows = cols, rows
-            self.shown = [[None] * cols for _ in range(rows)]
+            self.chars = [[None] * cols for _ in range(rows)]
+            self.styles = [[None] * cols for _ in range(rows)]
         self.forget()
 
     # ---- one write ------------------------------------------------------------------------
     def feed(self, data: str) -> str:
         """The bytes to send for ``data`` (what Textual would have written)."""
         out: list[str] = []
-        pending: dict[tuple[int, int], tuple[str, Style]] = {}
-        wide_rows: set[int] = set()
+        cols, rows = self.cols, self.rows
+        pending = _Write(cols)
         x = y = 0
         style: Style | None = PLAIN
         pos = 0
         placed = False          # the write ends with a cursor move (a visible cursor's place)
-        cols, rows = self.cols, self.rows
         for m in _TOKEN.finditer(data):
             start = m.start()
             if start > pos:                      # text
                 if style is None:
-                    return self._give_up(data, pending, out)
-                x = _put(pending, data[pos:start], x, y, style, cols, rows, wide_rows)
+                    return self._give_up(data, out)
+                x = pending.put(data[pos:start], x, y, style, rows)
                 if x < 0:
-                    return self._give_up(data, pending, out)
+                    return self._give_up(data, out)
             pos = m.end()
             token = m.group(0)
             final = m.group(2)
@@ -214,7 +248,7 @@ class CellDiff:
                     y = int(params[0] or 1) - 1
                     x = int(params[1] or 1) - 1 if len(params) > 1 else 0
                 except ValueError:
-                    return self._give_up(data, pending, out)
+                    return self._give_up(data, out)
             elif final == "m":
                 style = parse_sgr(m.group(1), style) if style is not None else None
             elif token == "\r":
@@ -223,11 +257,10 @@ class CellDiff:
                 y += 1
                 x = 0
             elif final in _CURSOR_MOVING or token in _CURSOR_MOVING_KEYS:
-                return self._give_up(data, pending, out)   # where text lands: not modelled
+                return self._give_up(data, out)   # where text lands: not modelled
             else:                                 # anything else: in order, as it came
                 self._flush(pending, out)
-                pending = {}
-                wide_rows = set()
+                pending = _Write(cols)
                 self._reset_out(out)
                 out.append(token)
                 params = m.group(1) or ""
@@ -240,10 +273,10 @@ class CellDiff:
                     self.out_at = None            # it may have moved the cursor
         if pos < len(data):
             if style is None:
-                return self._give_up(data, pending, out)
-            x = _put(pending, data[pos:], x, y, style, cols, rows, wide_rows)
+                return self._give_up(data, out)
+            x = pending.put(data[pos:], x, y, style, rows)
             if x < 0:
-                return self._give_up(data, pending, out)
+                return self._give_up(data, out)
         self._flush(pending, out)
         if placed and pos == len(data) and 0 <= y < rows and 0 <= x < cols:
             self._move(y, x, out)
@@ -251,7 +284,7 @@ class CellDiff:
         # comes through here; anything else passed through gets a reset first)
         return "".join(out)
 
-    def _give_up(self, data: str, pending, out: list[str]) -> str:
+    def _give_up(self, data: str, out: list[str]) -> str:
         """A write the filter cannot follow: Textual's own bytes, from the plain style
         they expect, and nothing kept."""
         reset = "" if self.out_style == PLAIN else "\x1b[0m"
@@ -265,36 +298,35 @@ class CellDiff:
             out.append("\x1b[0m")
             self.out_style = PLAIN
 
-    def _flush(self, pending: dict[tuple[int, int], tuple[str, Style]],
-               out: list[str]) -> None:
+    def _flush(self, pending: _Write, out: list[str]) -> None:
         """Write the cells of ``pending`` that differ from what the terminal shows."""
-        if not pending:
-            return
-        shown = self.shown
-        changed = self._changed(pending)
-        unwritten: list[tuple[int, int]] = []
         append = out.append
         cols = self.cols
-        for y in sorted(changed):
-            row = shown[y]
-            xs = sorted(changed[y])
-
-            def cell_at(cx: int, y: int = y, row: list = row) -> tuple[str, Style] | None:
-                return pending.get((cx, y), row[cx])
-
+        for y in sorted(pending.chars):
+            lo, hi = pending.span[y]
+            if lo >= hi:
+                continue
+            new_c, new_s = pending.chars[y], pending.styles[y]
+            old_c, old_s = self.chars[y], self.styles[y]
+            if new_c[lo:hi] == old_c[lo:hi] and new_s[lo:hi] == old_s[lo:hi]:
+                continue                          # the terminal shows all of it already
+            xs = self._changed(new_c, new_s, old_c, old_s, lo, hi)
+            if not xs:
+                continue
             # runs of changed cells, bridging short gaps of known cells (a cursor move
             # costs more than rewriting a few cells)
             runs: list[list[int]] = [[xs[0], xs[0] + 1]]
             for cx in xs[1:]:
                 run = runs[-1]
-                if cx - run[1] <= 4 and all(cell_at(g) is not None
-                                            for g in range(run[1], cx)):
+                if cx - run[1] <= 4 and all((new_c[g] if new_c[g] is not None else old_c[g])
+                                            is not None for g in range(run[1], cx)):
                     run[1] = cx + 1
                 else:
                     runs.append([cx, cx + 1])
+            unwritten: list[int] = []
             for start, end in runs:
-                first = cell_at(start)
-                if first is not None and not first[0] and start > 0:
+                if start > 0 and (new_c[start] if new_c[start] is not None
+                                  else old_c[start]) == "":
                     start -= 1                    # the right half of a wide character
                 self._move(y, start, out)
                 style = self.out_style
@@ -302,51 +334,58 @@ class CellDiff:
                 for cx in range(start, end):
                     if cx < cursor:
                         continue                  # covered by a wide character
-                    cell = cell_at(cx)
-                    if cell is None or not cell[0]:
+                    if new_c[cx] is not None:
+                        text, cstyle = new_c[cx], new_s[cx]
+                    else:
+                        text, cstyle = old_c[cx], old_s[cx]
+                    if not text:
                         # not known, or an orphan half: stop here, and do not claim the
                         # rest of the run is on the terminal
-                        unwritten.extend((gx, y) for gx in range(cx, end))
+                        unwritten.extend(range(cx, end))
                         break
-                    text, cstyle = cell
                     if cstyle != style:
-                        append(sgr_between(style, cstyle) if style is not None
-                               else sgr_between(_UNKNOWN, cstyle))
+                        append(sgr_between(style if style is not None else _UNKNOWN,
+                                           cstyle))
                         style = cstyle
                     append(text)
-                    cursor = cx + _width(text[0])
+                    cursor = cx + (_width(text[0]) if not text.isascii() else 1)
                 self.out_style = style
                 # after the last column the cursor waits to wrap: its place is not known
                 self.out_at = (y, cursor) if start < cursor < cols else None
-        for (x, y), cell in pending.items():
-            shown[y][x] = cell
-        for x, y in unwritten:
-            shown[y][x] = None
+            if None in new_c[lo:hi]:
+                for cx in range(lo, hi):
+                    if new_c[cx] is not None:
+                        old_c[cx] = new_c[cx]
+                        old_s[cx] = new_s[cx]
+            else:
+                old_c[lo:hi] = new_c[lo:hi]
+                old_s[lo:hi] = new_s[lo:hi]
+            for cx in unwritten:
+                old_c[cx] = None
 
-    def _changed(self, pending: dict[tuple[int, int], tuple[str, Style]]
-                 ) -> dict[int, list[int]]:
-        """Row -> the columns of ``pending`` whose cell the terminal does not show.  A
-        wide character half overwritten takes its other half with it on the terminal:
-        that half is then not known either."""
-        shown = self.shown
+    def _changed(self, new_c: list, new_s: list, old_c: list, old_s: list, lo: int,
+                 hi: int) -> list[int]:
+        """The columns in lo..hi whose new cell the terminal does not show.  A wide
+        character half overwritten takes its other half with it on the terminal: that
+        half is then not known either."""
+        cols = self.cols
         for _ in range(2):
-            changed: dict[int, list[int]] = {}
+            changed = [cx for cx in range(lo, hi) if new_c[cx] is not None
+                       and (new_c[cx] != old_c[cx] or new_s[cx] != old_s[cx])]
             partners = False
-            for (x, y), cell in pending.items():
-                old = shown[y][x]
-                if old == cell:
+            for cx in changed:
+                old = old_c[cx]
+                if old is None:
                     continue
-                changed.setdefault(y, []).append(x)
-                if old is not None:
-                    if not old[0] and x > 0 and shown[y][x - 1] is not None:
-                        shown[y][x - 1] = None
-                        partners = True
-                    elif old[0] and _width(old[0][0]) == 2 and x + 1 < self.cols \
-                            and shown[y][x + 1] is not None:
-                        shown[y][x + 1] = None
-                        partners = True
+                if not old and cx > 0 and old_c[cx - 1] is not None:
+                    old_c[cx - 1] = None
+                    partners = True
+                elif old and not old.isascii() and _width(old[0]) == 2 and cx + 1 < cols \
+                        and old_c[cx + 1] is not None:
+                    old_c[cx + 1] = None
+                    partners = True
             if not partners:
-                break
+                return changed
         return changed
 
     def _move(self, y: int, x: int, out: list[str]) -> None:
