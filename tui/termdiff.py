@@ -30,6 +30,10 @@ _TOKEN = re.compile(r"\x1b\[([0-9;:?<=>]*)([@-~])|\x1b\][^\x07\x1b]*(?:\x07|\x1b
                     r"\x1b[^\[\]]|[\x00-\x1f\x7f]")
 # CSI finals that change cells or where the cursor is, beyond what the filter models
 _CELL_CHANGING = frozenset("JKLMPX@STbr")
+# a write of only cursor positions, SGR, printable text, CR and LF (the common case)
+_ONLY_CUP_SGR_TEXT = re.compile(r"(?:\x1b\[[0-9;]*[Hm]|[^\x00-\x09\x0b\x0c\x0e-\x1f\x7f])*")
+_CSI_HEAD = re.compile(r"([0-9;]*)([Hm])")
+_LINE_ENDS = re.compile(r"(\r|\n)")
 # CSI finals and single keys that move the cursor in ways the filter does not follow
 _CURSOR_MOVING = frozenset("ABCDEFGIZd`aefsu")
 _CURSOR_MOVING_KEYS = frozenset({"\x08", "\t", "\x0b", "\x0c", "\x1b7", "\x1b8", "\x1bD",
@@ -201,6 +205,7 @@ class CellDiff:
         self.chars: list[list[str | None]] = [[None] * cols for _ in range(rows)]
         self.styles: list[list[Style | None]] = [[None] * cols for _ in range(rows)]
         self._forget_output_state()
+        self._style_before: Style | None = None
 
     def _forget_output_state(self) -> None:
         self.out_style: Style | None = None      # the terminal's SGR state; None: unknown
@@ -223,6 +228,66 @@ class CellDiff:
     # ---- one write ------------------------------------------------------------------------
     def feed(self, data: str) -> str:
         """The bytes to send for ``data`` (what Textual would have written)."""
+        self._style_before = self.out_style     # what a write given up starts from
+        if _ONLY_CUP_SGR_TEXT.fullmatch(data):
+            return self._feed_frame(data)
+        return self._feed_any(data)
+
+    def _feed_frame(self, data: str) -> str:
+        """feed for a write of cursor positions, styles, text and line ends only (what the
+        compositor writes every tick): split on ESC [ instead of a token at a time."""
+        out: list[str] = []
+        cols, rows = self.cols, self.rows
+        pending = _Write(cols)
+        put = pending.put
+        x = y = 0
+        style: Style | None = PLAIN
+        chunks = data.split("\x1b[")
+        text = chunks[0]
+        final = ""
+        for i in range(len(chunks)):
+            if i:
+                chunk = chunks[i]
+                head = _CSI_HEAD.match(chunk)
+                if head is None:
+                    return self._give_up(data, out)
+                params, final = head.groups()
+                text = chunk[head.end():]
+                if final == "m":
+                    style = parse_sgr(params, style) if style is not None else None
+                elif final == "H":
+                    row, _, col = params.partition(";")
+                    try:
+                        y = int(row or 1) - 1
+                        x = int(col or 1) - 1
+                    except ValueError:            # more than two numbers
+                        return self._give_up(data, out)
+                else:
+                    return self._give_up(data, out)
+            if text:
+                if style is None:
+                    return self._give_up(data, out)
+                if "\n" in text or "\r" in text:
+                    for piece in _LINE_ENDS.split(text):
+                        if piece == "\n":
+                            y, x = y + 1, 0
+                        elif piece == "\r":
+                            x = 0
+                        elif piece:
+                            x = put(piece, x, y, style, rows)
+                            if x < 0:
+                                return self._give_up(data, out)
+                else:
+                    x = put(text, x, y, style, rows)
+                    if x < 0:
+                        return self._give_up(data, out)
+        self._flush(pending, out)
+        if final == "H" and not text and 0 <= y < rows and 0 <= x < cols:
+            self._move(y, x, out)     # the write ends with a cursor move: its place
+        return "".join(out)
+
+    def _feed_any(self, data: str) -> str:
+        """feed for any write: a token at a time."""
         out: list[str] = []
         cols, rows = self.cols, self.rows
         pending = _Write(cols)
@@ -287,7 +352,7 @@ class CellDiff:
     def _give_up(self, data: str, out: list[str]) -> str:
         """A write the filter cannot follow: Textual's own bytes, from the plain style
         they expect, and nothing kept."""
-        reset = "" if self.out_style == PLAIN else "\x1b[0m"
+        reset = "" if self._style_before == PLAIN else "\x1b[0m"
         self.forget()
         return reset + data
 
