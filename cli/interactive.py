@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from . import splash
 from .errors import UsageError
 from .options import ScreenArgs, typed
 from .sources import make_pipeline, source_and_pipeline
@@ -13,12 +14,19 @@ from .sources import make_pipeline, source_and_pipeline
 
 def screen(args: argparse.Namespace) -> int:
     """The screen for ``args``' source; the config TOML parsed once for source and pipeline."""
+    if not getattr(args, "theme", None) and on_terminal():
+        splash.show()    # before the sources are made (an error there takes it down again)
     source, pipeline = source_and_pipeline(args)
     return run_tui(source, args, pipeline=pipeline)
 
 
 def run_tui(source, args: argparse.Namespace, pipeline=None) -> int:
     """The screen for ``source``; its pipeline made here (``args``' config) when not given."""
+    if not getattr(args, "theme", None):
+        # before Textual is imported (~0.5 s): without a terminal the one-line error comes
+        # at once (a --theme is checked against the app's themes first, as before) ...
+        require_terminal()
+        splash.show()       # ... and with one, a first line on the screen at once (issue 35)
     from infertop.tui.modes import app_for_source
     given = typed(ScreenArgs, args)
     if given.record:
@@ -45,6 +53,7 @@ def run_tui(source, args: argparse.Namespace, pipeline=None) -> int:
     except UnknownTheme as e:
         raise UsageError(str(e)) from None
     require_terminal()
+    splash.handed_over()    # Textual's screen from here on
     app.run()
     # Textual's status: 1 after a crash in the app, 128+N after signal N (app.py) or 129
     # when the terminal went away (tui/driver.py)
@@ -52,6 +61,15 @@ def run_tui(source, args: argparse.Namespace, pipeline=None) -> int:
     if code > 128:
         leave_now(code)
     return code
+
+
+def on_terminal() -> bool:
+    """stdin, stdout and stderr are terminals (require_terminal would pass)."""
+    try:
+        require_terminal()
+    except UsageError:
+        return False
+    return True
 
 
 def require_terminal() -> None:

@@ -14,7 +14,8 @@
 
 Every error a user can cause (bad flag, unreadable file, nothing to read) ends in one
 line on stderr and a non-zero exit code, never a traceback.  Headless commands import
-no Textual.
+no Textual, and each command imports only its own module: `--version`, `--help` and the
+screen's no-terminal error answer in well under 0.15 s (issue 35; tests/test_fast_start.py).
 """
 
 from __future__ import annotations
@@ -22,49 +23,60 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from infertop import __version__
 from infertop.textclean import clean
 
+from . import splash
 from .args import SUBCOMMANDS, build_parser, build_sub_parser
-from .compare import cmd_compare
-from .demo import cmd_demo_list, cmd_demo_server
-from .doctor import cmd_doctor
 from .errors import EXIT_OK, EXIT_USAGE, UsageError
-from .interactive import nothing_live, screen
-from .record import cmd_record
-from .report import cmd_report
-from .rules import cmd_rules
-from .snapshot import cmd_snapshot
-from .sources import make_pipeline, make_source
+
+if TYPE_CHECKING:      # at run time through __getattr__ below
+    from .sources import make_pipeline, make_source
 
 __all__ = ["build_parser", "make_pipeline", "make_source", "main"]
+
+# subcommand -> (module under cli/, its function): imported when that command runs
+COMMANDS = {
+    "snapshot": ("snapshot", "cmd_snapshot"),
+    "doctor": ("doctor", "cmd_doctor"),
+    "record": ("record", "cmd_record"),
+    "demo-server": ("demo", "cmd_demo_server"),
+    "compare": ("compare", "cmd_compare"),
+    "report": ("report", "cmd_report"),
+    "rules": ("rules", "cmd_rules"),
+    "serve": ("serve", "cmd_serve"),
+}
+
+
+def _command(module: str, name: str) -> Any:
+    return getattr(import_module(f"{__package__}.{module}"), name)
+
+
+def __getattr__(name: str) -> Any:
+    """make_pipeline and make_source, imported on first use (not by `--version`)."""
+    if name in ("make_pipeline", "make_source"):
+        return _command("sources", name)
+    raise AttributeError(name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv == ["--version"]:      # without building the parser (it imports the probes)
+        print(f"infertop {__version__}")
+        return EXIT_OK
     try:
         if argv and argv[0] in SUBCOMMANDS and argv[0] != "tui":
             cmd = argv[0]
             args = build_sub_parser(cmd).parse_args(argv[1:])
-            if cmd == "snapshot":
-                return cmd_snapshot(args)
-            if cmd == "doctor":
-                return cmd_doctor(args)
-            if cmd == "record":
-                return cmd_record(args)
-            if cmd == "demo-server":
-                return cmd_demo_server(args)
-            if cmd == "compare":
-                return cmd_compare(args)
-            if cmd == "report":
-                return cmd_report(args)
-            if cmd == "rules":
-                return cmd_rules(args)
-            if cmd == "serve":
-                from .serve import cmd_serve
-                return cmd_serve(args)
+            if cmd in COMMANDS:
+                return _command(*COMMANDS[cmd])(args)
+            screen = _command("interactive", "screen")
             if cmd == "demo":
                 if args.list:
-                    return cmd_demo_list()
+                    return _command("demo", "cmd_demo_list")()
                 args.source = f"demo:{args.name}" if args.name else "demo"
                 return screen(args)
             if cmd == "replay":
@@ -73,13 +85,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv and argv[0] == "tui":
             argv = argv[1:]
         args = build_parser().parse_args(argv)
+        screen = _command("interactive", "screen")
         if args.or_demo and args.source == "live" and not args.url and not args.pid \
-                and nothing_live(None):
+                and _command("interactive", "nothing_live")(None):
             print("infertop: no GPU and no inference server found here: starting the demo "
                   "tour (run `infertop` for the live screen)", file=sys.stderr)
             args.source = "demo"
         return screen(args)
     except UsageError as e:
+        splash.hide()
         print(clean(f"infertop: {e}"), file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # `infertop demo --list | head`: the reader left, not an error
@@ -90,8 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # the known one-line errors of scenarios, recordings, servers
         if type(e).__name__ in ("RecordingError", "ScenarioError", "DemoServerError",
                                 "ConfigError", "CaptureError", "OutputError"):
+            splash.hide()
             print(clean(f"infertop: {e}"), file=sys.stderr)
             return EXIT_USAGE
+        splash.hide()
         raise
     except KeyboardInterrupt:
         return 130

@@ -17,7 +17,6 @@ import json
 import re
 
 import httpx
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 

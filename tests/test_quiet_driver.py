@@ -189,6 +189,7 @@ def writing(monkeypatch):
         return Collecting(app=None)
 
     d = asyncio.run(make())
+    d.cells = None     # every write reaches the queue (the cell filter would drop repeats)
     stuck = _Stuck()
     d._writer_thread = WriterThread(drv.TerminalOutput(stuck, d.lose_terminal))
     d._writer_thread.start()
@@ -254,3 +255,40 @@ def test_a_write_error_is_a_lost_terminal_and_later_writes_are_dropped(monkeypat
     assert d._writer_thread.is_alive()        # it drains the queue, no traceback
     d.close()
     assert not d._writer_thread.is_alive()
+
+
+class _Queued:
+    """A writer thread that keeps what it was given."""
+
+    def __init__(self) -> None:
+        self.items: list = []
+        self._queue = self
+
+    def is_alive(self) -> bool:
+        return True
+
+    def put(self, item, timeout=None) -> None:
+        self.items.append(item)
+
+
+@pytest.mark.parametrize("write_all", ["", "1"])
+def test_writes_reach_the_terminal_through_the_cell_filter(monkeypatch, write_all):
+    """Only changed cells are queued (tui/termdiff.py); INFERTOP_WRITE_ALL=1 queues
+    Textual's bytes as they are."""
+    monkeypatch.setenv("INFERTOP_WRITE_ALL", write_all)
+
+    async def make():
+        return Collecting(app=None)
+
+    d = asyncio.run(make())
+    d._writer_thread = writer = _Queued()
+    monkeypatch.setattr(d, "_get_terminal_size", lambda: (20, 4))
+    frame = "\x1b[2;1H\x1b[1mGPU 0 71 %\x1b[0m"
+    d.write(frame)
+    d.write(frame)
+    d.write(frame.replace("71", "72"))
+    if write_all:
+        assert d.cells is None and writer.items == [frame, frame, frame.replace("71", "72")]
+    else:
+        assert len(writer.items) == 2 and "GPU 0" in writer.items[0]
+        assert writer.items[1] == "\x1b[2;8H2"

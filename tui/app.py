@@ -248,10 +248,13 @@ def _settle(fut, result, error) -> None:
 
 def quiet_driver_class(app: App):
     """QuietLinuxDriver where Textual would use its LinuxDriver (not one named in
-    TEXTUAL_DRIVER, not Windows): its input thread does not wake ten times a second."""
+    TEXTUAL_DRIVER, not Windows, not a Textual tui/textual_gate.py does not know): its
+    input thread does not wake ten times a second."""
     from textual.drivers.linux_driver import LinuxDriver
+
+    from . import textual_gate
     chosen = app.get_driver_class()
-    if chosen is not LinuxDriver:
+    if chosen is not LinuxDriver or not textual_gate.FAST:
         return chosen
     from .driver import QuietLinuxDriver
     return QuietLinuxDriver

@@ -23,6 +23,9 @@ row, rendered again; the cells past the span are the widget's current ones, unch
 screen).  Full updates, screenshots and ``render_strips`` are Textual's.  What reaches
 the terminal adds up to the screen a full repaint draws (tests/test_lean_compositor.py
 replays the escape sequences on a grid of cells and compares them tick by tick).
+
+Textual's private compositor comes through tui/textual_gate.py; on a Textual the gate does
+not know, ``use_lean_compositor`` leaves the screen with Textual's own.
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from textual._compositor import ChopsUpdate, Compositor
 from textual.geometry import Region
 from textual.strip import Strip
+
+from . import textual_gate
+from .textual_gate import ChopsUpdate, Compositor
 
 
 def _move_to(x: int, y: int) -> str:
@@ -148,5 +153,7 @@ class LeanCompositor(Compositor):
 
 
 def use_lean_compositor(screen) -> None:
-    """Give ``screen`` a LeanCompositor (before it is first arranged)."""
-    screen._compositor = LeanCompositor()
+    """Give ``screen`` a LeanCompositor (before it is first arranged); on stock Textual
+    (see tui/textual_gate.py) it keeps Textual's."""
+    if textual_gate.FAST:
+        textual_gate.set_compositor(screen, LeanCompositor())

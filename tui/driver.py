@@ -24,6 +24,14 @@ frozen session) is waited on as Textual does while the screen runs, since it may
 back; once the app is leaving (``leaving``: shutdown began, or a signal came), a write
 waits at most WRITE_WAIT and is dropped, and ``close`` never waits on the writer longer.
 ``exit_deadline`` is the last guard: the process is gone EXIT_GRACE after it was asked.
+
+Every write goes through tui/termdiff.py's CellDiff first, so only the cells that changed
+reach the terminal (issue 35: bytes over SSH; INFERTOP_WRITE_ALL=1 turns it off).
+
+Textual's private modules come through tui/textual_gate.py, and the private attributes of
+LinuxDriver this class uses are listed there: tui/app.py picks this driver only on the
+Textual versions the gate knows (elsewhere Textual's LinuxDriver runs, without the
+lost-terminal guard above; ``exit_deadline`` still ends a process a signal asked to end).
 """
 
 from __future__ import annotations
@@ -37,10 +45,10 @@ from codecs import getincrementaldecoder
 from typing import Any
 
 from infertop.probes.base import exit_deadline as _exit_deadline
-from textual._loop import loop_last
-from textual._time import get_time
-from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
+
+from .termdiff import CellDiff
+from .textual_gate import XTermParser, get_time, loop_last
 
 # Upper bound on one wait even with nothing pending: a lost wake-up costs at most this.
 LONGEST_WAIT = 30.0
@@ -54,6 +62,9 @@ WRITE_WAIT = 0.5
 EXIT_GRACE = 1.5
 TERMINAL_LOST = 128 + signal.SIGHUP    # the status a shell shows after a hangup
 POLL_AS_TEXTUAL = object()   # the parser has no _timeout_time (another Textual)
+# Set to 1 to write Textual's bytes as they are (no tui/termdiff.py filter): for comparing
+# bytes, or a terminal the filter gets wrong.
+WRITE_ALL_ENV = "INFERTOP_WRITE_ALL"
 
 
 def exit_deadline(code: int, seconds: float = EXIT_GRACE, restore: Any = None,
@@ -152,6 +163,10 @@ class QuietLinuxDriver(LinuxDriver):
         self._suspended_by_tstp = False
         # the writer thread writes here (Textual's Driver keeps it as a TextIO)
         self._file = TerminalOutput(self._file, self.lose_terminal)  # type: ignore[assignment]
+        # only the cells that changed reach the terminal (tui/termdiff.py)
+        self.cells: CellDiff | None = None
+        if os.environ.get(WRITE_ALL_ENV, "") in ("", "0"):
+            self.cells = CellDiff(*self._get_terminal_size())
 
     # ---- a terminal that goes away -----------------------------------------------------
     def lose_terminal(self) -> None:
@@ -178,6 +193,14 @@ class QuietLinuxDriver(LinuxDriver):
         writer = self._writer_thread
         if self.terminal_lost or writer is None:
             return
+        cells = self.cells
+        if cells is not None:
+            size = self._get_terminal_size()     # what Textual draws for (a resize: all)
+            if size != (cells.cols, cells.rows):
+                cells.resize(*size)
+            data = cells.feed(data)
+            if not data:
+                return
         while writer.is_alive():
             try:
                 writer._queue.put(data, timeout=WRITE_WAIT)   # Textual 8.2's WriterThread

@@ -16,7 +16,9 @@ marker, the row's text padded to the content width, and the pieces after it: exa
 segments Textual makes (tests/test_pane_styles_cache.py compares every row with Textual's
 own render).  Anything else (border rows, padding rows, a style the marker does not come
 through untouched) goes through Textual's routine as before.  Invalidation is Textual's:
-this class only changes how a row that Textual decided to render is made.
+this class only changes how a row that Textual decided to render is made.  Textual's
+private StylesCache comes through tui/textual_gate.py; on a Textual the gate does not know,
+``install`` leaves a widget with Textual's own cache.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from typing import Any
 
 from rich.segment import Segment
 from rich.terminal_theme import DEFAULT_TERMINAL_THEME
-from textual._styles_cache import StylesCache
 from textual.strip import Strip
+
+from .. import textual_gate
+from ..textual_gate import StylesCache
 
 # a private-use character no pane draws: the content of the row that locates the frame
 MARKER = "\ue0ff"
@@ -138,3 +142,10 @@ class PaneStylesCache(StylesCache):
         i = at[0]
         pad_style = self.get_inner_outer(base_background, background)[0].rich_style
         return segments[:i], segments[i + 1:], pad_style, top, bottom
+
+
+def install(widget: Any) -> None:
+    """Give ``widget`` a PaneStylesCache (in its constructor), on the Textual versions the
+    gate knows; elsewhere it keeps Textual's StylesCache."""
+    if textual_gate.FAST:
+        textual_gate.set_styles_cache(widget, PaneStylesCache())

@@ -32,7 +32,7 @@ from ..zoom_table import TABLE_BINDINGS, TableView, ZoomTableKeys
 from .cells import fast_text
 from .columns import Columns
 from .context import FrameLookups, PaneContext
-from .styles_cache import PaneStylesCache
+from . import styles_cache
 
 
 class ZoomingScreen(Screen):
@@ -55,7 +55,7 @@ class LayerPane(DirectRepaint, ZoomTableKeys, Static):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("waiting for the first tick…", classes="pane", **kwargs)
         # Textual's line cache with content rows joined from pieces (styles_cache.py)
-        self._styles_cache = PaneStylesCache()
+        styles_cache.install(self)
         self.border_title = f"{self.pane_layer.position + 1} {self.pane_layer.value}"
         self.worst: str | None = None
         self.last_renderable: RenderableType | None = None

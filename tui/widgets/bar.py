@@ -14,7 +14,7 @@ from typing import Any
 
 from textual.widgets import Static
 
-from ..panes.styles_cache import PaneStylesCache
+from ..panes import styles_cache
 from ..repaint import DirectRepaint
 
 
@@ -23,4 +23,4 @@ class Bar(DirectRepaint, Static):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._styles_cache = PaneStylesCache()
+        styles_cache.install(self)

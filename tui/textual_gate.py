@@ -1,0 +1,194 @@
+"""The one place infertop reaches into Textual's private parts, and the switch back to stock
+Textual when they are not what this code was written against.
+
+Four fast paths lean on Textual internals (issue 23 bought the CPU result with them):
+tui/compositor.py (partial updates that render only what they write), tui/repaint.py (a
+repaint handed straight to the screen), tui/panes/styles_cache.py (pane rows joined from
+pieces) and tui/driver.py (an input thread that sleeps until input, and survives a lost
+terminal).  Every private Textual module they use is imported HERE and nowhere else, and
+only when the installed Textual is a version in KNOWN_VERSIONS whose private names are all
+found with the signatures below.  On any mismatch (another version, an ImportError, a
+missing name, a changed signature), or when INFERTOP_STOCK_TEXTUAL=1 is set, ``FAST`` is
+False and each fast path steps aside for stock Textual: more CPU, more bytes, never a
+broken screen.  ``REASON`` says why (``infertop doctor`` and the tests print it).
+
+Re-check on a Textual upgrade, then add the version to KNOWN_VERSIONS (run the suite
+twice, once with INFERTOP_STOCK_TEXTUAL=1; tests/test_textual_gate.py does that for the
+snapshots):
+  - textual._compositor: Compositor (``_dirty_regions``, ``_regions_to_spans``, ``cuts``,
+    ``visible_widgets``, ``render_partial_update``), ChopsUpdate(chops, spans, chop_ends)
+    and its ``render_segments``; Screen keeps its compositor in ``_compositor``.
+  - Widget.refresh's repaint branch: ``_layout_cache``, ``_set_dirty``,
+    ``clear_cached_dimensions``, ``_rich_style_cache``, then Screen's Update handler
+    (``_dirty_widgets``, ``check_idle``); Widget ``_parent``, ``_is_mounted``, ``_closing``.
+  - textual._styles_cache.StylesCache: ``render``/``render_line`` signatures, ``_width``,
+    ``clear``, ``get_inner_outer``; Widget keeps it in ``_styles_cache``.
+  - LinuxDriver: ``run_input_thread`` (tui/driver.py copies its loop), ``_writer_thread``
+    and its ``_queue``, ``_file``, ``_loop``, ``_app``, ``_debug``, ``_auto_restart``,
+    ``_sigtstp_application``, ``_sigcont_application``; textual._xterm_parser.XTermParser
+    (``feed``, ``tick``, ``_timeout_time``), textual._loop.loop_last, textual._time.get_time.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable
+from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+# Versions whose private parts the fast paths were checked against (see the docstring).
+KNOWN_VERSIONS = frozenset({"8.2.8"})
+# Set to 1 to run on stock Textual even where the fast paths would apply.
+STOCK_ENV = "INFERTOP_STOCK_TEXTUAL"
+
+# private name -> the parameters its signature must have (None: it must only exist)
+_EXPECTED: dict[str, tuple[str, ...] | None] = {
+    "textual._compositor.Compositor._regions_to_spans": None,
+    "textual._compositor.Compositor.render_partial_update": ("self",),
+    "textual._compositor.Compositor.cuts": None,
+    "textual._compositor.Compositor.visible_widgets": None,
+    "textual._compositor.ChopsUpdate.__init__": ("self", "chops", "spans", "chop_ends"),
+    "textual._compositor.ChopsUpdate.render_segments": ("self", "console"),
+    "textual._styles_cache.StylesCache.render": (
+        "self", "styles", "size", "base_background", "background", "render_content_line",
+        "filters", "border_title", "border_subtitle", "content_size", "padding", "crop",
+        "opacity", "ansi_theme", "native_ansi"),
+    "textual._styles_cache.StylesCache.render_line": (
+        "self", "styles", "y", "size", "content_size", "padding", "base_background",
+        "background", "render_content_line", "border_title", "border_subtitle", "opacity",
+        "ansi_theme", "native_ansi"),
+    "textual._styles_cache.StylesCache.get_inner_outer": None,
+    "textual._xterm_parser.XTermParser.feed": None,
+    "textual._xterm_parser.XTermParser.tick": None,
+    "textual._loop.loop_last": None,
+    "textual._time.get_time": None,
+    "textual.widget.Widget.refresh": ("self", "regions", "repaint", "layout", "recompose"),
+    "textual.widget.Widget._set_dirty": None,
+    "textual.widget.Widget.clear_cached_dimensions": None,
+    "textual.drivers.linux_driver.LinuxDriver.run_input_thread": ("self",),
+    "textual.drivers.linux_driver.LinuxDriver._sigtstp_application": None,
+    "textual.drivers.linux_driver.LinuxDriver._sigcont_application": None,
+}
+
+
+class GateClosed(Exception):
+    """The installed Textual is not one the fast paths know."""
+
+
+def _resolve(dotted: str) -> Any:
+    """The object at ``package.module.Class.attr`` (modules imported as needed)."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = import_module(".".join(parts[:cut]))
+        except ImportError:
+            if cut == 1:
+                raise
+            continue
+        for name in parts[cut:]:
+            obj = getattr(obj, name)
+        return obj
+    raise ImportError(dotted)
+
+
+def check(installed: str | None, expected: dict[str, tuple[str, ...] | None] = _EXPECTED,
+          resolve: Callable[[str], Any] = _resolve) -> str:
+    """'' when the fast paths may run on Textual ``installed``; else why not (one line)."""
+    if installed not in KNOWN_VERSIONS:
+        return (f"Textual {installed or '(not found)'} is not a version the fast paths "
+                f"know ({', '.join(sorted(KNOWN_VERSIONS))})")
+    for dotted, params in expected.items():
+        try:
+            obj = resolve(dotted)
+        except (ImportError, AttributeError) as err:
+            return f"{dotted} is missing ({type(err).__name__})"
+        if params is None:
+            continue
+        try:
+            found = tuple(inspect.signature(obj).parameters)
+        except (TypeError, ValueError):
+            return f"{dotted} has no signature"
+        if found != params:
+            return f"{dotted} takes ({', '.join(found)}), not ({', '.join(params)})"
+    return ""
+
+
+def _installed() -> str | None:
+    try:
+        return version("textual")
+    except PackageNotFoundError:
+        return None
+
+
+REASON = check(_installed())
+FAST = not REASON and os.environ.get(STOCK_ENV, "") in ("", "0")
+if not REASON and not FAST:
+    REASON = f"{STOCK_ENV} is set"
+
+
+class _Absent:
+    """Stands in for a private class on stock Textual: subclasses of it may be defined
+    (the fast paths' modules import either way) but never made."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise GateClosed(REASON)
+
+
+def _absent(*args: Any, **kwargs: Any) -> Any:
+    raise GateClosed(REASON)
+
+
+if TYPE_CHECKING:
+    from textual._compositor import ChopsUpdate, Compositor
+    from textual._loop import loop_last
+    from textual._styles_cache import StylesCache
+    from textual._time import get_time
+    from textual._xterm_parser import XTermParser
+elif not REASON:       # checked above: these imports succeed
+    from textual._compositor import ChopsUpdate, Compositor
+    from textual._loop import loop_last
+    from textual._styles_cache import StylesCache
+    from textual._time import get_time
+    from textual._xterm_parser import XTermParser
+else:
+    ChopsUpdate = Compositor = StylesCache = XTermParser = _Absent
+    loop_last = get_time = _absent
+
+
+def set_compositor(screen: Any, compositor: Any) -> None:
+    """Give ``screen`` its compositor (before it is first arranged)."""
+    screen._compositor = compositor
+
+
+def compositor_of(screen: Any) -> Any:
+    return screen._compositor
+
+
+def repaint_on_screen(widget: Any, screen: Any, regions: tuple[Any, ...]) -> None:
+    """What Widget.refresh's plain repaint and Screen's Update handler do, in one step
+    (tui/repaint.py: without the widget's own message round)."""
+    widget._layout_cache.clear()
+    widget._set_dirty(*regions)
+    widget.clear_cached_dimensions()
+    widget._rich_style_cache.clear()
+    if widget.display and screen in screen._compositor:
+        screen._dirty_widgets.add(widget)
+        screen.check_idle()
+
+
+def attached(widget: Any) -> bool:
+    """The widget is mounted under a parent and not closing (a direct repaint applies)."""
+    return widget._parent is not None and widget._is_mounted and not widget._closing
+
+
+def set_styles_cache(widget: Any, cache: Any) -> None:
+    """Give ``widget`` its line cache (in its constructor)."""
+    widget._styles_cache = cache
+
+
+__all__ = ["FAST", "REASON", "KNOWN_VERSIONS", "STOCK_ENV", "GateClosed", "check",
+           "ChopsUpdate", "Compositor", "StylesCache", "XTermParser", "loop_last",
+           "get_time", "set_compositor", "compositor_of", "set_styles_cache",
+           "repaint_on_screen", "attached"]
