@@ -398,7 +398,12 @@ def load_config(path: str | None = None) -> DiagnosisConfig:
     the defaults.  Raises ConfigError (naming the file and key) for anything wrong."""
     if path is None:
         p = default_config_path()
-        if not p.is_file():
+        try:
+            found = p.is_file()
+        except OSError as e:   # a HOME this user may not search (sudo -u, a debug pod)
+            raise ConfigError(f"config file {p}: cannot read: {e.strerror or e} "
+                              f"(pass --config FILE, or set XDG_CONFIG_HOME)") from None
+        if not found:
             return DiagnosisConfig()
     else:
         p = Path(path).expanduser()

@@ -31,6 +31,23 @@ def test_defaults_when_no_file(tmp_path, monkeypatch):
     assert cfg.slo.ttft_p99_seconds == 0.2 and cfg.diagnosis.raise_after == 5.0
 
 
+def test_a_default_location_that_cannot_be_searched_is_one_line_not_a_traceback(
+        tmp_path, monkeypatch):
+    # uid 65534 under a HOME it may not search: is_file() raises PermissionError (root, as
+    # the tests run, searches anything: the refusal is made here as the kernel makes it)
+    from pathlib import Path
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    real = Path.is_file
+
+    def refused(self):
+        if str(self).startswith(str(tmp_path)):
+            raise PermissionError(13, "Permission denied")
+        return real(self)
+    monkeypatch.setattr(Path, "is_file", refused)
+    with pytest.raises(ConfigError, match=r"cannot read: Permission denied \(pass --config"):
+        load_config(None)
+
+
 def test_xdg_default_path_is_used_when_present(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     (tmp_path / "infertop").mkdir()
