@@ -14,7 +14,7 @@ from .sources import make_pipeline, source_and_pipeline
 
 def screen(args: argparse.Namespace) -> int:
     """The screen for ``args``' source; the config TOML parsed once for source and pipeline."""
-    if not getattr(args, "theme", None) and on_terminal():
+    if not typed(ScreenArgs, args).theme and on_terminal():
         splash.show()    # before the sources are made (an error there takes it down again)
     source, pipeline = source_and_pipeline(args)
     return run_tui(source, args, pipeline=pipeline)
@@ -22,19 +22,19 @@ def screen(args: argparse.Namespace) -> int:
 
 def run_tui(source, args: argparse.Namespace, pipeline=None) -> int:
     """The screen for ``source``; its pipeline made here (``args``' config) when not given."""
-    if not getattr(args, "theme", None):
-        # before Textual is imported (~0.5 s): without a terminal the one-line error comes
-        # at once (a --theme is checked against the app's themes first, as before) ...
-        require_terminal()
-        splash.show()       # ... and with one, a first line on the screen at once (issue 35)
-    from infertop.tui.modes import app_for_source
     given = typed(ScreenArgs, args)
-    if given.record:
+    if given.record:     # a bad --record target is named first: the more specific error
         from infertop.safefile import OutputError, check_target
         try:
             check_target(given.record, force=given.force)
         except OutputError as e:
             raise UsageError(str(e)) from None
+    if not given.theme:
+        # before Textual is imported (~0.5 s): without a terminal the one-line error comes
+        # at once (a --theme is checked against the app's themes first, as before) ...
+        require_terminal()
+        splash.show()       # ... and with one, a first line on the screen at once (issue 35)
+    from infertop.tui.modes import app_for_source
     if pipeline is None:
         pipeline = make_pipeline(args, source)
     from infertop.tui.app import UnknownTheme

@@ -38,6 +38,7 @@ WHOLE = {
     "test_promrules_prometheus.py": "a real Prometheus scraping a demo server",
     "test_tui_messages.py": "the typed messages between screens and the app, in the app",
     "test_netns_servers.py": "real network and PID namespaces with veth pairs (root)",
+    "test_props_resources.py": "each reader in a child process under a memory limit",
 }
 
 

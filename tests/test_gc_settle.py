@@ -71,6 +71,9 @@ def test_the_command_line_asks_for_it(monkeypatch):
     import infertop.tui.modes as modes
     from infertop.cli import interactive
     monkeypatch.setattr(modes, "app_for_source", capture)
+    # no terminal under pytest: the screen's own check (before Textual is imported) passes
+    monkeypatch.setattr(interactive, "require_terminal", lambda: None)
+    monkeypatch.setattr(interactive.splash, "show", lambda: None)
     args = argparse.Namespace(interval=1.0, theme=None, demo=None, replay=None)
     with pytest.raises(Stop):
         interactive.run_tui(SyntheticSource(gpus=1), args)
