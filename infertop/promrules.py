@@ -437,19 +437,16 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
     t = cfg.thresholds
     rs = prom_duration(t.restart_window)
     out: list[Alert] = []
+    held: dict[int, str] = {}    # alert index -> its relaxed condition
 
     def add(code: str, sev: Severity, build: Callable[[_T], str], value_text: str,
             remedy: str = "", labels: tuple[tuple[str, str], ...] = ()) -> None:
         strict = _T(cfg)
         relaxed = _T(cfg, relaxed=True)
         e_strict, e_relaxed = build(strict), build(relaxed)
-        expr = e_strict
-        if e_relaxed != e_strict:
-            expr = (f"({e_strict})\nor\n(({e_relaxed})\n  and ignoring (alertname, alertstate, "
-                    f"severity, layer) ALERTS{{alertname=\"{code}\", severity="
-                    f"\"{SEVERITY_LABEL[sev]}\", alertstate=\"firing\"}})")
-        out.append(Alert(code, sev, expr, value_text, 0.0, 0.0, tuple(strict.used),
+        out.append(Alert(code, sev, e_strict, value_text, 0.0, 0.0, tuple(strict.used),
                          remedy=remedy, labels=labels))
+        held[len(out) - 1] = e_relaxed
 
     # MEM-001 KV pressure: KV near full (median, or full on enough ticks) with
     # preemptions over the window or a queue on half the judge window's ticks
@@ -695,7 +692,24 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
                     f"{th('thresholds.idle_sm_active_max', '<=')})"
                     f"\n  unless ({deferred_part(th, relax=False)})"),
         "share of the judge window's ticks with a queue (GPUs idle, KV free)")
+    for i, e_relaxed in held.items():
+        if e_relaxed != out[i].expr:
+            out[i].expr = _held(out[i], e_relaxed, out)
     return out
+
+
+def _held(a: Alert, e_relaxed: str, alerts: list[Alert]) -> str:
+    """The alert's condition, or its relaxed condition while this very alert fires (its
+    own ``ALERTS`` series: the code, the severity and its extra labels, such as HW-006's
+    ``sensor``; a sibling without the label is matched with it empty), as the engine's
+    per-(rule, subject, level) hold."""
+    names = sorted({k for b in alerts if b.code == a.code for k, _ in b.labels})
+    mine = dict(a.labels)
+    sel = [f'alertname="{a.code}"', f'severity="{SEVERITY_LABEL[a.severity]}"',
+           'alertstate="firing"'] + [f"{k}={_q(mine.get(k, ''))}" for k in names]
+    ignoring = ", ".join(["alertname", "alertstate", "severity", "layer"] + names)
+    return (f"({a.expr})\nor\n(({e_relaxed})\n  and ignoring ({ignoring}) "
+            f"ALERTS{{{', '.join(sel)}}})")
 
 
 def _fixed(expr: str) -> Callable[[_T], str]:

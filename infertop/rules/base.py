@@ -12,7 +12,7 @@ import math
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable, Iterable, TypeGuard
+from typing import Callable, Iterable, Mapping, TypeGuard
 
 from .. import qbound
 from ..config import DiagnosisConfig, Thresholds
@@ -119,7 +119,7 @@ class Context:
 
     def __init__(self, history: History, snapshot: Snapshot, derived: list[Reading],
                  cfg: DiagnosisConfig, series_index: dict[str, list[Series]],
-                 state: dict, raised: frozenset = frozenset(),
+                 state: dict, raised: Mapping[tuple[str, Labels], Severity] | None = None,
                  index: ReadingIndex | None = None) -> None:
         self.history = history
         self.snapshot = snapshot
@@ -130,7 +130,13 @@ class Context:
         self.judge_window = cfg.diagnosis.judge_window
         self.hold_margin = cfg.diagnosis.hold_margin
         self.rule_code = ""         # set by the engine before each rule's check
-        self._raised = raised       # (code, subject) of the findings raised now
+        # (code, subject) -> the severity its finding is raised at now
+        self._raised: Mapping[tuple[str, Labels], Severity] = raised or {}
+        # (code, subject) whose condition held this check only through a relaxed
+        # threshold (the engine re-judges an escalation that leaned on one: hysteresis
+        # holds the level that is raised, it never lifts a subject to a higher one)
+        self.relaxed_used: set[tuple[str, Labels]] = set()
+        self.strict = False         # the engine's re-judgement: no threshold relaxes
         self._medians: dict[tuple[str, Labels], float | None] = {}
         self.state = state  # the Diagnoser's scratch: memoised fits, highest link seen
         self._hidx = series_index
@@ -296,20 +302,33 @@ class Context:
         return f"median over {self.judge_window:g} s"
 
     def past(self, value: float | None, op: str, threshold: float,
-             subject: Labels) -> TypeGuard[float]:
+             subject: Labels, level: Severity | None = None) -> TypeGuard[float]:
         """``value op threshold``; while this rule's finding for ``subject`` is raised, the
         threshold relaxes by ``hold_margin`` towards healthy (a Schmitt trigger): a value
         hovering at the threshold keeps its finding instead of clearing and re-raising.
+
+        Per level: ``level`` is the severity this comparison earns (a rule that picks its
+        level by thresholds passes it); its threshold relaxes only while the finding is
+        raised at that level or above, so a hold never lifts a subject to a higher level
+        (a GPU held at 91 C with the warning raised is not critical at 92 C relaxed).
+        None: a condition every level needs (it relaxes while any level is raised).
         False for None (no value: nothing to judge), so a True narrows ``value`` to float."""
         if value is None:
             return False
         if _compare(value, op, threshold):
             return True
-        if (self.rule_code, subject) not in self._raised or not self.hold_margin:
+        if self.strict or not self.hold_margin:
+            return False
+        key = (self.rule_code, subject)
+        held = self._raised.get(key)
+        if held is None or (level is not None and held < level):
             return False
         m = self.hold_margin
         relaxed = threshold * (1 - m) if op in (">=", ">") else threshold * (1 + m)
-        return _compare(value, op, relaxed)
+        if _compare(value, op, relaxed):
+            self.relaxed_used.add(key)
+            return True
+        return False
 
     # -- history ------------------------------------------------------------------------
     def series(self, key: str, labels: Labels) -> Series | None:

@@ -196,7 +196,8 @@ class Diagnoser:
         built it (the Pipeline, whose Frame reads the same); else built here."""
         now = snapshot.time
         self._track_sources(snapshot)
-        raised = frozenset(k for k, tr in self._tracks.items() if tr.finding is not None)
+        raised = {k: tr.finding.severity for k, tr in self._tracks.items()
+                  if tr.finding is not None}
         ctx = Context(history, snapshot, derived, self.config, self._series_index(history),
                       self._state, raised, index=index)
         cands: dict[tuple[str, Labels], Candidate] = {}
@@ -205,8 +206,12 @@ class Diagnoser:
             if not all(has_input(i) for i in rule.required):
                 continue
             ctx.rule_code = rule.code
+            ctx.relaxed_used.clear()
             try:
-                for c in rule.check(ctx):
+                got = list(rule.check(ctx))
+                if ctx.relaxed_used:
+                    got = self._hold_not_lift(rule, ctx, got, raised)
+                for c in got:
                     key = (rule.code, c.subject)
                     old = cands.get(key)
                     if old is None or c.severity > old.severity:
@@ -218,6 +223,37 @@ class Diagnoser:
         self._update(now, cands)
         self.holding = frozenset(cands)
         return list(self.active)
+
+    @staticmethod
+    def _hold_not_lift(rule: Rule, ctx: Context, got: list[Candidate],
+                       raised: dict[tuple[str, Labels], Severity]) -> list[Candidate]:
+        """Hysteresis holds the level that is raised; it never lifts a subject higher.
+        A candidate above its raised level whose check leaned on a relaxed threshold
+        (``Context.past``) is judged again with no threshold relaxed: the strict verdict
+        when it still earns the higher level, else the candidate at the raised level.
+        Rules that pass ``past`` their level never get here for it; this catches any
+        rule that does not (one place, so no rule can get it wrong)."""
+        lifted = [c for c in got if (rule.code, c.subject) in ctx.relaxed_used
+                  and c.severity > raised.get((rule.code, c.subject), c.severity)]
+        if not lifted:
+            return got
+        ctx.strict = True
+        try:
+            strict: dict[Labels, Candidate] = {}
+            for c in rule.check(ctx):
+                old = strict.get(c.subject)
+                if old is None or c.severity > old.severity:
+                    strict[c.subject] = c
+        finally:
+            ctx.strict = False
+        out = []
+        for c in got:
+            if any(c is x for x in lifted):
+                held = raised[(rule.code, c.subject)]
+                s = strict.get(c.subject)
+                c = s if s is not None and s.severity > held else replace(c, severity=held)
+            out.append(c)
+        return out
 
     def _explained(self, key: tuple[str, Labels], cands) -> bool:
         code, subject = key
