@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from .findings import Evidence, Finding, Severity
+from .findings import Evidence, Finding, Severity, leads
 from .model import Layer, make_labels
 from .textclean import one_line
 
@@ -91,5 +91,5 @@ def findings_by_node(alerts: Any, now: float) -> dict[str, list[Finding]]:
         if f is not None:
             out.setdefault(node, []).append(f)
     for fs in out.values():
-        fs.sort(key=lambda f: (is_pending(f), -f.severity.rank, f.code))
+        fs.sort(key=lambda f: (is_pending(f), not leads(f.code), -f.severity.rank, f.code))
     return out

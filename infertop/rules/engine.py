@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ..config import DiagnosisConfig
-from ..findings import Finding, FindingEvent, RuleSpec, Severity
+from ..findings import Finding, FindingEvent, RuleSpec, Severity, leads, order_key
 from ..history import History, Series
 from ..model import Labels, Reading, Snapshot, Status
 from ..reading_index import ReadingIndex
@@ -300,7 +300,7 @@ class Diagnoser:
                     f"{f.code} {f.title}: cleared after {now - f.since:.0f} s"))
                 del self._tracks[key]
         active = [tr.finding for tr in self._tracks.values() if tr.finding is not None]
-        active.sort(key=lambda f: (-f.severity.rank, f.layer.position, f.code, f.subject))
+        active.sort(key=order_key)
         self.active = self._chain(active)
 
     def _chain(self, active: list[Finding]) -> list[Finding]:
@@ -335,13 +335,15 @@ class Diagnoser:
             out.append(f)
             out += symptoms.get((f.code, f.subject), [])
         # a chain ranks by its worst member: a warning cause of a critical symptom leads
+        # (after a dead server: LEADS)
         chains: list[list[Finding]] = []
         for f in out:
             if f.caused_by and chains:
                 chains[-1].append(f)
             else:
                 chains.append([f])
-        chains.sort(key=lambda ch: (-max(x.severity.rank for x in ch), ch[0].layer.position,
+        chains.sort(key=lambda ch: (not any(leads(x.code) for x in ch),
+                                    -max(x.severity.rank for x in ch), ch[0].layer.position,
                                     ch[0].code, ch[0].subject))
         return [f for ch in chains for f in ch]
 
