@@ -25,6 +25,7 @@ from ..reading_index import ReadingIndex
 from ..servers import registry
 from ..units import natural_key
 from ..windowstat import median, recent_values, share
+from .window import covered, window_words
 
 # Readings probes send on a slow cadence (facts that rarely change): when the newest
 # snapshot lacks them, the newest value in History (this recent) stands in.  Fast readings
@@ -329,6 +330,31 @@ class Context:
             self.relaxed_used.add(key)
             return True
         return False
+
+    def rate_words(self, key: str, labels: Labels) -> str:
+        """Evidence's words for a judged rate's span (``Series.window_rate``): "over the
+        last 60 s" once History covers the window, else the window and the seconds of it
+        covered (the rate is then over the whole window, as Prometheus's ``rate()``)."""
+        s = self.history.get(key, labels)
+        if s is None or covered(s, self.window, self.now):
+            return f"over the last {self.window:.0f} s"
+        first = s.first_time() or self.now
+        return (f"over the {self.window:.0f} s window, of which {self.now - first:.0f} s "
+                "covered (as Prometheus's rate())")
+
+    def window_words(self, s: Series | None) -> str:
+        return window_words(s, self.window, self.now)
+
+    def in_window(self, key: str, labels: Labels) -> str:
+        """"in the last 60 s", or "in the 5 s covered of the 60 s window" while History
+        is younger than the window (evidence for counts over the window)."""
+        s = self.history.get(key, labels)
+        if s is None:   # a count summed over series (finish reasons): the oldest of them
+            want = set(labels)
+            got = [x for x in self._hidx.get(key, ()) if want <= set(x.labels)
+                   and x.first_time() is not None]
+            s = min(got, key=lambda x: x.first_time() or 0.0) if got else None
+        return window_words(s, self.window, self.now)
 
     # -- history ------------------------------------------------------------------------
     def series(self, key: str, labels: Labels) -> Series | None:
