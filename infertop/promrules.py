@@ -56,6 +56,9 @@ DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"                # MiB
 DCGM_FB_FREE = "DCGM_FI_DEV_FB_FREE"
 DCGM_FB_RESERVED = "DCGM_FI_DEV_FB_RESERVED"
 DCGM_XID = "DCGM_FI_DEV_XID_ERRORS"                 # gauge: the last Xid
+# the last Xid per GPU without dcgm-exporter's err_code/err_msg labels (a new Xid code is
+# a new series of the raw gauge; this one changes value instead)
+XID_VALUE = "infertop:gpu_xid_last:value"
 DCGM_ECC_DBE = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"      # uncorrectable (double-bit) ECC, volatile
 DCGM_GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"              # C
 DCGM_MEM_TEMP = "DCGM_FI_DEV_MEMORY_TEMP"           # C (HBM)
@@ -370,6 +373,7 @@ def _recordings(cfg: DiagnosisConfig) -> list[Recording]:
                   f"{DCGM_CLOCK_REASONS[0]} or {DCGM_CLOCK_REASONS[1]}"),
         Recording("infertop:gpu_hw_slowdown:bool",
                   "floor(infertop:gpu_clock_event_reasons:mask / 8) % 2"),
+        Recording(XID_VALUE, f"max without (err_code, err_msg) ({DCGM_XID})"),
         Recording(f"infertop:gpu_ecc_uncorrected:increase{prom_duration(t.error_event_window)}",
                   f"increase({DCGM_ECC_DBE}[{ew}])"),
     ]
@@ -457,8 +461,10 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
                  f"{_num_relax(th, 0.5)})")
         expr = f"{kv}\n  and {cause}"
         if crit:
+            # compared without Context.past on the screen: no hold margin here either
+            # (a crit held relaxed by the rate would outlive the screen's)
             expr += (f"\n  and infertop:preemptions:rate{ws} >= "
-                     f"{th('thresholds.kv_preempt_crit_per_second', '>=')}")
+                     f"{th('thresholds.kv_preempt_crit_per_second', '>=', relax=False)}")
         return expr
 
     add("MEM-001", Severity.WARN, lambda th: mem001(th, False),
@@ -528,8 +534,17 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
     # (the Xid's class sets the remedy and an ``xid_action`` label, as the screen's remedy)
     ew = prom_duration(t.error_event_window)
     from .rules.hardware import CRIT_XIDS, XID_ACTIONS
-    new_xid = (f"({DCGM_XID} > 0\n   and (changes({DCGM_XID}[{ew}]) > 0 or {DCGM_XID} "
-               f"unless {DCGM_XID} offset {ew}))")
+    # A new Xid is a change of the sticky last-Xid gauge within the window (its err_code
+    # label aggregated away: XID_VALUE), or its series appearing while the exporter
+    # already served the GPU (dcgm-exporter 4.5.3-4.8.2 omits the gauge until the first
+    # Xid): fewer scrapes of it in the window than of the GPU's temperature (raw series of
+    # one target: a restart starts both at once).  Never a series that
+    # starts with the exporter's others: a Prometheus or exporter restart on a node with
+    # an old Xid 79 must not page "reboot the node" (issue 31).
+    x = XID_VALUE
+    new_xid = (f"({x} > 0\n   and (changes({x}[{ew}]) > 0"
+               f"\n     or sum without (err_code, err_msg) (count_over_time({DCGM_XID}[{ew}]))"
+               f"\n        < on (job, instance, gpu) group_left count_over_time({DCGM_GPU_TEMP}[{ew}])))")
     actions = {"restart-application": (31, 43, 94), "reset-gpu": (119, 145, 149),
                "reboot": (79,)}
     classed: list[int] = []
@@ -683,15 +698,31 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
     # SCH-002 queue while GPUs idle and KV free: needs a GPU reading on the same node as
     # the server (a ``node`` target label on both jobs, as fleet mode uses); a queue
     # mostly deferred is SCH-005's (it supersedes SCH-002 on the screen)
+    # GPUs idle on the server's node: the mean of each GPU's SM-active median (DCGM's
+    # opt-in profiling field), else of its util median on nodes without it (as the
+    # screen falls back to NVML util); only GPUs with a ``node`` label, so a fleet without
+    # one never averages every node's GPUs together (docs/alerts.md#sch-002)
+    def gpus_idle(th: _T) -> str:
+        sm = f'infertop:gpu_sm_active:median{js}{{node!=""}}'
+        util = f'infertop:gpu_util:median{js}{{node!=""}}'
+        return (f"(avg by (node) ({sm}) <= {th('thresholds.idle_sm_active_max', '<=')}"
+                f"\n     or (avg by (node) ({util}) <= {th('thresholds.idle_util_max', '<=')}"
+                f"\n         unless on (node) group by (node) ({sm})))")
+
+    # KV free, or no KV reading at all (llama.cpp sizes KV per slot): llama.cpp defers a
+    # request only when every slot is busy, so its queue is the cap reached (the screen
+    # reads the cap from --parallel; /metrics does not carry it)
+    def kv_free(th: _T) -> str:
+        return (f"(infertop:kv_usage:median{js} <= {th('thresholds.kv_free_max', '<=')}"
+                f"\n     or (infertop:queued:share{js} unless infertop:kv_usage:ratio))")
+
     add("SCH-002", Severity.WARN,
         lambda th: (f"infertop:queued:share{js} >= {_num_relax(th, 0.5)}"
-                    f"\n  and infertop:kv_usage:median{js} <= "
-                    f"{th('thresholds.kv_free_max', '<=')}"
-                    f"\n  and on (node) (avg by (node) "
-                    f"(infertop:gpu_sm_active:median{js}) <= "
-                    f"{th('thresholds.idle_sm_active_max', '<=')})"
+                    f"\n  and {kv_free(th)}"
+                    f"\n  and on (node) {gpus_idle(th)}"
                     f"\n  unless ({deferred_part(th, relax=False)})"),
-        "share of the judge window's ticks with a queue (GPUs idle, KV free)")
+        "share of the judge window's ticks with a queue (GPUs idle, KV free or no KV "
+        "reading)")
     for i, e_relaxed in held.items():
         if e_relaxed != out[i].expr:
             out[i].expr = _held(out[i], e_relaxed, out)
@@ -719,7 +750,7 @@ def _fixed(expr: str) -> Callable[[_T], str]:
 
 def _xid_in(xids: list[int]) -> str:
     """The last-Xid gauge when it holds one of ``xids``."""
-    return " or ".join(f"{DCGM_XID} == {x}" for x in xids)
+    return " or ".join(f"{XID_VALUE} == {x}" for x in xids)
 
 
 def _num_relax(th: _T, v: float) -> str:
