@@ -1,12 +1,13 @@
 """``infertop rules``: the rule catalogue for other tools.
 
     infertop rules export --format prometheus [-o FILE] [--force] [--config FILE]
-    infertop rules promtool-input RECORDING [-o FILE] [--rules FILE] [--force]
+    infertop rules promtool-input RECORDING [-o FILE] [--rules FILE] [--force] [--no-asserts]
 
 ``export`` writes Prometheus recording and alerting rules (``infertop.promrules``) with
 the thresholds of ``--config`` (the screen's config); ``promtool-input`` turns a
 recording into a promtool test file whose ``input_series`` are the series Prometheus
-would have scraped (``infertop.promtool_input``), to run the rules on a real incident.
+would have scraped (``infertop.promtool_input``), to run the rules on a real incident,
+with the expectations infertop's own diagnosis of it sets (``infertop.promtool_asserts``).
 """
 
 from __future__ import annotations
@@ -53,5 +54,21 @@ def cmd_rules(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     if not series.series:
         raise UsageError(f"{path}: no server or GPU readings to convert")
-    _emit(args, render_test(series, [args.rules]))
+    _emit(args, render_test(series, [args.rules], _asserts(args, cfg, data, path, series)))
     return EXIT_OK
+
+
+def _asserts(args: argparse.Namespace, cfg, data: bytes, path: Path, series) -> str:
+    """The expectations of infertop's own diagnosis of the recording (promtool_asserts);
+    a test that would assert nothing is refused unless ``--no-asserts``."""
+    if args.no_asserts:
+        return ""
+    from infertop.promtool_asserts import expectations
+    from infertop.recording import decode, iter_snapshots
+    got = expectations(iter_snapshots(decode(data, path.name)), series.interval, series.steps,
+                       any(k.startswith("DCGM_") for k in series.series), cfg)
+    if not got.tests:
+        raise UsageError(f"{path}: too short for the rules to judge, so the test would assert "
+                         "nothing (promtool would print SUCCESS for any rules); record longer, "
+                         "or --no-asserts for the input series alone")
+    return got.yaml()

@@ -1,0 +1,80 @@
+"""`infertop rules promtool-input` writes a test that can fail (issue 31 items 3-4).
+
+Before, the file held input series only: `promtool test rules` printed SUCCESS for any
+recording and any rules.  Now it holds the expectations of infertop's own diagnosis of
+the recording (infertop.promtool_asserts): the codes, layers, raise times and worst
+severities both engines must agree on; a file that would assert nothing is refused
+unless --no-asserts.
+"""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers.inproc import run_main
+from helpers.promtool_kit import PROMTOOL_HINT, promtool_binary
+
+from infertop.promrules import export_text
+
+CORPUS = Path(__file__).parent / "corpus"
+KV = CORPUS / "vllm-kv-exhaustion.jsonl.gz"
+
+
+def test_the_test_file_asserts_what_infertop_raised():
+    r = run_main("rules", "promtool-input", str(KV), "--rules", "r.yml")
+    assert r.returncode == 0, r.stderr
+    assert "promql_expr_test:" in r.stdout
+    assert 'alertname="MEM-001", layer="memory"' in r.stdout
+    assert 'alertname="DEC-001", severity="crit"' in r.stdout
+    # MEM-001 reached warn on this recording (57 preemptions in 100 s): crit must not fire
+    assert ('ALERTS{alertstate="firing", alertname="MEM-001", severity=~"crit"}[100s]))\'\n'
+            "        eval_time: 100s\n        exp_samples: []") in r.stdout
+
+
+def test_no_asserts_writes_the_input_series_alone():
+    r = run_main("rules", "promtool-input", str(KV), "--no-asserts")
+    assert r.returncode == 0, r.stderr
+    assert "input_series:" in r.stdout and "promql_expr_test" not in r.stdout
+
+
+def _short(tmp_path: Path, ticks: int) -> Path:
+    lines = gzip.decompress(KV.read_bytes()).decode().splitlines(keepends=True)
+    out = tmp_path / "short.jsonl.gz"
+    out.write_bytes(gzip.compress("".join(lines[:1 + ticks]).encode()))
+    return out
+
+
+def test_a_test_that_would_assert_nothing_is_refused_unless_no_asserts(tmp_path):
+    short = _short(tmp_path, 3)
+    r = run_main("rules", "promtool-input", str(short))
+    assert r.returncode == 2, r.stdout[-500:]
+    assert "assert nothing" in r.stderr and "--no-asserts" in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = run_main("rules", "promtool-input", str(short), "--no-asserts")
+    assert r.returncode == 0 and "input_series:" in r.stdout
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(promtool_binary() is None, reason=PROMTOOL_HINT)
+def test_promtool_passes_with_the_export_and_fails_with_rules_that_disagree(tmp_path):
+    r = run_main("rules", "promtool-input", str(KV), "--rules", "rules.yml")
+    assert r.returncode == 0, r.stderr
+    (tmp_path / "t.yml").write_text(r.stdout)
+
+    def promtool(rules: str) -> subprocess.CompletedProcess:
+        (tmp_path / "rules.yml").write_text(rules)
+        return subprocess.run([promtool_binary(), "test", "rules", str(tmp_path / "t.yml")],
+                              capture_output=True, text=True, timeout=300)
+
+    good = promtool(export_text())
+    assert good.returncode == 0, (good.stdout + good.stderr)[-2000:]
+    # the export with MEM-001's critical level firing at any preemption: promtool fails
+    rate = "infertop:preemptions:rate60s >= "
+    lifted = export_text().replace(rate + "1", rate + "0.01")
+    bad = promtool(lifted)
+    assert bad.returncode != 0 and "MEM-001" in bad.stdout + bad.stderr
+    empty = promtool("groups: []\n")
+    assert empty.returncode != 0
