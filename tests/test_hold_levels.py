@@ -127,6 +127,7 @@ CORE_WARN = 'alertname="HW-006", severity="warn", sensor=""'
 HBM_WARN = 'alertname="HW-006", severity="warn", sensor="memory"'
 
 
+@pytest.mark.integration   # runs promtool
 @needs_promtool
 def test_exported_holds_stay_at_their_level_and_on_their_own_series(tmp_path):
     """One promtool run, one GPU per case:
@@ -157,3 +158,57 @@ def test_exported_holds_stay_at_their_level_and_on_their_own_series(tmp_path):
     g = ', gpu="4"'
     checks += [(CORE_WARN + g, 400, True)] + [(HBM_WARN + g, at, False) for at in (400, 550, 890)]
     _promtool(tmp_path, series, checks)
+
+
+# ---- every other leveled rule, held inside its lower band ------------------------------
+E0 = "engine=0,model=m"
+
+
+def _ttft(seconds: float):
+    from helpers.rulekit import Hist
+    h = Hist()
+
+    def make():
+        h.observe(seconds, 20)
+        return {"latency.ttft_seconds": {E0: h.value()}}
+    return make
+
+
+def _errors(per_100: float):
+    done = {"stop": 0.0, "error": 0.0}
+
+    def make():
+        done["stop"] += 100
+        done["error"] += per_100
+        return {"server.requests_finished_total": {f"{E0},reason={k}": v
+                                                   for k, v in done.items()}}
+    return make
+
+
+def _preempting(per_s: float):
+    pre = [40.0]
+
+    def make():
+        pre[0] += per_s
+        return {"kv.usage_ratio": {E0: 0.97}, "server.requests_waiting": {E0: 3},
+                "server.requests_running": {E0: 30}, "server.preemptions_total": {E0: pre[0]}}
+    return make
+
+
+# (code, tick data inside the warn band: above the warn level, under the critical one)
+LOWER_BAND = [
+    ("DEC-001", _ttft(0.45)),          # SLO 0.2 s, critical at 5 x SLO = 1 s
+    ("DEC-004", _errors(2.0)),         # 2 % errors: warn over 0.1 %, critical at 5 %
+    ("MEM-001", _preempting(0.95)),    # critical at 1 preemption/s (0.9/s relaxed)
+]
+
+
+@pytest.mark.parametrize("code, make", LOWER_BAND, ids=[c for c, _ in LOWER_BAND])
+def test_a_leveled_rule_held_in_its_warn_band_never_goes_critical(code, make):
+    f = Feed()
+    seen = set()
+    for _ in range(200):
+        for x in f.tick(make()):
+            if x.code == code:
+                seen.add(x.severity)
+    assert seen == {Severity.WARN}, (code, seen)

@@ -85,6 +85,7 @@ def test_ttft_evidence_says_the_span_covered_not_the_whole_window():
     assert "covered of the 60 s window" in note and "in the last 60 s" not in note, note
 
 
+@pytest.mark.integration   # runs promtool
 @pytest.mark.skipif(promtool_binary() is None, reason=PROMTOOL_HINT)
 def test_window_rate_is_prometheus_rate(tmp_path):
     """The in-process rate at each second of a series that starts mid-run, bursts, resets
