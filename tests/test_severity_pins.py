@@ -46,7 +46,12 @@ def test_a_lost_gpu_with_a_minor_xid_is_critical():
             "gpu.xid_last": {"gpu=0": 13}})
     (got,) = f.active("HW-005")
     assert got.severity is Severity.CRIT, got.summary()
-    assert {e.key for e in got.evidence} == {"gpu.lost", "gpu.xid_new"}
+    lost, xid = got.evidence
+    assert (lost.key, lost.threshold, lost.op) == ("gpu.lost", 1, ">=")
+    assert (xid.key, xid.threshold, xid.op) == ("gpu.xid_new", 0, ">")
+    assert "last Xid 13" in xid.note
+    # a lost GPU's remedy is Xid 79's (reboot), whatever minor Xid came with it
+    assert got.title == "GPU 0 lost" and "reboot" in got.remedy
 
 
 def test_a_minor_xid_then_a_critical_one_is_critical():
