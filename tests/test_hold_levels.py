@@ -212,3 +212,107 @@ def test_a_leveled_rule_held_in_its_warn_band_never_goes_critical(code, make):
             if x.code == code:
                 seen.add(x.severity)
     assert seen == {Severity.WARN}, (code, seen)
+
+
+# ---- the engine's re-judgement, case by case -------------------------------------------
+def _gate_then_level(ctx: Context) -> Iterator[Candidate]:
+    """A gate through ``past`` (util or SM active at 0.5, either will do) and a level by a
+    plain comparison (critical at 90 C), as MEM-001 gates on KV and picks crit by rate."""
+    for gpu, r in ctx.per_gpu("gpu.util_ratio").items():
+        sm = ctx.per_gpu("gpu.sm_active_ratio").get(gpu)
+        temp = ctx.per_gpu("gpu.temp_celsius").get(gpu)
+        s = sub(gpu=gpu)
+        if ctx.past(r.value, ">=", 0.5, s):
+            why = ev(r, r.key, r.labels, r.value, 0.5, ">=")
+        elif sm is not None and ctx.past(sm.value, ">=", 0.5, s):
+            why = ev(sm, sm.key, sm.labels, sm.value, 0.5, ">=")
+        else:
+            continue
+        sev = Severity.CRIT if temp is not None and temp.value >= 90 else Severity.WARN
+        yield Candidate(s, sev, (why,))
+
+
+def _plain_hold(ctx: Context) -> Iterator[Candidate]:
+    for gpu, r in ctx.per_gpu("gpu.util_ratio").items():
+        if ctx.past(r.value, ">=", 0.5, sub(gpu=gpu)):
+            yield Candidate(sub(gpu=gpu), Severity.WARN,
+                            (ev(r, r.key, r.labels, r.value, 0.5, ">="),))
+
+
+def _spec(code: str) -> RuleSpec:
+    return RuleSpec(code, Layer.HARDWARE, f"test {code}", "", ("gpu.util_ratio",), {}, "",
+                    raise_after=0.0)
+
+
+def _feed_rules(*rules: Rule) -> Feed:
+    f = Feed()
+    for rule in rules:
+        f.diag.rules = (*f.diag.rules, rule)
+        f.diag._by_code[rule.code] = rule
+        f.diag._timing[rule.code] = (0.0, 10.0)
+    return f
+
+
+def _tick(util: float, sm: float, temp: float) -> dict:
+    return {"gpu.util_ratio": {"gpu=0": util}, "gpu.sm_active_ratio": {"gpu=0": sm},
+            "gpu.temp_celsius": {"gpu=0": temp}}
+
+
+def test_a_level_on_a_gate_held_only_relaxed_is_not_earned():
+    """Warning raised; then the gate holds only relaxed (util 0.47, SM idle) while the
+    level's own comparison says critical: the hold keeps the warning, as the export's
+    critical alert needs its gate strictly (it is not firing yet)."""
+    f = _feed_rules(Rule(_spec("HW-903"), _gate_then_level))
+    f.run(lambda: _tick(0.6, 0.1, 50.0), 5)
+    assert [x.severity for x in f.active("HW-903")] == [Severity.WARN]
+    f.run(lambda: _tick(0.47, 0.1, 95.0), 20)
+    assert [x.severity for x in f.active("HW-903")] == [Severity.WARN]
+
+
+def test_a_level_earned_strictly_escalates_on_the_strict_evidence():
+    """The gate's first reading holds only relaxed (util 0.47) but another holds strictly
+    (SM active 0.6): the strict judgement earns critical, with its own evidence."""
+    f = _feed_rules(Rule(_spec("HW-903"), _gate_then_level))
+    f.run(lambda: _tick(0.6, 0.1, 50.0), 5)
+    f.tick(_tick(0.47, 0.6, 95.0))
+    (got,) = f.active("HW-903")
+    assert got.severity is Severity.CRIT
+    assert got.evidence[0].key == "gpu.sm_active_ratio"
+    # raised at critical now: the critical level holds relaxed on the util gate
+    f.run(lambda: _tick(0.47, 0.1, 95.0), 20)
+    assert [x.severity for x in f.active("HW-903")] == [Severity.CRIT]
+
+
+def test_the_re_judgement_leaves_the_next_rules_holds_alone():
+    """Another rule judged after a re-judgement in the same tick still holds relaxed."""
+    f = _feed_rules(Rule(_spec("HW-903"), _gate_then_level), Rule(_spec("HW-904"), _plain_hold))
+    f.run(lambda: _tick(0.6, 0.1, 50.0), 5)
+    f.run(lambda: _tick(0.47, 0.1, 95.0), 30)
+    assert [x.severity for x in f.active("HW-904")] == [Severity.WARN]
+    assert not [e for e in f.diag.events if e.code == "HW-904" and e.kind == "cleared"]
+
+
+def _both_levels(ctx: Context) -> Iterator[Candidate]:
+    """As _gate_then_level, but a warning for the subject always, and a critical one
+    besides when hot (two candidates for one subject, the lower first)."""
+    for c in _gate_then_level(ctx):
+        yield Candidate(c.subject, Severity.WARN, c.evidence)
+        if c.severity is Severity.CRIT:
+            yield c
+
+
+def test_the_strict_judgement_keeps_the_worse_of_two_candidates():
+    f = _feed_rules(Rule(_spec("HW-905"), _both_levels))
+    f.run(lambda: _tick(0.6, 0.1, 50.0), 5)
+    f.tick(_tick(0.47, 0.6, 95.0))
+    assert [x.severity for x in f.active("HW-905")] == [Severity.CRIT]
+
+
+def test_a_critical_hold_that_falls_to_a_warning_falls_after_clear_after():
+    """Critical raised; then the gate holds relaxed and the level is a warning: the
+    finding falls to warn after clear_after (10 s), never kept critical by the hold."""
+    f = _feed_rules(Rule(_spec("HW-903"), _gate_then_level))
+    f.run(lambda: _tick(0.6, 0.1, 95.0), 5)
+    assert [x.severity for x in f.active("HW-903")] == [Severity.CRIT]
+    f.run(lambda: _tick(0.47, 0.1, 50.0), 20)
+    assert [x.severity for x in f.active("HW-903")] == [Severity.WARN]

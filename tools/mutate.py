@@ -183,6 +183,20 @@ EQUIVALENT: dict[str, str] = {
     # rules/decoding
     "decoding.py:_note_restart:boundary:prev[0] > when -> prev[0] >= when":
         "equal times never get here: the test before returns for times within 1e-6",
+    # rules/engine: the re-judgement of an escalation that leaned on a relaxed threshold
+    "engine.py:Diagnoser._hold_not_lift:delete:if not lifted: -> pass":
+        "a shortcut: with nothing lifted the strict re-run replaces no candidate",
+    "engine.py:Diagnoser._hold_not_lift:delete:return got -> pass in `if not lifted:`":
+        "as above: with nothing lifted the loop after the re-run returns got unchanged",
+    "engine.py:Diagnoser._hold_not_lift:boundary:c.severity > raised.get((rule.code, "
+    "c.subject), c.severity) -> c.severity >= raised.get((rule.code, c.subject), "
+    "c.severity)":
+        "a candidate at its raised level is re-judged too, and kept at that level unless "
+        "the strict verdict is higher, which a relaxed check never undercuts",
+    "engine.py:Diagnoser._hold_not_lift:boundary:c.severity > old.severity -> "
+    "c.severity >= old.severity":
+        "two strict candidates of one subject at the same severity: either is the verdict "
+        "(the engine keeps the first, as evaluate does; same severity either way)",
     # rules/memory
     "memory.py:_growth:delete:if len(vals) < len(at): -> pass":
         "value_at is None only for an empty series, and covered() has just said it is not",
