@@ -89,6 +89,7 @@ def test_the_engine_does_not_let_a_hold_lift_a_rule_that_does_not_say_its_level(
     f.run(lambda: {"gpu.util_ratio": {"gpu=0": util}}, 60)
     got = f.active("HW-901")
     assert [x.severity for x in got] == [Severity.WARN], got
+    assert got[0].evidence[0].threshold == 0.5    # the warning's own comparison
 
 
 def test_the_engine_still_escalates_when_the_higher_level_is_earned():

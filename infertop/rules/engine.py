@@ -230,7 +230,7 @@ class Diagnoser:
         """Hysteresis holds the level that is raised; it never lifts a subject higher.
         A candidate above its raised level whose check leaned on a relaxed threshold
         (``Context.past``) is judged again with no threshold relaxed: the strict verdict
-        when it still earns the higher level, else the candidate at the raised level.
+        when it earns the raised level or more, else the candidate at the raised level.
         Rules that pass ``past`` their level never get here for it; this catches any
         rule that does not (one place, so no rule can get it wrong)."""
         lifted = [c for c in got if (rule.code, c.subject) in ctx.relaxed_used
@@ -251,7 +251,9 @@ class Diagnoser:
             if any(c is x for x in lifted):
                 held = raised[(rule.code, c.subject)]
                 s = strict.get(c.subject)
-                c = s if s is not None and s.severity > held else replace(c, severity=held)
+                # the strict verdict when it earns the raised level or more (its evidence
+                # is true: "0.85 >= 0.5", not the lifted "0.85 >= 0.9"), else the hold
+                c = s if s is not None and s.severity >= held else replace(c, severity=held)
             out.append(c)
         return out
 
