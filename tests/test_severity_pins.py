@@ -85,3 +85,13 @@ def test_a_critical_core_and_a_hot_hbm_are_one_critical_finding():
     assert got.severity is Severity.CRIT      # the worst of the two (max, not min)
     assert [e.threshold for e in got.evidence] == [92.0, 95.0]
     assert "core and memory (HBM) too hot" in got.title
+
+
+def test_a_power_capped_gpu_at_low_clocks_is_a_notice_with_its_clock_as_evidence():
+    f = Feed()
+    f.run(lambda: {"gpu.throttle_reasons": {"gpu=0": 0x4}, "gpu.sm_clock_hz": {"gpu=0": 0.99e9},
+                   "gpu.sm_clock_max_hz": {"gpu=0": 1.98e9}}, 8)
+    (got,) = f.active("HW-003")
+    assert got.severity is Severity.NOTICE
+    clock = next(e for e in got.evidence if e.key == "gpu.sm_clock_hz")
+    assert clock.value == 0.99e9 and clock.op == "<" and "50% of max 1980 MHz" in clock.note
