@@ -183,6 +183,9 @@ EQUIVALENT: dict[str, str] = {
     # rules/decoding
     "decoding.py:_note_restart:boundary:prev[0] > when -> prev[0] >= when":
         "equal times never get here: the test before returns for times within 1e-6",
+    # findings
+    "findings.py:_json_num:boundary:v > 0 -> v >= 0":
+        "v is an infinity there (not finite, not NaN): never 0, so > and >= agree",
     # rules/engine: the re-judgement of an escalation that leaned on a relaxed threshold
     "engine.py:Diagnoser._hold_not_lift:delete:if not lifted: -> pass":
         "a shortcut: with nothing lifted the strict re-run replaces no candidate",
