@@ -78,3 +78,73 @@ def test_promtool_passes_with_the_export_and_fails_with_rules_that_disagree(tmp_
     assert bad.returncode != 0 and "MEM-001" in bad.stdout + bad.stderr
     empty = promtool("groups: []\n")
     assert empty.returncode != 0
+
+
+# ---- the expectations themselves (no promtool) ------------------------------------------
+def _kv_run():
+    from infertop.promtool_input import convert_snapshots
+    from infertop.recording import decode, iter_snapshots
+    dec = decode(KV.read_bytes(), KV.name)
+    snaps = list(iter_snapshots(dec))
+    return snaps, convert_snapshots(snaps, 1.0, "vm", "vllm")
+
+
+def test_expectations_of_the_kv_exhaustion_recording():
+    from infertop.findings import Severity
+    from infertop.promtool_asserts import expectations
+    snaps, series = _kv_run()
+    got = expectations(snaps, series.interval, series.steps, False)
+    assert got.judged and got.skipped == {}
+    assert {c: e.worst for c, e in got.expected.items()} == {
+        "MEM-001": Severity.WARN, "DEC-001": Severity.CRIT}   # SCH-004: not exported
+    text = got.yaml()
+    assert text.startswith("    promql_expr_test:\n")
+    # MEM-001's worst is warn: warn fired, crit did not; DEC-001's crit has no level above
+    assert ('alertname="MEM-001", severity=~"warn"}[100s]))\'\n        eval_time: 100s\n'
+            '        exp_samples:\n          - labels: \'{alertname="MEM-001", '
+            'severity="warn"}\'') in text
+    assert 'alertname="MEM-001", severity=~"crit"}[100s]))\'\n        eval_time: 100s\n' \
+           '        exp_samples: []' in text
+    assert 'alertname="DEC-001", severity=~"crit"' in text
+    assert 'alertname="DEC-001", severity=~"' + "warn" not in text
+    # raised by infertop's raise (28.9 s) + for (3 s: median-judged) + one interval and one
+    # scrape, and not 10 s before
+    assert 'alertname="MEM-001"}[34s]))\'\n        eval_time: 34s' in text
+    assert 'alertname="MEM-001"}[15s]))\'\n        eval_time: 15s\n        exp_samples: []' \
+        in text
+
+
+def test_a_code_judged_from_inputs_prometheus_lacks_is_skipped_with_its_reason():
+    from infertop.promtool_asserts import expectations
+    from helpers.rulekit import tick
+    snaps = [tick(1000.0 + i, {"server.requests_waiting": {"engine=0,model=m": 12.0 if i > 20
+                                                           else 0.0},
+                               "server.requests_running": {"engine=0,model=m": 8.0},
+                               "kv.usage_ratio": {"engine=0,model=m": 0.3},
+                               "server.setting": {"name=max_num_seqs": "8"}})
+             for i in range(60)]
+    got = expectations(snaps, 1.0, 60, has_gpu=False)
+    assert "SCH-002" in got.skipped and "SCH-002" not in got.expected
+    assert "cap setting" in got.skipped["SCH-002"]
+    assert "SCH-002" not in got.yaml()
+    with_gpu = expectations(snaps, 1.0, 60, has_gpu=True)
+    assert "SCH-002" in with_gpu.expected and not with_gpu.skipped
+
+
+def test_a_run_as_long_as_the_rules_need_is_judged_a_shorter_one_is_not():
+    from infertop.promtool_asserts import episodes, expectations
+    from infertop.rules.engine import Diagnoser
+    from helpers.rulekit import tick
+    need = int(Diagnoser().judge_after())            # 8 s
+    snaps = [tick(1000.0 + i, {"kv.usage_ratio": {"engine=0,model=m": 0.3}})
+             for i in range(need + 1)]
+    assert expectations(snaps, 1.0, len(snaps), False).judged
+    short = expectations(snaps[:-1], 1.0, len(snaps) - 1, False)
+    assert not short.judged and short.tests == [] and short.yaml() == ""
+    assert episodes([]) == ({}, 0.0, 0.0)
+
+
+def test_a_window_of_zero_seconds_is_written_as_one():
+    from infertop.promtool_asserts import fired_expr
+    assert fired_expr(0).endswith("[1s]))")
+    assert fired_expr(30, "MEM-001").endswith('alertname="MEM-001"}[30s]))')
