@@ -148,3 +148,17 @@ def test_a_window_of_zero_seconds_is_written_as_one():
     from infertop.promtool_asserts import fired_expr
     assert fired_expr(0).endswith("[1s]))")
     assert fired_expr(30, "MEM-001").endswith('alertname="MEM-001"}[30s]))')
+
+
+def test_the_worst_severity_is_the_highest_the_episode_reached():
+    from infertop.config import config_from_dict
+    from infertop.findings import Severity
+    from infertop.promtool_asserts import episodes, fired_expr
+    from helpers.rulekit import tick
+    cfg = config_from_dict({"thresholds": {"gpu_hot_seconds": 10, "gpu_very_hot_seconds": 10}})
+    snaps = [tick(1000.0 + i, {"gpu.temp_celsius": {"gpu=0": 88.0 if i < 30 else 95.0}})
+             for i in range(60)]
+    eps, start, length = episodes(snaps, cfg)
+    assert eps["HW-006"].worst is Severity.CRIT and start == 1000.0 and length == 59.0
+    assert 9 <= eps["HW-006"].first <= 12   # held 10 s (one second of slack: covered())
+    assert 'alertname!~"HW-001|KRN-001"' in fired_expr(10, unless=("KRN-001", "HW-001"))
