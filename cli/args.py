@@ -201,6 +201,9 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
         pi.add_argument("recording")
         pi.add_argument("--rules", default="infertop-rules.yml", metavar="FILE",
                         help="the rules file the test loads (default infertop-rules.yml)")
+        pi.add_argument("--no-asserts", action="store_true",
+                        help="write the input series alone, without the expectations "
+                             "infertop's own diagnosis of the recording sets")
         for q in (ex, pi):
             q.add_argument("-o", "--output", metavar="FILE",
                            help="file to write (default: standard output)")

@@ -1,12 +1,13 @@
 """``infertop rules``: the rule catalogue for other tools.
 
     infertop rules export --format prometheus [-o FILE] [--force] [--config FILE]
-    infertop rules promtool-input RECORDING [-o FILE] [--rules FILE] [--force]
+    infertop rules promtool-input RECORDING [-o FILE] [--rules FILE] [--force] [--no-asserts]
 
 ``export`` writes Prometheus recording and alerting rules (``infertop.promrules``) with
 the thresholds of ``--config`` (the screen's config); ``promtool-input`` turns a
 recording into a promtool test file whose ``input_series`` are the series Prometheus
-would have scraped (``infertop.promtool_input``), to run the rules on a real incident.
+would have scraped (``infertop.promtool_input``), to run the rules on a real incident,
+with the expectations infertop's own diagnosis of it sets (``infertop.promtool_asserts``).
 """
 
 from __future__ import annotations
@@ -86,8 +87,19 @@ def cmd_rules(args: argparse.Namespace) -> int:
         raise UsageError(f"{path}: {e}" if isinstance(e, GridTooLarge) else str(e)) from None
     if not series.series:
         raise UsageError(f"{path}: no server or GPU readings to convert")
-    _emit(args, render_test(series, [args.rules]))
+    _emit(args, render_test(series, [args.rules], _asserts(args, cfg, path, series)))
     return EXIT_OK
+
+
+def _streamed_snapshots(rf):
+    """The recording's snapshots, one line at a time (an unreadable line is left out, as
+    the replay does)."""
+    from infertop.recording import RecordingError, decode_snapshot
+    for i in range(len(rf)):
+        try:
+            yield decode_snapshot(rf.line(i))
+        except RecordingError:
+            continue
 
 
 def _convert_streamed(path: Path):
@@ -99,7 +111,6 @@ def _convert_streamed(path: Path):
 
     from infertop.probes.sources.recording_file import RecordingFile
     from infertop.promtool_input import convert_snapshots, grid_steps
-    from infertop.recording import RecordingError, decode_snapshot
 
     rf = RecordingFile(path)
     try:
@@ -109,18 +120,32 @@ def _convert_streamed(path: Path):
             not isinstance(raw, bool) and math.isfinite(raw) and raw > 0 else 1.0
         if len(rf):
             grid_steps(rf.times[0], max(rf.times), interval)
-
-        def snaps():
-            for i in range(len(rf)):
-                try:
-                    yield decode_snapshot(rf.line(i))
-                except RecordingError:
-                    continue   # as the replay does: an unreadable line is left out
         server = header.get("server")
         kind = server.get("kind") if isinstance(server, dict) else ""
         host = header.get("host")
-        return convert_snapshots(snaps(), interval,
+        return convert_snapshots(_streamed_snapshots(rf), interval,
                                  host if isinstance(host, str) and host else "localhost",
                                  kind if isinstance(kind, str) else "")
     finally:
         rf.close()
+
+
+def _asserts(args: argparse.Namespace, cfg, path: Path, series) -> str:
+    """The expectations of infertop's own diagnosis of the recording (promtool_asserts),
+    read as a stream again under the replay's caps; a test that would assert nothing is
+    refused unless ``--no-asserts``."""
+    if args.no_asserts:
+        return ""
+    from infertop.probes.sources.recording_file import RecordingFile
+    from infertop.promtool_asserts import expectations
+    rf = RecordingFile(path)
+    try:
+        got = expectations(_streamed_snapshots(rf), series.interval, series.steps,
+                           any(k.startswith("DCGM_") for k in series.series), cfg)
+    finally:
+        rf.close()
+    if not got.tests:
+        raise UsageError(f"{path}: too short for the rules to judge, so the test would assert "
+                         "nothing (promtool would print SUCCESS for any rules); record longer, "
+                         "or --no-asserts for the input series alone")
+    return got.yaml()

@@ -24,6 +24,12 @@ QUANTILES = (0.5, 0.9, 0.99)
 # (infertop/keys.py ``rate=``), so a new counter is one declaration
 RATES = {s.key: s.rate for s in SPECS.values() if s.rate}
 
+# Rates a rule compares with a threshold, in both engines (MEM-001's critical preemption
+# rate): judged as Prometheus's rate() over the window, so a young window is divided by
+# the whole window, never by the few seconds seen (docs/rules.md#windows).  The other
+# rates are throughput on screen: the rate over what History covers.
+JUDGED_RATES = frozenset({"server.preemptions_total"})
+
 # finish reasons that count as errors unless the config says otherwise (DEC-004 reads the
 # same derived ratio, so the screen and the finding can never disagree); client aborts
 # get their own ratio
@@ -76,7 +82,8 @@ def derive(history: History, window: float = 60.0,
     # ---- plain rates ------------------------------------------------------------------
     for counter, rate_key in RATES.items():
         for s in history.find(counter):
-            out.append(_rate_reading(rate_key, s, window))
+            out.append(_rate_reading(rate_key, s, window, history.now
+                                     if counter in JUDGED_RATES else None))
     # ---- finished requests: total rate and error share, per server/engine -------------
     # each series' increase once: the rejection share below reads them too
     finished = [(s, s.increase(window))
@@ -294,8 +301,14 @@ def _rejections(history: History, window: float,
                        reason="" if total else "no request ended in the window")
 
 
-def _rate_reading(key: str, s: Series, window: float) -> Reading:
-    r = s.rate(window)
+def _rate_reading(key: str, s: Series, window: float, now: float | None = None) -> Reading:
+    """``now`` given: the judged rate (``Series.window_rate``, Prometheus's ``rate()``);
+    else the rate over the seconds History covers (throughput on screen)."""
+    if now is not None:
+        got = s.window_rate(window, now)
+        r = got[0] if got is not None else None
+    else:
+        r = s.rate(window)
     if r is None:
         return _reading(key, s.labels, None, Status.NODATA, "needs two samples")
     return _reading(key, s.labels, r)

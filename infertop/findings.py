@@ -194,6 +194,23 @@ class RuleSpec:
                 "notes": self.notes, "judged": self.judged}
 
 
+# Findings that lead every list of findings while they last, whatever else is raised: a
+# server that does not answer (DEC-006) or a node whose scrape fails (FLT-003) is the
+# headline of an incident (nothing else about it is known, and a throttle finding beside
+# it is a footnote).  Issue 31: the strip led with a GPU throttle for a 2.6 min outage.
+LEADS = frozenset({"DEC-006", "FLT-003"})
+
+
+def leads(code: str) -> bool:
+    return code in LEADS
+
+
+def order_key(f: "Finding") -> tuple:
+    """How every list of findings is ordered: a dead server first (``LEADS``), then the
+    worst severity, the layer's position, the code and the subject."""
+    return (not leads(f.code), -f.severity.rank, f.layer.position, f.code, f.subject)
+
+
 def worst(findings) -> Severity | None:
     sevs = [f.severity for f in findings]
     return max(sevs) if sevs else None

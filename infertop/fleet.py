@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from .findings import Finding
+from .findings import Finding, leads, order_key
 from .history import History
 from .meta import AlertsMeta, FleetOverviewMeta
 from .model import Capability, Reading, Sample, Snapshot, Status, has_value, make_labels
@@ -185,7 +185,8 @@ class FleetFrame(Frame):
             return cross + list(self.prometheus_findings.get(node, ()))
         own = node_findings_shown(node, self.nodes[node].findings, cross) \
             if node in self.nodes else []
-        return cause_first(sorted(own + cross, key=lambda f: -f.severity.rank),
+        return cause_first(sorted(own + cross, key=lambda f: (not leads(f.code),
+                                                              -f.severity.rank)),
                            lambda f: (f.code, f.subject))
 
 
@@ -333,7 +334,7 @@ class FleetPipeline:
         else:
             for node, fr in frames.items():
                 findings += node_findings_shown(node, fr.findings, fleet)
-        findings.sort(key=lambda f: (-f.severity.rank, f.layer.position, f.code, f.subject))
+        findings.sort(key=order_key)
         history = next(iter(frames.values())).history if frames else self._empty
         return FleetFrame(snap, [], history, findings, self.window, nodes=frames,
                           fleet_findings=list(fleet), prometheus_findings=prom,

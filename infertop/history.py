@@ -410,6 +410,40 @@ class Series:
             return None
         return r[0] / r[1]
 
+    def window_rate(self, window: float, now: float) -> tuple[float, float] | None:
+        """(per-second rate over the window, seconds the samples cover): the judgement's
+        rate (docs/rules.md#windows), the same as Prometheus's ``rate(x[window])``.
+
+        A window History covers (its baseline point at or before the window's start) is
+        the increase over the seconds between the points, as ``rate``.  A young window
+        (start-up, a source just back) is NOT the increase over the few seconds seen: as
+        Prometheus does, the increase is extrapolated by at most half an average scrape
+        interval beyond the points (never to before the counter's zero) and divided by the
+        whole window, so 17 events in the first 10 s read 0.29/s over a 60 s window, not
+        1.7/s.  None without two points."""
+        i0, n = self._start(window, None), self._n
+        r = self.increase(window)
+        if r is None:
+            return None
+        inc, secs = r
+        if secs <= 0:
+            return None
+        first_t, last_t = self._time(i0), self._time(n - 1)
+        start = now - window
+        if first_t <= start + 1e-9:
+            return inc / secs, secs
+        avg = secs / (n - i0 - 1)
+        to_start = first_t - start
+        if to_start >= 1.1 * avg:
+            to_start = avg / 2
+        first_v = self._v[i0] if self._v is not None else self._cv
+        if inc > 0 and first_v >= 0:     # a counter is never extrapolated below zero
+            to_start = min(to_start, secs * first_v / inc)
+        to_end = max(0.0, now - last_t)
+        if to_end >= 1.1 * avg:
+            to_end = avg / 2
+        return inc * (secs + to_start + to_end) / secs / window, secs
+
     def resets(self, window: float | None = None) -> list[float]:
         """Times at which this counter went backwards (a server restart)."""
         i0, vals = self._start(window, None), self._v

@@ -21,7 +21,7 @@ import time
 from typing import Iterable, Sequence
 
 from .compare import Comparison, median, printable
-from .findings import Finding, Severity
+from .findings import Finding, Severity, leads
 from .keys import SPECS
 from .mdtext import md_text
 from .model import LAYERS, Labels
@@ -355,8 +355,10 @@ def render_html(run: RunSummary, *, title: str, version: str,
         k = (r["code"], r["subject"])
         worst_sev[k] = max(worst_sev.get(k, r["severity"]), r["severity"],
                            key=lambda v: Severity(v).rank)
-    for (code, subject), f in cause_first(sorted(run.findings.items(), key=lambda kv: kv[0]),
-                                          lambda kv: kv[0]):
+    # a dead server first (findings.LEADS), then the worst, as the screen and doctor order
+    ordered = sorted(run.findings.items(), key=lambda kv: (
+        not leads(kv[0][0]), -Severity(worst_sev.get(kv[0], kv[1].severity.value)).rank, kv[0]))
+    for (code, subject), f in cause_first(ordered, lambda kv: kv[0]):
         subj = labels_text(subject)
         sev = worst_sev.get((code, subject), f.severity.value)
         out.append(f"<h3>{esc(code)} {esc(f.title)}"

@@ -18,14 +18,16 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from .findings import Evidence, Finding, Severity
+from .findings import Evidence, Finding, Severity, leads
 from .model import Layer, make_labels
 from .textclean import one_line
 
 VIA = "prometheus"
 # labels that say what the alert is rather than what it is about
+# (HW-006's ``sensor`` and HW-005's ``xid_action`` pick the alert's remedy: the screen has
+# one finding per GPU for each, so they are not part of the subject either)
 _NOT_SUBJECT = frozenset({"alertname", "alertstate", "severity", "layer", "job", "__name__",
-                          "model_name", "model"})
+                          "model_name", "model", "sensor", "xid_action"})
 _SEVERITY = {"crit": Severity.CRIT, "critical": Severity.CRIT, "warn": Severity.WARN,
              "warning": Severity.WARN}
 _LAYERS = {layer.value: layer for layer in Layer}
@@ -70,6 +72,12 @@ def alert_finding(alert: Mapping[str, Any], node: str, now: float) -> Finding | 
         (f" (thresholds: {source})" if source else "")
     since = alert.get("active_at")
     since = float(since) if isinstance(since, (int, float)) and math.isfinite(since) else now
+    # activeAt is when the condition began (the alert went pending): the screen's
+    # ``since``; it raised ``for:`` later (the rules API's ``duration``), as the screen's
+    # raised is since + raise_after
+    hold = alert.get("for_s")
+    hold = float(hold) if isinstance(hold, (int, float)) and math.isfinite(hold) \
+        and 0 <= hold <= 86400 * 365 else 0.0
     severity = _SEVERITY.get(str(labels.get("severity", "")), Severity.NOTICE)
     if state == "pending":   # not raised yet: worth knowing, not an action (doctor's exit)
         title = f"{title or code} (pending {severity.value})"
@@ -78,7 +86,7 @@ def alert_finding(alert: Mapping[str, Any], node: str, now: float) -> Finding | 
                    (Evidence("prometheus.alert", make_labels(subject), number, None, "", "",
                              note),),
                    one_line(notes.get("remedy", ""), 300), since, make_labels(subject),
-                   raised=None if state == "pending" else since)
+                   raised=None if state == "pending" else min(now, since + hold))
 
 
 def findings_by_node(alerts: Any, now: float) -> dict[str, list[Finding]]:
@@ -90,6 +98,25 @@ def findings_by_node(alerts: Any, now: float) -> dict[str, list[Finding]]:
         f = alert_finding(a, node, now) if node else None
         if f is not None:
             out.setdefault(node, []).append(f)
-    for fs in out.values():
-        fs.sort(key=lambda f: (is_pending(f), -f.severity.rank, f.code))
+    for node, fs in out.items():
+        fs = out[node] = _one_per_subject(fs)
+        fs.sort(key=lambda f: (is_pending(f), not leads(f.code), -f.severity.rank, f.code))
     return out
+
+
+def _one_per_subject(fs: list[Finding]) -> list[Finding]:
+    """One finding per (code, subject), as the screen: the exported rules fire one alert
+    per level (a critical MEM-001 fires with its warning; HW-006's core and HBM rules),
+    so the highest firing severity stands for them; a pending alert only while none of
+    its subject fires."""
+    def key(f: Finding) -> tuple:
+        return f.code, tuple((k, v) for k, v in f.subject if k != "alertstate")
+
+    best: dict[tuple, Finding] = {}
+    for f in fs:
+        k = key(f)
+        old = best.get(k)
+        if old is None or (is_pending(old), -old.severity.rank) > (is_pending(f),
+                                                                   -f.severity.rank):
+            best[k] = f
+    return list(best.values())

@@ -56,6 +56,9 @@ DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"                # MiB
 DCGM_FB_FREE = "DCGM_FI_DEV_FB_FREE"
 DCGM_FB_RESERVED = "DCGM_FI_DEV_FB_RESERVED"
 DCGM_XID = "DCGM_FI_DEV_XID_ERRORS"                 # gauge: the last Xid
+# the last Xid per GPU without dcgm-exporter's err_code/err_msg labels (a new Xid code is
+# a new series of the raw gauge; this one changes value instead)
+XID_VALUE = "infertop:gpu_xid_last:value"
 DCGM_ECC_DBE = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"      # uncorrectable (double-bit) ECC, volatile
 DCGM_GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"              # C
 DCGM_MEM_TEMP = "DCGM_FI_DEV_MEMORY_TEMP"           # C (HBM)
@@ -385,6 +388,7 @@ def _recordings(cfg: DiagnosisConfig) -> list[Recording]:
                   f"{DCGM_CLOCK_REASONS[0]} or {DCGM_CLOCK_REASONS[1]}"),
         Recording("infertop:gpu_hw_slowdown:bool",
                   "floor(infertop:gpu_clock_event_reasons:mask / 8) % 2"),
+        Recording(XID_VALUE, f"max without (err_code, err_msg) ({DCGM_XID})"),
         Recording(f"infertop:gpu_ecc_uncorrected:increase{prom_duration(t.error_event_window)}",
                   f"increase({DCGM_ECC_DBE}[{ew}])"),
     ]
@@ -452,19 +456,16 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
     t = cfg.thresholds
     rs = prom_duration(t.restart_window)
     out: list[Alert] = []
+    held: dict[int, str] = {}    # alert index -> its relaxed condition
 
     def add(code: str, sev: Severity, build: Callable[[_T], str], value_text: str,
             remedy: str = "", labels: tuple[tuple[str, str], ...] = ()) -> None:
         strict = _T(cfg)
         relaxed = _T(cfg, relaxed=True)
         e_strict, e_relaxed = build(strict), build(relaxed)
-        expr = e_strict
-        if e_relaxed != e_strict:
-            expr = (f"({e_strict})\nor\n(({e_relaxed})\n  and ignoring (alertname, alertstate, "
-                    f"severity, layer) ALERTS{{alertname=\"{code}\", severity="
-                    f"\"{SEVERITY_LABEL[sev]}\", alertstate=\"firing\"}})")
-        out.append(Alert(code, sev, expr, value_text, 0.0, 0.0, tuple(strict.used),
+        out.append(Alert(code, sev, e_strict, value_text, 0.0, 0.0, tuple(strict.used),
                          remedy=remedy, labels=labels))
+        held[len(out) - 1] = e_relaxed
 
     # MEM-001 KV pressure: KV near full (median, or full on enough ticks) with
     # preemptions over the window or a queue on half the judge window's ticks
@@ -475,8 +476,10 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
                  f"\n   or infertop:queued:share{js} >= {_num_relax(th, 0.5)})")
         expr = f"{kv}\n  and {cause}"
         if crit:
+            # compared without Context.past on the screen: no hold margin here either
+            # (a crit held relaxed by the rate would outlive the screen's)
             expr += (f"\n  and infertop:preemptions:rate{ws} >= "
-                     f"{th('thresholds.kv_preempt_crit_per_second', '>=')}")
+                     f"{th('thresholds.kv_preempt_crit_per_second', '>=', relax=False)}")
         return expr
 
     add("MEM-001", Severity.WARN, lambda th: mem001(th, False),
@@ -546,8 +549,17 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
     # (the Xid's class sets the remedy and an ``xid_action`` label, as the screen's remedy)
     ew = prom_duration(t.error_event_window)
     from .rules.hardware import CRIT_XIDS, XID_ACTIONS
-    new_xid = (f"({DCGM_XID} > 0\n   and (changes({DCGM_XID}[{ew}]) > 0 or {DCGM_XID} "
-               f"unless {DCGM_XID} offset {ew}))")
+    # A new Xid is a change of the sticky last-Xid gauge within the window (its err_code
+    # label aggregated away: XID_VALUE), or its series appearing while the exporter
+    # already served the GPU (dcgm-exporter 4.5.3-4.8.2 omits the gauge until the first
+    # Xid): fewer scrapes of it in the window than of the GPU's temperature (raw series of
+    # one target: a restart starts both at once).  Never a series that
+    # starts with the exporter's others: a Prometheus or exporter restart on a node with
+    # an old Xid 79 must not page "reboot the node" (issue 31).
+    x = XID_VALUE
+    new_xid = (f"({x} > 0\n   and (changes({x}[{ew}]) > 0"
+               f"\n     or sum without (err_code, err_msg) (count_over_time({DCGM_XID}[{ew}]))"
+               f"\n        < on (job, instance, gpu) group_left count_over_time({DCGM_GPU_TEMP}[{ew}])))")
     actions = {"restart-application": (31, 43, 94), "reset-gpu": (119, 145, 149),
                "reboot": (79,)}
     classed: list[int] = []
@@ -701,33 +713,66 @@ def _alerts(cfg: DiagnosisConfig) -> list[Alert]:
     # SCH-002 queue while GPUs idle and KV free: needs a GPU reading on the same node as
     # the server (a ``node`` target label on both jobs, as fleet mode uses); a queue
     # mostly deferred is SCH-005's (it supersedes SCH-002 on the screen)
+    # GPUs idle on the server's node: the mean of each GPU's SM-active median (DCGM's
+    # opt-in profiling field), else of its util median on nodes without it (as the
+    # screen falls back to NVML util); only GPUs with a ``node`` label, so a fleet without
+    # one never averages every node's GPUs together (docs/alerts.md#sch-002)
+    def gpus_idle(th: _T) -> str:
+        sm = f'infertop:gpu_sm_active:median{js}{{node!=""}}'
+        util = f'infertop:gpu_util:median{js}{{node!=""}}'
+        return (f"(avg by (node) ({sm}) <= {th('thresholds.idle_sm_active_max', '<=')}"
+                f"\n     or (avg by (node) ({util}) <= {th('thresholds.idle_util_max', '<=')}"
+                f"\n         unless on (node) group by (node) ({sm})))")
+
+    # KV free, or no KV reading at all (llama.cpp sizes KV per slot): llama.cpp defers a
+    # request only when every slot is busy, so its queue is the cap reached
+    def kv_free(th: _T) -> str:
+        return (f"(infertop:kv_usage:median{js} <= {th('thresholds.kv_free_max', '<=')}"
+                f"\n     or (infertop:queued:share{js} unless infertop:kv_usage:ratio))")
+
     # Without GPU readings on the node (a remote server, a CPU backend) the page names the
     # cap: the running batch at its window maximum on half the ticks while requests wait
-    # for capacity (a server without that reading: the queue) and KV is free (a server
-    # without a KV reading, as llama.cpp's slots: the cap alone), as the engine judges it
-    # (rules/scheduling._cap_from_page)
+    # for capacity (a server without that reading: the queue) and KV is free, as the
+    # engine judges it (rules/scheduling._cap_from_page)
     def sch002(th: _T) -> str:
         queued = f"infertop:queued:share{js} >= {_num_relax(th, 0.5)}"
-        kv_free = (f"infertop:kv_usage:median{js} <= "
-                   f"{th('thresholds.kv_free_max', '<=')}")
-        gpus_idle = (f"\n  and on (node) (avg by (node) "
-                     f"(infertop:gpu_sm_active:median{js}) <= "
-                     f"{th('thresholds.idle_sm_active_max', '<=')})")
+        # any GPU reading on the node; GPUs without a node label group to node="" with
+        # every unlabelled server: the page variant then stays silent rather than judge a
+        # server whose GPUs it cannot tell (the screen judges a box with GPUs by them)
+        gpus = (f'group by (node) (infertop:gpu_sm_active:median{js})'
+                f'\n       or group by (node) (infertop:gpu_util:median{js})')
         pinned = (f"\n  and infertop:running:median{js} >= infertop:running:max{js}"
                   f"\n  and infertop:running:max{js} >= 1"
                   f"\n  and (infertop:capacity_queued:share{js} >= {_num_relax(th, 0.5)}"
                   f"\n       or infertop:queued:share{js} unless "
                   f"infertop:requests_waiting_capacity:count)"
-                  f"\n  and ({kv_free}\n       or infertop:queued:share{js} unless "
-                  f"infertop:kv_usage:ratio)"
-                  f"\n  unless on (node) infertop:gpu_sm_active:median{js}")
-        return (f"(\n  ({queued}\n  and {kv_free}{gpus_idle})\n or\n  ({queued}{pinned})\n)"
+                  f"\n  and {kv_free(th)}"
+                  f"\n  unless on (node) ({gpus})")
+        return (f"(\n  ({queued}\n  and {kv_free(th)}\n  and on (node) {gpus_idle(th)})"
+                f"\n or\n  ({queued}{pinned})\n)"
                 f"\n  unless ({deferred_part(th, relax=False)})")
 
     add("SCH-002", Severity.WARN, sch002,
         "share of the judge window's ticks with a queue (GPUs idle, or the batch pinned "
-        "at its maximum; KV free)")
+        "at its maximum; KV free or no KV reading)")
+    for i, e_relaxed in held.items():
+        if e_relaxed != out[i].expr:
+            out[i].expr = _held(out[i], e_relaxed, out)
     return out
+
+
+def _held(a: Alert, e_relaxed: str, alerts: list[Alert]) -> str:
+    """The alert's condition, or its relaxed condition while this very alert fires (its
+    own ``ALERTS`` series: the code, the severity and its extra labels, such as HW-006's
+    ``sensor``; a sibling without the label is matched with it empty), as the engine's
+    per-(rule, subject, level) hold."""
+    names = sorted({k for b in alerts if b.code == a.code for k, _ in b.labels})
+    mine = dict(a.labels)
+    sel = [f'alertname="{a.code}"', f'severity="{SEVERITY_LABEL[a.severity]}"',
+           'alertstate="firing"'] + [f"{k}={_q(mine.get(k, ''))}" for k in names]
+    ignoring = ", ".join(["alertname", "alertstate", "severity", "layer"] + names)
+    return (f"({a.expr})\nor\n(({e_relaxed})\n  and ignoring ({ignoring}) "
+            f"ALERTS{{{', '.join(sel)}}})")
 
 
 def _fixed(expr: str) -> Callable[[_T], str]:
@@ -737,7 +782,7 @@ def _fixed(expr: str) -> Callable[[_T], str]:
 
 def _xid_in(xids: list[int]) -> str:
     """The last-Xid gauge when it holds one of ``xids``."""
-    return " or ".join(f"{DCGM_XID} == {x}" for x in xids)
+    return " or ".join(f"{XID_VALUE} == {x}" for x in xids)
 
 
 def _num_relax(th: _T, v: float) -> str:

@@ -86,7 +86,8 @@ def test_a_mutant_of_a_core_module_is_compiled_without_writing_the_source(mutate
 def test_the_sample_is_stable_and_every_equivalent_names_a_mutant(mutate):
     assert [s.id for s in mutate.selected("derive", False)] == \
         [s.id for s in mutate.selected("derive", False)]
-    assert 200 <= sum(len(mutate.selected(n, False)) for n in mutate.TARGETS) <= 260
+    # the default run: the first six modules, plus a sample of the ones issue 31 added
+    assert 200 <= sum(len(mutate.selected(n, False)) for n in mutate.TARGETS) <= 320
     assert mutate.stale_equivalents() == []
     assert all(reason.strip() for reason in mutate.EQUIVALENT.values())
 

@@ -20,9 +20,6 @@ import pytest
 from helpers.inproc import run_main
 from helpers.promtool_kit import (
     PROMTOOL_HINT,
-    doctor_episodes,
-    expr_test,
-    fired_expr,
     promtool_binary,
     run_promtool_test,
 )
@@ -30,6 +27,7 @@ from helpers.promtool_kit import (
 from infertop.config import DiagnosisConfig, config_from_dict
 from infertop.probes.sources.demo import DemoSource
 from infertop.promrules import NOT_EXPORTED, build, export_text
+from infertop.promtool_asserts import INHERENT, expectations
 from infertop.promtool_input import convert_snapshots
 from infertop.recording import decode, iter_snapshots
 from infertop.rules.registry import all_rules, codes
@@ -38,18 +36,8 @@ CORPUS = Path(__file__).parent / "corpus"
 SPECS = {r.code: r.spec for r in all_rules()}
 needs_promtool = pytest.mark.skipif(promtool_binary() is None, reason=PROMTOOL_HINT)
 
-# Findings infertop raises from inputs Prometheus never has, even though their code is
-# exported for the inputs it does have.  (SCH-002 without GPU readings was one: it judged
-# the cap setting from the command line; since issue 32 both judge the cap from the page,
-# the running batch pinned at its maximum while requests wait.)
-NEEDS_LOCAL_ONLY: dict[str, str] = {}
-# findings the screen may raise earlier than Prometheus can, for a documented reason: the
-# export still fires within the run (docs/alerts.md, "Differences")
-LATER_IN_PROMETHEUS = {
-    "MEM-003": "the screen also raises usage beyond the server's own reservation "
-               "(gpu_memory_utilization), which Prometheus cannot tie to a GPU; the export "
-               "raises on steady growth or on a card near full",
-}
+# inherent differences (inputs Prometheus cannot have): infertop.promtool_asserts
+NEEDS_LOCAL_ONLY = INHERENT
 
 
 def infertop(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -201,31 +189,18 @@ def test_promtool_input_writes_the_scraped_families(tmp_path):
 
 # ---- promtool on real incidents and on demo scenarios ------------------------------------------
 def _check_episodes(tmp_path: Path, snaps, host: str, kind: str = "") -> dict:
+    """promtool on the converted run with the expectations ``rules promtool-input`` writes
+    (infertop.promtool_asserts): the same codes in the same layers, raised within one
+    evaluation interval plus one scrape of infertop's raise plus ``for:``, not long
+    before, at the same worst severity; nothing else fires."""
     series = convert_snapshots(snaps, 1.0, host, kind)
-    episodes = doctor_episodes(snaps)
     has_gpu = any(k.startswith("DCGM_") for k in series.series)
-    alerted = {a.code for a in build().alerts}
-    hold = {a.code: int(a.for_s) for a in build().alerts}
-    expect = {c: e for c, e in episodes.items() if c in alerted and
-              not (c in NEEDS_LOCAL_ONLY and not has_gpu)}
-    # a symptom the screen files under a cause Prometheus cannot judge (HW-001 "busy but
-    # not working" under launch-bound KRN-001, a TP straggler PAR-001): the cause is not
-    # exported, so the symptom may fire there on its own (docs/alerts.md)
-    victims = tuple(v for c in episodes if c not in alerted
-                    for v in SPECS[c].supersedes if v in alerted and v not in expect)
-    end = series.steps - 1
-    tests = [expr_test(fired_expr(end, unless=victims), end,
-                       sorted((c, e.layer) for c, e in expect.items()))]
-    for code, e in expect.items():
-        by = end if code in LATER_IN_PROMETHEUS else min(end, int(e.first + 0.5) + hold[code] + 1)
-        tests.append(expr_test(fired_expr(by, code), by, [(code, e.layer)]))
-        early = int(e.first) - hold[code] - 10
-        if early > 0:   # not long before infertop raised it: the same episode
-            tests.append(expr_test(fired_expr(early, code), early, []))
-    r = run_promtool_test(tmp_path, export_text(), series, tests)
-    assert r.returncode == 0, (f"doctor raised {sorted(episodes)}; promtool:\n"
+    got = expectations(snaps, series.interval, series.steps, has_gpu)
+    assert got.tests, "the run is too short to assert anything"
+    r = run_promtool_test(tmp_path, export_text(), series, got.tests)
+    assert r.returncode == 0, (f"doctor raised {sorted(got.expected)}; promtool:\n"
                                + (r.stdout + r.stderr)[-3000:])
-    return expect
+    return got.expected
 
 
 CORPUS_NAMES = json.loads((CORPUS / "corpus.json").read_text())

@@ -410,7 +410,10 @@ def test_ttft_without_a_queue_histogram_has_the_catalogue_remedy():
     got = f.active("DEC-001")[0]
     assert [e.key for e in got.evidence] == ["latency.ttft_seconds"]
     assert got.remedy.startswith("if the queue dominates")
-    assert "first tokens in the last 60 s" in got.evidence[0].note
+    # 10 ticks into the run: the span covered, not "in the last 60 s" (docs/rules.md#windows)
+    assert "first tokens in the 9 s covered of the 60 s window" in got.evidence[0].note
+    f.run(c.bad, 55)
+    assert "first tokens in the last 60 s" in f.active("DEC-001")[0].evidence[0].note
 
 
 def test_ttft_just_enough_requests_to_judge():

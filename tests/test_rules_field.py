@@ -70,7 +70,9 @@ def test_real_kv_exhaustion_raises_memory_finding_as_the_cause():
     f.run(k.healthy, 15)
     onset = f.t
     first = None
-    for _ in range(20):  # 13 requests waiting for 20 s
+    # 13 requests waiting for 40 s: ~2 preemptions a second, critical once the 60 s
+    # window's rate (Prometheus's rate(): docs/rules.md#windows) reaches 1/s
+    for _ in range(40):
         f.tick(k.exhausted())
         if first is None and f.active("MEM-001"):
             first = f.t - 1

@@ -177,9 +177,13 @@ def test_old_preemptions_are_not_a_finding_now():
 
 
 def test_heavy_preemption_is_critical():
+    """2 preemptions a second: critical once the 60 s window is covered (a young window's
+    rate is over the whole window, as Prometheus's rate(): docs/rules.md#windows)."""
     c = KvPressure()
     f = Feed()
     f.run(c.bad, 10)
+    assert f.active("MEM-001")[0].severity is Severity.WARN, "20 in 10 s: 0.35/s over 60 s"
+    f.run(c.bad, 25)
     got = f.active("MEM-001")[0]
     assert got.severity is Severity.CRIT
     assert [e.key for e in got.evidence] == ["kv.usage_ratio", "server.preemptions_per_second",

@@ -27,7 +27,9 @@ not the line number) falls under it, so editing one function does not reshuffle 
 sample of the others.  ``--all`` runs every mutant.  Mutants that cannot change behaviour
 are listed in EQUIVALENT with the reason and are not counted.
 
-    python tools/mutate.py                      # every module (~235 mutants, ~20 min)
+    python tools/mutate.py                      # every module (~307 mutants; the engine,
+                                                # hardware, findings targets run ~40 test
+                                                # files each: run them per module)
     python tools/mutate.py -m derive -m history # some modules
     python tools/mutate.py --list -m promtext   # the sample, without running it
     python tools/mutate.py --only derive.py:_throughput_steps  # ids containing a text
@@ -64,9 +66,51 @@ ROOT = Path(__file__).resolve().parent.parent
 class Target:
     module: str             # import name
     path: str               # relative to ROOT
-    tests: tuple[str, ...]  # fast unit tests that cover it (no end-to-end runs)
+    tests: tuple[str, ...]  # fast unit tests that cover it (no end-to-end runs); () found
     rate: float             # share of the module's mutants in the default run (1: all)
     keyword: str = ""       # pytest -k: the rows of shared table tests that are its own
+    via: str = ""           # found tests: also those of this module (a rule module runs
+    #                         inside the engine: infertop.rules.registry imports it)
+
+    def test_files(self) -> tuple[str, ...]:
+        """The mapped tests, or (none mapped) every test file that exercises the module:
+        imports it, or imports a test helper that does (rulekit's Feed runs the whole
+        Diagnoser), whatever the file is called.  Slow and integration tests are left
+        out when the tests run (``-m``)."""
+        if self.tests:
+            return self.tests
+        return tuple(sorted(set(exercising(self.module))
+                            | (set(exercising(self.via)) if self.via else set())))
+
+
+_IMPORT_RE = r"(?m)^[ \t]*(?:from|import)[ \t]+([\w.]+)(?:[ \t]+import[ \t]+(\([^)]*\)|[\w, \t]+))?"
+
+
+def _imports(path: Path) -> set[str]:
+    """Dotted names a file imports (``from a.b import c`` gives a.b and a.b.c)."""
+    import re
+    out: set[str] = set()
+    for mod, names in re.findall(_IMPORT_RE, path.read_text(errors="replace")):
+        out.add(mod)
+        for n in re.split(r"[\s,()]+", names or ""):
+            if n:
+                out.add(f"{mod}.{n}")
+    return out
+
+
+def exercising(module: str) -> tuple[str, ...]:
+    """tests/test_*.py files that import ``module`` or a tests/helpers module that does."""
+    helpers = ROOT / "tests" / "helpers"
+
+    def hits(names: set[str]) -> bool:
+        return module in names or any(n.startswith(module + ".") for n in names)
+    via = {f"helpers.{p.stem}" for p in helpers.glob("*.py") if hits(_imports(p))}
+    out = []
+    for p in sorted((ROOT / "tests").glob("test_*.py")):
+        names = _imports(p)
+        if hits(names) or names & via or any(n.rsplit(".", 1)[0] in via for n in names):
+            out.append(str(p.relative_to(ROOT)))
+    return tuple(out)
 
 
 TARGETS = {
@@ -86,6 +130,15 @@ TARGETS = {
     "decoding": Target("infertop.rules.decoding", "infertop/rules/decoding.py",
                        ("tests/test_rules_decoding.py", "tests/test_rules_table.py"), 0.14,
                        "DEC or decoding"),
+    # issue 31: the modules that decide a severity, each with every fast test that
+    # exercises it (Target.test_files: found by imports, not by file name)
+    "engine": Target("infertop.rules.engine", "infertop/rules/engine.py", (), 0.05),
+    "hardware": Target("infertop.rules.hardware", "infertop/rules/hardware.py", (), 0.05,
+                       via="infertop.rules.engine"),
+    "promrules": Target("infertop.promrules", "infertop/promrules.py", (), 0.02),
+    "promtool_asserts": Target("infertop.promtool_asserts", "infertop/promtool_asserts.py",
+                               (), 0.08),
+    "findings": Target("infertop.findings", "infertop/findings.py", (), 0.05),
 }
 
 # Mutants that behave exactly like the original (no test can kill them), by id, with why.
@@ -130,6 +183,23 @@ EQUIVALENT: dict[str, str] = {
     # rules/decoding
     "decoding.py:_note_restart:boundary:prev[0] > when -> prev[0] >= when":
         "equal times never get here: the test before returns for times within 1e-6",
+    # findings
+    "findings.py:_json_num:boundary:v > 0 -> v >= 0":
+        "v is an infinity there (not finite, not NaN): never 0, so > and >= agree",
+    # rules/engine: the re-judgement of an escalation that leaned on a relaxed threshold
+    "engine.py:Diagnoser._hold_not_lift:delete:if not lifted: -> pass":
+        "a shortcut: with nothing lifted the strict re-run replaces no candidate",
+    "engine.py:Diagnoser._hold_not_lift:delete:return got -> pass in `if not lifted:`":
+        "as above: with nothing lifted the loop after the re-run returns got unchanged",
+    "engine.py:Diagnoser._hold_not_lift:boundary:c.severity > raised.get((rule.code, "
+    "c.subject), c.severity) -> c.severity >= raised.get((rule.code, c.subject), "
+    "c.severity)":
+        "a candidate at its raised level is re-judged too, and kept at that level unless "
+        "the strict verdict is higher, which a relaxed check never undercuts",
+    "engine.py:Diagnoser._hold_not_lift:boundary:c.severity > old.severity -> "
+    "c.severity >= old.severity":
+        "two strict candidates of one subject at the same severity: either is the verdict "
+        "(the engine keeps the first, as evaluate does; same severity either way)",
     # rules/memory
     "memory.py:_growth:delete:if len(vals) < len(at): -> pass":
         "value_at is None only for an empty series, and covered() has just said it is not",
@@ -371,7 +441,7 @@ def run_one(name: str, ident: str | None, tests: Sequence[str]) -> int:
     import pytest
     keyword = TARGETS[name].keyword
     return int(pytest.main(["-x", "-q", "-p", "no:cacheprovider", "--no-header", "-o",
-                            "console_output_style=classic",
+                            "console_output_style=classic", "-m", "not slow and not integration",
                             *(["-k", keyword] if keyword else []), *tests]))
 
 
@@ -467,7 +537,7 @@ def run(names: list[str], run_all: bool, only: str | None, timeout: float | None
         todo = [s for s in selected(name, run_all) if only is None or only in s.id]
         if not todo:
             continue
-        files = tests or TARGETS[name].tests
+        files = tests or TARGETS[name].test_files()
         _warm_up(files)
         outcome, took = _child(name, None, files, 600.0)
         if outcome != "survived":
@@ -566,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                  + ":")), None)
         if name is None:
             p.error(f"--show: no module for {args.show!r}")
-        tests = args.tests.split(",") if args.tests else TARGETS[name].tests
+        tests = args.tests.split(",") if args.tests else TARGETS[name].test_files()
         return run_one(name, args.show, tests)
     names = args.module or list(TARGETS)
     if args.list:

@@ -12,7 +12,7 @@ import math
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable, Iterable, TypeGuard
+from typing import Callable, Iterable, Mapping, TypeGuard
 
 from .. import qbound
 from ..config import DiagnosisConfig, Thresholds
@@ -25,6 +25,7 @@ from ..reading_index import ReadingIndex
 from ..servers import registry
 from ..units import fmt_count, natural_key
 from ..windowstat import median, recent_values, share
+from .window import covered, window_words
 
 # Readings probes send on a slow cadence (facts that rarely change): when the newest
 # snapshot lacks them, the newest value in History (this recent) stands in.  Fast readings
@@ -119,7 +120,7 @@ class Context:
 
     def __init__(self, history: History, snapshot: Snapshot, derived: list[Reading],
                  cfg: DiagnosisConfig, series_index: dict[str, list[Series]],
-                 state: dict, raised: frozenset = frozenset(),
+                 state: dict, raised: Mapping[tuple[str, Labels], Severity] | None = None,
                  index: ReadingIndex | None = None) -> None:
         self.history = history
         self.snapshot = snapshot
@@ -130,7 +131,13 @@ class Context:
         self.judge_window = cfg.diagnosis.judge_window
         self.hold_margin = cfg.diagnosis.hold_margin
         self.rule_code = ""         # set by the engine before each rule's check
-        self._raised = raised       # (code, subject) of the findings raised now
+        # (code, subject) -> the severity its finding is raised at now
+        self._raised: Mapping[tuple[str, Labels], Severity] = raised or {}
+        # (code, subject) whose condition held this check only through a relaxed
+        # threshold (the engine re-judges an escalation that leaned on one: hysteresis
+        # holds the level that is raised, it never lifts a subject to a higher one)
+        self.relaxed_used: set[tuple[str, Labels]] = set()
+        self.strict = False         # the engine's re-judgement: no threshold relaxes
         self._medians: dict[tuple[str, Labels], float | None] = {}
         self.state = state  # the Diagnoser's scratch: memoised fits, highest link seen
         self._hidx = series_index
@@ -296,20 +303,58 @@ class Context:
         return f"median over {self.judge_window:g} s"
 
     def past(self, value: float | None, op: str, threshold: float,
-             subject: Labels) -> TypeGuard[float]:
+             subject: Labels, level: Severity | None = None) -> TypeGuard[float]:
         """``value op threshold``; while this rule's finding for ``subject`` is raised, the
         threshold relaxes by ``hold_margin`` towards healthy (a Schmitt trigger): a value
         hovering at the threshold keeps its finding instead of clearing and re-raising.
+
+        Per level: ``level`` is the severity this comparison earns (a rule that picks its
+        level by thresholds passes it); its threshold relaxes only while the finding is
+        raised at that level or above, so a hold never lifts a subject to a higher level
+        (a GPU held at 91 C with the warning raised is not critical at 92 C relaxed).
+        None: a condition every level needs (it relaxes while any level is raised).
         False for None (no value: nothing to judge), so a True narrows ``value`` to float."""
         if value is None:
             return False
         if _compare(value, op, threshold):
             return True
-        if (self.rule_code, subject) not in self._raised or not self.hold_margin:
+        if self.strict or not self.hold_margin:
+            return False
+        key = (self.rule_code, subject)
+        held = self._raised.get(key)
+        if held is None or (level is not None and held < level):
             return False
         m = self.hold_margin
         relaxed = threshold * (1 - m) if op in (">=", ">") else threshold * (1 + m)
-        return _compare(value, op, relaxed)
+        if _compare(value, op, relaxed):
+            self.relaxed_used.add(key)
+            return True
+        return False
+
+    def rate_words(self, key: str, labels: Labels) -> str:
+        """Evidence's words for a judged rate's span (``Series.window_rate``): "over the
+        last 60 s" once History covers the window, else the window and the seconds of it
+        covered (the rate is then over the whole window, as Prometheus's ``rate()``)."""
+        s = self.history.get(key, labels)
+        if s is None or covered(s, self.window, self.now):
+            return f"over the last {self.window:.0f} s"
+        first = s.first_time() or self.now
+        return (f"over the {self.window:.0f} s window, of which {self.now - first:.0f} s "
+                "covered (as Prometheus's rate())")
+
+    def window_words(self, s: Series | None) -> str:
+        return window_words(s, self.window, self.now)
+
+    def in_window(self, key: str, labels: Labels) -> str:
+        """"in the last 60 s", or "in the 5 s covered of the 60 s window" while History
+        is younger than the window (evidence for counts over the window)."""
+        s = self.history.get(key, labels)
+        if s is None:   # a count summed over series (finish reasons): the oldest of them
+            want = set(labels)
+            got = [x for x in self._hidx.get(key, ()) if want <= set(x.labels)
+                   and x.first_time() is not None]
+            s = min(got, key=lambda x: x.first_time() or 0.0) if got else None
+        return window_words(s, self.window, self.now)
 
     # -- history ------------------------------------------------------------------------
     def series(self, key: str, labels: Labels) -> Series | None:

@@ -42,8 +42,16 @@ and the onset time.  Rules are pure functions of History and the newest Snapshot
   clears (default {clear_after:g} s).  While a finding is raised its thresholds relax by
   `diagnosis.hold_margin` (default {hold_margin:.0%}) towards healthy (raise at 90 %, hold
   down to 81 %): a reading hovering at a threshold raises once and stays raised, never
-  clears and re-raises.  `since` is when the condition began.  Severity rises at once and
-  falls after `clear_after`.
+  clears and re-raises.  The hold is per level: a threshold relaxes only while the
+  finding is raised at the level that threshold earns, so a hold never lifts a subject to
+  a higher level (a GPU held at 91 C with HW-006's warning raised is not critical on
+  92 C relaxed); the engine judges again, with nothing relaxed, any escalation that leaned
+  on a relaxed threshold, and the export holds each alert on its own `ALERTS` series.
+  `since` is when the condition began.  Severity rises at once and falls after
+  `clear_after`.
+* **A dead server leads.** Every list of findings (the strip, `f`, `doctor`, the report,
+  the fleet screen) puts a server that does not answer (DEC-006) or a node whose scrape
+  fails (FLT-003) first while it lasts, then the worst severity.
 * **Cause over symptom.** A rule that *supersedes* another keeps it quiet for the same
   subject while it holds (launch-bound decode explains "busy but not working").
 * **Missing inputs.** A rule whose required readings are absent (no GPM on this GPU, no
@@ -58,6 +66,31 @@ Thresholds come from a TOML file: `--config PATH`, else
 See [Configuration](#configuration) for every key; its *source* column says where each
 default comes from (a published figure, the seeds' examples, the recorded field incidents
 in `tests/corpus/`, or infertop's own reasoning, said as such).
+
+## Windows
+
+Both engines (in-process and the Prometheus export, `infertop rules export`) judge a
+window the same way, so the screen, `doctor` and Prometheus agree:
+
+* **A rate a rule compares with a threshold** (MEM-001's preemptions per second) is
+  Prometheus's `rate()` over `diagnosis.window` (`Series.window_rate`).  Once History
+  covers the window, it is the increase over the seconds between the points.  While the
+  window is young (start-up, a source just back), the increase seen is extrapolated by at
+  most half a scrape interval and divided by the *whole* window, as Prometheus does: 17
+  preemptions in the first 10 s read 0.29/s over a 60 s window, never 1.7/s, so a young
+  window can never make a finding worse than a full one would.  The evidence says so:
+  "over the last 60 s" only when 60 s are covered, else "over the 60 s window, of which
+  10 s covered".  Throughput on screen (tokens/s) stays the rate over the seconds seen.
+* **Counts, ratios and quantiles over the window** (first tokens, finished and failed
+  requests, TTFT p99) are over the points History has in the window; a young window's
+  evidence names the span it covers ("21 first tokens in the 5 s covered of the 60 s
+  window"), "in the last 60 s" only when 60 s are covered.  Ratios of two counters and
+  quantiles of a histogram's bucket increases are the same in both engines (Prometheus's
+  extrapolation cancels in a ratio); the `slo_min_requests`-style floors keep a young
+  window with too few requests from judging.
+* **Medians and shares over `diagnosis.judge_window`** are not judged until History
+  reaches back half the window; the export's recording rules say the same with
+  `and x offset judge_window/2`.
 """
 
 

@@ -37,7 +37,7 @@ def ttft_slo(ctx: Context) -> Iterator[Candidate]:
         if p99 is None or p99 <= slo or ctx.derived_bound(s.key, p99_labels) == qbound.BELOW:
             continue   # under the SLO, or only known to be under a bound: not a breach
         evidence = [Evidence(s.key, p99_labels, p99, slo, ">", "s",
-                             f"{n:.0f} first tokens in the last {ctx.window:.0f} s",
+                             f"{n:.0f} first tokens {ctx.in_window(s.key, s.labels)}",
                              ctx.derived_bound(s.key, p99_labels))]
         remedy = _ttft_remedy(ctx, s, p99, evidence)
         sev = CRIT if p99 >= t.ttft_crit_factor * slo else WARN
@@ -130,7 +130,7 @@ def spec_acceptance(ctx: Context) -> Iterator[Candidate]:
         yield Candidate(server_subject(r.labels), WARN, (
             Evidence("spec.acceptance_ratio", r.labels, r.value, t.spec_acceptance_min, "<",
                      "ratio", f"{r.value * drafted:.0f} of {drafted:.0f} draft tokens accepted "
-                     f"in the last {ctx.window:.0f} s"),
+                     f"{ctx.in_window('spec.draft_tokens_total', r.labels)}"),
         ))
 
 
@@ -147,7 +147,8 @@ def error_rate(ctx: Context) -> Iterator[Candidate]:
         ratio = r.value
         if ratio <= limit:
             continue
-        note = f"{ratio * total:.0f} of {total:.0f} requests in the last {ctx.window:.0f} s " \
+        note = f"{ratio * total:.0f} of {total:.0f} requests " \
+               f"{ctx.in_window('server.requests_finished_total', r.labels)} " \
                f"ended {'/'.join(t.error_reasons)}"
         aborts = ctx.derived("server.abort_ratio", r.labels)
         if aborts:
@@ -172,7 +173,8 @@ def admission_rejections(ctx: Context) -> Iterator[Candidate]:
             continue
         yield Candidate(server_subject(r.labels), CRIT if r.value >= t.error_crit_ratio else WARN, (
             Evidence("server.rejection_ratio", r.labels, r.value, limit, ">", "ratio",
-                     f"{refused:.0f} of {total:.0f} requests in the last {ctx.window:.0f} s "
+                     f"{refused:.0f} of {total:.0f} requests "
+                     f"{ctx.in_window('server.admission_rejections_total', r.labels)} "
                      "refused at admission"),
         ), title=f"{r.value:.1%} of requests refused at admission")
 

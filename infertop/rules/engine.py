@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ..config import DiagnosisConfig
-from ..findings import Finding, FindingEvent, RuleSpec, Severity
+from ..findings import Finding, FindingEvent, RuleSpec, Severity, leads, order_key
 from ..history import History, Series
 from ..model import Labels, Reading, Snapshot, Status
 from ..reading_index import ReadingIndex
@@ -196,7 +196,8 @@ class Diagnoser:
         built it (the Pipeline, whose Frame reads the same); else built here."""
         now = snapshot.time
         self._track_sources(snapshot)
-        raised = frozenset(k for k, tr in self._tracks.items() if tr.finding is not None)
+        raised = {k: tr.finding.severity for k, tr in self._tracks.items()
+                  if tr.finding is not None}
         ctx = Context(history, snapshot, derived, self.config, self._series_index(history),
                       self._state, raised, index=index)
         cands: dict[tuple[str, Labels], Candidate] = {}
@@ -205,8 +206,12 @@ class Diagnoser:
             if not all(has_input(i) for i in rule.required):
                 continue
             ctx.rule_code = rule.code
+            ctx.relaxed_used.clear()
             try:
-                for c in rule.check(ctx):
+                got = list(rule.check(ctx))
+                if ctx.relaxed_used:
+                    got = self._hold_not_lift(rule, ctx, got, raised)
+                for c in got:
                     key = (rule.code, c.subject)
                     old = cands.get(key)
                     if old is None or c.severity > old.severity:
@@ -218,6 +223,39 @@ class Diagnoser:
         self._update(now, cands)
         self.holding = frozenset(cands)
         return list(self.active)
+
+    @staticmethod
+    def _hold_not_lift(rule: Rule, ctx: Context, got: list[Candidate],
+                       raised: dict[tuple[str, Labels], Severity]) -> list[Candidate]:
+        """Hysteresis holds the level that is raised; it never lifts a subject higher.
+        A candidate above its raised level whose check leaned on a relaxed threshold
+        (``Context.past``) is judged again with no threshold relaxed: the strict verdict
+        when it earns the raised level or more, else the candidate at the raised level.
+        Rules that pass ``past`` their level never get here for it; this catches any
+        rule that does not (one place, so no rule can get it wrong)."""
+        lifted = [c for c in got if (rule.code, c.subject) in ctx.relaxed_used
+                  and c.severity > raised.get((rule.code, c.subject), c.severity)]
+        if not lifted:
+            return got
+        ctx.strict = True
+        try:
+            strict: dict[Labels, Candidate] = {}
+            for c in rule.check(ctx):
+                old = strict.get(c.subject)
+                if old is None or c.severity > old.severity:
+                    strict[c.subject] = c
+        finally:
+            ctx.strict = False
+        out = []
+        for c in got:
+            if any(c is x for x in lifted):
+                held = raised[(rule.code, c.subject)]
+                s = strict.get(c.subject)
+                # the strict verdict when it earns the raised level or more (its evidence
+                # is true: "0.85 >= 0.5", not the lifted "0.85 >= 0.9"), else the hold
+                c = s if s is not None and s.severity >= held else replace(c, severity=held)
+            out.append(c)
+        return out
 
     def _explained(self, key: tuple[str, Labels], cands) -> bool:
         code, subject = key
@@ -264,7 +302,7 @@ class Diagnoser:
                     f"{f.code} {f.title}: cleared after {now - f.since:.0f} s"))
                 del self._tracks[key]
         active = [tr.finding for tr in self._tracks.values() if tr.finding is not None]
-        active.sort(key=lambda f: (-f.severity.rank, f.layer.position, f.code, f.subject))
+        active.sort(key=order_key)
         self.active = self._chain(active)
 
     def _chain(self, active: list[Finding]) -> list[Finding]:
@@ -299,13 +337,15 @@ class Diagnoser:
             out.append(f)
             out += symptoms.get((f.code, f.subject), [])
         # a chain ranks by its worst member: a warning cause of a critical symptom leads
+        # (after a dead server: LEADS)
         chains: list[list[Finding]] = []
         for f in out:
             if f.caused_by and chains:
                 chains[-1].append(f)
             else:
                 chains.append([f])
-        chains.sort(key=lambda ch: (-max(x.severity.rank for x in ch), ch[0].layer.position,
+        chains.sort(key=lambda ch: (not any(leads(x.code) for x in ch),
+                                    -max(x.severity.rank for x in ch), ch[0].layer.position,
                                     ch[0].code, ch[0].subject))
         return [f for ch in chains for f in ch]
 

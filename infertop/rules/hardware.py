@@ -233,7 +233,7 @@ def too_hot(ctx: Context) -> Iterator[Candidate]:
         for gpu, r in ctx.per_gpu(key).items():
             for sev, limit, hold in steps:
                 low = _held_min(ctx, r, hold)
-                if ctx.past(low, ">", limit, sub(gpu=gpu)):
+                if ctx.past(low, ">", limit, sub(gpu=gpu), level=sev):
                     found.setdefault(gpu, []).append((sev, ev(
                         r, key, r.labels, low, limit, ">",
                         f"{what}: lowest of the last {hold:.0f} s; {r.value:.0f} C now"), what))

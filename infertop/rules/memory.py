@@ -31,12 +31,14 @@ def kv_pressure(ctx: Context) -> Iterator[Candidate]:
     t = ctx.t
     for kv in ctx.ok("kv.usage_ratio"):
         subject = server_subject(kv.labels)
-        rate, pre_labels = None, kv.labels
+        rate, pre_labels, over = None, kv.labels, ""
         pr = ctx.peer("server.preemptions_total", kv.labels)
         retracting = None
-        if pr is not None:  # the derived (on-screen) rate over the window, not recomputed
+        if pr is not None:  # the derived (on-screen) rate over the window, not recomputed:
+            # Prometheus's rate() (derive.JUDGED_RATES, docs/rules.md#windows)
             pre_labels = pr.labels
             rate = ctx.derived("server.preemptions_per_second", pr.labels)
+            over = ctx.rate_words(pr.key, pr.labels)
         else:
             # SGLang 0.5.23 has no preemption counter: its retraction gauge (requests sent
             # back to the queue, KV freed, in the last step) on any tick of the window
@@ -72,7 +74,7 @@ def kv_pressure(ctx: Context) -> Iterator[Candidate]:
                                      f"counts none); {ret.value:.0f} now"))
         elif preempting:
             evidence.append(ev(None, "server.preemptions_per_second", pre_labels, rate, 0, ">",
-                               f"over the last {ctx.window:.0f} s"))
+                               over))
         if queued and waiting is not None and queue is not None:
             evidence.append(ctx.queue_evidence(waiting, queue, 1.0))
         sev = CRIT if rate is not None and rate >= t.kv_preempt_crit_per_second else WARN
@@ -343,8 +345,8 @@ def prefix_thrash(ctx: Context) -> Iterator[Candidate]:
             continue
         yield Candidate(server_subject(r.labels), WARN, (
             Evidence(r.key, r.labels, r.value, t.thrash_ratio, ">=", "ratio",
-                     f"{r.value * evicted:.0f} of {evicted:.0f} blocks evicted in the last "
-                     f"{ctx.window:.0f} s were stored again soon after"),
+                     f"{r.value * evicted:.0f} of {evicted:.0f} blocks evicted "
+                     f"{ctx.window_words(s)} were stored again soon after"),
         ), title=f"prefix-cache thrash: {r.value:.0%} of evicted blocks recomputed")
 
 

@@ -29,3 +29,14 @@ def value_at(series: Series, t: float) -> float | None:
     if p is None or isinstance(p, HistPoint):
         return None
     return p[1]
+
+
+def window_words(series: Series | None, window: float, now: float) -> str:
+    """How evidence names the span a windowed count covers (docs/rules.md#windows): "in
+    the last 60 s" only when History covers the window; else the seconds it does cover
+    ("in the 5 s covered of the 60 s window"), so a young window never reads as a full one."""
+    if series is None or covered(series, window, now):
+        return f"in the last {window:.0f} s"
+    first = series.first_time()
+    span = max(0.0, now - first) if first is not None else 0.0
+    return f"in the {span:.0f} s covered of the {window:.0f} s window"

@@ -82,6 +82,44 @@ GPU_FIELDS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_DEV_FB_
               "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE")
 
 
+_WINDOWED = re.compile(r"^(infertop:[a-zA-Z0-9_:]+?)(\d+m?s)$")
+
+
+def column_names(recorded: frozenset[str] | None) -> dict[str, str | None]:
+    """Column -> the recording rule to read for it, from the names Prometheus has loaded
+    in the export's recording group: the windowed ones under the window in force (an
+    export made with ``--config`` ``window = 120`` records ``infertop:ttft_seconds:p99_120s``,
+    not ``..._60s``); None when none is loaded (the column is then computed from the raw
+    series, never left blank).  ``recorded`` None (the group is not listed): the defaults."""
+    out: dict[str, str | None] = {}
+    for col, (expr, *_rest) in SERVER_KEYS.items():
+        if expr is _TOK:
+            continue
+        if recorded is None or expr in recorded:
+            out[col] = expr
+            continue
+        m = _WINDOWED.match(expr)
+        got = sorted(n for n in recorded if m and n.startswith(m.group(1))
+                     and re.fullmatch(r"\d+m?s", n[len(m.group(1)):]))
+        out[col] = got[0] if len(got) == 1 else None
+    return out
+
+
+def recorded_names(data: Any, group: str) -> frozenset[str] | None:
+    """The record names of ``group`` in a ``/api/v1/rules`` answer; None when the answer
+    does not list the group (filtered to alerts, or a Prometheus without it)."""
+    if not isinstance(data, RulesData):
+        try:
+            data = rules_data(data)
+        except ValueError:
+            return None
+    for g in data.groups:
+        if g.name == group:
+            return frozenset(r.name for r in g.rules
+                             if isinstance(r.name, str) and len(r.name) <= 200)
+    return None
+
+
 @functools.cache
 def _recordings() -> dict[str, str]:
     from infertop.promrules import build
@@ -108,17 +146,20 @@ def inline(expr: str) -> str:
     return _RECORD.sub(sub, expr)
 
 
-def per_node(column: str, records: bool, matcher: str = "") -> str:
+def per_node(column: str, records: bool, matcher: str = "",
+             names: dict[str, str | None] | None = None) -> str:
     """One column's value per node and server (``node, instance``): a node whose server has
     several series (engines, tp ranks) is its worst (or, for counts, their sum).
     ``matcher`` (records only) selects the nodes at the source: Prometheus reads those
-    nodes' series alone."""
+    nodes' series alone.  ``names``: the recording rules loaded (``column_names``); a
+    column without one is computed from the raw series, as without the rules."""
     expr, _key, _unit, _labels, how = SERVER_KEYS[column]
     sel = f"{{{matcher}}}" if matcher else ""
+    name = expr if names is None else names.get(column, expr)
     if expr is _TOK:
         expr = _tok(matcher)
-    elif records:
-        expr += sel
+    elif records and name is not None:
+        expr = name + sel
     else:
         expr = inline(expr)
     return f"{how} by (node, instance) ({expr})"
@@ -131,13 +172,13 @@ def _tag(expr: str, key: str, q: float | None = None) -> str:
     return out
 
 
-def overview_query(k: int, records: bool) -> str:
+def overview_query(k: int, records: bool, names: dict[str, str | None] | None = None) -> str:
     """One instant query: per column the ``k`` worst nodes and the fleet's quantiles (of
     ``QUANTILE_COLUMNS``); the counts; up to ``k`` targets down.  Every part is tagged with
     ``infertop_key`` (and ``infertop_q``) so one answer carries them all."""
     parts = []
     for col in SERVER_KEYS:
-        e = per_node(col, records)
+        e = per_node(col, records, names=names)
         parts.append(_tag(f"topk({k}, {e})", col))
         if col in QUANTILE_COLUMNS:
             parts += [_tag(f"quantile({q:g}, {e})", col, q) for q in QUANTILES]
@@ -167,7 +208,8 @@ def node_matcher(nodes: dict[str, bool]) -> str:
     return ", ".join(out)
 
 
-def rows_queries(nodes: dict[str, bool], records: bool) -> dict[str, str]:
+def rows_queries(nodes: dict[str, bool], records: bool,
+                 names: dict[str, str | None] | None = None) -> dict[str, str]:
     """The shown nodes' values of every column, their GPUs' fields and their targets'
     health and last scrape (one query each; several matchers are asked as an ``or``)."""
     matchers = []
@@ -182,9 +224,15 @@ def rows_queries(nodes: dict[str, bool], records: bool) -> dict[str, str]:
     def each(fmt: str) -> str:
         return " or ".join(fmt.format(m=m) for m in matchers)
     up = each("up{{{m}}}")
-    if records:   # the recording rules' series of the shown nodes alone
-        values = " or ".join(_tag(per_node(col, True, m), col)
-                             for col in SERVER_KEYS for m in matchers)
+    if records:   # the recording rules' series of the shown nodes alone (a column whose
+        # rule is not loaded: computed for all, kept for the shown nodes)
+        missing = [c for c in SERVER_KEYS if names is not None and c in names
+                   and names[c] is None]
+        values = " or ".join(
+            [_tag(per_node(col, True, m, names), col)
+             for col in SERVER_KEYS if col not in missing for m in matchers]
+            + [_tag(f"({per_node(col, False)}) and on (instance) ({up})", col)
+               for col in missing])
     else:         # inlined expressions: computed for all, kept for the shown nodes
         values = " or ".join(
             _tag(f"({per_node(col, False)}) and on (instance) ({up})", col)
@@ -292,6 +340,10 @@ def aggregate_samples(rows: dict[str, list], node_of, now: float) -> dict[str, S
 # ---- the exported alerting rules, as Prometheus evaluates them -----------------------------
 class _Rule(msgspec.Struct):
     alerts: List[Any] = []     # each alert checked by _alert: a bad one is skipped alone
+    # a recording rule's name (recorded_names) and an alert's for: in seconds; checked
+    # where read, so one odd rule is skipped alone
+    name: Any = None
+    duration: Any = None
 
 
 class _Group(msgspec.Struct):
@@ -337,6 +389,10 @@ def alerting_groups(data: Any, group: str, node_of) -> tuple[bool, list[dict]]:
                 got = _alert(a)
                 if got is not None:
                     got["node"] = node_of(got["labels"])
+                    hold = rule.duration   # the rule's for: (raised = activeAt + for)
+                    if isinstance(hold, (int, float)) and not isinstance(hold, bool) \
+                            and math.isfinite(hold) and hold >= 0:
+                        got["for_s"] = float(hold)
                     alerts.append(got)
     return loaded, alerts
 
@@ -395,9 +451,13 @@ class RulesCheck:
         self.group = ALERTING_GROUP
         self.node_of = node_of
         self.recheck = recheck
+        from infertop.promrules import RECORDING_GROUP
+        self.record_group = RECORDING_GROUP
         self.loaded = False
         self.alerts: list[dict] = []
         self.why = "not asked yet"
+        # column -> the recording rule loaded for the window in force (None: not loaded)
+        self.names: dict[str, str | None] | None = None
         self._next = 0.0
 
     async def check(self, client, now: float) -> tuple[bool, list[dict]]:
@@ -405,15 +465,21 @@ class RulesCheck:
         if not self.loaded and now < self._next:
             return self.loaded, self.alerts
         try:
-            data = await client.get("/api/v1/rules", {"type": "alert"}, into=RulesData)
+            # both groups: the alerts, and the recording rules' names for the window
+            data = await client.get("/api/v1/rules", {}, into=RulesData)
         except PrometheusUnreachable:
             raise                                  # Prometheus itself is down: the fleet error
         except PrometheusError as e:               # no rules API (an old or foreign server)
             self.loaded, self.alerts, self.why = False, [], str(e)
         else:
             self.loaded, self.alerts = alerting_groups(data, self.group, self.node_of)
+            self.names = column_names(recorded_names(data, self.record_group))
             self.why = "" if self.loaded else (
                 f"the rule group {self.group} is not loaded (infertop rules export)")
+            absent = sorted(c for c, n in self.names.items() if n is None)
+            if self.loaded and absent:   # said, not blank: computed from the raw series
+                self.why = (f"recording rules of {self.record_group} not loaded for "
+                            f"{', '.join(absent)}: computed from the raw series")
         self._next = now + self.recheck
         return self.loaded, self.alerts
 
@@ -444,7 +510,7 @@ class AggregateFetcher:
             self._interval_at = now
             ivals = [t.scrape_interval for t in await client.targets() if t.scrape_interval]
             self.interval = min(ivals) if ivals else None
-        ask = client.query(overview_query(self.rows, rules.loaded))
+        ask = client.query(overview_query(self.rows, rules.loaded, rules.names))
         if check:
             _, series = await asyncio.gather(rules.check(client, now), ask)
         else:
@@ -456,7 +522,8 @@ class AggregateFetcher:
         if len(self._named) > 100_000:   # bounded: a fleet that keeps renaming its nodes
             self._named = dict(shown)
         self.shown = len(shown)
-        rows = rows_queries({n: v for n, v in shown.items() if n not in pinned}, records)
+        rows = rows_queries({n: v for n, v in shown.items() if n not in pinned}, records,
+                            rules.names)
         detail = {n: v for n, v in shown.items() if n in pinned}
         asks = dict(rows)
         if detail:

@@ -1,0 +1,50 @@
+"""tools/mutate.py finds a module's tests by what exercises it (issue 31 item 8): the test
+files that import it, or import a test helper that does (rulekit's Feed runs the whole
+Diagnoser), plus, for a rule module, the engine's (the registry runs it there)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+TOOL = Path(__file__).resolve().parent.parent / "tools" / "mutate.py"
+
+
+@pytest.fixture(scope="module")
+def mutate():
+    spec = importlib.util.spec_from_file_location("infertop_mutate_targets", TOOL)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    yield mod
+    sys.modules.pop(spec.name, None)
+
+
+def test_the_engine_is_exercised_by_every_test_that_runs_the_rules(mutate):
+    got = set(mutate.TARGETS["engine"].test_files())
+    # directly, and through helpers.rulekit (Feed), whatever the file is called
+    assert {"tests/test_rules_engine.py", "tests/test_rules_memory.py",
+            "tests/test_severity_pins.py", "tests/test_faults_dead_server.py"} <= got
+    assert "tests/test_promtext.py" not in got
+
+
+def test_a_rule_module_is_exercised_through_the_engine(mutate):
+    got = set(mutate.TARGETS["hardware"].test_files())
+    assert {"tests/test_rules_gpu_health.py", "tests/test_rules_hardware.py",
+            "tests/test_hold_levels.py"} <= got
+
+
+def test_mapped_tests_stay_as_listed(mutate):
+    assert mutate.TARGETS["windowstat"].test_files() == ("tests/test_windowstat.py",)
+
+
+def test_every_target_has_tests_and_its_file(mutate):
+    root = TOOL.parent.parent
+    for name, t in mutate.TARGETS.items():
+        assert (root / t.path).is_file(), name
+        files = t.test_files()
+        assert files and all((root / f).is_file() for f in files), name
