@@ -221,8 +221,10 @@ def _server_reading(out: InputSeries, d: Dialect, r: Reading, i: int, inst: str,
 
 def _sleep_state(out: InputSeries, d: Dialect, r: Reading, i: int, inst: str,
                  host: str) -> None:
-    """vLLM's level back to its one-hot ``engine_sleep_state{sleep_state}`` samples."""
-    if d.name != "vllm" or r.value is None:
+    """The level back to the one-hot ``engine_sleep_state{sleep_state}`` samples of the
+    dialect that serves that family (vLLM's; asked of the dialect's declaration, not its
+    name, so no per-kind test lives outside infertop/servers/)."""
+    if VLLM_SLEEP_STATE not in d.extra_families or r.value is None:
         return
     labels = {"job": "server", "instance": inst, "node": host,
               **_source_labels(d, dict(r.labels))}
