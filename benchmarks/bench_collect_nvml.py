@@ -26,7 +26,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from helpers.fake_pynvml import FakeGPU, FakeNVML, GiB, ManualClock  # noqa: E402
-
 from infertop.probes.nvml.probe import NvmlProbe  # noqa: E402
 
 
@@ -83,8 +82,8 @@ def bench_harness(fakenvml: str, spec: str, ticks: int, rounds: int) -> None:
     import os
     os.environ["FAKE_NVML_SPEC"] = spec
     sys.path.insert(0, fakenvml)
-    import sitecustomize  # noqa: F401  (installs the fake library under pynvml)
     import pynvml
+    import sitecustomize  # noqa: F401  (installs the fake library under pynvml)
     if type(pynvml.nvmlLib).__name__ != "FakeNvmlLib":
         sitecustomize._install()   # another sitecustomize was imported first
     clock = ManualClock()

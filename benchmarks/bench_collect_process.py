@@ -19,8 +19,9 @@ import statistics
 import time
 from collections import Counter
 
-from infertop.probes.server.process import ProcessProbe
 from demo_server import start_demo
+
+from infertop.probes.server.process import ProcessProbe
 
 
 def free_port() -> int:
@@ -36,7 +37,7 @@ class Opens:
         self.n: Counter[str] = Counter()
         self._saved = (builtins.open, os.open, os.listdir, os.scandir)
 
-    def __enter__(self) -> "Opens":
+    def __enter__(self) -> Opens:
         b_open, o_open, listdir, scandir = self._saved
 
         def count(kind, fn):

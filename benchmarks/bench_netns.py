@@ -34,7 +34,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from helpers.netns_world import Pod, why_not_root  # noqa: E402
-
 from infertop.probes.server import netns  # noqa: E402
 from infertop.probes.server.discovery import ServerProcess  # noqa: E402
 from infertop.probes.server.metrics import ServerMetricsProbe  # noqa: E402

@@ -66,8 +66,9 @@ def case(label, src, ticks, rules, width=76, height=20):
 
 
 async def quit_latency(engines: int) -> float:
-    from infertop.tui.app import InfertopApp
     from textual import events
+
+    from infertop.tui.app import InfertopApp
     app = InfertopApp(BigSource(gpus=8, engines=engines, procs=4), pipeline=Pipeline(),
                       interval=1.0)
     async with app.run_test(size=(160, 48)) as pilot:

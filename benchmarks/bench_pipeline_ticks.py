@@ -26,8 +26,9 @@ import json
 import statistics
 import time
 
-from infertop.cli.main import build_parser, make_pipeline
 from recorded_snapshots import load_snapshots
+
+from infertop.cli.main import build_parser, make_pipeline
 
 WARM = 5
 

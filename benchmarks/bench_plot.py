@@ -101,8 +101,9 @@ def bench_plotille(xs, ys, repeat):
 
 def bench_textual_plot(xs, ys, repeat):
     from textual.app import App
-    from textual_plot import HiResMode, PlotWidget
     from textual_hires_canvas import Canvas
+    from textual_plot import HiResMode, PlotWidget
+
     from infertop.tui.widgets.history_plot import PALETTE
 
     result: dict = {}

@@ -22,9 +22,10 @@ import statistics
 import time
 from collections import defaultdict
 
+from demo_server import start_demo
+
 import infertop.probes.server.metrics as metrics
 from infertop.probes.server.metrics import ServerMetricsProbe
-from demo_server import start_demo
 
 
 def free_port() -> int:

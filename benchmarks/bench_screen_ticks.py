@@ -23,11 +23,12 @@ import asyncio
 import cProfile
 import time
 
+from recorded_snapshots import load_snapshots
+
 from infertop.cli.main import build_parser, make_pipeline
 from infertop.source import SnapshotSource
 from infertop.tui.modes import LiveApp
 from infertop.tui.options import AppOptions
-from recorded_snapshots import load_snapshots
 
 
 class Snapshots(SnapshotSource):

@@ -20,13 +20,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from helpers.fake_pynvml import FakeGPU, FakeNVML, GiB, ManualClock  # noqa: E402
-
+from helpers.raw_http import RawServer, Resp  # noqa: E402
 from infertop.pipeline import Pipeline  # noqa: E402
-from infertop.probes.sources.hub import Hub  # noqa: E402
 from infertop.probes.nvml.probe import NvmlProbe  # noqa: E402
 from infertop.probes.server.metrics import ServerMetricsProbe  # noqa: E402
+from infertop.probes.sources.hub import Hub  # noqa: E402
 from infertop.rules.engine import Diagnoser  # noqa: E402
-from helpers.raw_http import RawServer, Resp  # noqa: E402
 
 PAGE = (ROOT / "tests" / "fixtures" / "metrics" / "vllm-0.32-busy.prom").read_text()
 NUM = re.compile(r"^((?:vllm:[a-z_]+_total|vllm:[a-z_]+_(?:bucket|count|sum))(?:\{[^}]*\})?) (\S+)$",

@@ -26,8 +26,9 @@ import math
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -35,8 +36,12 @@ sys.path.insert(0, str(ROOT))
 import msgspec  # noqa: E402
 
 from infertop.kvevents import decode_batch  # noqa: E402
-from infertop.probes.prometheus.client import (_ENVELOPE, _VECTOR, _series,  # noqa: E402
-                                               checked_labels)
+from infertop.probes.prometheus.client import (  # noqa: E402
+    _ENVELOPE,
+    _VECTOR,
+    _series,
+    checked_labels,
+)
 from infertop.recording import check_header  # noqa: E402
 
 

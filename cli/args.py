@@ -214,7 +214,7 @@ def build_sub_parser(cmd: str) -> argparse.ArgumentParser:
         p.add_argument("name", nargs="?", default="healthy")
         p.add_argument("--port", type=_port, default=8000, help="0: any free port")
         p.add_argument("--host", default="127.0.0.1")
-        from infertop.servers import registry   # the kinds the demo can play
+        from infertop.servers import registry  # the kinds the demo can play
         p.add_argument("--dialect", choices=(*registry.demo_kinds(), "dcgm"),
                        default=None, help="dcgm: the GPUs' dcgm-exporter page")
         p.add_argument("--speed", type=_positive(float), default=1.0)

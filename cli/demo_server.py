@@ -16,12 +16,11 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from infertop.demo.exposition import render, render_dcgm
 from infertop.demo.sim import SimFrame
-
 from infertop.probes.base import stop_on_signals
 from infertop.probes.sources.demo import DemoSource
 from infertop.safefile import write_files

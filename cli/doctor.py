@@ -13,8 +13,15 @@ from infertop.textclean import clean
 
 from .errors import EXIT_NO_SOURCE
 from .options import SourceArgs, typed
-from .sources import (DEAD_TICKS, all_servers_dead, no_snapshot, prometheus_down,
-                      sample_window, source_and_pipeline, sources_status)
+from .sources import (
+    DEAD_TICKS,
+    all_servers_dead,
+    no_snapshot,
+    prometheus_down,
+    sample_window,
+    source_and_pipeline,
+    sources_status,
+)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

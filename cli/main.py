@@ -21,8 +21,7 @@ screen's no-terminal error answer in well under 0.15 s (issue 35; tests/test_fas
 from __future__ import annotations
 
 import sys
-from typing import Sequence
-
+from collections.abc import Sequence
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 

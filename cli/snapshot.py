@@ -13,8 +13,13 @@ from infertop.textclean import clean
 
 from .errors import EXIT_NO_SOURCE, EXIT_OK
 from .options import SourceArgs, typed
-from .sources import (no_snapshot, prometheus_down, sample_window, source_and_pipeline,
-                      sources_status)
+from .sources import (
+    no_snapshot,
+    prometheus_down,
+    sample_window,
+    source_and_pipeline,
+    sources_status,
+)
 
 
 def snapshot_json(frame, diagnosis: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -23,8 +23,8 @@ def make_source(args: argparse.Namespace, cfg=None):
     spec = given.source or "live"
     speed = given.speed or 1.0
     if spec.startswith("demo"):
-        from infertop.probes.sources.demo import DemoSource
         from infertop.demo.scenario import ScenarioError
+        from infertop.probes.sources.demo import DemoSource
         name = spec.split(":", 1)[1] if ":" in spec else None
         try:
             return DemoSource(name or None, speed=speed, gpus=given.gpus)
@@ -70,8 +70,8 @@ def make_live_source(args: argparse.Namespace, cfg=None):
     """This machine's probes, from the registry (probes/registry.py), under one Hub; or a
     fleet read directly when --url names remote hosts."""
     from infertop.probes.registry import LiveTarget, ProbeUsageError, build_probes
-    from infertop.probes.sources.hub import Hub, deadline_for
     from infertop.probes.server.metrics import normalize_url
+    from infertop.probes.sources.hub import Hub, deadline_for
 
     urls = list(args.url or [])
     from infertop.probes.sources.fleet_hub import FleetHub, fleet_nodes, split_node
@@ -96,7 +96,7 @@ def make_live_source(args: argparse.Namespace, cfg=None):
         probes, disabled = build_probes(args, target)
     except ProbeUsageError as e:
         raise UsageError(str(e)) from None
-    from infertop.redact import redact_url   # a --url may carry user:pass@ or ?token=
+    from infertop.redact import redact_url  # a --url may carry user:pass@ or ?token=
     label = ", ".join(redact_url(u) for u in target.urls) or "local"
     return Hub(probes, deadline=deadline_for(args.interval), label=label, disabled=disabled)
 
@@ -110,7 +110,11 @@ def discovered_routes(pid: int | None) -> list:
     """With no --url: how each discovered server is read (probes/server/reach.py Route):
     ``127.0.0.1:PORT`` on this host, or into its container's network namespace."""
     try:
-        from infertop.probes.server.discovery import discover_all, find_server, routes_of
+        from infertop.probes.server.discovery import (
+            discover_all,
+            find_server,
+            routes_of,
+        )
         servers = [find_server(pid=pid)] if pid else discover_all()
         return routes_of([s for s in servers if s is not None])
     except Exception:

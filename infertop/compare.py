@@ -18,7 +18,7 @@ import json
 import math
 import random
 from dataclasses import dataclass, field
-from statistics import median   # the tree's one median (windowstat.median says why)
+from statistics import median  # the tree's one median (windowstat.median says why)
 from typing import Any
 
 from .keys import SPECS

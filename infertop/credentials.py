@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 MAX_FILE = 64 * 1024   # a token or password file; a larger one is not one
@@ -46,7 +46,7 @@ class Credentials:
         """The ``Authorization`` header's value."""
         if self.bearer:
             return f"Bearer {self.bearer}"
-        pair = f"{self.username}:{self.password}".encode("utf-8")
+        pair = f"{self.username}:{self.password}".encode()
         return "Basic " + base64.b64encode(pair).decode("ascii")
 
     def __repr__(self) -> str:   # never the secret

@@ -19,7 +19,7 @@ collected", never 0; ``DCGM_FI_PROF_PCIE_*_BYTES`` are already per-second gauges
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from .keys import SPECS
 from .meta import GpuName, NvmlMeta

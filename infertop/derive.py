@@ -8,15 +8,15 @@ a restart (counter reset) never produces a negative rate.
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 from . import qbound
 from .history import History, Series, sort_buckets, sorted_bucket_quantile
 from .keys import ON_FINISH, SPECS
-from .pdsplit import derive_split
 from .model import Labels, Reading, Status, with_label
-from .sol_derive import derive_sol
+from .pdsplit import derive_split
 from .rules.window import covered, value_at
+from .sol_derive import derive_sol
 
 QUANTILES = (0.5, 0.9, 0.99)
 

@@ -16,12 +16,12 @@ are summed (counters, histograms) or maxed (gauges: TP ranks repeat the same val
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import chain, repeat
 from math import isfinite
 from operator import add, attrgetter, is_, itemgetter
 from operator import le as _not_above
-from typing import Iterable, Iterator, Mapping
 
 from . import mapping_plan
 from .keys import ON_FINISH, SPECS

@@ -12,7 +12,6 @@ import statistics
 
 from .findings import Evidence, Finding
 
-
 CODE_RE = re.compile(r"\b[A-Z]{2,5}-\d{3}\b")   # a finding code drawn beside a reading
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from .model import Labels, Layer
 from .units import fmt_value
@@ -128,7 +129,7 @@ class Finding:
                 "subject": dict(self.subject), "caused_by": list(self.caused_by)}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Finding":
+    def from_dict(cls, d: Mapping[str, Any]) -> Finding:
         from .model import make_labels
         ev = tuple(Evidence(str(e["key"]), make_labels(e.get("labels") or {}), e.get("value"),
                             e.get("threshold"), str(e.get("op", "")), str(e.get("unit", "")),
@@ -205,7 +206,7 @@ def leads(code: str) -> bool:
     return code in LEADS
 
 
-def order_key(f: "Finding") -> tuple:
+def order_key(f: Finding) -> tuple:
     """How every list of findings is ordered: a dead server first (``LEADS``), then the
     worst severity, the layer's position, the code and the subject."""
     return (not leads(f.code), -f.severity.rank, f.layer.position, f.code, f.subject)

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 from .findings import Finding, leads, order_key
 from .history import History

@@ -11,11 +11,10 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import ge, itemgetter, sub
-from typing import Iterable, Iterator
 
 from .model import Kind, Labels, Reading, Snapshot, Status
 
@@ -40,7 +39,7 @@ class Points(Sequence):
 
     __slots__ = ("_s",)
 
-    def __init__(self, series: "Series") -> None:
+    def __init__(self, series: Series) -> None:
         self._s = series
 
     def __len__(self) -> int:

@@ -18,7 +18,7 @@ import html
 import math
 import re
 import time
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from .compare import Comparison, median, printable
 from .findings import Finding, Severity, leads

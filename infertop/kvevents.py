@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Hashable, Iterable, Union
+from typing import Annotated, Any
 
 import msgspec
 
@@ -79,22 +80,22 @@ class Batch:
 # later have defaults so older publishers still decode, fields it adds after ``medium``
 # (lora_name, extra_keys, group_idx, ...) are skipped.  Block hashes are vLLM's
 # ``ExternalBlockHash = bytes | int``: anything else (a nested list) rejects the batch.
-ExternalBlockHash = Union[int, bytes]
+ExternalBlockHash = int | bytes
 Rank = Annotated[int, msgspec.Meta(ge=0, lt=100_000)]
 
 
 class _Stored(msgspec.Struct, tag="BlockStored", gc=False):
     block_hashes: list[ExternalBlockHash]
-    parent_block_hash: Union[ExternalBlockHash, None] = None
+    parent_block_hash: ExternalBlockHash | None = None
     token_ids: msgspec.Raw = msgspec.Raw()
     block_size: int = 0
-    lora_id: Union[int, None] = None
-    medium: Union[str, None] = None
+    lora_id: int | None = None
+    medium: str | None = None
 
 
 class _Removed(msgspec.Struct, tag="BlockRemoved", gc=False):
     block_hashes: list[ExternalBlockHash]
-    medium: Union[str, None] = None
+    medium: str | None = None
 
 
 class _Cleared(msgspec.Struct, tag="AllBlocksCleared", gc=False):
@@ -116,7 +117,7 @@ class _ClearedA(_Cleared, array_like=True):
 class _Batch(msgspec.Struct, gc=False):
     ts: float
     events: msgspec.Raw          # the event list: decoded by its own (map or array) decoder
-    data_parallel_rank: Union[Rank, None] = None
+    data_parallel_rank: Rank | None = None
 
 
 class _BatchA(_Batch, array_like=True):
@@ -131,8 +132,8 @@ class _TagA(_Tag, array_like=True):
     pass
 
 
-_MapEvent = Union[_Stored, _Removed, _Cleared]
-_ArrayEvent = Union[_StoredA, _RemovedA, _ClearedA]
+_MapEvent = _Stored | _Removed | _Cleared
+_ArrayEvent = _StoredA | _RemovedA | _ClearedA
 _Decoders = dict[bool, "msgspec.msgpack.Decoder[Any]"]
 _EVENTS: _Decoders = {False: msgspec.msgpack.Decoder(list[_MapEvent]),
            True: msgspec.msgpack.Decoder(list[_ArrayEvent])}

@@ -22,9 +22,10 @@ Bounded: one plan per instance (the last shape seen), at most ``MAX_PLANS`` inst
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter, itemgetter
-from typing import Any, Mapping
+from typing import Any
 
 from .promtext import Family, FrozenLabels
 

@@ -14,9 +14,9 @@ choosing the class from the sample's source name.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
 from collections.abc import Mapping
-from typing import Any, Union
+from dataclasses import dataclass, fields
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,8 +185,8 @@ class FleetOverviewMeta:
         return _changed(self)
 
 
-SampleMeta = Union[NoMeta, NvmlMeta, ProcessMeta, ServerMeta, KvEventsMeta, GilMeta,
-                   PrometheusMeta, AlertsMeta, FleetOverviewMeta]
+SampleMeta = (NoMeta | NvmlMeta | ProcessMeta | ServerMeta | KvEventsMeta | GilMeta
+              | PrometheusMeta | AlertsMeta | FleetOverviewMeta)
 NO_META = NoMeta()
 
 

@@ -9,13 +9,24 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import (
+    Iterator,
+    Mapping,  # typing.Mapping's isinstance is 5x slower: hot path
+)
 from dataclasses import dataclass, field
 from functools import lru_cache
-from collections.abc import Mapping  # typing.Mapping's isinstance is 5x slower: hot path
-from typing import TYPE_CHECKING, Any, Iterator, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
-from .meta import (NO_META, GilMeta, KvEventsMeta, NvmlMeta, ProcessMeta, SampleMeta,
-                   ServerMeta, meta_from_dict)
+from .meta import (
+    NO_META,
+    GilMeta,
+    KvEventsMeta,
+    NvmlMeta,
+    ProcessMeta,
+    SampleMeta,
+    ServerMeta,
+    meta_from_dict,
+)
 
 Labels = tuple[tuple[str, str], ...]
 _M = TypeVar("_M", NvmlMeta, ProcessMeta, ServerMeta, KvEventsMeta, GilMeta)
@@ -88,10 +99,10 @@ def with_label(labels: Labels, name: str, value: object) -> Labels:
         return make_labels(labels, **{name: value})
 
 
-_SPECS: "Mapping[str, Any] | None" = None
+_SPECS: Mapping[str, Any] | None = None
 
 
-def _key_specs() -> "Mapping[str, Any]":
+def _key_specs() -> Mapping[str, Any]:
     """infertop/keys.py's SPECS (keys imports this module: looked up on first use)."""
     global _SPECS
     if _SPECS is None:
@@ -131,7 +142,7 @@ class Reading:
     @classmethod
     def of(cls, key: str, value: float | None,
            labels: Labels | Mapping[str, Any] = (), status: Status = Status.OK,
-           reason: str = "", text: str | None = None) -> "Reading":
+           reason: str = "", text: str | None = None) -> Reading:
         """A Reading of a declared key (infertop/keys.py), with its spec's unit and kind;
         the value is dropped where the status allows none (not OK or STALE).  KeyError
         for an undeclared key."""
@@ -156,7 +167,7 @@ class Reading:
     def series(self) -> tuple[str, Labels]:
         return (self.key, self.labels)
 
-    def with_status(self, status: Status, reason: str = "") -> "Reading":
+    def with_status(self, status: Status, reason: str = "") -> Reading:
         return Reading(self.key, self.value if status in (Status.OK, Status.STALE) else None,
                        self.unit, self.labels, status, reason or self.reason, self.kind,
                        self.text, self.buckets, self.hist_sum)
@@ -178,7 +189,7 @@ class Reading:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Reading":
+    def from_dict(cls, d: Mapping[str, Any]) -> Reading:
         buckets = d.get("buckets")
         return cls(
             key=str(d["key"]),
@@ -242,7 +253,7 @@ class Capability:
                 "features": sorted(self.features)}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Capability":
+    def from_dict(cls, d: Mapping[str, Any]) -> Capability:
         return cls(str(d["source"]), bool(d["available"]), str(d.get("reason", "")),
                    frozenset(d.get("features", ())))
 
@@ -286,7 +297,7 @@ class Sample:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Sample":
+    def from_dict(cls, d: Mapping[str, Any]) -> Sample:
         return cls(source=str(d["source"]), time=float(d["time"]),
                    readings=tuple(Reading.from_dict(r) for r in d.get("readings", ())),
                    status=Status(d.get("status", "ok")), reason=str(d.get("reason", "")),
@@ -341,7 +352,7 @@ class Snapshot:
                 "capabilities": {n: c.to_dict() for n, c in self.capabilities.items()}}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Snapshot":
+    def from_dict(cls, d: Mapping[str, Any]) -> Snapshot:
         return cls(time=float(d["time"]), tick=int(d.get("tick", 0)),
                    samples={n: Sample.from_dict(s) for n, s in (d.get("samples") or {}).items()},
                    capabilities={n: Capability.from_dict(c)

@@ -22,7 +22,7 @@ Output: ``pd.ttft_split_seconds`` per decode-instance TTFT series, label ``part`
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from .history import History, Series
 from .keys import SPECS

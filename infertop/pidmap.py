@@ -6,7 +6,8 @@ records the pairs it could read (``/proc/PID/status`` NSpid) as ``pid_aliases``.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 
 def map_gpu_pids(tree_pids: set[int] | Iterable[int],

@@ -124,7 +124,7 @@ class Frame:
             got = self._exact[key] = {r.labels: r for r in self.by_key(key)}
         return got
 
-    def prepare(self, names: tuple[str, ...] = ("gpu", "pid")) -> "Frame":
+    def prepare(self, names: tuple[str, ...] = ("gpu", "pid")) -> Frame:
         """Build the indexes the panes read through (by key; by the labels rows are
         looked up by) now, in the calling thread.  The app calls it in its pipeline
         thread, so the event loop's share of a tick follows the rows drawn, not the
@@ -200,7 +200,9 @@ def unreachable_servers(snap: Snapshot) -> dict[str, str]:
 class Pipeline:
     def __init__(self, diagnoser: Evaluator | None = None, window: float = 60.0,
                  max_points: int = 900) -> None:
-        from .derive import derive  # local: keep import order trivial for the boundary test
+        from .derive import (
+            derive,  # local: keep import order trivial for the boundary test
+        )
         self._derive = derive
         self.history = History(max_points=max_points)
         self.diagnoser = diagnoser

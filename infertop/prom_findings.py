@@ -16,7 +16,8 @@ recording can carry them too.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .findings import Evidence, Finding, Severity, leads
 from .model import Layer, make_labels

@@ -39,7 +39,7 @@ from .dialects import DIALECTS, FamilyMap
 from .findings import Severity
 from .keys import SPECS
 from .model import Kind
-from .promql import number as _num   # a threshold: 12 significant digits
+from .promql import number as _num  # a threshold: 12 significant digits
 from .promql import re_literal
 from .rules.engine import Diagnoser
 from .rules.threshold_sources import SOURCES

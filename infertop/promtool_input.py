@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from .dcgm import DCGM_FIELDS, MIB
 from .dialects import DIALECTS, Dialect, FamilyMap

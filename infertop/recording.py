@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 import re
 import zlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Dict, Iterator, List, Mapping, Optional
+from typing import Annotated, Any
 
 import msgspec
 
@@ -82,14 +83,14 @@ def encode_header(header: Mapping[str, Any]) -> bytes:
 # traceback in the ninth reader that forgot an isinstance (issue 36 case 10).  Fields a
 # writer may add later are kept as they are (msgspec ignores them).
 class _HeaderServer(msgspec.Struct, frozen=True):
-    kind: Optional[str] = None
-    model: Optional[str] = None
-    url: Optional[str] = None
-    source: Optional[str] = None
+    kind: str | None = None
+    model: str | None = None
+    url: str | None = None
+    source: str | None = None
 
 
 class _HeaderSource(msgspec.Struct, frozen=True):
-    capabilities: Optional[Dict[str, Any]] = None
+    capabilities: dict[str, Any] | None = None
     fleet: bool = False
 
 
@@ -99,12 +100,12 @@ class Header(msgspec.Struct):
     infertop: str = ""
     host: str = ""
     # NaN fails every bound: a NaN time or interval is refused with them
-    started: Optional[Annotated[float, msgspec.Meta(ge=0.0, le=MAX_TIME)]] = None
+    started: Annotated[float, msgspec.Meta(ge=0.0, le=MAX_TIME)] | None = None
     source: _HeaderSource = _HeaderSource()
-    gpus: List[Dict[str, Any]] = []
+    gpus: list[dict[str, Any]] = []
     server: _HeaderServer = _HeaderServer()
     # seconds between ticks: at most a day (a recording's grid is built from it)
-    interval: Optional[Annotated[float, msgspec.Meta(ge=0.0, le=86_400.0)]] = None
+    interval: Annotated[float, msgspec.Meta(ge=0.0, le=86400.0)] | None = None
     part: Annotated[int, msgspec.Meta(ge=0, le=1_000_000)] = 0
 
 

@@ -23,7 +23,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 __all__ = ["REDACTED", "redact_argv", "redact_text", "redact_url", "is_secret_flag"]
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from .findings import Finding, Severity, worst
 from .mdtext import md_code, md_text

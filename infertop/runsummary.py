@@ -18,8 +18,9 @@ recording's idle start with the other's busy middle.  Bounded: at most ``max_tic
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from . import qbound
 from .findings import Finding, FindingEvent

@@ -14,15 +14,19 @@ the estimate splits the model over tensor_parallel_size x pipeline_parallel_size
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Iterable
 
 from .history import History, Series
 from .keys import SPECS
 from .model import Labels, Reading, Status, make_labels
 from .peaks import dtype_family, peak_bandwidth, peak_flops
-from .speedoflight import (decode_step, estimated_bytes_per_gpu, estimated_flops_per_gpu,
-                           utilisation)
+from .speedoflight import (
+    decode_step,
+    estimated_bytes_per_gpu,
+    estimated_flops_per_gpu,
+    utilisation,
+)
 from .units import fmt_si
 
 PEAK_KEYS = ("gpu.peak_flops", "gpu.peak_mem_bandwidth_bytes_per_second")

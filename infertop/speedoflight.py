@@ -20,8 +20,9 @@ take 0.45 ms at 989 TFLOP/s.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, overload
+from typing import Any, overload
 
 # bytes per element of the dtypes a config or a server flag names
 DTYPE_BYTES = {"float32": 4.0, "fp32": 4.0, "float": 4.0, "bfloat16": 2.0, "bf16": 2.0,

@@ -13,7 +13,8 @@ not import ``infertop.probes``.
 
 from __future__ import annotations
 
-from typing import Iterable, Protocol, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from infertop.dialects import Exposition, detect_dialect, readings_from_exposition
 from infertop.keys import SPECS

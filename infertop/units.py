@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from . import qbound
 from .model import Reading, Status

@@ -21,8 +21,9 @@ import importlib
 import importlib.metadata
 import importlib.util
 import pkgutil
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from infertop.keys import SPECS
 

@@ -12,10 +12,8 @@ import time
 import urllib.request
 from urllib.parse import urlparse
 
-
 # common words (one token each for most tokenizers) for the shared prefixes
-WORDS = ("the of to and a in is that for it as with be on not this by or are from self "
-         "return def if import None class").split()
+WORDS = ["the", "of", "to", "and", "a", "in", "is", "that", "for", "it", "as", "with", "be", "on", "not", "this", "by", "or", "are", "from", "self", "return", "def", "if", "import", "None", "class"]
 
 
 def main() -> int:

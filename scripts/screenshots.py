@@ -9,8 +9,8 @@ import asyncio
 import socket
 from pathlib import Path
 
-from infertop.probes.sources.demo import DemoSource
 from infertop.cli.main import build_parser, make_pipeline
+from infertop.probes.sources.demo import DemoSource
 from infertop.tui.modes import DemoApp
 from infertop.tui.options import AppOptions
 

@@ -3,6 +3,7 @@
 import ast
 import subprocess
 import sys
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10

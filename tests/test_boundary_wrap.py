@@ -7,9 +7,14 @@ from rich.console import Console
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
-from helpers.tui_demo import demo_app, open_capture, screen_lines
 
-from infertop.tui.widgets.boundary_wrap import BREAK_AFTER, BoundaryWrapped, wrap_line, wrap_text
+from helpers.tui_demo import demo_app, open_capture, screen_lines
+from infertop.tui.widgets.boundary_wrap import (
+    BREAK_AFTER,
+    BoundaryWrapped,
+    wrap_line,
+    wrap_text,
+)
 
 CMD = ("Process 15092 [api_server] $ROOT/vllm/bin/python -m "
        "vllm.entrypoints.openai.api_server --model $ROOT/tiny-llama")

@@ -12,8 +12,15 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
-from infertop.compare import (block_length, block_medians, compare, interval, median,
-                              printable, render_text)
+from infertop.compare import (
+    block_length,
+    block_medians,
+    compare,
+    interval,
+    median,
+    printable,
+    render_text,
+)
 from infertop.findings import FindingEvent, Severity
 from infertop.model import make_labels
 from infertop.runsummary import RunSummary, stable_labels

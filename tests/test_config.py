@@ -6,8 +6,15 @@ from dataclasses import FrozenInstanceError, fields
 
 import pytest
 
-from infertop.config import (SECTIONS, ConfigError, DiagnosisConfig, Thresholds,
-                             config_from_dict, default_config_path, load_config)
+from infertop.config import (
+    SECTIONS,
+    ConfigError,
+    DiagnosisConfig,
+    Thresholds,
+    config_from_dict,
+    default_config_path,
+    load_config,
+)
 from infertop.rules.engine import Diagnoser
 
 

@@ -12,13 +12,24 @@ import os
 import pytest
 
 from infertop.probes.server import netns
-from infertop.probes.server.containers import (Container, container_of, name_from_docker,
-                                               name_from_oci, named, parse_cgroup)
-from infertop.probes.server.discovery import ServerProcess
+from infertop.probes.server.containers import (
+    Container,
+    container_of,
+    name_from_docker,
+    name_from_oci,
+    named,
+    parse_cgroup,
+)
+from infertop.probes.server.discovery import ProcInfo, ServerProcess
 from infertop.probes.server.metrics import ServerMetricsError, ServerMetricsProbe
-from infertop.probes.server.reach import (Published, Route, parse_proxy_args, plan, plan_for,
-                                          published_ports)
-from infertop.probes.server.discovery import ProcInfo
+from infertop.probes.server.reach import (
+    Published,
+    Route,
+    parse_proxy_args,
+    plan,
+    plan_for,
+    published_ports,
+)
 
 ID = "3f2a9c1b0d4e" + "a" * 52
 UID = "0b6c1f9e-2d3a-4b5c-8d7e-9f0a1b2c3d4e"

@@ -1,9 +1,9 @@
 import pytest
 
+from helpers.snapkit import hist, reading, sample, snap
 from infertop.history import History
 from infertop.model import Status
 from infertop.pipeline import Pipeline
-from helpers.snapkit import hist, reading, sample, snap
 
 
 def run(ticks):

@@ -2,9 +2,9 @@ import math
 
 import pytest
 
+from helpers.snapkit import hist, reading, sample, snap
 from infertop.history import History, bucket_quantile
 from infertop.model import Status
-from helpers.snapkit import hist, reading, sample, snap
 
 
 def feed(h, t, *readings):

@@ -13,9 +13,9 @@ from collections import deque
 
 import pytest
 
-from infertop.history import HistPoint, History, Series, bucket_quantile
-from infertop.model import Kind
 from helpers.snapkit import hist, reading, sample, snap
+from infertop.history import History, HistPoint, Series, bucket_quantile
+from infertop.model import Kind
 
 
 def feed(h, t, *readings):

@@ -2,8 +2,17 @@ import json
 import math
 
 from infertop.keys import SPECS, keys_for
-from infertop.model import (LAYERS, Capability, Kind, Layer, Reading, Sample, Snapshot, Status,
-                            make_labels)
+from infertop.model import (
+    LAYERS,
+    Capability,
+    Kind,
+    Layer,
+    Reading,
+    Sample,
+    Snapshot,
+    Status,
+    make_labels,
+)
 
 
 def test_labels_are_canonical():
@@ -43,13 +52,7 @@ def test_layer_keeps_str_methods():
 
 
 def test_issue_contract_keys_declared():
-    contract = """gpu.util_ratio gpu.sm_active_ratio gpu.sm_occupancy_ratio gpu.tensor_active_ratio
-    gpu.dram_bw_util_ratio gpu.mem_used_bytes gpu.mem_total_bytes gpu.power_watts gpu.temp_celsius
-    gpu.sm_clock_hz gpu.pcie_tx_bytes_per_second gpu.pcie_rx_bytes_per_second process.cpu_ratio
-    process.rss_bytes process.threads process.gpu_mem_bytes thread.cpu_ratio server.requests_running
-    server.requests_waiting kv.usage_ratio server.preemptions_per_second kv.prefix_cache_hit_ratio
-    throughput.prompt_tokens_per_second throughput.generation_tokens_per_second latency.ttft_seconds
-    latency.itl_seconds latency.e2e_seconds latency.queue_seconds spec.acceptance_ratio""".split()
+    contract = ["gpu.util_ratio", "gpu.sm_active_ratio", "gpu.sm_occupancy_ratio", "gpu.tensor_active_ratio", "gpu.dram_bw_util_ratio", "gpu.mem_used_bytes", "gpu.mem_total_bytes", "gpu.power_watts", "gpu.temp_celsius", "gpu.sm_clock_hz", "gpu.pcie_tx_bytes_per_second", "gpu.pcie_rx_bytes_per_second", "process.cpu_ratio", "process.rss_bytes", "process.threads", "process.gpu_mem_bytes", "thread.cpu_ratio", "server.requests_running", "server.requests_waiting", "kv.usage_ratio", "server.preemptions_per_second", "kv.prefix_cache_hit_ratio", "throughput.prompt_tokens_per_second", "throughput.generation_tokens_per_second", "latency.ttft_seconds", "latency.itl_seconds", "latency.e2e_seconds", "latency.queue_seconds", "spec.acceptance_ratio"]
     missing = [k for k in contract if k not in SPECS]
     assert not missing
 

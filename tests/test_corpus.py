@@ -14,7 +14,7 @@ corpus.json gives each one's onset (epoch seconds) and what it must raise.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -26,7 +26,7 @@ META = json.loads((CORPUS / "corpus.json").read_text())
 RAISE_WITHIN = 10.0
 
 
-@lru_cache(maxsize=None)
+@cache
 def played(name: str):
     return play(CORPUS / f"{name}.jsonl.gz")
 

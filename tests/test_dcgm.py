@@ -9,9 +9,9 @@ import pytest
 
 from infertop.dcgm import families_from_series, gpu_readings
 from infertop.demo.exposition import render_dcgm
-from infertop.probes.sources.demo import DemoSource
 from infertop.dialects import readings_from_exposition, readings_from_families
 from infertop.model import Status
+from infertop.probes.sources.demo import DemoSource
 from infertop.promtext import parse
 
 BASE = {"gpu": "0", "UUID": "GPU-abc", "device": "nvidia0", "modelName": "NVIDIA H100",

@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from infertop.probes.sources.demo import DemoSource
 from infertop.cli.demo_server import DemoServer, DemoServerError
 from infertop.probes.server.metrics import ServerMetricsProbe
+from infertop.probes.sources.demo import DemoSource
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = 1_800_000_000.0

@@ -7,8 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from infertop.dialects import (Exposition, ParseError, detect_dialect, readings_from_exposition,
-                               readings_from_families)
+from infertop.dialects import (
+    Exposition,
+    ParseError,
+    detect_dialect,
+    readings_from_exposition,
+    readings_from_families,
+)
 from infertop.keys import SPECS
 from infertop.meta import ServerMeta
 from infertop.model import Kind, Reading

@@ -11,10 +11,20 @@ from pathlib import Path
 import pytest
 
 from helpers.spawn_tree import spawn
-from infertop.probes.server.discovery import (ProcInfo, ServerProcess, classify, clean_cmdline,
-                                       discover_all, find_server, group_servers, locate,
-                                       port_from_cmdline, port_from_url, server_settings,
-                                       split_program)
+from infertop.probes.server.discovery import (
+    ProcInfo,
+    ServerProcess,
+    classify,
+    clean_cmdline,
+    discover_all,
+    find_server,
+    group_servers,
+    locate,
+    port_from_cmdline,
+    port_from_url,
+    server_settings,
+    split_program,
+)
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "processes"
 PAD = " " * 120  # setproctitle pads the title with spaces over the old argv area

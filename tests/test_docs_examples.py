@@ -87,7 +87,7 @@ def test_mypy_accepts_the_example_modules(tmp_path):
     pytest.importorskip("mypy")
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
-        import typecheck   # the package's import layout (folders mapped onto names)
+        import typecheck  # the package's import layout (folders mapped onto names)
     finally:
         sys.path.remove(str(ROOT / "scripts"))
     tree = typecheck.build_tree()

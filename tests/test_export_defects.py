@@ -20,10 +20,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from helpers.promtool_kit import PROMTOOL_HINT, promtool_binary
-from helpers.rulekit import tick
 from test_promrules import _check_episodes
 
+from helpers.promtool_kit import PROMTOOL_HINT, promtool_binary
+from helpers.rulekit import tick
 from infertop.model import Snapshot
 from infertop.promrules import export_text
 from infertop.promtool_input import InputSeries, convert_snapshots, render

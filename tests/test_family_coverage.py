@@ -17,7 +17,8 @@ import pytest
 
 from infertop.compare import compare, render_json, render_text
 from infertop.dialects import readings_from_exposition
-from infertop.htmlreport import md as md_escape, render_html, render_markdown
+from infertop.htmlreport import md as md_escape
+from infertop.htmlreport import render_html, render_markdown
 from infertop.keys import FAMILY_VIEWS, SPECS
 from infertop.model import Kind, Reading, Sample, Snapshot, make_labels
 from infertop.pipeline import Pipeline

@@ -19,8 +19,13 @@ from pathlib import Path
 import pytest
 
 from helpers.gzip_lines import ticks_on_disk
-from helpers.pty_run import (ALT_SCREEN_OFF, ALT_SCREEN_ON, CURSOR_SHOWN, MOUSE_OFF,
-                             run_on_pty)
+from helpers.pty_run import (
+    ALT_SCREEN_OFF,
+    ALT_SCREEN_ON,
+    CURSOR_SHOWN,
+    MOUSE_OFF,
+    run_on_pty,
+)
 
 pytestmark = pytest.mark.integration   # signals sent to real infertop processes
 
@@ -78,8 +83,8 @@ def test_a_crashed_tui_exits_non_zero(monkeypatch):
     from textual.app import App
 
     import infertop.tui.modes as modes
-    from cli.interactive import run_tui
     from cli.args import build_sub_parser
+    from cli.interactive import run_tui
 
     class Crashing(App):
         def on_mount(self) -> None:

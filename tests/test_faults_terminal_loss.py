@@ -30,6 +30,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+
 from helpers.gzip_lines import ticks_on_disk
 
 # real infertop processes on ptys and in tmux, their terminal destroyed under them

@@ -9,8 +9,7 @@ findings section too.  Before: a GPU throttle (HW-003, hardware layer) led a who
 from __future__ import annotations
 
 from helpers.rulekit import SERVER, Feed
-
-from infertop.findings import Evidence, Finding, LEADS, Severity, order_key
+from infertop.findings import LEADS, Evidence, Finding, Severity, order_key
 from infertop.model import Layer, Status
 from infertop.prom_findings import findings_by_node
 

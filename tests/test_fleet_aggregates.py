@@ -18,11 +18,18 @@ from textual.strip import Strip
 from infertop.findings import Severity
 from infertop.fleet import ALERTS_SAMPLE, FleetPipeline, diagnoser_factory
 from infertop.model import Layer, Snapshot
-from infertop.prom_findings import findings_by_node, is_pending
-from infertop.probes.prometheus.aggregates import (SERVER_KEYS, Overview, alerting_groups,
-                                                   inline, node_matcher, overview_query,
-                                                   rows_queries, shown_nodes)
+from infertop.probes.prometheus.aggregates import (
+    SERVER_KEYS,
+    Overview,
+    alerting_groups,
+    inline,
+    node_matcher,
+    overview_query,
+    rows_queries,
+    shown_nodes,
+)
 from infertop.probes.prometheus.source import PrometheusSource, node_of
+from infertop.prom_findings import findings_by_node, is_pending
 from infertop.tui.screens.fleet import Worst, engine_rows, judging_line, mark_cuts
 
 ESC = "\x1b]52;c;aGk=\x07\u202e"   # an OSC 52 clipboard write and a bidi override
@@ -112,8 +119,8 @@ def test_worst_puts_firing_before_pending_and_says_pending():
 
 # ---- the fleet pipeline and screen with Prometheus judging -----------------------------------
 def _fleet_snapshot(loaded: bool, alerts: list[dict]) -> Snapshot:
-    from infertop.probes.prometheus.aggregates import alerts_sample
     from helpers.fleet_source import DemoFleetSource
+    from infertop.probes.prometheus.aggregates import alerts_sample
     snap = asyncio.run(DemoFleetSource(2).next())
     samples = dict(snap.samples)
     samples[ALERTS_SAMPLE] = alerts_sample(loaded, alerts, snap.time)
@@ -278,11 +285,10 @@ def test_an_uncut_line_and_a_blank_line_are_left_alone():
 
 
 def test_the_overview_counts_are_read_once_per_frame_by_header_and_body():
-    from infertop.source import SnapshotSource
-
     from infertop.fleet import AGGREGATES_SAMPLE
     from infertop.meta import FleetOverviewMeta
     from infertop.probes.prometheus.aggregates import overview_sample
+    from infertop.source import SnapshotSource
     from infertop.tui.modes import FleetApp
     ov = Overview(quantiles={"kv": {"0.5": 0.4, "0.99": 0.9}},
                   counts={"nodes": 64.0, "gpus": 512.0, "targets_down": 3.0})

@@ -16,11 +16,16 @@ from test_fleet_aggregates import _prom, alert, rules_doc
 
 from infertop.config import config_from_dict
 from infertop.findings import Severity
-from infertop.prom_findings import findings_by_node
-from infertop.probes.prometheus.aggregates import (SERVER_KEYS, alerting_groups, column_names,
-                                                   overview_query, recorded_names,
-                                                   rows_queries)
+from infertop.probes.prometheus.aggregates import (
+    SERVER_KEYS,
+    alerting_groups,
+    column_names,
+    overview_query,
+    recorded_names,
+    rows_queries,
+)
 from infertop.probes.prometheus.source import PrometheusSource, node_of
+from infertop.prom_findings import findings_by_node
 from infertop.promrules import RECORDING_GROUP, build
 
 

@@ -10,9 +10,9 @@ from helpers.synthetic_source import SyntheticSource
 from infertop.keys import SPECS
 from infertop.pipeline import Pipeline
 from infertop.probes.capture.gil_sampler import GilSample, GilSampler
+from infertop.probes.sources.demo import DemoSource
 from infertop.tui.modes import DemoApp, LiveApp
 from infertop.tui.options import AppOptions, CaptureSummaries
-from infertop.probes.sources.demo import DemoSource
 
 
 def test_sampler_cost_is_pyspy_cpu_per_wall_second():

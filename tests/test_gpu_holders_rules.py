@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from helpers.rulekit import tick
-from infertop.meta import ProcessMeta
 from infertop.config import DiagnosisConfig
 from infertop.history import History
+from infertop.meta import ProcessMeta
 from infertop.pipeline import Frame
 from infertop.rules.base import Context
 from infertop.themes import roles

@@ -15,11 +15,11 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-from helpers.promtool_kit import PROMTOOL_HINT, promtool_binary
-from helpers.rulekit import Feed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers.promtool_kit import PROMTOOL_HINT, promtool_binary
+from helpers.rulekit import Feed
 from infertop.config import config_from_dict
 from infertop.findings import RuleSpec, Severity
 from infertop.model import Layer

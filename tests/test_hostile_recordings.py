@@ -13,10 +13,10 @@ import zlib
 
 import pytest
 
-from infertop.recording import RecordingError
 from infertop.probes.sources import recording_file
 from infertop.probes.sources.recording_file import RecordingFile
 from infertop.probes.sources.replay import ReplaySource
+from infertop.recording import RecordingError
 
 MB = 1_000_000
 HEADER = {"format": "infertop-recording", "schema": 1, "host": "h", "source": {},

@@ -9,7 +9,16 @@ import io
 import json
 
 import pytest
+from test_markdown_inert import assert_inert_markdown
 
+from helpers.props import (
+    ListSource,
+    check_frame_writers,
+    feed,
+    render_panes,
+    snapshot_of,
+)
+from helpers.synthetic_source import SyntheticSource
 from infertop.cli.main import main
 from infertop.pipeline import Pipeline
 from infertop.probes.base import sample
@@ -18,10 +27,6 @@ from infertop.prom_findings import alert_finding
 from infertop.report import render_report
 from infertop.rules.engine import Diagnoser
 from infertop.units import sparkline
-
-from helpers.props import ListSource, check_frame_writers, feed, render_panes, snapshot_of
-from helpers.synthetic_source import SyntheticSource
-from test_markdown_inert import assert_inert_markdown
 
 
 def run(*argv: str) -> tuple[int, str, str]:
@@ -271,7 +276,6 @@ def _extreme_config(end: int) -> dict:
 @pytest.mark.parametrize("end", [0, 1])
 def test_promtool_accepts_the_export_of_every_value_at_the_ends_of_its_range(end):
     from helpers.promtool_kit import PROMTOOL_HINT, promtool_binary
-
     from infertop.config import config_from_dict
     from infertop.promrules import export_text
     if promtool_binary() is None:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers.hostile_server import Route, evil_vllm_page, hostile_server
 from infertop.cli.main import main
 from infertop.redact import REDACTED, redact_argv, redact_text, redact_url
-from helpers.hostile_server import Route, evil_vllm_page, hostile_server
 
 SK = "sk-proj-AbCdEf0123456789xyzSECRET1"
 HF = "hf_QwErTyUiOpAsDfGhJkLzXcVbNm123456"

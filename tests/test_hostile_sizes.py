@@ -5,19 +5,19 @@ bounded loosely; nothing here depends on how fast the machine is."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import functools
+import gc
 import tracemalloc
 
 import pytest
 
-from infertop.probes.server.metrics import ServerMetricsError, ServerMetricsProbe
 from helpers.hostile_server import Route, gzip_bomb, hostile_server
+from infertop.probes.server.metrics import ServerMetricsError, ServerMetricsProbe
 
 MB = 1_000_000
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def bomb(size: int) -> bytes:
     return gzip_bomb(size)
 
@@ -70,8 +70,9 @@ def test_gzip_bomb_memory_stays_flat_over_100_scrapes():
 
 
 def test_small_gzip_page_still_scrapes():
-    from helpers.hostile_server import FIXTURES
     import gzip
+
+    from helpers.hostile_server import FIXTURES
     page = (FIXTURES / "vllm-0.32-busy.prom").read_bytes()
 
     async def run(url: str):
@@ -97,9 +98,9 @@ def test_unknown_content_encoding_is_one_clear_error():
             await probe.close()
 
     route = Route(b"x", headers={"Content-Type": "text/plain", "Content-Encoding": "br\x1b[2J"})
-    with hostile_server({"/metrics": route}) as url:
-        with pytest.raises(ServerMetricsError, match="Content-Encoding") as e:
-            asyncio.run(run(url))
+    with hostile_server({"/metrics": route}) as url, \
+            pytest.raises(ServerMetricsError, match="Content-Encoding") as e:
+        asyncio.run(run(url))
     assert "\x1b" not in str(e.value)
 
 
@@ -144,6 +145,7 @@ def test_150k_series_page_is_capped_with_a_reason():
 def test_snapshot_and_record_of_a_150k_series_page_stay_bounded(tmp_path, capsys):
     import gzip
     import json
+
     from infertop.cli.main import main
     with hostile_server({"/metrics": Route(engine_page(150_000))}) as url:
         common = ["--url", url, "--no-gpu", "--pid", str(__import__("os").getpid())]

@@ -7,12 +7,18 @@ import json
 
 import pytest
 
+from helpers.hostile_server import (
+    EVIL,
+    Route,
+    evil_vllm_page,
+    has_raw_control,
+    hostile_server,
+)
 from infertop.cli.main import main
 from infertop.pipeline import Pipeline
 from infertop.promtext import clear_caches, parse
 from infertop.report import render_report
 from infertop.textclean import clean, clean_deep, is_clean
-from helpers.hostile_server import EVIL, Route, evil_vllm_page, has_raw_control, hostile_server
 
 
 def strings_in(obj):
@@ -88,7 +94,7 @@ def test_doctor_report_holds_no_raw_control_characters(evil_url, capsys, fmt):
 
 
 def test_report_renderer_cleans_what_a_recording_may_still_hold():
-    from infertop.model import Reading, Kind
+    from infertop.model import Kind, Reading
     r = Reading("server.info", 1.0, "", (("instance", "h:1"), ("model", EVIL)),
                 kind=Kind.INFO, text=f"vllm {EVIL}")
     for fmt in ("text", "markdown"):
@@ -128,9 +134,9 @@ async def test_tui_panes_and_header_draw_no_raw_control_characters(evil_url):
 
 
 async def test_notification_with_markup_in_a_path_does_not_crash(tmp_path):
+    from helpers.synthetic_source import SyntheticSource
     from infertop.tui.app import InfertopApp
     from infertop.tui.options import AppOptions
-    from helpers.synthetic_source import SyntheticSource
     d = tmp_path / "["
     d.mkdir()
     path = d / "x][b]rec.jsonl"           # the path reads "[/x][b]rec": bad markup

@@ -13,6 +13,8 @@ import time
 import httpx
 import pytest
 
+from helpers.props import ListSource, check_frame_writers, feed, snapshot_of
+from helpers.synthetic_source import SyntheticSource
 from infertop.cli.main import main
 from infertop.htmlreport import utc
 from infertop.model import Status
@@ -26,9 +28,6 @@ from infertop.probes.sources.replay import ReplaySource
 from infertop.report import render_report
 from infertop.rules.engine import Diagnoser
 from infertop.units import fmt_value
-
-from helpers.props import ListSource, check_frame_writers, feed, snapshot_of
-from helpers.synthetic_source import SyntheticSource
 
 
 # ---- problem 1: one absurd value -------------------------------------------------------------

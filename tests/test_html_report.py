@@ -20,7 +20,13 @@ import pytest
 from cli.main import main
 from helpers.png import count_colour, read_png
 from infertop.findings import Evidence, Finding, FindingEvent, Severity
-from infertop.htmlreport import SEVERITY_COLOUR, LINE_COLOURS, md, render_html, render_markdown
+from infertop.htmlreport import (
+    LINE_COLOURS,
+    SEVERITY_COLOUR,
+    md,
+    render_html,
+    render_markdown,
+)
 from infertop.model import Layer, make_labels
 from infertop.runsummary import RunSummary
 

@@ -12,9 +12,14 @@ import gzip
 import httpx
 import pytest
 
-from infertop.probes.server.http11 import CLOSED_EARLY, ConnectFailed, Http11Client, HttpError
 from helpers.faulty_server import closed_port
 from helpers.raw_http import RawServer, Resp
+from infertop.probes.server.http11 import (
+    CLOSED_EARLY,
+    ConnectFailed,
+    Http11Client,
+    HttpError,
+)
 
 HEAD_OK = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
 
@@ -58,13 +63,13 @@ async def ours(url: str) -> tuple[int, dict[str, str], bytes]:
 
 
 async def theirs(url: str) -> tuple[int, dict[str, str], bytes]:
-    async with httpx.AsyncClient(trust_env=False, timeout=5) as client:
-        async with client.stream("GET", url) as resp:
-            body = b"".join([p async for p in resp.aiter_raw()])
-            headers: dict[str, str] = {}
-            for k, v in resp.headers.multi_items():
-                headers[k] = f"{headers[k]}, {v}" if k in headers else v
-            return resp.status_code, headers, body
+    async with httpx.AsyncClient(trust_env=False, timeout=5) as client, \
+            client.stream("GET", url) as resp:
+        body = b"".join([p async for p in resp.aiter_raw()])
+        headers: dict[str, str] = {}
+        for k, v in resp.headers.multi_items():
+            headers[k] = f"{headers[k]}, {v}" if k in headers else v
+        return resp.status_code, headers, body
 
 
 @pytest.mark.parametrize("name, raw", GOOD, ids=[n for n, _ in GOOD])

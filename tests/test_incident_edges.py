@@ -13,7 +13,6 @@ import pytest
 
 from helpers.inproc import run_main
 from helpers.rulekit import SERVER, Feed
-
 from infertop.model import Reading, Sample, Snapshot, Status
 from infertop.pipeline import Pipeline
 from infertop.report import render_report

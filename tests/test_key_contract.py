@@ -24,7 +24,7 @@ def test_every_counter_names_its_rate_or_why_it_has_none():
     assert not [k for k, s in SPECS.items() if s.kind is not Kind.COUNTER
                 and (s.rate or s.no_rate)]
     # derive computes exactly the declared rates, each a derived key
-    assert RATES == {k: s.rate for k, s in SPECS.items() if s.rate}
+    assert {k: s.rate for k, s in SPECS.items() if s.rate} == RATES
     assert all(SPECS[r].derived for r in RATES.values())
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from infertop.kvevents import (KvEventsError, KvEventTracker, decode_batch, parse_frames)
+from infertop.kvevents import KvEventsError, KvEventTracker, decode_batch, parse_frames
 from infertop.probes.server.kvevents import KvEventsProbe, kv_events_endpoints
 
 

@@ -18,10 +18,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import infertop.dialects as dialects
+from helpers.props import floats, props
 from infertop import mapping_plan
 from infertop.dialects import readings_from_families
 from infertop.promtext import Family, ParseError, PromSample, parse
-from helpers.props import floats, props
 
 INST = "10.0.0.1:8000"
 
@@ -146,7 +146,7 @@ class Hits:
         self.n = 0
         self._known = mapping_plan.known
 
-    def __enter__(self) -> "Hits":
+    def __enter__(self) -> Hits:
         def known(shape):
             plan = self._known(shape)
             self.n += plan is not None

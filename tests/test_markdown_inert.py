@@ -15,10 +15,10 @@ import re
 
 import html5lib
 import pytest
-from helpers.hostile_server import FIXTURES, Route, hostile_server
-from infertop.cli.main import main
 from markdown_it import MarkdownIt
 
+from helpers.hostile_server import FIXTURES, Route, hostile_server
+from infertop.cli.main import main
 from infertop.findings import Evidence, Finding, FindingEvent, Severity
 from infertop.htmlreport import render_html, render_markdown
 from infertop.mdtext import md_code, md_text

@@ -9,9 +9,22 @@ from pathlib import Path
 
 import pytest
 
-from infertop.meta import (NO_META, AlertsMeta, FleetOverviewMeta, GilMeta, GpuName, KvEventsMeta, NoMeta, NvmlMeta,
-                           ProcessMeta, PrometheusMeta, ServerInfo, ServerMeta, meta_from_dict,
-                           meta_url)
+from infertop.meta import (
+    NO_META,
+    AlertsMeta,
+    FleetOverviewMeta,
+    GilMeta,
+    GpuName,
+    KvEventsMeta,
+    NoMeta,
+    NvmlMeta,
+    ProcessMeta,
+    PrometheusMeta,
+    ServerInfo,
+    ServerMeta,
+    meta_from_dict,
+    meta_url,
+)
 from infertop.model import Sample, Snapshot, Status
 
 CORPUS = Path(__file__).resolve().parent / "corpus"

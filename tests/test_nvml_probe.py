@@ -22,10 +22,10 @@ from helpers.nvml_probe import opened, reading
 from infertop.keys import SPECS
 from infertop.model import Status
 from infertop.probes.base import StillRunning
-from infertop.probes.sources.hub import Hub
-from infertop.probes.nvml.probe import LOST_REASON, NvmlProbe
-from infertop.probes.nvml.gpu import GPU_KEYS
 from infertop.probes.nvml.decode import decode_throttle, is_throttled, topology_name
+from infertop.probes.nvml.gpu import GPU_KEYS
+from infertop.probes.nvml.probe import LOST_REASON, NvmlProbe
+from infertop.probes.sources.hub import Hub
 
 ROOT = Path(__file__).resolve().parent.parent
 

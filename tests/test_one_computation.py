@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 
+from helpers.rulekit import Feed
 from infertop.demo.scenario import list_scenarios
-from infertop.probes.sources.demo import DemoSource
 from infertop.keys import SPECS
 from infertop.pipeline import Pipeline
+from infertop.probes.sources.demo import DemoSource
 from infertop.rules.engine import Diagnoser
-from helpers.rulekit import Feed
 
 DERIVED = {k for k, s in SPECS.items() if s.derived}
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from helpers.panes import pane_text
 from helpers.rulekit import tick
-
 from infertop.pipeline import Pipeline
 from infertop.rules.engine import Diagnoser
 

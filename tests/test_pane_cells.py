@@ -28,8 +28,14 @@ from infertop.qbound import note
 from infertop.themes import roles
 from infertop.tui.app import InfertopApp
 from infertop.tui.options import AppOptions
-from infertop.tui.panes.cells import (Cell, TickMemo, append_cells, as_cell, fast_text,
-                                      str_cell)
+from infertop.tui.panes.cells import (
+    Cell,
+    TickMemo,
+    append_cells,
+    as_cell,
+    fast_text,
+    str_cell,
+)
 from infertop.tui.panes.columns import Columns
 from infertop.tui.panes.context import FrameLookups, PaneContext
 from infertop.tui.panes.widget import split_lines

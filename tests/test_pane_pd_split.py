@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from helpers.panes import frames_of, pane_text
 from helpers.rulekit import Hist, tick
-
 from infertop.pipeline import Pipeline
 from infertop.probes.sources.demo import DemoSource
 from infertop.rules.engine import Diagnoser

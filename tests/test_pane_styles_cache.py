@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 from rich.segment import Segment
+from test_pane_line_strips import demo_app, ticked
 from textual._styles_cache import StylesCache
 from textual.color import Color
 from textual.css.styles import Styles
@@ -17,8 +18,6 @@ from textual.geometry import Size
 from textual.strip import Strip
 
 from infertop.tui.panes.styles_cache import PaneStylesCache
-
-from test_pane_line_strips import demo_app, ticked
 
 slow = pytest.mark.slow   # every pane row against Textual's own render, through the app
 

@@ -7,19 +7,18 @@ from __future__ import annotations
 
 import functools
 
-
 from helpers.panes import frames_of, pane_text
 from helpers.snapkit import reading, sample, snap
 from infertop.cli.main import build_parser, make_pipeline
-from infertop.probes.sources.demo import DemoSource
 from infertop.findings import Evidence, Finding, Severity
 from infertop.model import Layer
 from infertop.pipeline import Frame, Pipeline
+from infertop.probes.sources.demo import DemoSource
 from infertop.tui.app import strip_text
 from infertop.tui.panes.columns import Columns
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def demo_frame(name: str, ticks: int) -> Frame:
     return frames_of(DemoSource(name), ticks, make_pipeline(build_parser().parse_args([])))
 
@@ -54,9 +53,9 @@ def test_small_pane_keeps_the_flagged_row_and_says_how_many_are_hidden():
 
 
 def test_a_cut_pane_says_one_more_line_and_draws_no_table_without_rows():
+    from infertop.themes import roles
     from infertop.tui.panes.context import PaneContext
     from infertop.tui.panes.layout import fit
-    from infertop.themes import roles
     a, b, c = Columns(["k", "v"]), Columns(["x", "y"]), Columns()
     for i in range(5):
         a.add_row(f"a{i}", "1")

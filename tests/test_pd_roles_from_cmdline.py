@@ -10,9 +10,9 @@ import json
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -21,8 +21,13 @@ from infertop.model import Kind, Reading, Status, make_labels
 from infertop.pdsplit import derive_split, roles
 from infertop.probes.server import roles as roles_mod
 from infertop.probes.server.metrics import ServerMetricsProbe
-from infertop.probes.server.roles import REMOTE_WHY, Owner, RoleReader, find_owner, \
-    role_from_argv
+from infertop.probes.server.roles import (
+    REMOTE_WHY,
+    Owner,
+    RoleReader,
+    find_owner,
+    role_from_argv,
+)
 
 PRODUCER = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
 CONSUMER = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'
@@ -255,7 +260,6 @@ def test_two_local_urls_give_the_pane_the_pair_and_a_measured_prefill_side():
     names the decode instance."""
     from helpers.panes import pane_text
     from helpers.rulekit import Hist, tick
-
     from infertop.pipeline import Pipeline
     from infertop.rules.engine import Diagnoser
 

@@ -9,8 +9,12 @@ import random
 
 from helpers.snapkit import reading, sample, snap
 from infertop import qbound
-from infertop.history import (History, bucket_quantile, sort_buckets,
-                              sorted_bucket_quantile)
+from infertop.history import (
+    History,
+    bucket_quantile,
+    sort_buckets,
+    sorted_bucket_quantile,
+)
 from infertop.model import Status, make_labels, with_label
 from infertop.pipeline import Pipeline
 

@@ -19,7 +19,11 @@ import pytest
 from infertop import testing
 from infertop.probes.prometheus.aggregates import per_node
 from infertop.probes.prometheus.source import server_name_regex
-from infertop.probes.server.discovery import classify, port_from_cmdline, server_settings
+from infertop.probes.server.discovery import (
+    classify,
+    port_from_cmdline,
+    server_settings,
+)
 from infertop.servers import registry
 
 PLUGINS = Path(__file__).parent / "fixtures" / "plugins"

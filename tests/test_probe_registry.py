@@ -15,8 +15,14 @@ from infertop.dialects import DIALECTS, GENERIC
 from infertop.keys import SPECS
 from infertop.model import Capability, Reading, Sample
 from infertop.probes.base import Probe
-from infertop.probes.registry import (ProbeSpec, ProbeUsageError, builtin_modules,
-                                      probe_specs, register, unregister)
+from infertop.probes.registry import (
+    ProbeSpec,
+    ProbeUsageError,
+    builtin_modules,
+    probe_specs,
+    register,
+    unregister,
+)
 from infertop.probes.sources.demo import DemoSource
 from infertop.probes.sources.hub import Hub
 

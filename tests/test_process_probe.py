@@ -15,8 +15,14 @@ from helpers.spawn_tree import spawn
 from infertop.keys import SPECS
 from infertop.model import Status
 from infertop.probes.server.discovery import ServerProcess, looked_for
-from infertop.probes.server.process import (ProcessProbe, detect_container, map_gpu_pids,
-                                     ns_pid_aliases, read_comm, read_nspids)
+from infertop.probes.server.process import (
+    ProcessProbe,
+    detect_container,
+    map_gpu_pids,
+    ns_pid_aliases,
+    read_comm,
+    read_nspids,
+)
 
 HOST_KEYS = {"host.cpu_ratio", "host.cpu_count", "host.load1", "host.mem_used_bytes",
              "host.mem_total_bytes"}
@@ -145,8 +151,8 @@ def test_permission_denied_marks_only_the_affected_readings(monkeypatch):
         child = t["child"]
         # a member's per-tick counters and its threads are read from /proc directly
         # (proctree.read_member, read_thread_times): deny its status file and threads there
-        from infertop.probes.server import proctree
         from infertop.probes.server import process as process_mod
+        from infertop.probes.server import proctree
         real_file = proctree.read_proc_file
 
         def deny_status(path, size=4096):

@@ -17,9 +17,14 @@ import pytest
 
 from infertop.model import Status
 from infertop.probes.server.process import ProcessProbe
-from infertop.probes.server.proctree import (FULL_EVERY, REUSE_SAFE, ProcTree,
-                                             read_cpu_and_tasks, read_meminfo,
-                                             read_stat_start)
+from infertop.probes.server.proctree import (
+    FULL_EVERY,
+    REUSE_SAFE,
+    ProcTree,
+    read_cpu_and_tasks,
+    read_meminfo,
+    read_stat_start,
+)
 
 
 def put(proc, pid: int, ppid: int, start: int, name: str = "python") -> None:

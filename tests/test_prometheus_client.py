@@ -8,10 +8,16 @@ import socket
 import httpx
 import pytest
 
-from infertop.probes.prometheus.client import (PrometheusClient, PrometheusError, _duration,
-                                               _rfc3339, clean_text, normalize_base)
-from infertop.probes.prometheus.source import PrometheusSource, build_samples, node_of
 from infertop.model import Status
+from infertop.probes.prometheus.client import (
+    PrometheusClient,
+    PrometheusError,
+    _duration,
+    _rfc3339,
+    clean_text,
+    normalize_base,
+)
+from infertop.probes.prometheus.source import PrometheusSource, build_samples, node_of
 
 TARGETS = {"status": "success", "data": {"activeTargets": [
     {"labels": {"instance": "10.0.0.1:8000", "job": "server", "node": "n1"},

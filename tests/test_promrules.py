@@ -17,13 +17,13 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from helpers.inproc import run_main
 from helpers.promtool_kit import (
     PROMTOOL_HINT,
     promtool_binary,
     run_promtool_test,
 )
-
 from infertop.config import DiagnosisConfig, config_from_dict
 from infertop.probes.sources.demo import DemoSource
 from infertop.promrules import NOT_EXPORTED, build, export_text

@@ -14,8 +14,8 @@ import urllib.parse
 import urllib.request
 
 import pytest
-from helpers.prom_fleet import INSTALL_HINT, prometheus_binary, start_fleet
 
+from helpers.prom_fleet import INSTALL_HINT, prometheus_binary, start_fleet
 from infertop.fleet import FleetPipeline, diagnoser_factory
 from infertop.model import Layer
 from infertop.probes.prometheus.source import PrometheusSource

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from helpers.promtool_kit import PROMTOOL_HINT, promtool_binary
-from helpers.rulekit import tick
 from test_promrules import _check_episodes
 
+from helpers.promtool_kit import PROMTOOL_HINT, promtool_binary
+from helpers.rulekit import tick
 from infertop.model import Snapshot
 from infertop.promrules import NOT_EXPORTED, export_text
 

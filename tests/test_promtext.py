@@ -20,9 +20,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from infertop import promtext
+from infertop.promtext import (
+    Family,
+    FrozenLabels,
+    ParseError,
+    PromSample,
+    clear_caches,
+    parse,
+)
 from infertop.textclean import clean
-from infertop.promtext import (Family, FrozenLabels, ParseError, PromSample, clear_caches,
-                               parse)
 
 METRICS = Path(__file__).parent / "fixtures" / "metrics"
 FIXTURES = sorted(METRICS.glob("*.prom"))

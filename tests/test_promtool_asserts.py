@@ -14,9 +14,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from helpers.inproc import run_main
 from helpers.promtool_kit import PROMTOOL_HINT, promtool_binary
-
 from infertop.promrules import export_text
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -116,8 +116,8 @@ def test_expectations_of_the_kv_exhaustion_recording():
 
 def test_a_code_judged_from_inputs_prometheus_lacks_is_skipped_with_its_reason(monkeypatch):
     import infertop.promtool_asserts as pa
-    from infertop.promtool_asserts import expectations
     from helpers.rulekit import tick
+    from infertop.promtool_asserts import expectations
     snaps = [tick(1000.0 + i, {"server.requests_waiting": {"engine=0,model=m": 12.0 if i > 20
                                                            else 0.0},
                                "server.requests_running": {"engine=0,model=m": 8.0},
@@ -140,9 +140,9 @@ def test_a_code_judged_from_inputs_prometheus_lacks_is_skipped_with_its_reason(m
 
 
 def test_a_run_as_long_as_the_rules_need_is_judged_a_shorter_one_is_not():
+    from helpers.rulekit import tick
     from infertop.promtool_asserts import episodes, expectations
     from infertop.rules.engine import Diagnoser
-    from helpers.rulekit import tick
     need = int(Diagnoser().judge_after())            # 8 s
     snaps = [tick(1000.0 + i, {"kv.usage_ratio": {"engine=0,model=m": 0.3}})
              for i in range(need + 1)]
@@ -159,10 +159,10 @@ def test_a_window_of_zero_seconds_is_written_as_one():
 
 
 def test_the_worst_severity_is_the_highest_the_episode_reached():
+    from helpers.rulekit import tick
     from infertop.config import config_from_dict
     from infertop.findings import Severity
     from infertop.promtool_asserts import episodes, fired_expr
-    from helpers.rulekit import tick
     cfg = config_from_dict({"thresholds": {"gpu_hot_seconds": 10, "gpu_very_hot_seconds": 10}})
     snaps = [tick(1000.0 + i, {"gpu.temp_celsius": {"gpu=0": 88.0 if i < 30 else 95.0}})
              for i in range(60)]

@@ -20,8 +20,8 @@ import httpx
 from hypothesis import given
 from hypothesis import strategies as st
 
-from infertop.probes.prometheus.client import PrometheusClient
 from helpers.props import props, tried
+from infertop.probes.prometheus.client import PrometheusClient
 
 BIG = 300_000        # past the client's 256 KB thread threshold
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")

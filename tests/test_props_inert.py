@@ -15,6 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
+from helpers.props import NASTY, ListSource, feed, props, snapshot_of, tried
+from helpers.synthetic_source import SyntheticSource
 from infertop.cli.doctor import doctor_meta
 from infertop.cli.main import main
 from infertop.pipeline import Pipeline
@@ -22,8 +24,6 @@ from infertop.probes.base import sample
 from infertop.probes.server.metrics import ServerMetricsProbe
 from infertop.report import render_report
 from infertop.rules.engine import Diagnoser
-from helpers.props import NASTY, ListSource, feed, props, snapshot_of, tried
-from helpers.synthetic_source import SyntheticSource
 
 # markup that would act if it reached a browser as markup
 ACTIVE = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "`<b>`x",

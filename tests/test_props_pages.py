@@ -9,15 +9,23 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from helpers.props import (
+    ListSource,
+    check_frame_writers,
+    feed,
+    floats,
+    props,
+    snapshot_of,
+    text,
+    tried,
+)
+from helpers.synthetic_source import SyntheticSource
 from infertop.model import Status
 from infertop.pipeline import Pipeline
 from infertop.probes.base import sample
 from infertop.probes.server.metrics import ServerMetricsProbe
 from infertop.promtext import ParseError
 from infertop.rules.engine import Diagnoser
-from helpers.props import (ListSource, check_frame_writers, feed, floats, props,
-                           snapshot_of, text, tried)
-from helpers.synthetic_source import SyntheticSource
 
 GAUGES = ("vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc",
           "vllm:num_preemptions")

@@ -14,11 +14,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.text import Text
 
+from helpers.props import (
+    LIMITS,
+    check_frame_writers,
+    check_output,
+    props,
+    render_panes,
+    text,
+    tried,
+)
 from infertop.config import load_config
 from infertop.fleet import FleetPipeline, diagnoser_factory
 from infertop.probes.prometheus.source import PrometheusSource
-from helpers.props import (LIMITS, check_frame_writers, check_output, props, render_panes,
-                           text, tried)
 
 SERVER = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
           "vllm:generation_tokens_total", "vllm:time_to_first_token_seconds_bucket")
@@ -135,8 +142,15 @@ def transport(answers: dict[str, object]) -> httpx.MockTransport:
 
 def fleet_cells(frame) -> str:
     """The fleet screen's two tables as the cells fill_tables puts in them."""
-    from infertop.tui.screens.fleet import (_down_or_worst, _gpu_cells, _num, _pct, _secs,
-                                            engine_rows, gpu_rows)
+    from infertop.tui.screens.fleet import (
+        _down_or_worst,
+        _gpu_cells,
+        _num,
+        _pct,
+        _secs,
+        engine_rows,
+        gpu_rows,
+    )
     out = []
     for r in gpu_rows(frame):
         cells = [r.node, *_gpu_cells(r, 8), _pct(r.mem_ratio), _num(r.temp_max, "{:.0f}C"),

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from infertop.cli.main import main
 from helpers.props import LIMITS, check_json, check_output, props, text, tried
+from infertop.cli.main import main
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 

@@ -14,10 +14,10 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
+from helpers.props import LIMITS, check_output, props, text, tried
 from infertop.cli.main import main
 from infertop.config import SECTIONS, ConfigError, config_from_dict
 from infertop.rules.engine import Diagnoser
-from helpers.props import LIMITS, check_output, props, text, tried
 
 KEYS = {name: [f.name for f in dataclasses.fields(cls)] for name, cls in SECTIONS.items()}
 # numbers most of the time (a config of words is refused at its first key)

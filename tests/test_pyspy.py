@@ -23,8 +23,15 @@ from conftest import python_workload_tree
 from infertop import keys
 from infertop.probes.capture import files as cd
 from infertop.probes.capture import pyspy
-from infertop.probes.capture.pyspy import (CaptureError, DumpResult, StackFrame, ProcessDump, RecordResult,
-                                   ThreadDump, ThreadProfile)
+from infertop.probes.capture.pyspy import (
+    CaptureError,
+    DumpResult,
+    ProcessDump,
+    RecordResult,
+    StackFrame,
+    ThreadDump,
+    ThreadProfile,
+)
 
 HERE = Path(__file__).resolve().parent
 WORKLOAD = HERE / "helpers" / "py_workload.py"
@@ -373,6 +380,7 @@ def _dump_result() -> DumpResult:
 async def test_capture_screen_search_filters_stacks():
     from textual.app import App
     from textual.widgets import DataTable, Static
+
     from infertop.tui.screens.capture import CaptureScreen
 
     screen = CaptureScreen(_dump_result(), title="py-spy dump")
@@ -408,6 +416,7 @@ async def test_capture_screen_search_filters_stacks():
 async def test_capture_screen_running_then_result():
     from textual.app import App
     from textual.widgets import DataTable
+
     from infertop.tui.screens.capture import CaptureScreen
 
     cancelled = []

@@ -180,8 +180,9 @@ class _Stuck:
 def writing(monkeypatch):
     """A driver whose writer thread writes to a _Stuck file; deadlines recorded, not
     armed (one would end the test process)."""
-    import infertop.tui.driver as drv
     from textual.drivers._writer_thread import MAX_QUEUED_WRITES, WriterThread
+
+    import infertop.tui.driver as drv
     deadlines: list = []
     monkeypatch.setattr(drv, "exit_deadline", lambda *a, **k: deadlines.append(a))
 
@@ -222,8 +223,9 @@ def test_once_leaving_a_write_is_dropped_instead_of_waiting_for_ever(writing):
 
 
 def test_a_write_error_is_a_lost_terminal_and_later_writes_are_dropped(monkeypatch):
-    import infertop.tui.driver as drv
     from textual.drivers._writer_thread import WriterThread
+
+    import infertop.tui.driver as drv
     deadlines: list = []
     monkeypatch.setattr(drv, "exit_deadline", lambda *a, **k: deadlines.append(a))
 

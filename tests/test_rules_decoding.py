@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from infertop.config import DiagnosisConfig, SLO
+from helpers.rulekit import SERVER, Case, Feed, Hist
+from infertop.config import SLO, DiagnosisConfig
 from infertop.findings import Severity
 from infertop.model import Status
-from helpers.rulekit import (SERVER, Case, Feed, Hist)
 
 E0 = "engine=0,model=m"
 

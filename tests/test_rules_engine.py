@@ -8,17 +8,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers.rulekit import Feed, tick
 from infertop.config import DiagnosisConfig, Timing
 from infertop.findings import Evidence, Finding, Severity
 from infertop.keys import EVIDENCE_KEYS, SPECS
 from infertop.model import Layer
 from infertop.pipeline import Pipeline
+from infertop.rules import decoding, hardware, kernels, memory, parallelism, scheduling
 from infertop.rules.base import Candidate, Rule, parse_input
 from infertop.rules.catalogue_doc import render_catalogue
 from infertop.rules.engine import Diagnoser, covers
-from infertop.rules import decoding, hardware, kernels, memory, parallelism, scheduling
 from infertop.rules.registry import all_rules
-from helpers.rulekit import Feed, tick
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIRED = ["HW-001", "HW-002", "HW-003", "HW-004", "HW-005", "HW-006", "HW-007", "HW-008",

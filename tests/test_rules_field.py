@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import itertools
 
-from infertop.config import DiagnosisConfig, SECTIONS, describe_fields
-from infertop.rules.threshold_sources import SOURCES
 from helpers.rulekit import Feed, Hist
+from infertop.config import SECTIONS, DiagnosisConfig, describe_fields
+from infertop.rules.threshold_sources import SOURCES
 
 E0 = "engine=0,model=m"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from infertop.model import Sample, Snapshot
 from helpers.rulekit import Feed
+from infertop.model import Sample, Snapshot
 
 dialects = pytest.importorskip("infertop.dialects")
 

@@ -3,10 +3,10 @@ looks through the real FleetPipeline (one pipeline per node, FLT rules on the wh
 
 from __future__ import annotations
 
+from helpers.rulekit import Case, Hist
 from infertop.findings import Severity
 from infertop.fleet import FleetPipeline, diagnoser_factory, split_nodes
 from infertop.model import Kind, Reading, Sample, Snapshot, make_labels
-from helpers.rulekit import Case, Hist
 
 M = "model=m"
 

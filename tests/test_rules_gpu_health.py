@@ -8,13 +8,13 @@ import asyncio
 import subprocess
 
 import pytest
+
 from helpers.fake_pynvml import FakeGPU, FakeNVML
 from helpers.promtool_kit import PROMTOOL_HINT, promtool_binary
 from helpers.rulekit import Feed
-from infertop.probes.nvml.probe import NvmlProbe
-
 from infertop.config import config_from_dict
 from infertop.findings import Severity
+from infertop.probes.nvml.probe import NvmlProbe
 from infertop.promrules import build, export_text
 from infertop.promtool_input import InputSeries, render
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from helpers.rulekit import Case, Feed
 from infertop.findings import Severity
 from infertop.model import Status
-from helpers.rulekit import (Case, Feed)
 
 
 class BusyNotWorking(Case):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.rulekit import (Case, Feed, Hist)
+from helpers.rulekit import Case, Feed, Hist
 
 PROCS = {"process.info": {"pid=100,ppid=1,name=python,role=api_server,kind=vllm":
                           "python -m vllm.entrypoints.openai.api_server --model m",

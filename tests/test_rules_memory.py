@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from helpers.rulekit import Case, Feed
 from infertop.findings import Severity
-from helpers.rulekit import (Case, Feed)
 
 GIB = float(1 << 30)
 E0 = "engine=0,model=m"

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-
-from helpers.rulekit import (Case, Feed, Hist)
+from helpers.rulekit import Case, Feed, Hist
 
 GIB = float(1 << 30)
 
@@ -246,7 +245,7 @@ def test_dp_kv_imbalance_counts_too():
 
 def test_transfer_finding_explains_the_ttft_symptom():
     """PAR-004 names itself as DEC-001's cause (cause before symptom)."""
-    from infertop.config import DiagnosisConfig, SLO
+    from infertop.config import SLO, DiagnosisConfig
     f = Feed(DiagnosisConfig(slo=SLO(ttft_p99_seconds=0.5)))
     case = TransferDominatesTtft()
     f.run(case.bad, 30)
@@ -257,7 +256,7 @@ def test_transfer_finding_explains_the_ttft_symptom():
 def test_ttft_symptom_caused_by_the_transfer_points_its_remedy_at_the_transfer():
     """DEC-001's own remedy guesses queue or prefill from the queue time; with PAR-004 as
     its cause it names the transfer, not chunked prefill (the generic prefill remedy)."""
-    from infertop.config import DiagnosisConfig, SLO
+    from infertop.config import SLO, DiagnosisConfig
     from infertop.rules.decoding import PREFILL_REMEDY, QUEUE_REMEDY
     f = Feed(DiagnosisConfig(slo=SLO(ttft_p99_seconds=0.5)))
     case = TransferDominatesTtft()
@@ -354,7 +353,7 @@ def test_transfer_that_dominates_raises_whatever_the_buckets_and_marks_bounds():
     raises on the means and its p99 evidence says it is a bound."""
     f = _xfer_vs_ttft((0.001, 0.01, 0.1, 0.5), 0.9, (0.1, 0.25, 0.5, 1.0, 2.5), 1.0)
     [got] = f.active("PAR-004")
-    assert "KV transfer is 90% of mean TTFT" == got.title
+    assert got.title == "KV transfer is 90% of mean TTFT"
     xfer_p99 = [e for e in got.evidence if e.key == "latency.kv_transfer_seconds"]
     assert xfer_p99 and xfer_p99[0].bound == ">" and xfer_p99[0].threshold is None
     head = got.evidence[0]

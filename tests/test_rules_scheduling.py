@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-
-from helpers.rulekit import (Case, Feed)
+from helpers.rulekit import Case, Feed
 
 E0 = "engine=0,model=m"
 API = {"process.info": {"pid=100,ppid=1,name=python,role=api_server,kind=vllm":

@@ -6,7 +6,6 @@ layer's cases (and its closer looks) live in tests/test_rules_<layer>.py."""
 from __future__ import annotations
 
 import pytest
-
 import test_rules_decoding
 import test_rules_fleet
 import test_rules_hardware
@@ -14,10 +13,18 @@ import test_rules_kernels
 import test_rules_memory
 import test_rules_parallelism
 import test_rules_scheduling
-from helpers.rulekit import (check_clears, check_jitter_past_threshold_raises,
-                             check_jitter_raises_once, check_missing_inputs, check_no_flap,
-                             check_quiet_when_healthy, check_quiet_when_too_short, check_raises,
-                             check_single_spike_quiet)
+
+from helpers.rulekit import (
+    check_clears,
+    check_jitter_past_threshold_raises,
+    check_jitter_raises_once,
+    check_missing_inputs,
+    check_no_flap,
+    check_quiet_when_healthy,
+    check_quiet_when_too_short,
+    check_raises,
+    check_single_spike_quiet,
+)
 
 CASES = [c for m in (test_rules_hardware, test_rules_kernels, test_rules_memory,
                      test_rules_scheduling, test_rules_parallelism, test_rules_decoding,

@@ -18,12 +18,17 @@ import time
 from pathlib import Path
 
 import pytest
-from infertop.probes.capture import files as capture_files
-from infertop.probes.capture.files import CaptureError
-
-from infertop.safefile import OutputError, narrow_mode, open_output, write_file, write_files
 
 from helpers.inproc import run_main
+from infertop.probes.capture import files as capture_files
+from infertop.probes.capture.files import CaptureError
+from infertop.safefile import (
+    OutputError,
+    narrow_mode,
+    open_output,
+    write_file,
+    write_files,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -15,14 +15,14 @@ with the documented default thresholds:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
+from infertop.demo.scenario import list_scenarios, load_scenario
 from infertop.pipeline import Pipeline
 from infertop.probes.sources.demo import DemoSource
 from infertop.rules.engine import Diagnoser
-from infertop.demo.scenario import list_scenarios, load_scenario
 
 pytestmark = pytest.mark.slow   # every scenario played to its findings
 
@@ -47,7 +47,7 @@ class Run:
         return set().union(*self.active)
 
 
-@lru_cache(maxsize=None)
+@cache
 def played(name: str) -> Run:
     """One full pass of the scenario through a fresh Pipeline(Diagnoser()), once per session."""
     src = DemoSource(name, loop=False)

@@ -13,7 +13,7 @@ from infertop.pipeline import Frame
 from infertop.probes.sources.demo import DemoSource
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def demo_frame(name: str, ticks: int) -> Frame:
     return frames_of(DemoSource(name), ticks, make_pipeline(build_parser().parse_args([])))
 
@@ -48,13 +48,14 @@ def test_o_scrolled_right_keeps_the_columns_that_fit():
 async def test_fleet_engines_at_80_columns_cut_no_number_and_tab_stays_in_the_tables():
     import re
 
+    from textual.widgets import Input
+
     from helpers.fleet_source import DemoFleetSource
     from helpers.tui_demo import screen_lines
     from infertop.fleet import FleetPipeline, diagnoser_factory
     from infertop.tui.modes import app_for_source
     from infertop.tui.options import AppOptions
     from infertop.tui.screens.fleet import FleetTable
-    from textual.widgets import Input
     app = app_for_source(DemoFleetSource(4, {2: ("dec-ttft-burst", 35)}),
                          pipeline=FleetPipeline(diagnoser_factory()), interval=1.0,
                          options=AppOptions(manual_ticks=True))

@@ -11,11 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from infertop.model import Status
-from infertop.probes.sources.hub import Hub
-from infertop.probes.server.metrics import ServerMetricsError, ServerMetricsProbe, normalize_url
 from helpers.faulty_server import closed_port
 from helpers.raw_http import RawServer, Resp, self_signed
+from infertop.model import Status
+from infertop.probes.server.metrics import (
+    ServerMetricsError,
+    ServerMetricsProbe,
+    normalize_url,
+)
+from infertop.probes.sources.hub import Hub
 
 METRICS = Path(__file__).parent / "fixtures" / "metrics"
 VLLM = (METRICS / "vllm-0.32-busy.prom").read_bytes()

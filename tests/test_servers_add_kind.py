@@ -12,9 +12,15 @@ import pytest
 
 from infertop.dialects import readings_from_exposition
 from infertop.probes.prometheus.source import server_name_regex
-from infertop.probes.server.discovery import (ProcInfo, ServerProcess, _fill_ports, classify,
-                                              group_servers, port_from_cmdline,
-                                              server_settings)
+from infertop.probes.server.discovery import (
+    ProcInfo,
+    ServerProcess,
+    _fill_ports,
+    classify,
+    group_servers,
+    port_from_cmdline,
+    server_settings,
+)
 from infertop.rules.base import Proc
 from infertop.servers import registry
 

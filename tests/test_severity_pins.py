@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from helpers.rulekit import Feed
 
+from helpers.rulekit import Feed
 from infertop.config import config_from_dict
 from infertop.findings import RuleSpec, Severity
 from infertop.model import Layer

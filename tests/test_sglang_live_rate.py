@@ -16,11 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers.rulekit import Feed, _labels, make_reading
+from helpers.snapkit import sample, snap
 from infertop.dialects import readings_from_exposition
 from infertop.keys import ON_FINISH
-
-from helpers.rulekit import Feed, make_reading, _labels
-from helpers.snapkit import sample, snap
 
 PAGE = (Path(__file__).parent / "fixtures" / "metrics" / "sglang-0.5.23-busy.prom").read_text()
 INST = "127.0.0.1:30000"

@@ -16,10 +16,19 @@ from helpers.rulekit import Feed, Hist, tick
 from infertop.model import Status
 from infertop.peaks import dtype_family, find_sku, peak_bandwidth, peak_flops
 from infertop.probes.nvml.probe import NvmlProbe
-from infertop.probes.server.model_config import (MAX_CONFIG_BYTES, ModelConfigReader,
-                                                 candidates)
-from infertop.speedoflight import (ConfigError, decode_step, estimated_bytes_per_gpu,
-                                   estimated_flops_per_gpu, model_facts, utilisation)
+from infertop.probes.server.model_config import (
+    MAX_CONFIG_BYTES,
+    ModelConfigReader,
+    candidates,
+)
+from infertop.speedoflight import (
+    ConfigError,
+    decode_step,
+    estimated_bytes_per_gpu,
+    estimated_flops_per_gpu,
+    model_facts,
+    utilisation,
+)
 
 H100_BW = 5120 / 8 * 2619e6 * 2          # 3.35232e12 B/s
 H100_BF16 = 989.4e12
@@ -340,6 +349,7 @@ def test_vllm_032_page_has_the_mfu_counters_at_zero():
     """Exposed without --enable-mfu-metrics, at 0 (docs/metrics.md#mfu): mapped, and the
     pipeline test above shows all-zero counters fall back to the estimate."""
     from pathlib import Path
+
     from infertop.dialects import readings_from_exposition
     page = (Path(__file__).parent / "fixtures/metrics/vllm-0.32-busy.prom").read_text()
     got = {r.key: r for r in readings_from_exposition(page, "x").readings

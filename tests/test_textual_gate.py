@@ -15,12 +15,12 @@ from textual._compositor import Compositor
 from textual._styles_cache import StylesCache
 from textual.drivers.linux_driver import LinuxDriver
 
+from helpers.tui_demo import demo_app, screen_lines
 from infertop.tui import textual_gate
 from infertop.tui.app import quiet_driver_class
 from infertop.tui.compositor import LeanCompositor
 from infertop.tui.driver import QuietLinuxDriver
 from infertop.tui.panes.styles_cache import PaneStylesCache
-from helpers.tui_demo import demo_app, screen_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 PINNED = next(iter(sorted(textual_gate.KNOWN_VERSIONS)))

@@ -4,11 +4,11 @@ import asyncio
 
 import pytest
 
+from helpers.synthetic_source import SyntheticSource
 from infertop.model import Reading, Sample, Snapshot, Status
 from infertop.pipeline import Pipeline
 from infertop.source import SnapshotSource
 from infertop.tui.app import InfertopApp, UnknownTheme
-from helpers.synthetic_source import SyntheticSource
 
 
 def text_of(widget) -> str:

@@ -7,6 +7,7 @@ ends with "…"."""
 from __future__ import annotations
 
 import pytest
+
 from helpers.tui_demo import demo_app, open_capture
 from infertop.probes.capture.nsys import NsysResult
 from infertop.probes.capture.pyspy import DumpResult, RecordResult

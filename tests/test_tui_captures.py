@@ -6,14 +6,14 @@ from pathlib import Path
 import pytest
 from conftest import python_workload_tree
 
+from helpers.snapkit import reading
 from helpers.tui_demo import wait_until
 from infertop.model import Sample
 from infertop.pipeline import Pipeline
-from infertop.probes.sources.hub import Hub
 from infertop.probes.base import Probe
+from infertop.probes.sources.hub import Hub
 from infertop.tui.modes import LiveApp
 from infertop.tui.options import AppOptions
-from helpers.snapkit import reading
 
 pytestmark = pytest.mark.slow   # captures driven through the whole app
 

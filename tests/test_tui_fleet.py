@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from helpers.fleet_source import DemoFleetSource
+from helpers.tui_demo import screen_lines
 from infertop.fleet import FleetPipeline, diagnoser_factory
 from infertop.tui.modes import FleetApp, app_for_source
 from infertop.tui.options import AppOptions
 from infertop.tui.screens.fleet import NodeScreen, engine_rows, gpu_rows
-from helpers.fleet_source import DemoFleetSource
-from helpers.tui_demo import screen_lines
 
 pytestmark = pytest.mark.slow   # the fleet screen driven through the whole app
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-
-
+from helpers import tui_demo
+from helpers.synthetic_source import SyntheticSource
 from infertop.history import History
 from infertop.model import Layer, Reading, Sample, Snapshot, make_labels
 from infertop.pipeline import Pipeline
@@ -16,8 +16,6 @@ from infertop.tui.app import InfertopApp
 from infertop.tui.options import AppOptions
 from infertop.tui.widgets.braille_plot import Canvas, Trace, y_ticks
 from infertop.tui.widgets.history_plot import HistoryPlot, plot_text
-from helpers import tui_demo
-from helpers.synthetic_source import SyntheticSource
 
 pytestmark = pytest.mark.slow   # the history plot driven through the whole app
 
@@ -283,6 +281,7 @@ async def test_plot_redraws_at_most_once_a_second_while_ticks_arrive():
 
 def test_help_lists_h():
     from rich.console import Console
+
     from infertop.tui.screens.help import bindings_table
     con = Console(width=160, record=True, color_system=None)
     con.print(bindings_table(InfertopApp(SyntheticSource(), pipeline=Pipeline())))
@@ -292,6 +291,7 @@ def test_help_lists_h():
 
 async def test_replay_plot_reads_time_into_the_recording(tmp_path):
     import re
+
     from infertop.cli.main import build_parser, make_pipeline
     from infertop.probes.sources.demo import DemoSource
     from infertop.probes.sources.recorder import record_headless
@@ -315,7 +315,7 @@ async def test_replay_plot_reads_time_into_the_recording(tmp_path):
         clock = [int(m[0]) * 3600 + int(m[1]) * 60 + int(m[2])
                  for m in re.findall(r"(\d):(\d\d):(\d\d)", labels)]
         assert "now" not in labels and clock and clock == sorted(clock)
-        assert 0 <= min(clock) and max(clock) <= src.elapsed   # the replay's own timeline
+        assert min(clock) >= 0 and max(clock) <= src.elapsed   # the replay's own timeline
         assert src.elapsed - max(clock) <= 15
 
 

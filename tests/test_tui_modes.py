@@ -4,10 +4,10 @@ import asyncio
 
 import pytest
 
+from infertop.cli.main import build_parser, make_pipeline
 from infertop.probes.sources.demo import DemoSource
 from infertop.probes.sources.recorder import record_headless
 from infertop.probes.sources.replay import ReplaySource
-from infertop.cli.main import build_parser, make_pipeline
 from infertop.tui.modes import DemoApp, ReplayApp
 from infertop.tui.options import AppOptions
 

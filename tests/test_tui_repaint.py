@@ -5,9 +5,9 @@ the same run: sizes, not times."""
 
 from __future__ import annotations
 
-import pytest
-
 import dataclasses
+
+import pytest
 
 from helpers.synthetic_source import SyntheticSource
 from infertop.model import Sample
@@ -129,11 +129,11 @@ def test_sparklines_move_every_trend_slot_and_start_over_with_a_new_history():
     """A trend is drawn from the newest values when its TREND_SECONDS slot begins and kept
     for the slot (values are drawn every tick); a new History (a scenario switch, a
     replay seek) draws it anew at once."""
+    from helpers.snapkit import reading, sample, snap
     from infertop.history import History
     from infertop.pipeline import Frame
     from infertop.themes import roles
-    from infertop.tui.panes.context import PaneContext, TREND_SECONDS
-    from helpers.snapkit import reading, sample, snap
+    from infertop.tui.panes.context import TREND_SECONDS, PaneContext
 
     def history(values, t0=1000.0):
         h = History()

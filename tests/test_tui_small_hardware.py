@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import re
 
-from helpers.fake_pynvml import FakeGPU, FakeNVML, ManualClock
 from pynvml import NVML_GPM_METRIC_SM_UTIL
 
-from infertop.model import Snapshot
+from helpers.fake_pynvml import FakeGPU, FakeNVML, ManualClock
 from infertop.cli.main import build_parser, make_pipeline
+from infertop.model import Snapshot
 from infertop.probes.nvml.probe import NvmlProbe
 from infertop.source import SnapshotSource
 from infertop.tui.app import InfertopApp

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from helpers.tui_demo import demo_app, screen_lines
 from infertop.cli.main import build_parser, make_pipeline
 from infertop.demo.scenario import list_scenarios
 from infertop.probes.sources.demo import DemoSource
 from infertop.tui.modes import DemoApp
 from infertop.tui.options import AppOptions
-from helpers.tui_demo import demo_app, screen_lines
 
 EIGHT = str(Path(__file__).parent / "fixtures" / "scenarios" / "eight-gpus-straggler.toml")
 CUT_NUMBER = re.compile(r"\d…")

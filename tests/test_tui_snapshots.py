@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from infertop.tui.options import AppOptions
 from helpers.tui_demo import demo_app
+from infertop.tui.options import AppOptions
 
 pytestmark = pytest.mark.slow   # SVG snapshots of the whole app, each a Textual run
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+
 from helpers.promtool_kit import PROMTOOL_HINT, promtool_binary
 from helpers.rulekit import Feed, Hist, tick
-
 from infertop.findings import Severity
 from infertop.history import History
 from infertop.promtool_input import InputSeries, render

@@ -4,17 +4,16 @@ screen are drawn.  Content through the panes' own render_frame, keys through Pil
 
 from __future__ import annotations
 
-import pytest
-
 import functools
 
+import pytest
 from rich.text import Text
 
 from helpers.big_source import BigSource
 from helpers.panes import frames_of, pane_text
 from infertop.cli.main import build_parser, make_pipeline
-from infertop.probes.sources.demo import DemoSource
 from infertop.pipeline import Frame, Pipeline
+from infertop.probes.sources.demo import DemoSource
 from infertop.tui.app import InfertopApp
 from infertop.tui.options import AppOptions
 from infertop.tui.panes.columns import Columns
@@ -23,12 +22,12 @@ from infertop.tui.zoom_table import TableView, cell_value, sort_key, view_order
 pytestmark = pytest.mark.slow   # zoomed tables driven through the whole app
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def big_frame() -> Frame:
     return frames_of(BigSource(gpus=64, engines=16, procs=200), 3)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def demo_frame(name: str, ticks: int) -> Frame:
     return frames_of(DemoSource(name), ticks, make_pipeline(build_parser().parse_args([])))
 
@@ -242,8 +241,9 @@ async def test_help_lists_the_zoomed_pane_keys():
     async with app.run_test(size=(140, 50)) as pilot:
         await pilot.press("question_mark")
         await pilot.pause()
-        from infertop.tui.screens.help import bindings_table
         from rich.console import Console
+
+        from infertop.tui.screens.help import bindings_table
         con = Console(width=140, record=True, file=open("/dev/null", "w"))
         con.print(bindings_table(app))
         text = con.export_text()

@@ -54,10 +54,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import CodeType, ModuleType
-from typing import Callable, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 

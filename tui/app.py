@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, ScreenStackError
 from textual.binding import Binding
-from textual.app import ScreenStackError
 from textual.containers import Container
 from textual.css.query import NoMatches
 from textual.screen import Screen
@@ -34,9 +33,9 @@ from infertop import __version__
 from infertop.meta import meta_url
 from infertop.model import Status
 from infertop.pipeline import Frame, Pipeline
-from infertop.textclean import clean
 from infertop.probes.sources.hub import deadline_for
 from infertop.source import SnapshotSource, pace
+from infertop.textclean import clean
 from infertop.themes import DEFAULT_THEME, THEMES, roles, stylesheet_path
 
 from .compositor import use_lean_compositor
@@ -44,16 +43,16 @@ from .mute import Mutes
 from .options import AppOptions, CaptureSummaries
 from .panes.cells import TickMemo
 from .panes.context import FrameLookups
-from .panes.widget import LayerPane
 from .panes.decoding import DecodingPane
 from .panes.hardware import HardwarePane
 from .panes.kernels import KernelsPane
 from .panes.memory import MemoryPane
 from .panes.parallelism import ParallelismPane
 from .panes.scheduling import SchedulingPane
-from .widgets.history_plot import HistoryPlot, sync_history_plot, toggle_history_plot
+from .panes.widget import LayerPane
 from .widgets.bar import Bar
 from .widgets.filter_line import FilterLine
+from .widgets.history_plot import HistoryPlot, sync_history_plot, toggle_history_plot
 from .widgets.keybar import KeyBar
 from .zoom_table import ZOOM_BINDINGS
 
@@ -208,7 +207,7 @@ class _DaemonWorker:
     thread says it is free before it hands the result over, so the next tick, which the
     result lets start at once, finds it free."""
 
-    _queue: "queue.SimpleQueue | None" = None
+    _queue: queue.SimpleQueue | None = None
     _busy = threading.Lock()
 
     @classmethod
@@ -224,7 +223,7 @@ class _DaemonWorker:
         cls._queue.put((job, done))
 
     @classmethod
-    def _serve(cls, jobs: "queue.SimpleQueue") -> None:
+    def _serve(cls, jobs: queue.SimpleQueue) -> None:
         while True:
             job, done = jobs.get()
             try:

@@ -174,6 +174,7 @@ class CaptureController:
                                  go)
         elif plan.mode == "endpoint":
             from infertop.probes.capture.profiler_endpoint import confirm_text
+
             from .screens.prompt import ConfirmPrompt
             kind = self.server_name()
 

@@ -11,7 +11,7 @@ notice says which way was used.
 from __future__ import annotations
 
 import base64
-from typing import Callable
+from collections.abc import Callable
 
 from infertop.findings import Finding
 from infertop.textclean import clean

@@ -9,9 +9,8 @@ the TUI, not infertop/demo: the core does not import the probes' capture types.)
 
 from __future__ import annotations
 
-import functools
-
 import collections
+import functools
 import re
 from pathlib import Path
 
@@ -19,7 +18,12 @@ from rich.text import Text
 
 from infertop.probes.capture.gil_sampler import GilAggregate, GilSample, GilSampler
 from infertop.probes.capture.nsys import NsysResult, parse_stats_csv, summarize_stats
-from infertop.probes.capture.pyspy_dump import DumpResult, ProcessDump, StackFrame, ThreadDump
+from infertop.probes.capture.pyspy_dump import (
+    DumpResult,
+    ProcessDump,
+    StackFrame,
+    ThreadDump,
+)
 from infertop.probes.capture.pyspy_record import RecordResult, ThreadProfile, summarize
 
 PYSPY_DUMP = "vllm-0.32-pyspy-dump.txt"

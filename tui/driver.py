@@ -44,8 +44,9 @@ import threading
 from codecs import getincrementaldecoder
 from typing import Any
 
-from infertop.probes.base import exit_deadline as _exit_deadline
 from textual.drivers.linux_driver import LinuxDriver
+
+from infertop.probes.base import exit_deadline as _exit_deadline
 
 from .termdiff import CellDiff
 from .textual_gate import XTermParser, get_time, loop_last

@@ -423,9 +423,10 @@ class FleetApp(InfertopApp):
 
     def compose(self):
         from textual.widgets import Static
+
+        from .app import GENERAL_ACTIONS
         from .screens.fleet import FleetView
         from .widgets.keybar import KeyBar
-        from .app import GENERAL_ACTIONS
         yield Static(self._header_text(), id="header")
         yield Static("", id="findings-strip", classes="-none")
         yield Static("", id="banner")

@@ -4,6 +4,7 @@ fields instead of loose dicts, so a misspelt option is an error, not a silent de
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 from rich.text import Text
 
 

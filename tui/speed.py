@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 class SpeedMeter:

@@ -140,13 +140,7 @@ def _absent(*args: Any, **kwargs: Any) -> Any:
     raise GateClosed(REASON)
 
 
-if TYPE_CHECKING:
-    from textual._compositor import ChopsUpdate, Compositor
-    from textual._loop import loop_last
-    from textual._styles_cache import StylesCache
-    from textual._time import get_time
-    from textual._xterm_parser import XTermParser
-elif not REASON:       # checked above: these imports succeed
+if TYPE_CHECKING or not REASON:
     from textual._compositor import ChopsUpdate, Compositor
     from textual._loop import loop_last
     from textual._styles_cache import StylesCache

@@ -16,8 +16,9 @@ position line says how many flagged rows are above or below the window.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from textual.binding import Binding, BindingType
 

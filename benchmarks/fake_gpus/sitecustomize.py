@@ -19,7 +19,7 @@ def _install() -> None:
     import importlib.util
     from pathlib import Path
 
-    import pynvml as real   # the real module first: the fake borrows its structs and errors
+    import pynvml as real  # the real module first: the fake borrows its structs and errors
 
     path = Path(__file__).resolve().parents[2] / "tests" / "helpers" / "fake_pynvml.py"
     spec = importlib.util.spec_from_file_location("_infertop_fake_pynvml", path)

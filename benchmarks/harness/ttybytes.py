@@ -18,6 +18,7 @@ import sys
 import termios
 import time
 
+
 def main():
     cols, rows, warm, secs = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
     cmd = sys.argv[sys.argv.index("--") + 1:]

@@ -15,10 +15,19 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from infertop.demo.hist import (NIXL_BYTES, NIXL_XFER, VLLM_ITERATION, VLLM_ITL,
-                                VLLM_REQUEST, VLLM_TTFT, Hist, request_tokens_buckets)
+from infertop.demo.hist import (
+    NIXL_BYTES,
+    NIXL_XFER,
+    VLLM_ITERATION,
+    VLLM_ITL,
+    VLLM_REQUEST,
+    VLLM_TTFT,
+    Hist,
+    request_tokens_buckets,
+)
 
 DT = 1.0
 FINISH_REASONS = ("stop", "length", "abort", "error")

@@ -8,11 +8,11 @@ from exposition text (``scenario_expo``) through the same parser as live data.
 from __future__ import annotations
 
 from infertop.config import Thresholds
+from infertop.demo.scenario import THROTTLE_NAMES
+from infertop.demo.sim import SimFrame
 from infertop.keys import SPECS
 from infertop.meta import GpuName, NvmlMeta, ProcessMeta, ServerInfo
 from infertop.model import Kind, Reading, Sample, Status, make_labels
-from infertop.demo.scenario import THROTTLE_NAMES
-from infertop.demo.sim import SimFrame
 from infertop.servers import registry
 
 _GPU_KEYS = (

@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
-from infertop.demo.scenario import KNOBS, THROTTLE_NAMES, Phase, Scenario
 from infertop.demo.engine import DT, EngineSim
 from infertop.demo.hist import Hist
+from infertop.demo.scenario import KNOBS, THROTTLE_NAMES, Phase, Scenario
 
 MAX_THREADS = 20  # busiest threads reported per process (the live probe's default)
 GIB = float(1 << 30)
@@ -105,7 +106,7 @@ class SimFrame:
     extra: dict[str, Any] = field(default_factory=dict)
     # a disaggregated pair (setup pd_pair): the prefill instance on another node, as its
     # /metrics page sees it (engines only: no GPUs or processes of this host)
-    prefill: "SimFrame | None" = None
+    prefill: SimFrame | None = None
 
 
 class ScenarioRun:
@@ -191,8 +192,8 @@ class ScenarioRun:
         return frame
 
     # ---- one tick ----------------------------------------------------------------------
-    def _advance(self, now: float, ts: float, phase: Phase, entering: bool, g: "_Knobs",
-                 gk: list["_Knobs"]) -> SimFrame:
+    def _advance(self, now: float, ts: float, phase: Phase, entering: bool, g: _Knobs,
+                 gk: list[_Knobs]) -> SimFrame:
         s, rng = self.setup, self.rng
         tp, ngpu = int(s["tp"]), int(s["gpus"])
         down = phase.down
@@ -341,7 +342,7 @@ class ScenarioRun:
         return b  # llama.cpp: one process
 
     # ---- processes ---------------------------------------------------------------------
-    def _procs(self, g: "_Knobs", gk, engine_gpus, rng) -> list[ProcView]:
+    def _procs(self, g: _Knobs, gk, engine_gpus, rng) -> list[ProcView]:
         s = self.setup
         b = self.pid_base
         model = s["model"]
@@ -452,7 +453,7 @@ class ScenarioRun:
                         0.01, 1.2, 15, title[:15], 0.9)
         return procs
 
-    def _cmd_args(self, g: "_Knobs") -> list[str]:
+    def _cmd_args(self, g: _Knobs) -> list[str]:
         """The server's command-line options, as its entry point would have been started."""
         s = self.setup
         kind = self.kind
@@ -501,7 +502,7 @@ class ScenarioRun:
                 opts += [flag, value]
         return opts
 
-    def _host(self, g: "_Knobs", procs: list[ProcView], rng) -> dict[str, float]:
+    def _host(self, g: _Knobs, procs: list[ProcView], rng) -> dict[str, float]:
         s = self.setup
         cpus = float(s["host_cpus"])
         used_cores = sum(p.cpu for p in procs) + 0.8

@@ -10,16 +10,26 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable, Iterable, Mapping, TypeGuard
+from typing import TypeGuard
 
 from .. import qbound
 from ..config import DiagnosisConfig, Thresholds
 from ..findings import Evidence, RuleSpec, Severity
 from ..history import History, Series
 from ..keys import SPECS
-from ..model import Kind, Labels, Reading, Snapshot, Status, Valued, has_value, make_labels
+from ..model import (
+    Kind,
+    Labels,
+    Reading,
+    Snapshot,
+    Status,
+    Valued,
+    has_value,
+    make_labels,
+)
 from ..pidmap import map_gpu_pids
 from ..reading_index import ReadingIndex
 from ..servers import registry
@@ -89,7 +99,7 @@ def parse_input(text: str) -> InputSpec:
 @dataclass(frozen=True)
 class Rule:
     spec: RuleSpec
-    check: Callable[["Context"], Iterable[Candidate]]
+    check: Callable[[Context], Iterable[Candidate]]
 
     @property
     def code(self) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from .. import qbound
 from ..findings import Evidence, RuleSpec, Severity

@@ -29,17 +29,24 @@ Time is the Snapshot's clock, so demo, replay and live diagnose alike.  Call
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 from ..config import DiagnosisConfig
 from ..findings import Finding, FindingEvent, RuleSpec, Severity, leads, order_key
 from ..history import History, Series
 from ..model import Labels, Reading, Snapshot, Status
 from ..reading_index import ReadingIndex
-from .base import FACT_MAX_AGE, JUDGED_RAISE_AFTER, Candidate, Context, Rule, describe_subject
+from .base import (
+    FACT_MAX_AGE,
+    JUDGED_RAISE_AFTER,
+    Candidate,
+    Context,
+    Rule,
+    describe_subject,
+)
 from .registry import all_rules
-
 
 # Real scrapes are not exactly 1 s apart (2.99 s for three ticks is common): a delay is
 # met when it is met to within this much, so "3 s" means three ticks, not four.

@@ -9,7 +9,7 @@ node's History).  On a single box there is no ``node`` label and they find nothi
 from __future__ import annotations
 
 import statistics
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
 from ..model import Layer, Valued, make_labels

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
 from ..history import Series
 from ..model import Layer
-from .base import ENGINE_ROLES, JUDGED_RAISE_AFTER, Candidate, Context, Rule, ev, server_subject, split_slope, sub
+from .base import (
+    ENGINE_ROLES,
+    JUDGED_RAISE_AFTER,
+    Candidate,
+    Context,
+    Rule,
+    ev,
+    server_subject,
+    split_slope,
+    sub,
+)
 from .window import point_at
 
 KRN = Layer.KERNELS

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
 from ..model import Layer
 from ..servers import registry
 from ..units import fmt_bytes
-from .base import JUDGED_RAISE_AFTER, QUEUED_SHARE, Candidate, Context, Rule, ev, server_subject, sub
+from .base import (
+    JUDGED_RAISE_AFTER,
+    QUEUED_SHARE,
+    Candidate,
+    Context,
+    Rule,
+    ev,
+    server_subject,
+    sub,
+)
 from .window import covered, value_at
 
 MEM = Layer.MEMORY

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
 from ..model import Layer, make_labels

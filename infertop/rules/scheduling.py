@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
+from ..derive import THROUGHPUT_LOOKBACK
 from ..findings import Evidence, RuleSpec, Severity
 from ..model import Labels, Layer, Reading, make_labels
 from ..servers import registry
 from ..units import fmt_count, fmt_value
 from ..windowstat import recent_values
-from .base import JUDGED_RAISE_AFTER, QUEUED_SHARE, Candidate, Context, Rule, ev, server_subject, sub
-from ..derive import THROUGHPUT_LOOKBACK
+from .base import (
+    JUDGED_RAISE_AFTER,
+    QUEUED_SHARE,
+    Candidate,
+    Context,
+    Rule,
+    ev,
+    server_subject,
+    sub,
+)
 
 SCH = Layer.SCHEDULING
 WARN = Severity.WARN

@@ -3,7 +3,7 @@ table and by discovery's port lookup.  Pure."""
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 
 def norm_flag(tok: str) -> str:

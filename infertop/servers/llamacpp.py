@@ -7,7 +7,7 @@ processed + cached.  One process serves HTTP and runs the model (role "server").
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .flags import settings_from
 from .mapping import Dialect

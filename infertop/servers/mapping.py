@@ -8,8 +8,9 @@ Pure: no I/O.  Nothing here names a server kind.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from infertop.keys import SPECS
 from infertop.model import Kind, Reading, make_labels
@@ -58,7 +59,7 @@ class Dialect:
     engine_label: str
     model_labels: tuple[str, ...]
     rules: tuple[FamilyMap, ...]
-    extras: tuple[Callable[["Ctx"], None], ...] = ()  # facts that are not one series
+    extras: tuple[Callable[[Ctx], None], ...] = ()  # facts that are not one series
     # the families the extras read (a fleet's Prometheus query asks for exactly these
     # and the rules' families: probes/prometheus/source.py)
     extra_families: tuple[str, ...] = ()

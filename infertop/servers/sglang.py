@@ -11,7 +11,7 @@ num_requests_total counts finished requests.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from infertop.keys import SPECS
 from infertop.model import Kind, Reading

@@ -12,11 +12,10 @@ Pure data plus small pure functions: no I/O, nothing from probes/, tui/ or cli/.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 from .mapping import Dialect
-
 
 # One (how, program, arguments) of a command line -> (kind, role), or None when the
 # program is not this kind's.  ``how`` is discovery's split_program: "module" (python -m X),
@@ -52,8 +51,8 @@ class ProfilerEndpoint:
     forward steps that stops by itself (``steps``: SGLang).
     """
 
-    confirm: Callable[[float, "int | None"], str]   # the dialog's question (seconds, steps)
-    trace_dir: Callable[[Sequence[str]], "str | None"]  # where traces go, from the cmdline
+    confirm: Callable[[float, int | None], str]   # the dialog's question (seconds, steps)
+    trace_dir: Callable[[Sequence[str]], str | None]  # where traces go, from the cmdline
     not_found_fix: str          # what to do when /start_profile is 404/405
     steps: int = 0              # > 0: profile this many steps by default, no /stop_profile
     enabled_by: str = ""        # command-line flag (prefix) that turns the routes on;

@@ -8,7 +8,7 @@ ends).  Names from router/src/server.rs; their first versions are not recorded.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .flags import settings_from
 from .mapping import Dialect

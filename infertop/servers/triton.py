@@ -14,7 +14,7 @@ fixture is written from that documentation, not captured
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from infertop.keys import SPECS
 from infertop.model import Reading

@@ -11,7 +11,7 @@ fixture is written from that source, not captured
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .mapping import Ctx, Dialect, gauge_configs
 from .mapping import rule as _r

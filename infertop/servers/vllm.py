@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from infertop.keys import SPECS
 from infertop.model import Kind, Reading

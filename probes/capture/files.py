@@ -14,8 +14,8 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from infertop.safefile import OutputError, write_files
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from infertop.probes.capture.files import capture_path, write_all_atomic
 
 if TYPE_CHECKING:
-    from infertop.probes.capture.pyspy import StackFrame, RecordResult
+    from infertop.probes.capture.pyspy import RecordResult, StackFrame
 
 __all__ = ["speedscope_document", "flamegraph_svg"]
 

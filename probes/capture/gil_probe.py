@@ -13,7 +13,6 @@ import time
 
 from infertop.meta import GilMeta
 from infertop.model import Capability, Sample, Status
-
 from infertop.probes.base import Probe
 from infertop.probes.capture.files import CaptureError
 from infertop.probes.capture.gil_sampler import GilSampler

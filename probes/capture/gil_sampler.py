@@ -8,13 +8,18 @@ import collections
 import json
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from infertop.model import Kind, Reading, Status, make_labels
 from infertop.probes.capture.files import CaptureError
 from infertop.probes.capture.pyspy_dump import _require_pyspy, parse_dump_json
-from infertop.probes.capture.pyspy_run import _check_pid, _python_before_311, _run, classify_error
+from infertop.probes.capture.pyspy_run import (
+    _check_pid,
+    _python_before_311,
+    _run,
+    classify_error,
+)
 
 
 @dataclass(slots=True)

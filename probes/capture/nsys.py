@@ -26,13 +26,14 @@ import shlex
 import shutil
 import signal
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from infertop.probes.capture.files import CaptureError
-from infertop.safefile import narrow_mode
 from infertop.probes.capture.window import hold_window
+from infertop.safefile import narrow_mode
 from infertop.servers import registry
 
 __all__ = [

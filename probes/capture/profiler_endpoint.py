@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import shlex
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from infertop.probes.capture.window import hold_window
 from infertop.servers import registry

@@ -34,13 +34,34 @@ from __future__ import annotations
 from infertop.probes.capture.files import CaptureError
 from infertop.probes.capture.flamegraph import flamegraph_svg, speedscope_document
 from infertop.probes.capture.gil_sampler import GilAggregate, GilSample, GilSampler
-from infertop.probes.capture.pyspy_dump import (DumpResult, StackFrame, ProcessDump, ThreadDump,
-                                                dump_tree, parse_dump_json, save_dump)
-from infertop.probes.capture.pyspy_record import (ProfileSummary, RecordResult, ThreadProfile,
-                                                  _collect, _Run, open_hints, record, spin_share,
-                                                  summarize, summary_lines)
-from infertop.probes.capture.pyspy_run import (_python_before_311, classify_error, find_pyspy,
-                                               native_tools_hint, ptrace_fix)
+from infertop.probes.capture.pyspy_dump import (
+                                                DumpResult,
+                                                ProcessDump,
+                                                StackFrame,
+                                                ThreadDump,
+                                                dump_tree,
+                                                parse_dump_json,
+                                                save_dump,
+)
+from infertop.probes.capture.pyspy_record import (
+                                                ProfileSummary,
+                                                RecordResult,
+                                                ThreadProfile,
+                                                _collect,
+                                                _Run,
+                                                open_hints,
+                                                record,
+                                                spin_share,
+                                                summarize,
+                                                summary_lines,
+)
+from infertop.probes.capture.pyspy_run import (
+                                                _python_before_311,
+                                                classify_error,
+                                                find_pyspy,
+                                                native_tools_hint,
+                                                ptrace_fix,
+)
 
 __all__ = [
     "CaptureError", "StackFrame", "ThreadDump", "ProcessDump", "DumpResult", "RecordResult",

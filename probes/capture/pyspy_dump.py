@@ -6,12 +6,21 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from infertop.probes.capture.files import CaptureError, capture_path, write_all_atomic
-from infertop.probes.capture.pyspy_run import PYSPY_INSTALL_FIX, _PySpyError, _check_pid, _read_cmdline, _run, classify_error, find_pyspy
+from infertop.probes.capture.pyspy_run import (
+    PYSPY_INSTALL_FIX,
+    _check_pid,
+    _PySpyError,
+    _read_cmdline,
+    _run,
+    classify_error,
+    find_pyspy,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,14 +13,26 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from infertop.probes.capture.files import CaptureError
 from infertop.probes.capture.flamegraph import _save_record, _short
-from infertop.probes.capture.pyspy_dump import StackFrame, ProcessDump, _require_pyspy, dump_tree
-from infertop.probes.capture.pyspy_run import _PySpyError, _child_env, _kill, _python_before_311, classify_error
+from infertop.probes.capture.pyspy_dump import (
+    ProcessDump,
+    StackFrame,
+    _require_pyspy,
+    dump_tree,
+)
+from infertop.probes.capture.pyspy_run import (
+    _child_env,
+    _kill,
+    _PySpyError,
+    _python_before_311,
+    classify_error,
+)
 
 
 @dataclass(slots=True)

@@ -10,10 +10,10 @@ import re
 import shutil
 import signal
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
-
+from typing import Any
 
 PYSPY_INSTALL_FIX = ("install it into infertop's environment: pip install py-spy "
                      "(or pipx install py-spy; it ships a static binary)")

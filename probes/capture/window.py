@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 async def hold_window(seconds: float, cancel: asyncio.Event | None,

@@ -9,8 +9,9 @@ per GPU: a GPU that fell off the bus must not take the other GPUs' readings with
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from infertop.model import Status
 

@@ -10,8 +10,8 @@ request struct are allocated once per GPU and reused.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
-from typing import Callable
 
 from infertop.probes.nvml.calls import NvmlCalls
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from infertop.model import Labels, Reading, Status, make_labels
-
 from infertop.probes.nvml.calls import GpuLost, NvmlCalls
 from infertop.probes.nvml.gpm import GpmSampler
 
@@ -48,7 +47,7 @@ mk = Reading.of   # a Reading with the unit and kind its key is declared with
 _FROM_VALUE = object()   # gmk's cache key part for a text computed from the value
 
 
-def gmk(g: "GpuState", key: str, value: float | None, status: Status = OK, reason: str = "",
+def gmk(g: GpuState, key: str, value: float | None, status: Status = OK, reason: str = "",
         text: str | None | Callable[[], str] = None) -> Reading:
     """``mk`` with this GPU's labels, giving back the last tick's Reading when nothing in it
     changed (a steady GPU's temperature, clocks, memory total, a refusal's reason): a

@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 from infertop.model import Reading, Status
-
 from infertop.probes.nvml.calls import GpuLost, NvmlCalls
 from infertop.probes.nvml.gpu import GpuState, field_value, gmk, read_one
 

@@ -13,16 +13,14 @@ a node running several servers the memory pane says whose GPU process it is.  Co
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from collections.abc import Iterable
 
 from infertop.model import Reading, make_labels
-from infertop.textclean import clean
-
 from infertop.probes.nvml.gpu import mk
 from infertop.probes.server.containers import container_of
 from infertop.probes.server.discovery import clean_cmdline
 from infertop.probes.server.process import truncate
-
+from infertop.textclean import clean
 
 # the kernel's initial PID namespace has this fixed inode (PROC_PID_INIT_INO, Linux 3.8+);
 # a container's own PID namespace has another (one run with --pid=host has this one)

@@ -25,19 +25,30 @@ Every call is timed by name (``call_timings``) for scripts/gpu-check.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from infertop.meta import GpuName, NvmlMeta
 from infertop.model import Capability, Reading, Sample, Status, make_labels
-
 from infertop.probes.base import BlockingProbe, sample
 from infertop.probes.nvml.calls import GpuLost, NvmlCalls
 from infertop.probes.nvml.decode import decode_throttle
 from infertop.probes.nvml.gpm import GPM_READINGS, GpmSampler
-from infertop.probes.nvml.gpu import (LOST_REASON, MHZ, GpuState, dead_readings, fail_all,
-                                      gmk, handle_addr, info_labels, mk, read_one, text_of,
-                                      xid_readings)
+from infertop.probes.nvml.gpu import (
+    LOST_REASON,
+    MHZ,
+    GpuState,
+    dead_readings,
+    fail_all,
+    gmk,
+    handle_addr,
+    info_labels,
+    mk,
+    read_one,
+    text_of,
+    xid_readings,
+)
 from infertop.probes.nvml.links import link_rates, refresh_nvlink
 from infertop.probes.nvml.owners import GpuProcessOwners
 from infertop.probes.nvml.slow import read_slow, read_static, topology

@@ -13,10 +13,17 @@ import time
 from typing import Any
 
 from infertop.model import Reading, Status, make_labels
-
 from infertop.probes.nvml.calls import GpuLost, NvmlCalls
 from infertop.probes.nvml.decode import topology_name
-from infertop.probes.nvml.gpu import LOST_REASON, MHZ, GpuState, gmk, guarded, mk, read_one
+from infertop.probes.nvml.gpu import (
+    LOST_REASON,
+    MHZ,
+    GpuState,
+    gmk,
+    guarded,
+    mk,
+    read_one,
+)
 from infertop.probes.nvml.links import refresh_nvlink
 
 

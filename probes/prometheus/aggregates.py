@@ -26,7 +26,7 @@ import functools
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, List
+from typing import Any
 
 import msgspec
 
@@ -260,7 +260,7 @@ class Overview:
     down: list[dict[str, str]] = field(default_factory=list)
 
     @classmethod
-    def parse(cls, series: list[tuple[dict[str, str], float]]) -> "Overview":
+    def parse(cls, series: list[tuple[dict[str, str], float]]) -> Overview:
         out = cls()
         for labels, value in series:
             key = labels.get(KEY_LABEL, "")
@@ -339,7 +339,7 @@ def aggregate_samples(rows: dict[str, list], node_of, now: float) -> dict[str, S
 
 # ---- the exported alerting rules, as Prometheus evaluates them -----------------------------
 class _Rule(msgspec.Struct):
-    alerts: List[Any] = []     # each alert checked by _alert: a bad one is skipped alone
+    alerts: list[Any] = []     # each alert checked by _alert: a bad one is skipped alone
     # a recording rule's name (recorded_names) and an alert's for: in seconds; checked
     # where read, so one odd rule is skipped alone
     name: Any = None
@@ -348,14 +348,14 @@ class _Rule(msgspec.Struct):
 
 class _Group(msgspec.Struct):
     name: str = ""
-    rules: List[_Rule] = []
+    rules: list[_Rule] = []
 
 
 class RulesData(msgspec.Struct):
     """``/api/v1/rules``'s data, typed: ``"rules": 5`` or ``"alerts": 5`` (case 7) are
     refused with one line instead of a TypeError in whoever iterates them."""
 
-    groups: List[_Group]
+    groups: list[_Group]
 
 
 def rules_data(data: Any) -> RulesData:
@@ -505,6 +505,7 @@ class AggregateFetcher:
         """``check``: ask the rules API too, at once with the overview (which reads the
         recording rules when they were loaded at the last check)."""
         import asyncio
+
         from .client import Target
         if now - self._interval_at >= self.TARGETS_EVERY:
             self._interval_at = now

@@ -17,7 +17,7 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Tuple, Type, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import msgspec
@@ -123,8 +123,8 @@ class Envelope(msgspec.Struct):
 
 
 class Series(msgspec.Struct):
-    metric: Dict[str, str]
-    value: Tuple[float, str]          # [unix time, the sample as text: "1", "NaN", "+Inf"]
+    metric: dict[str, str]
+    value: tuple[float, str]          # [unix time, the sample as text: "1", "NaN", "+Inf"]
 
 
 class Vector(msgspec.Struct):
@@ -140,7 +140,7 @@ _ONE = msgspec.json.Decoder(Series)
 T = TypeVar("T")
 
 
-def decode_data(raw: Union[bytes, msgspec.Raw], into: Type[T], what: str) -> T:
+def decode_data(raw: bytes | msgspec.Raw, into: type[T], what: str) -> T:
     """An answer's ``data`` as ``into``; PrometheusError with one line when it is not."""
     try:
         return msgspec.json.decode(raw, type=into)
@@ -171,7 +171,7 @@ def _series(raw: msgspec.Raw) -> list[Series]:
 
 class PrometheusClient:
     def __init__(self, base_url: str, *, timeout: float = 5.0, max_bytes: int = MAX_BYTES,
-                 transport: "httpx.AsyncBaseTransport | None" = None,
+                 transport: httpx.AsyncBaseTransport | None = None,
                  credentials: Credentials | None = None) -> None:
         # user:password@ leaves the URL at once: self.base is what every message, the
         # recording header and the screen show (issue 36, case 8); the pair, or the

@@ -39,9 +39,9 @@ from typing import Any
 from infertop.dcgm import DCGM_NAMES, families_from_series, gpu_readings
 from infertop.dialects import GENERIC, readings_from_families
 from infertop.meta import NvmlMeta, PrometheusMeta, ServerMeta
-from infertop.servers import registry
-from infertop.promql import re_literal
 from infertop.model import Capability, Reading, Sample, Snapshot, Status, make_labels
+from infertop.promql import re_literal
+from infertop.servers import registry
 from infertop.source import SnapshotSource
 
 from .aggregates import ALERTS_SAMPLE, AggregateFetcher, RulesCheck, alerts_sample

@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 from urllib.parse import urlsplit
+
+from infertop.meta import ServerInfo
 
 # server_settings is re-exported (process.py, demo.py and the tests import it from here);
 # parse_flags and _pick also read the port flag in port_from_cmdline below.
 from infertop.probes.server.settings import _pick, parse_flags
 from infertop.probes.server.settings import server_settings as server_settings
 from infertop.redact import redact_argv
-from infertop.meta import ServerInfo
 from infertop.servers import registry
 from infertop.textclean import clean
 

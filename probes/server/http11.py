@@ -49,7 +49,7 @@ class Response:
 
     __slots__ = ("status", "headers", "_conn")
 
-    def __init__(self, status: int, headers: dict[str, str], conn: "_Connection") -> None:
+    def __init__(self, status: int, headers: dict[str, str], conn: _Connection) -> None:
         self.status, self.headers, self._conn = status, headers, conn
 
     @property
@@ -142,7 +142,7 @@ class Http11Client:
         self._origin: tuple[str, str, int] | None = None
         self._requests: dict[str, tuple[tuple[str, str, int], h11.Request]] = {}
 
-    def stream(self, url: str) -> "_Exchange":
+    def stream(self, url: str) -> _Exchange:
         return _Exchange(self, url)
 
     async def aclose(self) -> None:

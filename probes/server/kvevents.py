@@ -23,10 +23,17 @@ import collections
 import json
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from infertop.kvevents import (MAX_PAYLOAD_BYTES, MISSING_DEPENDENCY, KvEventsError,
-                               KvEventTracker, decode_batch, parse_frames)
+from infertop.kvevents import (
+    MAX_PAYLOAD_BYTES,
+    MISSING_DEPENDENCY,
+    KvEventsError,
+    KvEventTracker,
+    decode_batch,
+    parse_frames,
+)
 from infertop.meta import KvEventsMeta
 from infertop.model import Capability, Sample, Status
 from infertop.textclean import clean

@@ -26,22 +26,25 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from infertop import __version__
+from infertop.credentials import Credentials, from_env, split_url
 from infertop.dialects import readings_from_families
 from infertop.keys import SPECS
 from infertop.meta import NvmlMeta, ServerMeta
 from infertop.model import Capability, Reading, Sample, make_labels
-from infertop.promtext import ParseError, parse
-from infertop.credentials import Credentials, from_env, split_url
-from infertop.redact import redact_text, redact_url
-from infertop.textclean import clean, one_line
-
 from infertop.probes.base import Probe, sample
-
-from infertop.probes.server.http11 import ConnectFailed, Http11Client, HttpError, Response
+from infertop.probes.registry import LiveTarget, ProbeSpec, register
+from infertop.probes.server.http11 import (
+    ConnectFailed,
+    Http11Client,
+    HttpError,
+    Response,
+)
 from infertop.probes.server.netns import connect_in_fd, open_netns
 from infertop.probes.server.reach import Route
 from infertop.probes.server.roles import RoleReader
-from infertop.probes.registry import LiveTarget, ProbeSpec, register
+from infertop.promtext import ParseError, parse
+from infertop.redact import redact_text, redact_url
+from infertop.textclean import clean, one_line
 
 __all__ = ["ServerMetricsProbe", "ServerMetricsError", "normalize_url"]
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 from infertop.model import Reading, Status, make_labels
 from infertop.speedoflight import ConfigError, model_facts

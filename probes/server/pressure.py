@@ -23,7 +23,8 @@ from __future__ import annotations
 import math
 import os
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from infertop.model import Capability, Reading, Sample, Status
 from infertop.probes.base import BlockingProbe, sample

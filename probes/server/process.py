@@ -18,30 +18,41 @@ Also here: the /proc side of matching NVML's process list to the tree (``read_ns
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
 import math
 import os
 import pwd
 import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from infertop.meta import ProcessMeta
 from infertop.model import Capability, Reading, Sample, Status
-from infertop.textclean import clean
-
-from infertop.probes.server import discovery
 from infertop.pidmap import map_gpu_pids  # noqa: F401  (re-exported)
-
 from infertop.probes.base import BlockingProbe, sample
-from infertop.probes.server.discovery import (ROOT_ROLES, ServerProcess, classify,
-                        clean_cmdline, is_server_kind, looked_for, server_settings)
-
-from infertop.probes.server.host_top import NAME_MAX, SCAN_AT, HostTopCpu
-from infertop.probes.server.proctree import (ProcTree, read_cpu_and_tasks, read_meminfo,
-                                             read_member, read_stat_start, read_thread_times)
-from infertop.probes.server.model_config import ModelConfigReader
 from infertop.probes.registry import ProbeSpec, register
+from infertop.probes.server import discovery
+from infertop.probes.server.discovery import (
+    ROOT_ROLES,
+    ServerProcess,
+    classify,
+    clean_cmdline,
+    is_server_kind,
+    looked_for,
+    server_settings,
+)
+from infertop.probes.server.host_top import NAME_MAX, SCAN_AT, HostTopCpu
+from infertop.probes.server.model_config import ModelConfigReader
+from infertop.probes.server.proctree import (
+    ProcTree,
+    read_cpu_and_tasks,
+    read_member,
+    read_meminfo,
+    read_stat_start,
+    read_thread_times,
+)
+from infertop.textclean import clean
 
 CMDLINE_MAX = 300
 

@@ -24,8 +24,8 @@ read through its network namespace".  ``plan`` is pure over what it is given
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from infertop.probes.server import netns
 from infertop.probes.server.containers import Container, container_of

@@ -24,12 +24,11 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from infertop.keys import SPECS
 from infertop.model import Reading, Status, make_labels
-
 from infertop.probes.server import discovery
 
 KEY = "server.disagg_role"

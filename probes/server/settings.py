@@ -10,9 +10,10 @@ flag reader (argparse rules) is infertop/servers/flags.py, shared with discovery
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from infertop.servers import registry
+
 # re-exported: discovery reads the port flag with them
 from infertop.servers.flags import parse_flags as parse_flags
 from infertop.servers.flags import pick as _pick

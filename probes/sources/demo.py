@@ -15,15 +15,19 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from infertop.demo.exposition import render
+from infertop.demo.readings import entry_process, nvml_sample, process_sample
+from infertop.demo.scenario import (
+    Scenario,
+    ScenarioError,
+    list_scenarios,
+    load_scenario,
+    with_gpus,
+)
+from infertop.demo.sim import DEMO_EPOCH, ScenarioRun, SimFrame
 from infertop.keys import SPECS
 from infertop.meta import ServerMeta
 from infertop.model import Capability, Reading, Sample, Snapshot, Status, make_labels
-from infertop.demo.scenario import (Scenario, ScenarioError, list_scenarios, load_scenario,
-                                    with_gpus)
-from infertop.demo.exposition import render
-from infertop.demo.readings import entry_process, nvml_sample, process_sample
-from infertop.demo.sim import DEMO_EPOCH, SimFrame, ScenarioRun
-
 from infertop.probes.server.metrics import refused_message
 from infertop.servers import registry, vllm
 from infertop.source import SnapshotSource, pace

@@ -17,10 +17,9 @@ from urllib.parse import urlsplit
 from infertop.dcgm import gpu_readings
 from infertop.meta import NoMeta, NvmlMeta, SampleMeta, ServerMeta
 from infertop.model import Reading, Sample, Snapshot, Status, make_labels
-from infertop.promtext import parse
-
 from infertop.probes.server.metrics import ServerMetricsProbe, normalize_url
 from infertop.probes.sources.hub import Hub
+from infertop.promtext import parse
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from infertop.meta import empty_meta
 from infertop.model import Capability, Sample, Snapshot, Status
-
 from infertop.probes.base import Probe, StillRunning
 from infertop.source import SnapshotSource
 

@@ -26,11 +26,15 @@ import aiofiles
 import aiofiles.os
 
 from infertop.model import Snapshot
-from infertop.recording import RecordingError, encode_header, encode_snapshot, make_header
-from infertop.safefile import OutputError, create_new, open_output
-
 from infertop.probes.base import stop_on_signals
 from infertop.probes.capture.files import data_home
+from infertop.recording import (
+    RecordingError,
+    encode_header,
+    encode_snapshot,
+    make_header,
+)
+from infertop.safefile import OutputError, create_new, open_output
 from infertop.source import SnapshotSource
 
 
@@ -164,7 +168,7 @@ class Recorder:
                 pass   # leaving: nowhere to say it (the screen is gone)
         await self._finish()
 
-    async def __aenter__(self) -> "Recorder":
+    async def __aenter__(self) -> Recorder:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

@@ -27,10 +27,16 @@ import re
 import threading
 import zlib
 from array import array
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from infertop.recording import GZIP_MAGIC, RecordingError, parse_header_line, snapshot_time
+from infertop.recording import (
+    GZIP_MAGIC,
+    RecordingError,
+    parse_header_line,
+    snapshot_time,
+)
 
 MAX_LINE = 16 * 1024 * 1024          # one snapshot line (a busy 8-GPU box: ~100 KB)
 MAX_HEADER = 1024 * 1024

@@ -17,10 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from infertop.model import Capability, Snapshot
-from infertop.recording import RecordingError, decode_snapshot
-
 from infertop.probes.sources.recording_file import RecordingFile
-
+from infertop.recording import RecordingError, decode_snapshot
 from infertop.source import SnapshotSource, pace
 
 

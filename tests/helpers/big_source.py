@@ -8,9 +8,9 @@ Used by the scale Pilot test and by benchmarks/bench_panes.py.
 
 from __future__ import annotations
 
+from helpers.snapkit import reading
 from infertop.model import Capability, Sample, Snapshot
 from infertop.source import SnapshotSource
-from helpers.snapkit import reading
 
 ROLES = ("engine_core", "worker", "helper", "detokenizer")
 

@@ -26,8 +26,9 @@ import math
 import threading
 import time
 import types
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import pynvml as _real
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import http.server
 import socket
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 HTML_404 = ("<!DOCTYPE html><html><head><title>404 Not Found</title><style>body{font:"
             "14px sans-serif}</style></head><body><h1>Not Found</h1><p>The requested URL "

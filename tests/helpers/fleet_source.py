@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from infertop.probes.sources.demo import DemoSource
 from infertop.model import Snapshot
+from infertop.probes.sources.demo import DemoSource
 from infertop.source import SnapshotSource
 
 

@@ -13,9 +13,9 @@ import contextlib
 import http.server
 import threading
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "metrics"
 

@@ -153,7 +153,7 @@ class Pod:
         self.cgroup: Path | None = None
         self.made: list[str] = []
 
-    def __enter__(self) -> "Pod":
+    def __enter__(self) -> Pod:
         try:
             self.start()
         except BaseException:
@@ -285,7 +285,7 @@ class Proxy:
              "-container-ip", pod.addr, "-container-port", str(pod.port)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def __enter__(self) -> "Proxy":
+    def __enter__(self) -> Proxy:
         wait_port("127.0.0.1", self.host_port)
         return self
 

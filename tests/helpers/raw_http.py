@@ -13,9 +13,9 @@ import inspect
 import shutil
 import ssl
 import subprocess
-from pathlib import Path
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass
@@ -43,7 +43,7 @@ REASONS = {200: "OK", 204: "No Content", 301: "Moved Permanently", 302: "Found",
 
 class RawServer:
     def __init__(self, handler: Callable[[Req], Resp] | None = None, *,
-                 tls: "ssl.SSLContext | None" = None, host: str = "127.0.0.1") -> None:
+                 tls: ssl.SSLContext | None = None, host: str = "127.0.0.1") -> None:
         self.handler = handler or (lambda req: Resp(404))
         self.tls, self.host = tls, host
         self.requests: list[Req] = []
@@ -62,7 +62,7 @@ class RawServer:
     def metrics_url(self) -> str:
         return f"{self.url}/metrics"
 
-    async def __aenter__(self) -> "RawServer":
+    async def __aenter__(self) -> RawServer:
         self._server = await asyncio.start_server(self._serve, self.host, 0, ssl=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
         return self

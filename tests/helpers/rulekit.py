@@ -11,17 +11,17 @@ case through the same raise/quiet/clear/no-flap/missing-input checks.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
+from helpers.snapkit import reading, sample, snap
 from infertop.config import DiagnosisConfig
 from infertop.findings import Finding
 from infertop.keys import SPECS
 from infertop.model import Kind, Reading, Snapshot, Status, make_labels
 from infertop.pipeline import Pipeline
 from infertop.rules.engine import Diagnoser
-
-from helpers.snapkit import reading, sample, snap
 
 SERVER = "server:local"
 
@@ -42,7 +42,7 @@ class Hist:
         self.count = 0.0
         self.sum = 0.0
 
-    def observe(self, v: float, n: float = 1) -> "Hist":
+    def observe(self, v: float, n: float = 1) -> Hist:
         for i, b in enumerate(self.bounds):
             if v <= b:
                 self.counts[i] += n

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 
 from infertop.derive import derive
 from infertop.history import History
@@ -77,6 +77,6 @@ def play_fresh(name: str | None, *, dialect: str | None = None, seed: int | None
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def play(name: str, dialect: str | None = None) -> Played:
     return play_fresh(name, dialect=dialect)

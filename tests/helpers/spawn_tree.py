@@ -24,8 +24,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 HERE = os.path.abspath(__file__)
 PR_SET_NAME = 15

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from helpers.snapkit import hist, reading
 from infertop.model import Capability, Sample, Snapshot
 from infertop.source import SnapshotSource
-from helpers.snapkit import hist, reading
 
 
 class SyntheticSource(SnapshotSource):

@@ -32,7 +32,8 @@ def main(argv: list[str]) -> int:
     import atheris
     name, rest = argv[0], argv[1:]
     with atheris.instrument_imports(include=["infertop"]):
-        import targets   # noqa: F401  (imports the parsers it drives, instrumented)
+        import targets  # noqa: F401  (imports the parsers it drives, instrumented)
+
         # the lazy imports inside each target, done here so they are instrumented too
         import infertop.cli.args  # noqa: F401
         import infertop.config  # noqa: F401
@@ -41,11 +42,11 @@ def main(argv: list[str]) -> int:
         import infertop.probes.prometheus.aggregates  # noqa: F401
         import infertop.probes.prometheus.client  # noqa: F401
         import infertop.probes.prometheus.source  # noqa: F401
-        import infertop.prom_findings  # noqa: F401
-        import infertop.report  # noqa: F401
         import infertop.probes.server.metrics  # noqa: F401
+        import infertop.prom_findings  # noqa: F401
         import infertop.promtext  # noqa: F401
         import infertop.recording  # noqa: F401
+        import infertop.report  # noqa: F401
     target = targets.TARGETS.get(name)
     if target is None:
         print(f"unknown fuzz target {name!r}; targets: {', '.join(targets.TARGETS)}",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from typing import Callable
+from collections.abc import Callable
 
 
 def metrics_text(data: bytes) -> None:
@@ -44,7 +44,12 @@ def _probe():
 
 def recording_lines(data: bytes) -> None:
     """A recording: the whole-file decode (header, snapshot lines, gzip) and each line."""
-    from infertop.recording import RecordingError, decode, decode_snapshot, parse_header_line
+    from infertop.recording import (
+        RecordingError,
+        decode,
+        decode_snapshot,
+        parse_header_line,
+    )
     try:
         dec = decode(data, "fuzz")
     except RecordingError as e:

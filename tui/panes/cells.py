@@ -24,7 +24,7 @@ from rich.text import Span, Text
 
 from infertop.evidence_text import CODE_RE
 
-StyleType = Union[str, Style]
+StyleType = str | Style
 # what can be appended: a Cell, a string (unstyled), or (string, style)
 Piece = Union["Cell", str, tuple[str, StyleType]]
 
@@ -75,24 +75,24 @@ class Cell(NamedTuple):
     codes: tuple[str, ...]
 
     @staticmethod
-    def make(plain: str, style: StyleType = "", spans: tuple[Span, ...] = ()) -> "Cell":
+    def make(plain: str, style: StyleType = "", spans: tuple[Span, ...] = ()) -> Cell:
         """A Cell of ``plain``, which must be clean already (text infertop formats)."""
         return Cell(plain, style, spans, _cell_len(plain), codes_in(plain))
 
     @staticmethod
-    def of_text(text: str, style: StyleType = "") -> "Cell":
+    def of_text(text: str, style: StyleType = "") -> Cell:
         """A Cell of any string (outside input too): cleaned as Text(text) would be."""
         return Cell.make(clean(text), style)
 
     @staticmethod
-    def from_text(text: Text) -> "Cell":
+    def from_text(text: Text) -> Cell:
         return Cell.make(text.plain, text.style, tuple(text.spans))
 
     def to_text(self) -> Text:
         """A new Rich Text of this Cell (the caller's to change)."""
         return fast_text(self.plain, self.style, spans=list(self.spans))
 
-    def plus(self, *pieces: Piece) -> "Cell":
+    def plus(self, *pieces: Piece) -> Cell:
         """A new Cell: this one with ``pieces`` after it, as ``Text.append`` (a string,
         or a string and its style) and ``Text.append_text`` (a Cell) would give: this
         Cell's style stays over the whole, an appended Cell's style is a span over it."""
@@ -104,7 +104,7 @@ class Cell(NamedTuple):
         return Cell.make("".join(parts), self.style, tuple(spans))
 
 
-def put_styled(cell: "Cell | Text", pos: int, parts: list[str], spans: list[Span]) -> int:
+def put_styled(cell: Cell | Text, pos: int, parts: list[str], spans: list[Span]) -> int:
     """Append ``cell``'s text (a Cell's or a Text's, clean already) to a line being built
     in ``parts`` and its styles, shifted to ``pos``, to ``spans``; returns the position
     after it (Columns draws its tables with it too)."""
@@ -154,7 +154,7 @@ def str_cell(text: str, style: StyleType = "") -> Cell:
     return Cell.of_text(text, style)
 
 
-def as_cell(x: "Cell | Text | str | object") -> Cell:
+def as_cell(x: Cell | Text | str | object) -> Cell:
     """What a table's cell may be given as (Columns.add_row) as a Cell."""
     if isinstance(x, Cell):
         return x

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import zip_longest
-from typing import Sequence
 
 from rich.text import Span, Text
 
-from .cells import Cell, as_cell, fast_text, put_styled, str_cell
-
 from ..zoom_table import TableView, arrowed, position_line, view_order
+from .cells import Cell, as_cell, fast_text, put_styled, str_cell
 
 
 class Columns:
@@ -47,7 +46,7 @@ class Columns:
         self.main = False       # the table a zoomed pane's keys act on first
         self.hidden = 0         # rows the last to_text left out (built or not)
 
-    def add_row(self, *cells: "Cell | Text | str", prio: float = 0.0,
+    def add_row(self, *cells: Cell | Text | str, prio: float = 0.0,
                 pinned: bool = False) -> None:
         row = [as_cell(c) for c in cells]
         if pinned:
@@ -216,7 +215,7 @@ class Columns:
         return fast_text("".join(parts), no_wrap=True, overflow="ellipsis", end="", spans=spans)
 
     @staticmethod
-    def _row_text(row: "Sequence[Cell | Text]", widths: list[int], pad: str) -> Text:
+    def _row_text(row: Sequence[Cell | Text], widths: list[int], pad: str) -> Text:
         """One row as a Text of its own (a flagged row that may need cutting to keep its
         finding code in view)."""
         line = Text(no_wrap=True, end="")
@@ -313,7 +312,7 @@ def _keep_codes(line: Text, codes: tuple[str, ...], width: int) -> Text:
     codes stay visible at the end (the widget would cut them off otherwise)."""
     tail = " " + " ".join(dict.fromkeys(codes))
     start = line.plain.find(codes[0])
-    if 0 <= start and start + len(tail) <= width:
+    if start >= 0 and start + len(tail) <= width:
         return line   # the code itself is on screen
     style = next((sp.style for sp in line.spans
                   if line.plain[sp.start:sp.end].strip() == codes[0]), "")
@@ -327,7 +326,7 @@ def more_line(n: int, hint: str = "") -> Text:
     return Text(f"+{n} more" + (f" ({hint})" if hint else ""), style="italic")
 
 
-def kv_table(rows: Sequence[tuple[str, "Cell | Text", "Cell | Text | str"]], *,
+def kv_table(rows: Sequence[tuple[str, Cell | Text, Cell | Text | str]], *,
              label_width: int = 14, narrow: bool = False) -> Columns:
     """Label / value / sparkline rows, the common pane body (narrow: 80x24 panes)."""
     longest = max((len(r[0]) for r in rows), default=0)   # engine-labelled rows: " e1"
@@ -342,7 +341,7 @@ def grid(headers: list[str], *, styles: dict[str, str], max_width: int = 26) -> 
     return Columns(headers, header_style=styles["header"], max_width=max_width)
 
 
-def group(*parts: "Text | Columns | None") -> Text:
+def group(*parts: Text | Columns | None) -> Text:
     """Stack parts into one Text (one paint, comparable with the previous frame)."""
     out = Text(no_wrap=True, overflow="ellipsis", end="")
     first = True

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import heapq
-from functools import lru_cache
 import textwrap
-from typing import Any, Iterable
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any
 
 from rich.text import Text
 
@@ -22,7 +23,6 @@ from infertop.units import fmt_reading, sparkline
 from ..options import CaptureSummaries
 from ..zoom_table import ZOOM_ROWS, TableView
 from .cells import EMPTY, Cell, TickMemo, fast_text, str_cell
-
 
 # Sparklines are trends: they are redrawn every TREND_SECONDS of the source's clock, not on
 # every tick (values are).  A line whose only change is a sparkline sliding one block is
@@ -243,7 +243,7 @@ _STATUS_ROLES = {Status.STALE: "stale", Status.ERROR: "crit", Status.UNSUPPORTED
                  Status.NODATA: "muted"}
 
 
-def styled_value(txt: str, style: "str | Any", flag: tuple[str, str] | None,
+def styled_value(txt: str, style: str | Any, flag: tuple[str, str] | None,
                  styles: dict[str, str]) -> Cell:
     """A value's text in its status's style; flagged, in its finding's severity's and
     with the code after it (Text(txt, style), stylize(severity), append(" CODE"))."""

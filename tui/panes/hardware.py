@@ -10,9 +10,7 @@ from rich.text import Text
 
 from infertop.evidence_text import CODE_RE
 from infertop.model import Layer
-from infertop.units import bar
-
-from infertop.units import natural_key
+from infertop.units import bar, natural_key
 
 from .cells import Cell, as_cell
 from .columns import Columns, grid

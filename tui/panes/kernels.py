@@ -11,9 +11,9 @@ from infertop.units import bar
 from .cells import Cell
 from .columns import Columns, grid, kv_table
 from .context import PaneContext
+from .hardware import gpu_indices
 from .layout import Expendable, fit
 from .widget import LayerPane
-from .hardware import gpu_indices
 
 SETTINGS_SHOWN = ("cuda_graphs", "compilation", "max_num_seqs", "max_num_batched_tokens",
                   "tensor_parallel_size", "speculative_config", "kv_cache_dtype", "dtype",

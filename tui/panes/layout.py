@@ -19,7 +19,7 @@ class Expendable:
     """A part of a pane that gives its rows away first when the pane is short
     (legends, trend tables, hints)."""
 
-    def __init__(self, part: "Text | Columns | None") -> None:
+    def __init__(self, part: Text | Columns | None) -> None:
         self.part = part
 
 
@@ -49,7 +49,7 @@ def fit_lines(text: Text, width: int) -> Text:
     return Text("\n", no_wrap=True, overflow="ellipsis", end="").join(out)
 
 
-def _lines(part: "Text | Columns | None") -> int:
+def _lines(part: Text | Columns | None) -> int:
     if part is None:     # an Expendable with nothing in it (fit leaves those out)
         return 0
     return part.lines() if isinstance(part, Columns) else part.plain.count("\n") + 1
@@ -73,7 +73,7 @@ def subject_lines(ctx: PaneContext, missing: list[tuple[Evidence, Finding]]) -> 
     return out
 
 
-def fit(ctx: PaneContext, *parts: "Text | Columns | Expendable | None") -> Text:
+def fit(ctx: PaneContext, *parts: Text | Columns | Expendable | None) -> Text:
     """Stack parts into the pane's height.  When they do not fit, optional parts go
     first, then tables give up rows (flagged rows last), sharing the room fairly; a table
     with no row left is not drawn at all (a header alone says nothing), and one last line

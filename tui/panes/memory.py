@@ -11,10 +11,10 @@ from infertop.units import bar, fmt_value
 from .cells import Cell, append_cells
 from .columns import grid, kv_table
 from .context import PaneContext
-from .layout import fit
-from .widget import LayerPane
 from .gpu_procs import gpu_process_table, not_the_server
 from .hardware import gpu_indices
+from .layout import fit
+from .widget import LayerPane
 
 
 class MemoryPane(LayerPane):

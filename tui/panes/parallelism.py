@@ -10,9 +10,9 @@ from infertop.model import Layer, Reading
 from .cells import Cell, append_cells
 from .columns import grid, kv_table
 from .context import PaneContext
+from .hardware import gpu_indices
 from .layout import Expendable, fit
 from .widget import LayerPane
-from .hardware import gpu_indices
 
 
 def natural(s: str) -> tuple:
@@ -185,9 +185,7 @@ def pcie_cell(ctx: PaneContext, g: str) -> Cell:
     rx = ctx.one("gpu.pcie_rx_bytes_per_second", gpu=g)
     pick, name = tx, "tx"
     if rx is not None:
-        if ctx.flag(rx.key, rx.labels) and not (tx is not None and ctx.flag(tx.key, tx.labels)):
-            pick, name = rx, "rx"
-        elif tx is None or (rx.ok and tx.ok and (rx.value or 0) > (tx.value or 0)
+        if ctx.flag(rx.key, rx.labels) and not (tx is not None and ctx.flag(tx.key, tx.labels)) or tx is None or (rx.ok and tx.ok and (rx.value or 0) > (tx.value or 0)
                             and not ctx.flag(tx.key, tx.labels)):
             pick, name = rx, "rx"
     if pick is None:

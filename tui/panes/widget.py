@@ -18,9 +18,9 @@ from textual.app import RenderResult
 from textual.content import Content
 from textual.geometry import Region
 from textual.reactive import Reactive
+from textual.screen import Screen
 from textual.strip import Strip
 from textual.visual import Visual, visualize
-from textual.screen import Screen
 from textual.widgets import Static
 
 from infertop.findings import Severity
@@ -29,10 +29,10 @@ from infertop.model import Layer
 from ..app_of import infertop_app
 from ..repaint import DirectRepaint
 from ..zoom_table import TABLE_BINDINGS, TableView, ZoomTableKeys
+from . import styles_cache
 from .cells import fast_text
 from .columns import Columns
 from .context import FrameLookups, PaneContext
-from . import styles_cache
 
 
 class ZoomingScreen(Screen):
@@ -249,7 +249,7 @@ class LayerPane(DirectRepaint, ZoomTableKeys, Static):
         spans = line.spans
         end = len(plain)
         if plain and plain.isprintable() and line.cell_len <= width and \
-                all(0 <= sp.start and sp.end <= end for sp in spans):
+                all(sp.start >= 0 and sp.end <= end for sp in spans):
             cuts = sorted({0, end, *(sp.start for sp in spans), *(sp.end for sp in spans)})
             base = line.style
             offsets = self._offset_styles

@@ -12,7 +12,8 @@ search box that filters both, and the saved paths with a one-line way to open ea
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -25,7 +26,12 @@ from textual.widgets import Footer, Input, ProgressBar, Static
 from infertop.probes.capture.files import CaptureError
 from infertop.probes.capture.nsys import GpuCapturePlan, NsysResult
 from infertop.probes.capture.profiler_endpoint import ProfileEndpointResult
-from infertop.probes.capture.pyspy import DumpResult, RecordResult, ThreadDump, open_hints
+from infertop.probes.capture.pyspy import (
+    DumpResult,
+    RecordResult,
+    ThreadDump,
+    open_hints,
+)
 
 from ..widgets.boundary_wrap import BoundaryWrapped
 from .capture_table import CaptureTable
@@ -48,7 +54,7 @@ def _pct(x: float | None) -> str:
 NARROW = 100     # a terminal narrower than this: the table's share of the width grows
 
 
-def show_capture(app, screen: "CaptureScreen"):
+def show_capture(app, screen: CaptureScreen):
     """Show a capture screen: one in place of the capture screen on top, if any (a
     second p over the first stacked them, and Esc then had to be pressed twice)."""
     if isinstance(app.screen, CaptureScreen):

@@ -10,7 +10,7 @@ after a digit, so a cut label does not read as a value).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from rich.text import Text
 from textual import events

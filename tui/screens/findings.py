@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text

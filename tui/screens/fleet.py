@@ -32,8 +32,8 @@ from infertop.units import HUGE, fmt_value, natural_key
 from ..options import CaptureSummaries
 from ..panes.context import FrameLookups
 from ..panes.widget import LayerPane, ZoomingScreen
-from ..widgets.history_plot import HistoryPlot
 from ..widgets.filter_line import FilterLine
+from ..widgets.history_plot import HistoryPlot
 from ..widgets.keybar import KeyBar
 from ..zoom_table import ZOOM_BINDINGS
 
@@ -49,7 +49,7 @@ class Worst:
     prometheus: bool = False   # judged by the exported rules in Prometheus
 
     @classmethod
-    def of(cls, findings: list[Finding]) -> "Worst":
+    def of(cls, findings: list[Finding]) -> Worst:
         if not findings:
             return cls()
         f = max(findings, key=lambda f: (f.severity.rank, not is_pending(f)))

@@ -46,7 +46,7 @@ def bindings_table(app: InfertopApp) -> Table:
     t.add_row("1-6", "zoom a pane / back (hardware kernels memory scheduling parallelism decoding)")
     t.add_row("tab", "move focus between panes")
     if any(b.action.startswith("zoom(") for b in app.BINDINGS if isinstance(b, Binding)):
-        from ..zoom_table import TABLE_HELP    # the keys of a zoomed pane's table
+        from ..zoom_table import TABLE_HELP  # the keys of a zoomed pane's table
         for keys, does in TABLE_HELP:
             t.add_row(keys, does)
     return t

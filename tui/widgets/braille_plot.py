@@ -13,8 +13,8 @@ last), vertical runs set a whole cell's dots with one precomputed mask.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from rich.text import Text
 

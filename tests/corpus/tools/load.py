@@ -21,8 +21,7 @@ import threading
 import time
 from urllib.parse import urlparse
 
-WORDS = ("alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega river stone cloud "
-         "light metal paper engine window garden number letter system network").split()
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "lambda", "sigma", "omega", "river", "stone", "cloud", "light", "metal", "paper", "engine", "window", "garden", "number", "letter", "system", "network"]
 
 
 def main() -> int:
