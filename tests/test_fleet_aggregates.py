@@ -118,12 +118,12 @@ def test_worst_puts_firing_before_pending_and_says_pending():
 
 
 # ---- the fleet pipeline and screen with Prometheus judging -----------------------------------
-def _fleet_snapshot(loaded: bool, alerts: list[dict]) -> Snapshot:
+def _fleet_snapshot(loaded: bool, alerts: list[dict], why: str = "") -> Snapshot:
     from helpers.fleet_source import DemoFleetSource
     from infertop.probes.prometheus.aggregates import alerts_sample
     snap = asyncio.run(DemoFleetSource(2).next())
     samples = dict(snap.samples)
-    samples[ALERTS_SAMPLE] = alerts_sample(loaded, alerts, snap.time)
+    samples[ALERTS_SAMPLE] = alerts_sample(loaded, alerts, snap.time, why)
     return Snapshot(snap.time, samples, snap.tick, snap.capabilities)
 
 
@@ -142,6 +142,20 @@ def test_the_fleet_shows_prometheus_findings_when_the_rules_are_loaded():
     assert rows["node-01"].worst.code == "HW-010"
     assert "findings from Prometheus" in judging_line(frame)
     assert "2 firing, 0 pending on 2 nodes" in judging_line(frame)
+
+
+def test_a_recording_rule_missing_for_the_window_is_said_not_left_blank():
+    # the alerts are loaded, a column's recording rule is not (issue 31 item 6): the line
+    # that says who judges also says what RulesCheck found missing, cleaned
+    why = ("recording rules of infertop-quantities not loaded for window 120 s: ttft_p99 "
+           "computed from the raw series\x1b[2J")
+    frame = FleetPipeline(diagnoser_factory()).feed(_fleet_snapshot(True, [], why))
+    line = judging_line(frame)
+    assert "findings from Prometheus" in line
+    assert "not loaded for window 120 s: ttft_p99 computed from the raw series" in line
+    assert "\x1b" not in line
+    frame = FleetPipeline(diagnoser_factory()).feed(_fleet_snapshot(False, [], "HTTP 404"))
+    assert "judged by infertop on each node (HTTP 404)" in judging_line(frame)
 
 
 def test_without_the_rules_infertop_judges_and_says_so():

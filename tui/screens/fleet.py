@@ -195,14 +195,23 @@ def judging_line(frame: FleetFrame) -> str:
     """Who judges the nodes, and in aggregate mode what the rows are (the fleet body says
     it: at 80 columns the header has no room)."""
     from infertop.fleet import ALERTS_SAMPLE
+    from infertop.meta import AlertsMeta
+    from infertop.textclean import clean
+    alerts = frame.raw.samples.get(ALERTS_SAMPLE)
+    # what the rules check said (a recording rule missing for the window in force: its
+    # column is computed from the raw series), never a blank column without a word
+    said = clean(alerts.meta.why)[:200] if alerts is not None and \
+        isinstance(alerts.meta, AlertsMeta) else ""
     if frame.prometheus_findings is not None:
         fs = [f for got in frame.prometheus_findings.values() for f in got]
         pending = sum(1 for f in fs if is_pending(f))
         out = (f"findings from Prometheus (infertop's exported rules): {len(fs) - pending} "
                f"firing, {pending} pending on {len(frame.prometheus_findings)} nodes")
+        if said:
+            out += f"\n{said}"
     else:
-        alerts = frame.raw.samples.get(ALERTS_SAMPLE)
-        why = " (exported rules not loaded in Prometheus)" if alerts is not None else ""
+        why = f" ({said or 'exported rules not loaded in Prometheus'})" \
+            if alerts is not None else ""
         out = f"findings judged by infertop on each node{why}"
     ov = frame.overview
     if ov is not None:
