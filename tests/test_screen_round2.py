@@ -27,6 +27,18 @@ def test_short_decoding_pane_keeps_ttft_beside_a_flagged_row_of_another_table():
     assert any(ln.split()[:1] == ["TTFT"] for ln in text.splitlines()), text
 
 
+def test_short_memory_pane_keeps_the_kv_cache_row():
+    # 80x24 with 8 GPUs and a demo's two-line banner: the memory pane has 3 lines; host
+    # RAM took one, "+N more" one, and the fair share gave the tables none (a table with a
+    # header gets no single line), so the KV-pressure demo showed no KV cache at all
+    frame = frames_of(DemoSource("mem-kv-pressure", gpus=8), 12,
+                      make_pipeline(build_parser().parse_args([])))
+    text = pane_text("memory", frame, width=38, height=3, wide=False)
+    lines = text.splitlines()
+    assert len(lines) == 3 and lines[0].split()[:2] == ["KV", "cache"], text
+    assert "more (press 3 to zoom)" in lines[-1], text
+
+
 def test_o_scrolled_right_keeps_the_columns_that_fit():
     # `o` at 80 columns, Right twice: user and role scroll out of view; the drop order
     # (RSS, SM, user, GPU) named the columns of the unscrolled table, so the scrolled one

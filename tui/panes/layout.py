@@ -125,7 +125,7 @@ def fit(ctx: PaneContext, *parts: Text | Columns | Expendable | None) -> Text:
                 give = 0
             limits[i] += give
             room -= give
-        _give_pinned_rows(items, tables, need, limits)
+        _give_pinned_rows(items, tables, need, limits, max(0, room))
     if ctx.view is not None and ctx.width:    # zoomed: columns widen to the terminal
         for i in tables:                        # (fit_columns narrows what cannot fit)
             items[i].max_width = max(items[i].max_width, ctx.width - 10)
@@ -151,11 +151,13 @@ def fit(ctx: PaneContext, *parts: Text | Columns | Expendable | None) -> Text:
 
 
 def _give_pinned_rows(items: list, tables: list[int], need: dict[int, int],
-                      limits: dict[int, int]) -> None:
+                      limits: dict[int, int], room: int = 0) -> None:
     """A table's pinned rows (decoding's TTFT) shown with its header, its lines taken
     from the table with the most lines beyond its own flagged and pinned rows (a table
-    left with a header alone gives that too).  After the fair share, so a pinned row
-    changes nothing where the table had room for it anyway."""
+    left with a header alone gives that too), after the lines the fair share left over
+    (``room``: a table with a header is given none for one line, which a headerless
+    table's pinned row can use).  After the fair share, so a pinned row changes nothing
+    where the table had room for it anyway."""
     def floor(j: int) -> int:      # what a table keeps: header and must-show rows, or 0
         must = items[j].must_show()
         return min(need[j], (1 if items[j].headers else 0) + must) if must else 0
@@ -164,6 +166,9 @@ def _give_pinned_rows(items: list, tables: list[int], need: dict[int, int],
         if not items[i].pinned:
             continue
         want = floor(i)
+        while limits[i] < want and room > 0:   # lines the fair share left unused first
+            limits[i] += 1
+            room -= 1
         while limits[i] < want:
             donors = [j for j in tables if j != i and limits[j] > floor(j)]
             if not donors:

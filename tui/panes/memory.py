@@ -46,6 +46,8 @@ class MemoryPane(LayerPane):
         if rows:
             table = kv_table(rows, narrow=ctx.width < 70)
             table.more = more
+            if kvs:    # the memory layer's reading: kept like a flagged row in a short pane
+                table.pinned.add(0)   # (80x24 with 8 GPUs and a demo's banner: 2 lines)
             parts.append(table)
         elif not ctx.readings("server.info"):
             parts.append(ctx.note("No server metrics: KV cache unknown "
