@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infertop.keys import SPECS
+from infertop.plugins import load_group
 
 from .base import Probe
 
@@ -147,21 +148,13 @@ def load_plugins(entry_points: Iterable[importlib.metadata.EntryPoint] | None = 
                  ) -> list[str]:
     """Register the probes other packages declare in the ``infertop.probes`` entry-point
     group (``entry_points``: those to load instead, for tests); returns the names added."""
-    if entry_points is None:
-        entry_points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-    added = []
-    for ep in entry_points:
-        try:
-            spec = _spec_of(ep.load())
-            if spec is None:
-                raise ValueError("defines no SPEC (a ProbeSpec)")
-            register(spec)
-        except Exception as e:   # a broken plug-in is left out, never the end of infertop
-            _PLUGIN_ERRORS[ep.name] = f"{ep.value}: {type(e).__name__}: {e}"
-            continue
-        _PLUGIN_ERRORS.pop(ep.name, None)
-        added.append(spec.name)
-    return added
+    def take(obj: object) -> str:
+        spec = _spec_of(obj)
+        if spec is None:
+            raise ValueError("defines no SPEC (a ProbeSpec)")
+        register(spec)
+        return spec.name
+    return load_group(ENTRY_POINT_GROUP, entry_points, take, _PLUGIN_ERRORS)
 
 
 def plugin_errors() -> Mapping[str, str]:

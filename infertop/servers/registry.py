@@ -24,6 +24,7 @@ import pkgutil
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
+from ..plugins import load_group
 from .mapping import Dialect
 from .spec import ServerKind
 
@@ -72,23 +73,15 @@ def load_plugins(entry_points: Iterable[importlib.metadata.EntryPoint] | None = 
     """Register the kinds other packages declare in the ``infertop.servers`` entry-point
     group (``entry_points``: those to load instead, for tests); returns the names added.
     A plug-in may not replace a built-in kind or take another's order."""
-    if entry_points is None:
-        entry_points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-    added = []
-    for ep in entry_points:
-        try:
-            k = _kind_of(ep.load())
-            if k is None:
-                raise ValueError("defines no KIND (a ServerKind)")
-            if k.name in _KINDS:
-                raise ValueError(f"kind {k.name!r} already exists")
-            register(k)
-        except Exception as e:   # a broken plug-in is left out, never the end of infertop
-            _PLUGIN_ERRORS[ep.name] = f"{ep.value}: {type(e).__name__}: {e}"
-            continue
-        _PLUGIN_ERRORS.pop(ep.name, None)
-        added.append(k.name)
-    return added
+    def take(obj: object) -> str:
+        k = _kind_of(obj)
+        if k is None:
+            raise ValueError("defines no KIND (a ServerKind)")
+        if k.name in _KINDS:
+            raise ValueError(f"kind {k.name!r} already exists")
+        register(k)
+        return k.name
+    return load_group(ENTRY_POINT_GROUP, entry_points, take, _PLUGIN_ERRORS)
 
 
 def plugin_errors() -> Mapping[str, str]:
