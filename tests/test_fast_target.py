@@ -39,6 +39,7 @@ WHOLE = {
     "test_tui_messages.py": "the typed messages between screens and the app, in the app",
     "test_netns_servers.py": "real network and PID namespaces with veth pairs (root)",
     "test_props_resources.py": "each reader in a child process under a memory limit",
+    "test_export_defects.py": "each export defect as a real promtool run",
 }
 
 
