@@ -93,14 +93,15 @@ def config(rnd: random.Random):
 
 
 def kv(rnd: random.Random):
-    import msgpack
+    # msgspec's encoder (a dependency; msgpack is not installed by `make test`)
+    from msgspec.msgpack import encode
 
     from infertop.kvevents import KvEventsError, decode_batch
     hashes = list(range(rnd.randint(500_000, 1_000_000)))
     inputs = {
-        "a million hashes": msgpack.packb([1.0, [["BlockStored", hashes, None, [], 16, None,
+        "a million hashes": encode([1.0, [["BlockStored", hashes, None, [], 16, None,
                                                   "GPU"]], 0]),
-        "nested hash": msgpack.packb([1.0, [["BlockStored", [[[1]]], None, [], 16, None,
+        "nested hash": encode([1.0, [["BlockStored", [[[1]]], None, [], 16, None,
                                              "GPU"]], 0]),
         "deep lists": b"\x91" * 200_000 + b"\xc0",
     }
@@ -142,13 +143,23 @@ READERS = {"metrics": metrics, "recording": recording, "config": config, "kv": k
            "prometheus": prometheus}
 
 
+def vm_hwm_mb() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) // 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024   # no /proc
+
+
 def main() -> int:
     reader, seed, limit_mb = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     resource.setrlimit(resource.RLIMIT_AS, (limit_mb * MB, limit_mb * MB))
     out = {}
     for name, got in READERS[reader](random.Random(seed)):
         out[name] = got
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    # VmHWM: this process's own peak.  ru_maxrss is not: Linux carries the parent's peak
+    # across fork and exec, so a child of a 550 MB pytest reported 550 MB whatever it read
+    peak = vm_hwm_mb()
     print(json.dumps({"outcomes": out, "peak_rss_mb": peak}))
     return 0
 
