@@ -15,18 +15,16 @@
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from test_promrules import _check_episodes
 
-from helpers.promtool_kit import PROMTOOL_HINT, promtool_binary
+from helpers.promtool_kit import PROMTOOL_HINT, check_alerts, promtool_binary
 from helpers.rulekit import tick
 from infertop.model import Snapshot
-from infertop.promrules import export_text
-from infertop.promtool_input import InputSeries, convert_snapshots, render
+from infertop.promtool_input import InputSeries, convert_snapshots
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(promtool_binary() is None, reason=PROMTOOL_HINT)]
@@ -40,22 +38,6 @@ def _play(phases: list[tuple[int, Callable[[], dict[str, Any]]]]) -> list[Snapsh
         for _ in range(n):
             out.append(tick(T0 + len(out), make()))
     return out
-
-
-def _promtool(tmp_path, series: InputSeries, checks: list[tuple[str, int, bool]]) -> None:
-    """``checks``: (ALERTS selector body, eval time in s, whether such an alert fires)."""
-    (tmp_path / "rules.yml").write_text(export_text())
-    tests = []
-    for sel, at, want in checks:
-        samples = ("\n        exp_samples:\n          - labels: '{}'\n            value: 1"
-                   if want else "\n        exp_samples: []")
-        tests.append(f"      - expr: 'count(ALERTS{{{sel}, alertstate=\"firing\"}}) > 0'\n"
-                     f"        eval_time: {at}s{samples}")
-    body = "    promql_expr_test:\n" + "\n".join(tests) + "\n"
-    (tmp_path / "t.yml").write_text(render(series, ["rules.yml"], body))
-    r = subprocess.run([promtool_binary(), "test", "rules", str(tmp_path / "t.yml")],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
 
 
 # ---- HW-005 ------------------------------------------------------------------------------
@@ -85,7 +67,7 @@ def test_an_old_xid_on_a_new_series_is_not_a_new_xid(tmp_path):
         code = "79" if late else "0"
         series.put(f"DCGM_FI_DEV_XID_ERRORS{base('4', err_code=code)}", i, float(code))
     xid = 'alertname="HW-005"'
-    _promtool(tmp_path, series,
+    check_alerts(tmp_path, series,
               [(xid + ', gpu="0"', at, False) for at in (1, 30, 100, 299, 350)]
               + [(xid + f', gpu="{g}", xid_action="reboot"', 62, True) for g in "1234"]
               + [(xid + f', gpu="{g}"', 350, True) for g in "1234"]
@@ -110,7 +92,7 @@ def test_critical_kv_pressure_is_not_held_on_a_relaxed_preemption_rate(tmp_path)
     series = convert_snapshots(snaps, 1.0, "vm", "vllm")
     crit = 'alertname="MEM-001", severity="crit"'
     warn = 'alertname="MEM-001", severity="warn"'
-    _promtool(tmp_path, series, [(crit, 85, True), (crit, 220, False), (crit, 235, False),
+    check_alerts(tmp_path, series, [(crit, 85, True), (crit, 220, False), (crit, 235, False),
                                  (warn, 235, True)])
 
 
@@ -153,5 +135,5 @@ def test_sch002_never_averages_the_fleet_without_a_node_label(tmp_path):
         for i, v in points.items():
             bare.put(re.sub(r',?node="[^"]*"', "", sel).replace("{,", "{"), i, v)
     assert not [k for k in bare.series if "node=" in k]
-    _promtool(tmp_path, bare, [('alertname="SCH-002"', at, False) for at in (60, 89)]
+    check_alerts(tmp_path, bare, [('alertname="SCH-002"', at, False) for at in (60, 89)]
               + [('alertname="MEM-001"', 89, False)])

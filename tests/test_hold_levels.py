@@ -11,20 +11,18 @@ judged again strictly, for any rule that does not pass its level), and in the ex
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers.promtool_kit import PROMTOOL_HINT, promtool_binary
+from helpers.promtool_kit import PROMTOOL_HINT, check_alerts, promtool_binary
 from helpers.rulekit import Feed
 from infertop.config import config_from_dict
 from infertop.findings import RuleSpec, Severity
 from infertop.model import Layer
-from infertop.promrules import export_text
-from infertop.promtool_input import InputSeries, render
+from infertop.promtool_input import InputSeries
 from infertop.rules.base import Candidate, Context, Rule, ev, sub
 
 needs_promtool = pytest.mark.skipif(promtool_binary() is None, reason=PROMTOOL_HINT)
@@ -103,22 +101,6 @@ def test_the_engine_still_escalates_when_the_higher_level_is_earned():
 
 
 # ---- in the export (promtool) -----------------------------------------------------------
-def _promtool(tmp_path, series: InputSeries, checks: list[tuple[str, int, bool]]):
-    """``checks``: (ALERTS selector body, eval time in s, whether one such alert fires)."""
-    (tmp_path / "rules.yml").write_text(export_text())
-    tests = []
-    for sel, at, want in checks:
-        samples = ("\n        exp_samples:\n          - labels: '{}'\n            value: 1"
-                   if want else "\n        exp_samples: []")
-        tests.append(f"      - expr: 'count(ALERTS{{{sel}, alertstate=\"firing\"}})'\n"
-                     f"        eval_time: {at}s{samples}")
-    body = "    promql_expr_test:\n" + "\n".join(tests) + "\n"
-    (tmp_path / "t.yml").write_text(render(series, ["rules.yml"], body))
-    r = subprocess.run([promtool_binary(), "test", "rules", str(tmp_path / "t.yml")],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-
-
 def _base(gpu: int) -> str:
     return f'{{gpu="{gpu}",instance="n1:9400",job="dcgm",node="n1"}}'
 
@@ -158,7 +140,7 @@ def test_exported_holds_stay_at_their_level_and_on_their_own_series(tmp_path):
                (CORE_WARN + g, 590, False)]
     g = ', gpu="4"'
     checks += [(CORE_WARN + g, 400, True)] + [(HBM_WARN + g, at, False) for at in (400, 550, 890)]
-    _promtool(tmp_path, series, checks)
+    check_alerts(tmp_path, series, checks)
 
 
 # ---- every other leveled rule, held inside its lower band ------------------------------

@@ -39,3 +39,24 @@ def run_promtool_test(workdir: Path, rules: str, series: InputSeries,
     assert binary is not None
     return subprocess.run([binary, "test", "rules", str(workdir / "test.yml")],
                           capture_output=True, text=True, timeout=600)
+
+
+def check_alerts(tmp_path: Path, series: InputSeries,
+                 checks: list[tuple[str, int, bool]]) -> None:
+    """``promtool test rules`` of infertop's export on ``series``.  ``checks``: (an
+    ``ALERTS`` selector body, eval time in s, whether exactly one such alert fires)."""
+    from infertop.promrules import export_text
+    (tmp_path / "rules.yml").write_text(export_text())
+    tests = []
+    for sel, at, want in checks:
+        samples = ("\n        exp_samples:\n          - labels: '{}'\n            value: 1"
+                   if want else "\n        exp_samples: []")
+        tests.append(f"      - expr: 'count(ALERTS{{{sel}, alertstate=\"firing\"}})'\n"
+                     f"        eval_time: {at}s{samples}")
+    body = "    promql_expr_test:\n" + "\n".join(tests) + "\n"
+    (tmp_path / "t.yml").write_text(render(series, ["rules.yml"], body))
+    binary = promtool_binary()
+    assert binary is not None, PROMTOOL_HINT
+    r = subprocess.run([binary, "test", "rules", str(tmp_path / "t.yml")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
