@@ -58,7 +58,14 @@ _TOK = "<generated: rate of server.generation_tokens_total>"
 def _tok(matcher: str) -> str:
     """The generation token rate of every kind, each from its own dialect's series for
     ``server.generation_tokens_total`` (as promrules writes the recording rules), so a new
-    kind's tokens/s column fills without an edit here."""
+    kind's tokens/s column fills without an edit here.  Made once per node matcher and set
+    of kinds (the fleet asks every refresh; a plug-in may add a kind)."""
+    from infertop.servers import registry
+    return _tok_of(matcher, tuple(registry.names()))
+
+
+@functools.lru_cache(maxsize=64)
+def _tok_of(matcher: str, kinds: tuple[str, ...]) -> str:
     from infertop.promrules import union
     return union("server.generation_tokens_total",
                  lambda r: f"rate({r.selector(matcher)}[60s])").replace("\n  or ", " or ")
