@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .keysym import Input, Key, as_inputs
 from .model import Labels, Layer
 from .units import fmt_value
 
@@ -164,8 +165,11 @@ class FindingEvent:
 class RuleSpec:
     """A catalogue entry: what a rule detects, what it reads, its thresholds and remedy.
 
-    ``inputs`` are required (all of them; ``a|b`` means either), ``optional`` sharpen the
-    finding when present.  ``key{name=value}`` asks for a reading with that label.
+    ``inputs`` are required (all of them), ``optional`` sharpen the finding when present:
+    key symbols (``K.gpu.util_ratio``, infertop/key_symbols.py), ``any_of(K.a, K.b)`` for
+    either, ``K.server.setting.where(name="dtype")`` for a reading with that label
+    (infertop/keysym.py).  Both are ``Input`` objects once constructed, their keys checked
+    against keys.py's SPECS; text (``"a|b{name=value}"``) is still read, deprecated.
     ``thresholds`` maps config keys (``thresholds.busy_util_ratio``) to their values.
     ``raise_after``/``clear_after`` override the global timing for this rule (None: global).
     ``supersedes``: codes this rule explains; while it holds, those stay quiet for the same
@@ -176,20 +180,27 @@ class RuleSpec:
     layer: Layer
     title: str
     detects: str
-    inputs: tuple[str, ...]
+    inputs: tuple[Key | Input, ...]
     thresholds: dict[str, Any]
     remedy: str
-    optional: tuple[str, ...] = ()
+    optional: tuple[Key | Input, ...] = ()
     raise_after: float | None = None
     clear_after: float | None = None
     supersedes: tuple[str, ...] = ()
     notes: str = ""
     judged: str = ""   # the statistic and window it compares ("median over judge_window")
 
+    def __post_init__(self) -> None:
+        # at load: every key declared (a ValueError names the one that is not), the
+        # deprecated text form parsed once; readers see Inputs only
+        self.inputs = as_inputs(self.inputs)
+        self.optional = as_inputs(self.optional)
+
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "layer": self.layer.value, "title": self.title,
-                "detects": self.detects, "inputs": list(self.inputs),
-                "optional": list(self.optional), "thresholds": dict(self.thresholds),
+                "detects": self.detects, "inputs": [str(i) for i in self.inputs],
+                "optional": [str(i) for i in self.optional],
+                "thresholds": dict(self.thresholds),
                 "remedy": self.remedy, "raise_after": self.raise_after,
                 "clear_after": self.clear_after, "supersedes": list(self.supersedes),
                 "notes": self.notes, "judged": self.judged}

@@ -21,6 +21,7 @@ from helpers.promtool_kit import PROMTOOL_HINT, check_alerts, promtool_binary
 from helpers.rulekit import Feed
 from infertop.config import config_from_dict
 from infertop.findings import RuleSpec, Severity
+from infertop.key_symbols import K
 from infertop.model import Layer
 from infertop.promtool_input import InputSeries
 from infertop.rules.base import Candidate, Context, Rule, ev, sub
@@ -70,7 +71,7 @@ def _levels_unsaid(ctx: Context) -> Iterator[Candidate]:
 
 
 TEST_RULE = Rule(RuleSpec("HW-901", Layer.HARDWARE, "test: two levels, level unsaid", "",
-                          ("gpu.util_ratio",), {}, "", raise_after=0.0), _levels_unsaid)
+                          (K.gpu.util_ratio,), {}, "", raise_after=0.0), _levels_unsaid)
 
 
 def _feed_with(rule: Rule) -> Feed:
@@ -223,7 +224,7 @@ def _plain_hold(ctx: Context) -> Iterator[Candidate]:
 
 
 def _spec(code: str) -> RuleSpec:
-    return RuleSpec(code, Layer.HARDWARE, f"test {code}", "", ("gpu.util_ratio",), {}, "",
+    return RuleSpec(code, Layer.HARDWARE, f"test {code}", "", (K.gpu.util_ratio,), {}, "",
                     raise_after=0.0)
 
 

@@ -12,10 +12,11 @@ from helpers.rulekit import Feed, tick
 from infertop.config import DiagnosisConfig, Timing
 from infertop.findings import Evidence, Finding, Severity
 from infertop.keys import EVIDENCE_KEYS, SPECS
+from infertop.keysym import Input
 from infertop.model import Layer
 from infertop.pipeline import Pipeline
 from infertop.rules import decoding, hardware, kernels, memory, parallelism, scheduling
-from infertop.rules.base import Candidate, Rule, parse_input
+from infertop.rules.base import Candidate, Rule
 from infertop.rules.catalogue_doc import render_catalogue
 from infertop.rules.engine import Diagnoser, covers
 from infertop.rules.registry import all_rules
@@ -43,8 +44,8 @@ def test_catalogue_has_every_code_in_its_layer_module():
         assert s.layer is PREFIX[s.code.split("-")[0]] if not s.code.startswith("FLT-") \
             else s.layer in (Layer.DECODING, Layer.PARALLELISM, Layer.SCHEDULING)
         assert s.title and s.detects and s.remedy and (s.inputs or s.code in STATUS_RULES)
-        for i in s.inputs + s.optional:
-            parse_input(i)  # every input names a declared key
+        for i in s.inputs + s.optional:   # symbols, not text; every key declared
+            assert isinstance(i, Input) and all(k in SPECS for k in i.keys), (s.code, i)
         for name, value in s.thresholds.items():
             assert value is not None, f"{s.code}: {name} not in the config"
     for r in all_rules():

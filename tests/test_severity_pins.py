@@ -14,6 +14,7 @@ import pytest
 from helpers.rulekit import Feed
 from infertop.config import config_from_dict
 from infertop.findings import RuleSpec, Severity
+from infertop.key_symbols import K
 from infertop.model import Layer
 from infertop.rules.base import Candidate, Context, Rule, ev, sub
 
@@ -30,7 +31,7 @@ def _twice(order: tuple[Severity, ...]):
                                    (Severity.CRIT, Severity.WARN)])
 def test_the_worse_of_two_candidates_for_one_subject_wins(order):
     rule = Rule(RuleSpec("HW-902", Layer.HARDWARE, "test: two candidates", "",
-                         ("gpu.util_ratio",), {}, "", raise_after=0.0), _twice(order))
+                         (K.gpu.util_ratio,), {}, "", raise_after=0.0), _twice(order))
     f = Feed()
     f.diag.rules = (*f.diag.rules, rule)
     f.diag._by_code[rule.code] = rule

@@ -20,6 +20,7 @@ from ..config import DiagnosisConfig, Thresholds
 from ..findings import Evidence, RuleSpec, Severity
 from ..history import History, Series
 from ..keys import SPECS
+from ..keysym import Input, as_inputs
 from ..model import (
     Kind,
     Labels,
@@ -75,27 +76,6 @@ class Candidate:
     remedy: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class InputSpec:
-    """One required input: any of ``alternatives`` (key, label filter)."""
-
-    text: str
-    alternatives: tuple[tuple[str, Labels], ...]
-
-
-def parse_input(text: str) -> InputSpec:
-    alts = []
-    for part in text.split("|"):
-        m = re.fullmatch(r"([\w.]+)(?:\{(\w+)=([^}]*)\})?", part.strip())
-        if not m:
-            raise ValueError(f"bad input spec {text!r}")
-        key, lname, lval = m.groups()
-        if key not in SPECS:
-            raise ValueError(f"input {key!r} is not a declared reading key")
-        alts.append((key, ((lname, lval),) if lname else ()))
-    return InputSpec(text, tuple(alts))
-
-
 @dataclass(frozen=True)
 class Rule:
     spec: RuleSpec
@@ -105,9 +85,9 @@ class Rule:
     def code(self) -> str:
         return self.spec.code
 
-    @cached_property   # parsed once per rule; then a plain attribute (asked every tick)
-    def required(self) -> tuple[InputSpec, ...]:
-        return tuple(parse_input(i) for i in self.spec.inputs)
+    @cached_property   # once per rule; then a plain attribute (asked every tick)
+    def required(self) -> tuple[Input, ...]:
+        return as_inputs(self.spec.inputs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +188,7 @@ class Context:
                 return True
         return False
 
-    def has_input(self, spec: InputSpec) -> bool:
+    def has_input(self, spec: Input) -> bool:
         # asked for every rule every tick, the same inputs by many rules: once a tick each
         memo = self._has
         for alt in spec.alternatives:

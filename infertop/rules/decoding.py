@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 from .. import qbound
 from ..findings import Evidence, RuleSpec, Severity
+from ..key_symbols import K
+from ..keysym import any_of
 from ..model import Kind, Labels, Layer, Status, with_label
 from ..units import UNIX_TIME, fmt_seconds
 from .base import QUEUED_SHARE, Candidate, Context, Rule, server_subject, sub
@@ -300,12 +302,12 @@ RULES = (
         "DEC-001", DEC, "TTFT p99 over the SLO",
         "Time to first token, p99 over the window, above the SLO with enough requests to "
         "judge; the queue-time p99 beside it says whether requests wait or prefill is slow.",
-        ("latency.ttft_seconds",),
+        (K.latency.ttft_seconds,),
         {"slo.ttft_p99_seconds": None, "thresholds.slo_min_requests": None,
          "thresholds.ttft_crit_factor": None, "diagnosis.window": None},
         "if the queue dominates: add capacity or admit fewer; else enable chunked prefill and "
         "prefix caching, or cap prompt length",
-        optional=("latency.queue_seconds",),
+        optional=(K.latency.queue_seconds,),
         notes="With PAR-004 as its cause (the first token waits for the KV transfer of a "
               "disaggregated pair) its remedy is the transfer's, not the queue's or "
               "prefill's (rules/engine.py EXPLAINS).",
@@ -314,7 +316,7 @@ RULES = (
         "DEC-002", DEC, "inter-token latency jitter",
         "Inter-token latency p99/p50 over the window at or above the ratio (and p99 above a "
         "floor): decodes stall, usually behind long prefills.",
-        ("latency.itl_seconds",),
+        (K.latency.itl_seconds,),
         {"thresholds.itl_jitter_ratio": None, "thresholds.itl_jitter_min_seconds": None,
          "thresholds.itl_min_tokens": None},
         "enable chunked prefill with a smaller --max-num-batched-tokens, or separate prefill "
@@ -324,7 +326,7 @@ RULES = (
         "DEC-003", DEC, "speculative acceptance low",
         "Accepted / proposed draft tokens over the window below the minimum: drafting costs "
         "more than it saves.",
-        ("spec.draft_tokens_total", "spec.accepted_tokens_total"),
+        (K.spec.draft_tokens_total, K.spec.accepted_tokens_total),
         {"thresholds.spec_acceptance_min": None, "thresholds.spec_min_draft_tokens": None},
         "fewer speculative tokens (--num-speculative-tokens), a draft model closer to the "
         "target, or speculative decoding off for this traffic",
@@ -333,7 +335,7 @@ RULES = (
         "DEC-004", DEC, "error rate",
         "Share of finished requests over the window that ended in an error reason above the "
         "SLO (client aborts are reported, not counted, by default).",
-        ("server.requests_finished_total",),
+        (K.server.requests_finished_total,),
         {"slo.error_ratio": None, "thresholds.error_min_requests": None,
          "thresholds.error_crit_ratio": None, "thresholds.error_reasons": None},
         "read the server log for the failing requests (OOM, bad input, timeouts); check the "
@@ -344,8 +346,8 @@ RULES = (
         "DEC-005", DEC, "server restarted",
         "Server counters went backwards (or its process start time moved): it restarted; the "
         "downtime is how long its /metrics could not be read before.",
-        ("server.generation_tokens_total|server.prompt_tokens_total|"
-         "server.requests_finished_total|server.process_start_seconds",),
+        (any_of(K.server.generation_tokens_total, K.server.prompt_tokens_total,
+                K.server.requests_finished_total, K.server.process_start_seconds),),
         {"thresholds.restart_window": None},
         "find why it exited: its log around the restart, dmesg for the OOM killer or Xid, the "
         "supervisor's restart count", raise_after=0.0,
@@ -366,12 +368,12 @@ RULES = (
         "Share of the window's requests the server refused at admission (vLLM "
         "admission_rejections: its queue limits --max-num-queued-reqs/-tokens reached) above "
         "the error SLO: clients got an error without being served.",
-        ("server.admission_rejections_total",),
+        (K.server.admission_rejections_total,),
         {"slo.error_ratio": None, "thresholds.error_min_requests": None,
          "thresholds.error_crit_ratio": None},
         "add capacity (replicas) or shed load before the server (the router's queue); raise "
         "the server's queue limits only if the latency of a longer queue is acceptable",
-        optional=("server.requests_finished_total",),
+        optional=(K.server.requests_finished_total,),
         judged="ratio over diagnosis.window (derived server.rejection_ratio)"),
         admission_rejections),
 )

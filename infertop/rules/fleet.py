@@ -12,6 +12,8 @@ import statistics
 from collections.abc import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
+from ..key_symbols import K
+from ..keysym import any_of
 from ..model import Layer, Valued, make_labels
 from .base import Candidate, Context, Rule, ev, sub
 from .parallelism import dp_unbalanced
@@ -88,29 +90,29 @@ RULES = (
         "Among nodes serving the same model, one node's TTFT or inter-token latency p99 "
         "(over the window, from its own histograms) is a multiple of the median of the "
         "others: the fleet's tail latency is that node's.",
-        ("latency.ttft_seconds|latency.itl_seconds",),
+        (any_of(K.latency.ttft_seconds, K.latency.itl_seconds),),
         {"thresholds.fleet_slow_factor": None, "thresholds.fleet_slow_min_seconds": None,
          "thresholds.fleet_min_peers": None},
         "drain the node from the load balancer and look at its own panes (Enter on it in "
         "the fleet screen): throttling, a straggler GPU, KV pressure, a noisy neighbour",
-        optional=("node.up",)), slow_node),
+        optional=(K.node.up,)), slow_node),
     Rule(RuleSpec(
         "FLT-002", Layer.PARALLELISM, "Replicas unevenly loaded across nodes",
         "Engines serving the same model on different nodes carry very different loads "
         "(running+waiting) or KV usage: the load balancer in front of the nodes favours "
         "some (PAR-003's test across the fleet).",
-        ("server.requests_running", "node.up"),
+        (K.server.requests_running, K.node.up),
         {"thresholds.dp_load_ratio": None, "thresholds.dp_load_min_gap": None,
          "thresholds.dp_kv_gap": None},
         "check the load balancer's policy across nodes (least-outstanding-requests rather "
         "than round-robin or sticky sessions) and that every node serves the same config",
-        optional=("server.requests_waiting", "kv.usage_ratio")), nodes_unbalanced),
+        optional=(K.server.requests_waiting, K.kv.usage_ratio)), nodes_unbalanced),
     Rule(RuleSpec(
         "FLT-003", Layer.SCHEDULING, "Node scrape failing",
         "Prometheus reports the node's target down (up == 0), or infertop's own scrape of a "
         "node named with --url NODE=URL fails: its server or exporter does not answer, so "
         "nothing about it is known, which is never healthy.",
-        ("node.up",), {},
+        (K.node.up,), {},
         "check the node: is the server (or dcgm-exporter) running and listening on the "
         "scraped port? The evidence quotes the scrape's last error (Prometheus's target "
         "page shows it too)",

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
+from ..key_symbols import K
+from ..keysym import any_of
 from ..model import Layer, Reading
 from ..windowstat import recent_values
 from .base import JUDGED_RAISE_AFTER, Candidate, Context, Rule, ev, sub
@@ -312,7 +314,7 @@ RULES = (
         "HW-001", HW, "busy but not working",
         "NVML says a kernel is always running (util high) but GPM shows most SM cycles idle: "
         "tiny kernels, launch gaps or synchronisation waits, not compute.",
-        ("gpu.util_ratio", "gpu.sm_active_ratio"),
+        (K.gpu.util_ratio, K.gpu.sm_active_ratio),
         {"thresholds.busy_util_ratio": None, "thresholds.busy_sm_active_max": None},
         "capture a timeline (nsys) to see which kernels and gaps; bigger batches or CUDA graphs "
         "when the CPU launches too slowly", raise_after=JUDGED_RAISE_AFTER,
@@ -321,7 +323,7 @@ RULES = (
         "HW-002", HW, "tensor cores idle (FP32 fallback?)",
         "SMs are busy but the tensor pipes are nearly idle on a model served in 16-bit: its "
         "matmuls run on CUDA cores (an FP32 op, an unsupported kernel/backend).",
-        ("gpu.sm_active_ratio", "gpu.tensor_active_ratio", "server.setting{name=dtype}"),
+        (K.gpu.sm_active_ratio, K.gpu.tensor_active_ratio, K.server.setting.where(name="dtype")),
         {"thresholds.tensor_busy_sm_min": None, "thresholds.tensor_idle_max": None},
         "find the FP32 kernels with a capture (nsys); check the attention backend and "
         "quantization support this GPU", raise_after=JUDGED_RAISE_AFTER,
@@ -331,19 +333,19 @@ RULES = (
         "The driver holds clocks down for a reason other than idleness: thermal, hardware "
         "slowdown, power brake (critical/warning) or the power cap with clocks well below max "
         "(notice).",
-        ("gpu.throttle_reasons",),
+        (K.gpu.throttle_reasons,),
         {"thresholds.throttle_clock_ratio": None},
         "depends on the reason: cooling for thermal, PSU/chassis for power brake, the power "
         "limit (nvidia-smi -pl) for the power cap",
-        optional=("gpu.sm_clock_hz", "gpu.sm_clock_max_hz", "gpu.temp_celsius"),
+        optional=(K.gpu.sm_clock_hz, K.gpu.sm_clock_max_hz, K.gpu.temp_celsius),
         judged="each tick's reason bits (a bitmask has no median); raise_after holds them"),
         throttling),
     Rule(RuleSpec(
         "HW-004", HW, "PCIe saturated",
         "Host<->device traffic in one direction near the link's capacity (from its generation "
         "and width, best seen): copies, CPU offload or swapping compete with the model.",
-        ("gpu.pcie_tx_bytes_per_second|gpu.pcie_rx_bytes_per_second", "gpu.pcie_link_gen",
-         "gpu.pcie_link_width"),
+        (any_of(K.gpu.pcie_tx_bytes_per_second, K.gpu.pcie_rx_bytes_per_second),
+         K.gpu.pcie_link_gen, K.gpu.pcie_link_width),
         {"thresholds.pcie_saturated_ratio": None},
         "check host-device copies with a capture (nsys); avoid CPU offload/KV swap; pin host "
         "memory; check the link runs at full generation and width",
@@ -353,11 +355,11 @@ RULES = (
         "HW-005", HW, "GPU lost or reporting errors",
         "The GPU fell off the bus, or new Xid critical errors or uncorrected ECC errors "
         "appeared (counted over a window; errors from before are not findings).",
-        ("gpu.lost|gpu.xid_total|gpu.ecc_uncorrected_total",),
+        (any_of(K.gpu.lost, K.gpu.xid_total, K.gpu.ecc_uncorrected_total),),
         {"thresholds.error_event_window": None},
         "drain this GPU: read dmesg / nvidia-smi -q for the Xid, reset or replace it; restart "
         "the server on healthy GPUs",
-        optional=("gpu.xid_last",), raise_after=0.0,
+        optional=(K.gpu.xid_last,), raise_after=0.0,
         judged="new errors over thresholds.error_event_window (derived gpu.xid_new, "
                "gpu.ecc_uncorrected_new)",
         notes="The remedy follows the Xid's class: 31/43/94 restart the application; "
@@ -368,7 +370,7 @@ RULES = (
         "The core temperature stayed above its limits for minutes (warning above 85 C for "
         "5 min, critical above 92 C for 2 min), or the memory (HBM) above its own; the GPU "
         "slows itself down and ages faster.",
-        ("gpu.temp_celsius|gpu.mem_temp_celsius",),
+        (any_of(K.gpu.temp_celsius, K.gpu.mem_temp_celsius),),
         {"thresholds.gpu_hot_celsius": None, "thresholds.gpu_hot_seconds": None,
          "thresholds.gpu_very_hot_celsius": None, "thresholds.gpu_very_hot_seconds": None,
          "thresholds.hbm_hot_celsius": None, "thresholds.hbm_hot_seconds": None},
@@ -381,7 +383,7 @@ RULES = (
         "The hardware-slowdown clock event reason (0x8: clocks halved or worse by the board) "
         "was set on every tick for minutes: a degraded board or power supply, not a "
         "transient spike.",
-        ("gpu.throttle_reasons",),
+        (K.gpu.throttle_reasons,),
         {"thresholds.hw_slowdown_seconds": None},
         "drain the node: check the PSU, power cables and cooling with the host's admin; "
         "`nvidia-smi -q -d PERFORMANCE` names the reason", raise_after=0.0,
@@ -392,12 +394,12 @@ RULES = (
         "The GPU remapped memory rows after uncorrectable errors, or a remap failed "
         "(critical), or its correctable remaps grew over the window (warning): its memory is "
         "wearing out.",
-        ("gpu.remapped_rows_correctable",),
+        (K.gpu.remapped_rows_correctable,),
         {"thresholds.error_event_window": None},
         "reset the GPU so pending remaps apply; replace it after a remap failure or when "
         "remaps keep coming",
-        optional=("gpu.remapped_rows_uncorrectable", "gpu.row_remap_failure",
-                  "gpu.row_remap_pending"), raise_after=0.0,
+        optional=(K.gpu.remapped_rows_uncorrectable, K.gpu.row_remap_failure,
+                  K.gpu.row_remap_pending), raise_after=0.0,
         judged="each tick's remap counts; correctable growth over "
                "thresholds.error_event_window"), rows_remapped),
 )

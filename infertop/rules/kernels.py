@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
 from ..history import Series
+from ..key_symbols import K
+from ..keysym import any_of
 from ..model import Layer
 from .base import (
     ENGINE_ROLES,
@@ -263,13 +265,14 @@ RULES = (
         "KRN-001", KRN, "launch-bound decode",
         "An engine thread is pinned near one full core while the SMs idle on a small batch: "
         "the GPU waits for the CPU to launch kernels (worst in eager mode, no CUDA graphs).",
-        ("thread.cpu_ratio|process.cpu_ratio", "gpu.sm_active_ratio",
-         "server.requests_running|server.iteration_tokens"),
+        (any_of(K.thread.cpu_ratio, K.process.cpu_ratio), K.gpu.sm_active_ratio,
+         any_of(K.server.requests_running, K.server.iteration_tokens)),
         {"thresholds.launch_thread_cpu_min": None, "thresholds.launch_sm_active_max": None,
          "thresholds.launch_batch_max": None},
         "enable CUDA graphs (drop --enforce-eager); otherwise larger batches or async "
         "scheduling, and py-spy the engine thread",
-        optional=("server.setting{name=cuda_graphs}", "process.info", "process.gpu_mem_bytes"),
+        optional=(K.server.setting.where(name="cuda_graphs"), K.process.info,
+                  K.process.gpu_mem_bytes),
         supersedes=("HW-001", "KRN-003"), raise_after=JUDGED_RAISE_AFTER,
         judged="median over diagnosis.judge_window of the hottest engine thread's CPU and "
                "of SM active; each tick's batch"), launch_bound),
@@ -279,13 +282,13 @@ RULES = (
         "prompt length: the log-log slope between the windows with the longest and the "
         "shortest prompts at or above the threshold, with enough windows and a spread in "
         "prompt lengths.",
-        ("request.prompt_tokens", "latency.ttft_seconds"),
+        (K.request.prompt_tokens, K.latency.ttft_seconds),
         {"thresholds.ttft_slope_min": None, "thresholds.ttft_fit_window": None,
          "thresholds.ttft_fit_windows": None, "thresholds.ttft_fit_min_points": None,
          "thresholds.ttft_fit_min_requests": None, "thresholds.ttft_fit_prompt_spread": None},
         "enable chunked prefill and a flash-attention backend; cap the prompt length; prefix "
         "caching for shared prefixes",
-        optional=("latency.queue_seconds",),
+        optional=(K.latency.queue_seconds,),
         judged="windowed means per thresholds.ttft_fit_window, fitted over the last "
                "thresholds.ttft_fit_windows windows",
         notes="A request's prompt length and TTFT are only in separate histograms, so the fit "
@@ -299,15 +302,14 @@ RULES = (
         "bandwidth, for the window's mean batch and context) while NVML says the GPU is "
         "busy and the batch is small; GPM DRAM bandwidth, when present, must agree that "
         "memory is not the limit.",
-        ("server.generation_tokens_total", "gpu.util_ratio", "model.weight_bytes",
-         "server.requests_running"),
+        (K.server.generation_tokens_total, K.gpu.util_ratio, K.model.weight_bytes,
+         K.server.requests_running),
         {"thresholds.roofline_ratio_max": None, "thresholds.roofline_busy_util_min": None,
          "thresholds.roofline_batch_max": None, "thresholds.roofline_dram_max": None},
         "CUDA graphs on, larger batches per replica, async scheduling; an Nsight capture "
         "(n) shows where the step time goes",
-        optional=("gpu.dram_bw_util_ratio", "gpu.tensor_active_ratio",
-                  "server.setting{name=cuda_graphs}",
-                  "gpu.mem_bus_width_bits"),
+        optional=(K.gpu.dram_bw_util_ratio, K.gpu.tensor_active_ratio,
+                  K.server.setting.where(name="cuda_graphs"), K.gpu.mem_bus_width_bits),
         notes="The roofline needs the model's shape (config.json, read by the process probe) "
               "and the GPU's peak bandwidth (NVML or the datasheet table); see "
               "docs/metrics.md#speed-of-light. KRN-001 (launch-bound decode) explains it "

@@ -6,6 +6,8 @@ import os
 from collections.abc import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
+from ..key_symbols import K
+from ..keysym import any_of
 from ..model import Layer
 from ..servers import registry
 from ..units import fmt_bytes
@@ -364,8 +366,9 @@ RULES = (
         "MEM-001", MEM, "KV-cache pressure",
         "KV-cache usage near full while requests are preempted (rate over the window, not the "
         "lifetime total) or wait in the queue: concurrency exceeds what the cache holds.",
-        ("kv.usage_ratio",
-         "server.preemptions_total|server.requests_retracted|server.requests_waiting"),
+        (K.kv.usage_ratio,
+         any_of(K.server.preemptions_total, K.server.requests_retracted,
+                K.server.requests_waiting)),
         {"thresholds.kv_pressure_ratio": None, "thresholds.kv_preempt_crit_per_second": None,
          "diagnosis.window": None},
         "lower max concurrent sequences (--max-num-seqs) or --max-model-len; give the KV cache "
@@ -378,11 +381,11 @@ RULES = (
         "MEM-002", MEM, "KV-cache leak",
         "KV-cache usage stays up while no request runs or waits: blocks that are never freed "
         "(aborted requests, a scheduler bug).",
-        ("kv.usage_ratio", "server.requests_running"),
+        (K.kv.usage_ratio, K.server.requests_running),
         {"thresholds.kv_leak_ratio": None},
         "note the server version and recent aborts, then restart the engine; report it "
         "upstream",
-        optional=("server.requests_waiting",), raise_after=30.0,
+        optional=(K.server.requests_waiting,), raise_after=30.0,
         judged="median over diagnosis.judge_window of KV usage; running/waiting each tick "
                "(idle means idle on every tick of the 30 s)",
         notes="vLLM counts cached-but-free prefix blocks as free, so an idle server reads ~0 "
@@ -395,13 +398,13 @@ RULES = (
         "under the headroom share (warning; critical near the card's total), or near the "
         "total with no reservation known (critical), for as long as it lasts; used memory "
         "rising steadily over the window (warning; critical when full soon at that pace).",
-        ("gpu.mem_used_bytes", "gpu.mem_total_bytes"),
+        (K.gpu.mem_used_bytes, K.gpu.mem_total_bytes),
         {"thresholds.mem_headroom_ratio": None, "thresholds.mem_growth_window": None,
          "thresholds.mem_growth_ratio": None, "thresholds.mem_oom_eta_seconds": None,
          "thresholds.mem_full_ratio": None},
         "find the process that grows (per-process GPU memory) before it hits OOM; lower "
         "--gpu-memory-utilization if other work shares the GPU",
-        optional=("process.gpu_mem_bytes", "process.info", "kv.config"),
+        optional=(K.process.gpu_mem_bytes, K.process.info, K.kv.config),
         judged="each tick's used memory against the reservation and the card (it does "
                "not jitter); growth over "
                "thresholds.mem_growth_window"), mem_headroom),
@@ -409,7 +412,7 @@ RULES = (
         "MEM-004", MEM, "weights held twice on one GPU",
         "Two processes each hold a model-sized share of one GPU's memory and serve the same "
         "model (same --model, or the same server's process tree).",
-        ("process.gpu_mem_bytes", "process.info"),
+        (K.process.gpu_mem_bytes, K.process.info),
         {"thresholds.weights_min_bytes": None},
         "stop the duplicate server, or give each server its own GPUs (CUDA_VISIBLE_DEVICES)",
         judged="each tick's per-process GPU memory (it does not jitter)"),
@@ -420,7 +423,7 @@ RULES = (
         "window were stored again soon after (the same prefix recomputed): the prefix cache "
         "is too small for the traffic's working set, or the traffic's prefixes are spread "
         "over replicas that each cache all of them.",
-        ("kv.event_blocks_evicted_total", "kv.event_blocks_restored_total"),
+        (K.kv.event_blocks_evicted_total, K.kv.event_blocks_restored_total),
         {"thresholds.thrash_ratio": None, "thresholds.thrash_min_evictions": None,
          "diagnosis.window": None},
         "give the KV cache more room (--gpu-memory-utilization, FP8 KV cache, a shorter "

@@ -7,6 +7,8 @@ import statistics
 from collections.abc import Iterator
 
 from ..findings import Evidence, RuleSpec, Severity
+from ..key_symbols import K
+from ..keysym import any_of
 from ..model import Layer, make_labels
 from .base import JUDGED_RAISE_AFTER, Candidate, Context, Rule, ev, server_subject, sub
 from .hardware import pcie_capacity
@@ -287,12 +289,12 @@ RULES = (
         "Inside one tensor-parallel group (GPUs of one server, split by tensor_parallel_size) "
         "SM activity (or util without GPM) differs by more than the spread while the group "
         "is busy: every step waits for the slowest rank.",
-        ("gpu.sm_active_ratio|gpu.util_ratio",
-         "process.gpu_mem_bytes|server.setting{name=tensor_parallel_size}"),
+        (any_of(K.gpu.sm_active_ratio, K.gpu.util_ratio),
+         any_of(K.process.gpu_mem_bytes, K.server.setting.where(name="tensor_parallel_size"))),
         {"thresholds.tp_imbalance": None, "thresholds.tp_busy_min": None},
         "check the odd GPU: its clocks and throttling (HW-003), PCIe link width, other "
         "processes on it",
-        optional=("process.info", "gpu.throttle_reasons"), raise_after=JUDGED_RAISE_AFTER,
+        optional=(K.process.info, K.gpu.throttle_reasons), raise_after=JUDGED_RAISE_AFTER,
         supersedes=("HW-001",),
         judged="median over diagnosis.judge_window of each GPU's activity, then their "
                "spread"), tp_straggler),
@@ -300,24 +302,24 @@ RULES = (
         "PAR-002", PAR, "TP over PCIe without NVLink",
         "A tensor-parallel group whose GPUs reach each other over PCIe (PIX/PXB/PHB/NODE/SYS, "
         "no NVLink) moves heavy traffic over it: all-reduces compete for the bus.",
-        ("gpu.topology", "gpu.pcie_tx_bytes_per_second|gpu.pcie_rx_bytes_per_second",
-         "process.gpu_mem_bytes|server.setting{name=tensor_parallel_size}"),
+        (K.gpu.topology, any_of(K.gpu.pcie_tx_bytes_per_second, K.gpu.pcie_rx_bytes_per_second),
+         any_of(K.process.gpu_mem_bytes, K.server.setting.where(name="tensor_parallel_size"))),
         {"thresholds.tp_pcie_heavy_ratio": None, "thresholds.tp_pcie_heavy_bytes": None},
         "place the TP group on NVLink-connected GPUs, or use fewer TP ranks / pipeline "
         "parallelism across PCIe",
-        optional=("gpu.pcie_link_gen", "gpu.pcie_link_width"),
+        optional=(K.gpu.pcie_link_gen, K.gpu.pcie_link_width),
         supersedes=("HW-004", "HW-001"), judged="each tick's PCIe rates (raise_after holds them)"),
         tp_over_pcie),
     Rule(RuleSpec(
         "PAR-003", PAR, "DP engines unevenly loaded",
         "Data-parallel engines (or replicas) of one model, and of one P/D role, carry very "
         "different loads (running+waiting) or KV usage: the load balancer favours some.",
-        ("server.requests_running",),
+        (K.server.requests_running,),
         {"thresholds.dp_load_ratio": None, "thresholds.dp_load_min_gap": None,
          "thresholds.dp_kv_gap": None},
         "check the router's policy (least-loaded instead of round-robin/sticky sessions); "
         "with vLLM DP, check the engines' KV sizes match",
-        optional=("server.requests_waiting", "kv.usage_ratio"),
+        optional=(K.server.requests_waiting, K.kv.usage_ratio),
         judged="each tick's running+waiting and KV usage per engine"), dp_unbalanced),
     Rule(RuleSpec(
         "PAR-004", PAR, "TTFT dominated by the KV transfer",
@@ -326,11 +328,11 @@ RULES = (
         "SGLang PD transfer histograms; the TTFT split of pd.ttft_split_seconds): each "
         "side looks fine, the wire between them does not.  Means, not p99s: the two "
         "histograms' buckets differ and percentiles do not add up.",
-        ("latency.kv_transfer_seconds", "latency.ttft_seconds"),
+        (K.latency.kv_transfer_seconds, K.latency.ttft_seconds),
         {"thresholds.kv_transfer_ttft_share": None, "thresholds.slo_min_requests": None},
         "put the pair on a fast path (NIXL/UCX over RDMA or NVLink, not TCP; same rack), "
         "check the transfer backend's logs for retries, shrink the KV (FP8 KV cache)",
-        optional=("server.disagg_role",),
+        optional=(K.server.disagg_role,),
         judged="window means over diagnosis.window (pd.ttft_split_seconds, as on screen)"),
         transfer_dominates_ttft),
     Rule(RuleSpec(
@@ -338,7 +340,8 @@ RULES = (
         "Disaggregated prefill/decode: the prefill engines' mean running requests is more "
         "than pd_running_ratio times the decode engines' for 10 minutes (llm-d's "
         "LLMDPrefillDecodeImbalance): the pair is sized for a shorter prompt than it gets.",
-        ("server.requests_running", "server.disagg_role|server.setting{name=disagg_role}"),
+        (K.server.requests_running,
+         any_of(K.server.disagg_role, K.server.setting.where(name="disagg_role"))),
         {"thresholds.pd_running_ratio": None},
         "add prefill instances (or move GPUs from decode to prefill); let the autoscaler "
         "watch the prefill queue; check the prompt/output length mix",
@@ -350,7 +353,8 @@ RULES = (
         "A prefill engine of a disaggregated pair has more than pd_prefill_queue requests "
         "waiting for 5 minutes (llm-d's LLMDPrefillQueueSaturation): TTFT grows with the "
         "queue before any KV moves.",
-        ("server.requests_waiting", "server.disagg_role|server.setting{name=disagg_role}"),
+        (K.server.requests_waiting,
+         any_of(K.server.disagg_role, K.server.setting.where(name="disagg_role"))),
         {"thresholds.pd_prefill_queue": None},
         "scale the prefill instances now; enable prefix caching (less to prefill); admission "
         "control in front of the router",
@@ -361,7 +365,8 @@ RULES = (
         "A decode engine of a disaggregated pair holds more than pd_decode_kv_full of its KV "
         "cache for 5 minutes (llm-d's LLMDDecodeKVCacheCritical, critical): transferred KV "
         "has nowhere to land, requests stall on the decode side or are preempted.",
-        ("kv.usage_ratio", "server.disagg_role|server.setting{name=disagg_role}"),
+        (K.kv.usage_ratio,
+         any_of(K.server.disagg_role, K.server.setting.where(name="disagg_role"))),
         {"thresholds.pd_decode_kv_full": None},
         "add decode instances or KV room (--gpu-memory-utilization, FP8 KV cache), cap "
         "--max-num-seqs on decode, route fewer requests to this decode engine",

@@ -6,6 +6,8 @@ from collections.abc import Iterator
 
 from ..derive import THROUGHPUT_LOOKBACK
 from ..findings import Evidence, RuleSpec, Severity
+from ..key_symbols import K
+from ..keysym import any_of
 from ..model import Labels, Layer, Reading, make_labels
 from ..servers import registry
 from ..units import fmt_count, fmt_value
@@ -361,13 +363,13 @@ RULES = (
         "A Python server process is pinned near one core while several of its threads are "
         "busy and generation throughput falls below its recent peak: threads take turns on "
         "the GIL instead of feeding the GPU.",
-        ("process.cpu_ratio", "thread.cpu_ratio", "server.generation_tokens_total"),
+        (K.process.cpu_ratio, K.thread.cpu_ratio, K.server.generation_tokens_total),
         {"thresholds.gil_cpu_min": None, "thresholds.gil_cpu_max": None,
          "thresholds.gil_thread_busy": None, "thresholds.gil_busy_threads": None,
          "thresholds.gil_throughput_drop": None},
         "spread the work over processes (more API servers: --api-server-count; detokenize "
         "out of process); py-spy the process to see the threads waiting on the GIL",
-        optional=("process.info",),
+        optional=(K.process.info,),
         judged="each tick's process and thread CPU; throughput as derived 10 s steps",
         notes="Throughput: generation tokens per 10 s, newest against the best of the last "
               "2 minutes; a counter the server moves only when requests finish "
@@ -380,14 +382,14 @@ RULES = (
         "reading, as llama.cpp's per-slot cache: the cap reached): a concurrency cap, not "
         "capacity, holds them back.  Without a cap setting (a remote server) the page says "
         "it: the running batch flat at its window maximum while requests wait for capacity.",
-        ("server.requests_waiting",),
+        (K.server.requests_waiting,),
         {"thresholds.queue_waiting_min": None, "thresholds.idle_sm_active_max": None,
          "thresholds.idle_util_max": None, "thresholds.kv_free_max": None},
         "raise the concurrency cap (vLLM --max-num-seqs, SGLang --max-running-requests, "
         "llama.cpp --parallel, TGI --max-concurrent-requests)",
-        optional=("kv.usage_ratio", "gpu.sm_active_ratio|gpu.util_ratio",
-                  "server.requests_running", "server.requests_waiting_capacity",
-                  "server.setting{name=max_num_seqs}"),
+        optional=(K.kv.usage_ratio, any_of(K.gpu.sm_active_ratio, K.gpu.util_ratio),
+                  K.server.requests_running, K.server.requests_waiting_capacity,
+                  K.server.setting.where(name="max_num_seqs")),
         raise_after=JUDGED_RAISE_AFTER,
         judged="median over diagnosis.judge_window of each GPU's activity (then their "
                "mean) and of KV usage; a queue on at least half of its ticks; without GPU "
@@ -399,36 +401,37 @@ RULES = (
         "More runnable threads than the host has cores for (per-thread CPU above a floor) "
         "while the host is busy: threads preempt each other (OpenMP/BLAS/tokenizer pools "
         "sized for a bigger machine).",
-        ("thread.cpu_ratio", "host.cpu_count"),
+        (K.thread.cpu_ratio, K.host.cpu_count),
         {"thresholds.thread_busy_cores": None, "thresholds.threads_per_core_max": None,
          "thresholds.threads_host_busy_ratio": None},
         "size thread pools to the cores: OMP_NUM_THREADS / torch.set_num_threads, "
         "TOKENIZERS_PARALLELISM=false, fewer workers per host",
-        optional=("host.cpu_ratio", "process.ctx_switches_total"),
+        optional=(K.host.cpu_ratio, K.process.ctx_switches_total),
         judged="each tick's per-thread CPU (threads come and go: no per-thread median)",
         supersedes=("SCH-004",)), too_many_threads),
     Rule(RuleSpec(
         "SCH-004", SCH, "host CPU saturated",
         "The whole host's CPUs are nearly all busy: scheduling, tokenization and kernel "
         "launches wait for a core.",
-        ("host.cpu_ratio",),
+        (K.host.cpu_ratio,),
         {"thresholds.host_cpu_saturated": None, "thresholds.host_top_scan_at": None},
         "find the top consumers (listed: any program on the host, and whether the server's "
         "own tree is among them); move other work off this host, or give the server more "
         "cores",
-        optional=("host.top_cpu_cores", "process.cpu_ratio"), raise_after=JUDGED_RAISE_AFTER,
+        optional=(K.host.top_cpu_cores, K.process.cpu_ratio), raise_after=JUDGED_RAISE_AFTER,
         judged="median over diagnosis.judge_window of the host's CPU busy share"), host_cpu),
     Rule(RuleSpec(
         "SCH-005", SCH, "queue waits on a deferral, not capacity",
         "Requests wait, and most of the queue is deferred (vLLM reason=deferred: LoRA "
         "adapter slots, KV transfer from a remote prefill, a blocked request) rather than "
         "waiting for batch room: the remedy is that constraint, not the concurrency cap.",
-        ("server.requests_waiting", "server.requests_deferred"),
+        (K.server.requests_waiting, K.server.requests_deferred),
         {"thresholds.queue_waiting_min": None, "thresholds.deferred_share_min": None},
         "follow the constraint named: a slow prefill side or KV link (disaggregated "
         "serving), or too few LoRA slots (--max-loras); raising --max-num-seqs does not help",
-        optional=("kv.prompt_tokens_by_source_total", "server.setting{name=kv_transfer_config}",
-                  "server.setting{name=max_loras}"),
+        optional=(K.kv.prompt_tokens_by_source_total,
+                  K.server.setting.where(name="kv_transfer_config"),
+                  K.server.setting.where(name="max_loras")),
         raise_after=JUDGED_RAISE_AFTER,
         judged="median over diagnosis.judge_window of waiting and deferred requests; a queue "
                "on at least half of its ticks",
@@ -438,9 +441,9 @@ RULES = (
         "The engine is in sleep mode (vLLM --enable-sleep-mode and /sleep: weights offloaded "
         "or discarded): requests wait for a wake-up, so its latency says nothing about its "
         "speed.  A warning when requests wait on it, a notice otherwise.",
-        ("server.sleep_level",), {},
+        (K.server.sleep_level,), {},
         "wake it (POST /wake_up) or route traffic away until it is awake; if it should be "
         "serving, find who put it to sleep (an autoscaler or RL trainer calling /sleep)",
-        optional=("server.requests_waiting",),
+        optional=(K.server.requests_waiting,),
         judged="each tick's sleep state"), engine_asleep),
 )
