@@ -38,6 +38,7 @@ from infertop.source import SnapshotSource, pace
 from infertop.textclean import clean
 from infertop.themes import DEFAULT_THEME, THEMES, roles, stylesheet_path
 
+from . import textual_gate
 from .compositor import use_lean_compositor
 from .mute import Mutes
 from .options import AppOptions, CaptureSummaries
@@ -405,7 +406,7 @@ class InfertopApp(App):
         if self._exit_signalled:
             os._exit(128 + sig)   # asked twice: the user means it
         self._exit_signalled = True
-        driver = self._driver
+        driver = textual_gate.app_driver(self)
         if isinstance(driver, QuietLinuxDriver):
             driver.leaving = True     # writes stop waiting on the terminal
         exit_deadline(128 + sig, restore=getattr(driver, "attrs_before", None),  # Textual's
@@ -785,9 +786,7 @@ class InfertopApp(App):
 
         from .clipboard import osc52, ticket_text
         text = ticket_text(finding, self.clock_text)
-        self._clipboard = text          # Textual's own copy keeps it here as well
-        if self._driver is not None:
-            self._driver.write(osc52(text, in_tmux=bool(os.environ.get("TMUX"))))
+        textual_gate.copy_with(self, text, osc52(text, in_tmux=bool(os.environ.get("TMUX"))))
         self.notify(f"{finding.code}: evidence and remedy copied (OSC 52)", timeout=3)
 
     def action_findings(self) -> None:

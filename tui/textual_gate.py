@@ -27,6 +27,11 @@ snapshots):
     and its ``_queue``, ``_file``, ``_loop``, ``_app``, ``_debug``, ``_auto_restart``,
     ``_sigtstp_application``, ``_sigcont_application``; textual._xterm_parser.XTermParser
     (``feed``, ``tick``, ``_timeout_time``), textual._loop.loop_last, textual._time.get_time.
+  - Widget ``_content_height_cache`` (a (width, height) pair a content change resets;
+    tui/widgets/boundary_wrap.py's auto height reuses it: ``content_height_cached``).
+  - App ``_clipboard`` (what ``App.clipboard`` reads) and ``_driver`` (its ``write``):
+    the finding copy writes its own OSC 52 (tmux passthrough, a size cap: ``copy_with``);
+    the exit deadline restores the terminal from the driver (``app_driver``).
 """
 
 from __future__ import annotations
@@ -70,6 +75,8 @@ _EXPECTED: dict[str, tuple[str, ...] | None] = {
     "textual.drivers.linux_driver.LinuxDriver.run_input_thread": ("self",),
     "textual.drivers.linux_driver.LinuxDriver._sigtstp_application": None,
     "textual.drivers.linux_driver.LinuxDriver._sigcont_application": None,
+    "textual.app.App.copy_to_clipboard": ("self", "text"),
+    "textual.app.App.clipboard": None,
 }
 
 
@@ -182,7 +189,46 @@ def set_styles_cache(widget: Any, cache: Any) -> None:
     widget._styles_cache = cache
 
 
+def content_height_cached(widget: Any, width: int) -> int | None:
+    """The auto height Textual cached for ``widget`` at ``width`` (Widget's
+    ``_content_height_cache``, reset when the content changes), or None: not cached at
+    this width, or on stock Textual (the caller then measures every time)."""
+    if not FAST:
+        return None
+    cached = getattr(widget, "_content_height_cache", None)
+    if isinstance(cached, tuple) and len(cached) == 2 and cached[0] == width \
+            and isinstance(cached[1], int):
+        return cached[1]
+    return None
+
+
+def cache_content_height(widget: Any, width: int, height: int) -> None:
+    """Keep ``height`` where ``content_height_cached`` finds it (nothing on stock)."""
+    if FAST and hasattr(widget, "_content_height_cache"):
+        widget._content_height_cache = (width, height)
+
+
+def copy_with(app: Any, text: str, sequence: str) -> None:
+    """Put ``text`` on the clipboard by writing ``sequence`` (tui/clipboard.osc52: tmux's
+    passthrough, a size cap) to the terminal, as ``App.copy_to_clipboard`` does with its
+    own; on stock Textual through that public method (a plain OSC 52)."""
+    if not FAST:
+        app.copy_to_clipboard(text)
+        return
+    app._clipboard = text            # where App.copy_to_clipboard keeps it (App.clipboard)
+    if app._driver is not None:      # None before the app runs
+        app._driver.write(sequence)
+
+
+def app_driver(app: Any) -> Any | None:
+    """The app's driver (App keeps it in ``_driver``), for the exit deadline's terminal
+    restore.  On any Textual: a reading of one attribute, None when this Textual has no
+    such name or no driver yet (the deadline then exits without restoring)."""
+    return getattr(app, "_driver", None)
+
+
 __all__ = ["FAST", "REASON", "KNOWN_VERSIONS", "STOCK_ENV", "GateClosed", "check",
            "ChopsUpdate", "Compositor", "StylesCache", "XTermParser", "loop_last",
            "get_time", "set_compositor", "compositor_of", "set_styles_cache",
-           "repaint_on_screen", "attached"]
+           "repaint_on_screen", "attached", "content_height_cached", "cache_content_height",
+           "copy_with", "app_driver"]

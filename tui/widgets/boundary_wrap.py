@@ -21,6 +21,8 @@ from textual.geometry import Size
 from textual.visual import visualize
 from textual.widgets import Static
 
+from .. import textual_gate
+
 BREAK_AFTER = frozenset("/._-:,")   # a long name may break after these
 STRONG = frozenset("/.:")            # ... after these first: a path's or a module's parts
 CUT_MARK = "…"
@@ -117,10 +119,12 @@ class BoundaryWrapped(Static):
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         if not width:
             return 0
-        if self._content_height_cache[0] == width:
-            return self._content_height_cache[1]
-        visual = visualize(self, self._wrapped(width), markup=self._render_markup)
+        cached = textual_gate.content_height_cached(self, width)
+        if cached is not None:
+            return cached
+        # _wrapped gives a Text or the Static's own Visual, never a str: markup is moot
+        visual = visualize(self, self._wrapped(width))
         # as Widget.get_content_height measures it (RenderStyles reads as a RulesMap)
         height = visual.get_height(self.styles, width)  # type: ignore[arg-type]
-        self._content_height_cache = (width, height)
+        textual_gate.cache_content_height(self, width, height)
         return height
