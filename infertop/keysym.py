@@ -41,6 +41,9 @@ class Key(str):
         """This key's readings that carry these labels (``server.setting{name=dtype}``)."""
         if not labels:
             raise ValueError(f"{self}.where() needs a label")
+        bad = [n for n, v in labels.items() if not isinstance(v, str)]
+        if bad:   # a label value is text: 1 would never equal a reading's "1"
+            raise TypeError(f"{self}.where(): the value of {', '.join(bad)} is not a str")
         return Input(((str(self), tuple(sorted(labels.items()))),))
 
 

@@ -66,6 +66,8 @@ def test_constructors_render_the_catalogues_text() -> None:
                                  ("server.setting", (("name", "disagg_role"),)))
     with pytest.raises(ValueError):
         K.server.setting.where()
+    with pytest.raises(TypeError):
+        K.server.setting.where(name=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         any_of()
 
