@@ -88,7 +88,8 @@ class K:
         event_batches_dropped_total: Final = Key("kv.event_batches_dropped_total")
         event_batches_per_second: Final = Key("kv.event_batches_per_second")
         event_batches_total: Final = Key("kv.event_batches_total")
-        event_batches_undecodable_per_second: Final = Key("kv.event_batches_undecodable_per_second")
+        event_batches_undecodable_per_second: Final = Key(
+            "kv.event_batches_undecodable_per_second")
         event_batches_undecodable_total: Final = Key("kv.event_batches_undecodable_total")
         event_blocks_evicted_total: Final = Key("kv.event_blocks_evicted_total")
         event_blocks_restored_total: Final = Key("kv.event_blocks_restored_total")
@@ -177,8 +178,10 @@ class K:
         engine_steps_total: Final = Key("server.engine_steps_total")
         error_ratio: Final = Key("server.error_ratio")
         estimated_flops_per_gpu_total: Final = Key("server.estimated_flops_per_gpu_total")
-        estimated_read_bytes_per_gpu_total: Final = Key("server.estimated_read_bytes_per_gpu_total")
-        estimated_write_bytes_per_gpu_total: Final = Key("server.estimated_write_bytes_per_gpu_total")
+        estimated_read_bytes_per_gpu_total: Final = Key(
+            "server.estimated_read_bytes_per_gpu_total")
+        estimated_write_bytes_per_gpu_total: Final = Key(
+            "server.estimated_write_bytes_per_gpu_total")
         families: Final = Key("server.families")
         generation_tokens_total: Final = Key("server.generation_tokens_total")
         http_requests_active: Final = Key("server.http_requests_active")
@@ -233,8 +236,11 @@ class K:
         cpu_ratio: Final = Key("thread.cpu_ratio")
 
     class throughput:
-        generation_peak_tokens_per_second: Final = Key("throughput.generation_peak_tokens_per_second")
-        generation_recent_tokens_per_second: Final = Key("throughput.generation_recent_tokens_per_second")
+        generation_peak_tokens_per_second: Final = Key(
+            "throughput.generation_peak_tokens_per_second")
+        generation_recent_tokens_per_second: Final = Key(
+            "throughput.generation_recent_tokens_per_second")
         generation_tokens_per_second: Final = Key("throughput.generation_tokens_per_second")
         prompt_tokens_per_second: Final = Key("throughput.prompt_tokens_per_second")
-        server_generation_tokens_per_second: Final = Key("throughput.server_generation_tokens_per_second")
+        server_generation_tokens_per_second: Final = Key(
+            "throughput.server_generation_tokens_per_second")

@@ -154,7 +154,10 @@ def render_symbols(keys: Iterable[str] | None = None) -> str:
     out = [HEADER]
     for ns in sorted(by_ns):
         out.append(f"    class {ns}:")
-        out += [f'        {name}: Final = Key("{ns}.{name}")' for name in sorted(by_ns[ns])]
+        for name in sorted(by_ns[ns]):
+            line = f'        {name}: Final = Key("{ns}.{name}")'
+            out.append(line if len(line) <= 99 else
+                       f'        {name}: Final = Key(\n            "{ns}.{name}")')
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
 
