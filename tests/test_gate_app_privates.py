@@ -1,7 +1,8 @@
 """The App's and the widgets' Textual privates go through tui/textual_gate.py too (issue 34
 gate caveats): BoundaryWrapped's cached auto height (Widget ``_content_height_cache``), the
-finding copy (App ``_clipboard``, ``_driver``) and the exit deadline's driver.  Each works
-on the gate's fast path and on stock Textual."""
+finding copy (App ``_clipboard``, ``_driver``), the exit deadline's driver and the
+shutdown check (MessagePump ``_closing``, ``_closed``).  Each works on the gate's fast
+path and on stock Textual."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ from infertop.tui.clipboard import osc52
 from infertop.tui.widgets.boundary_wrap import BoundaryWrapped, wrap_line
 
 ROOT = Path(__file__).resolve().parent.parent
-PRIVATE = re.compile(r"\._(driver|clipboard|content_height_cache|render_markup)\b")
+PRIVATES = "driver|clipboard|content_height_cache|render_markup|closing|closed"
+# an attribute read (app._driver) or one by name (getattr(app, "_closing", False))
+PRIVATE = re.compile(rf"\._({PRIVATES})\b|[\"']_({PRIVATES})[\"']")
 LONG = ("python -m vllm.entrypoints.openai.api_server --model "
         "/models/meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 2")
 
@@ -83,10 +86,19 @@ async def test_a_copy_reaches_the_clipboard_on_both_paths(
         assert written == [osc52(text, in_tmux=True) if fast else osc52(text, in_tmux=False)]
 
 
-def test_a_textual_without_the_driver_name_gives_none() -> None:
+def test_a_textual_without_the_names_gives_the_defaults() -> None:
     class Elsewhere:
         pass
     assert textual_gate.app_driver(Elsewhere()) is None
+    assert textual_gate.closing(Elsewhere()) is False
+
+
+async def test_closing_follows_the_app() -> None:
+    app: App[None] = App()
+    async with app.run_test():
+        assert not textual_gate.closing(app) and not textual_gate.closing(app.screen)
+        screen = app.screen
+    assert textual_gate.closing(screen) and textual_gate.closing(app)
 
 
 @pytest.mark.slow   # a pytest subprocess: the gate decides at import

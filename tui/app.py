@@ -354,9 +354,8 @@ class InfertopApp(App):
         if not self.screen_stack or not self.is_running:
             return True
         main = self.screen_stack[0]
-        # Textual's private flags (read with a default: not part of its API)
-        return bool(getattr(main, "_closing", False) or getattr(main, "_closed", False)
-                    or getattr(self, "_closing", False))
+        # Textual's private flags, through the gate (not part of its API)
+        return textual_gate.closing(main) or textual_gate.closing(self)
 
     def _main_widget(self, selector: str, cls=None):
         """A widget of the main screen, also while a capture or help screen is on top

@@ -32,6 +32,8 @@ snapshots):
   - App ``_clipboard`` (what ``App.clipboard`` reads) and ``_driver`` (its ``write``):
     the finding copy writes its own OSC 52 (tmux passthrough, a size cap: ``copy_with``);
     the exit deadline restores the terminal from the driver (``app_driver``).
+  - MessagePump ``_closing``, ``_closed`` (the app skips a poll that ends while it exits:
+    ``closing``).
 """
 
 from __future__ import annotations
@@ -184,6 +186,13 @@ def attached(widget: Any) -> bool:
     return widget._parent is not None and widget._is_mounted and not widget._closing
 
 
+def closing(node: Any) -> bool:
+    """The app, screen or widget is closing or closed (MessagePump's ``_closing`` and
+    ``_closed``).  On any Textual: read with a default, False where the names are gone
+    (the caller's public checks, ``is_running`` and the screen stack, remain)."""
+    return bool(getattr(node, "_closing", False) or getattr(node, "_closed", False))
+
+
 def set_styles_cache(widget: Any, cache: Any) -> None:
     """Give ``widget`` its line cache (in its constructor)."""
     widget._styles_cache = cache
@@ -231,4 +240,4 @@ __all__ = ["FAST", "REASON", "KNOWN_VERSIONS", "STOCK_ENV", "GateClosed", "check
            "ChopsUpdate", "Compositor", "StylesCache", "XTermParser", "loop_last",
            "get_time", "set_compositor", "compositor_of", "set_styles_cache",
            "repaint_on_screen", "attached", "content_height_cached", "cache_content_height",
-           "copy_with", "app_driver"]
+           "copy_with", "app_driver", "closing"]
