@@ -34,6 +34,8 @@ snapshots):
     the exit deadline restores the terminal from the driver (``app_driver``).
   - MessagePump ``_closing``, ``_closed`` (the app skips a poll that ends while it exits:
     ``closing``).
+  - Widget ``_dirty_regions`` and ``_get_style`` (tui/panes/widget.py draws its own
+    lines: ``mark_drawn``, ``style_parser``).
 """
 
 from __future__ import annotations
@@ -193,6 +195,21 @@ def closing(node: Any) -> bool:
     return bool(getattr(node, "_closing", False) or getattr(node, "_closed", False))
 
 
+def mark_drawn(widget: Any) -> None:
+    """A widget that drew its own lines clears Widget's ``_dirty_regions``, so Textual's
+    whole-content render does not run again for them.  On any Textual: where the name is
+    gone, nothing (that render then runs once more: slower, the same lines)."""
+    regions = getattr(widget, "_dirty_regions", None)
+    if regions is not None:
+        regions.clear()
+
+
+def style_parser(widget: Any) -> Callable[[Any], Any] | None:
+    """The widget's ``parse_style`` for ``Content.render`` (Widget's ``_get_style``: a
+    ``.class`` style from the CSS); None where the name is gone (Content's own parser)."""
+    return getattr(widget, "_get_style", None)
+
+
 def set_styles_cache(widget: Any, cache: Any) -> None:
     """Give ``widget`` its line cache (in its constructor)."""
     widget._styles_cache = cache
@@ -240,4 +257,4 @@ __all__ = ["FAST", "REASON", "KNOWN_VERSIONS", "STOCK_ENV", "GateClosed", "check
            "ChopsUpdate", "Compositor", "StylesCache", "XTermParser", "loop_last",
            "get_time", "set_compositor", "compositor_of", "set_styles_cache",
            "repaint_on_screen", "attached", "content_height_cached", "cache_content_height",
-           "copy_with", "app_driver", "closing"]
+           "copy_with", "app_driver", "closing", "mark_drawn", "style_parser"]

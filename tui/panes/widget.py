@@ -26,6 +26,7 @@ from textual.widgets import Static
 from infertop.findings import Severity
 from infertop.model import Layer
 
+from .. import textual_gate
 from ..app_of import infertop_app
 from ..repaint import DirectRepaint
 from ..zoom_table import TABLE_BINDINGS, TableView, ZoomTableKeys
@@ -219,7 +220,7 @@ class LayerPane(DirectRepaint, ZoomTableKeys, Static):
             (self.size.width, self.text_selection is not None)
         if lines is None or selected:
             return super().render_line(y)
-        self._dirty_regions.clear()     # nothing for the default whole-content render
+        textual_gate.mark_drawn(self)   # nothing for the default whole-content render
         style = self.visual_style
         key = (width, style)
         if key != self._strips_key:     # resized, or a new theme: every line anew
@@ -269,7 +270,8 @@ class LayerPane(DirectRepaint, ZoomTableKeys, Static):
                 and "\t" not in content.plain:
             segments = []
             x = 0
-            for text, text_style in content.render(style, end="", parse_style=self._get_style):
+            parse = textual_gate.style_parser(self)
+            for text, text_style in content.render(style, end="", parse_style=parse):
                 segments.append(Segment(text, (style + text_style).rich_style_with_offset(x, y)))
                 x += len(text)
             return Strip(segments, content.cell_length)
@@ -284,8 +286,9 @@ class LayerPane(DirectRepaint, ZoomTableKeys, Static):
         if got is None:
             base, *over = run
             probe = Text("x", style=base, spans=[Span(0, 1, st) for st in over])
+            parse = textual_gate.style_parser(self)
             (_, text_style), = visualize(self, probe).render(style, end="",   # type: ignore[attr-defined]
-                                                             parse_style=self._get_style)
+                                                             parse_style=parse)
             got = self._run_styles[run] = style + text_style
         return got
 
