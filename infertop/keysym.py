@@ -90,9 +90,10 @@ def any_of(*alternatives: Key | Input) -> Input:
     return Input(tuple(alts))
 
 
-def as_input(item: Key | Input | str) -> Input:
+def as_input(item: Key | Input | str, stacklevel: int = 2) -> Input:
     """A rule's input declaration as an ``Input``, its keys checked against SPECS.  A plain
-    string is the deprecated text form (``"a|b{name=value}"``), parsed here."""
+    string is the deprecated text form (``"a|b{name=value}"``), parsed here; its warning
+    points ``stacklevel`` frames up (the caller's line)."""
     if isinstance(item, Input):
         got = item
     elif isinstance(item, Key):
@@ -100,7 +101,7 @@ def as_input(item: Key | Input | str) -> Input:
     elif isinstance(item, str):
         warnings.warn(f"rule input {item!r} as text is deprecated: use the key symbols "
                       "(infertop.key_symbols.K, any_of, .where)", DeprecationWarning,
-                      stacklevel=3)
+                      stacklevel=stacklevel)
         got = _parse(item)
     else:
         raise TypeError(f"a rule input is a Key or an Input, not {type(item).__name__}")
@@ -111,7 +112,12 @@ def as_input(item: Key | Input | str) -> Input:
 
 
 def as_inputs(items: Iterable[Key | Input | str]) -> tuple[Input, ...]:
-    return tuple(as_input(i) for i in items)
+    """``as_input`` of each, for RuleSpec: a warning points at the line that made the spec
+    (as_inputs, __post_init__ and the dataclass's __init__ in between)."""
+    out = []
+    for i in items:
+        out.append(as_input(i, stacklevel=5))
+    return tuple(out)
 
 
 def _parse(text: str) -> Input:

@@ -73,9 +73,10 @@ def test_constructors_render_the_catalogues_text() -> None:
 
 
 def test_the_text_form_still_loads_deprecated_with_the_same_check() -> None:
-    with pytest.warns(DeprecationWarning, match="deprecated"):
+    with pytest.warns(DeprecationWarning, match="deprecated") as got:
         spec = RuleSpec("HW-991", Layer.HARDWARE, "t", "", (  # type: ignore[arg-type]
             "gpu.util_ratio|server.setting{name=dtype}",), {}, "")
+    assert got[0].filename == __file__     # it points at the plug-in's own line
     assert spec.inputs == (any_of(K.gpu.util_ratio, K.server.setting.where(name="dtype")),)
     with pytest.raises(ValueError, match="gpu.util_ration"), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
