@@ -35,9 +35,13 @@ class ContractError(AssertionError):
 
 
 class ProbeSpecLike(Protocol):
-    name: str
-    keys: tuple[str, ...]
-    order: int
+    # read-only members: a frozen dataclass (ProbeSpec) does not match plain attributes
+    @property
+    def name(self) -> str: ...
+    @property
+    def keys(self) -> tuple[str, ...]: ...
+    @property
+    def order(self) -> int: ...
 
 
 def _fail(what: str, problems: Sequence[str]) -> None:
