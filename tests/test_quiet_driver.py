@@ -193,8 +193,8 @@ def writing(monkeypatch):
     d = asyncio.run(make())
     d.cells = None     # every write reaches the queue (the cell filter would drop repeats)
     stuck = _Stuck()
-    # a file-like TerminalOutput, as tui/driver.py installs it
-    d._writer_thread = WriterThread(drv.TerminalOutput(stuck, d.lose_terminal))  # type: ignore[arg-type]
+    out = drv.TerminalOutput(stuck, d.lose_terminal)
+    d._writer_thread = WriterThread(out)  # type: ignore[arg-type]  # file-like, as the driver's
     d._writer_thread.start()
     for _ in range(MAX_QUEUED_WRITES + 1):   # one in the write, the queue full
         d.write("frame")
@@ -247,8 +247,8 @@ def test_a_write_error_is_a_lost_terminal_and_later_writes_are_dropped(monkeypat
 
     async def make():
         d = Collecting(app=app)
-        # a file-like TerminalOutput, as tui/driver.py installs it
-        d._writer_thread = WriterThread(drv.TerminalOutput(Gone(), d.lose_terminal))  # type: ignore[arg-type]
+        out = drv.TerminalOutput(Gone(), d.lose_terminal)
+        d._writer_thread = WriterThread(out)  # type: ignore[arg-type]  # file-like, as the driver's
         d._writer_thread.start()
         for _ in range(100):                  # more than the queue holds: none blocks
             d.write("frame")

@@ -418,7 +418,8 @@ def test_attention_cost_grows_faster_than_the_prompt():
         first, last = p.phase_snaps(phase)[0], p.phase_snaps(phase)[-1]
 
         def delta(key: str) -> float:
-            a, b = first_of(first, key), first_of(last, key)  # noqa: B023 - called in this iteration
+            # B023: delta is called in the iteration that defines it
+            a, b = first_of(first, key), first_of(last, key)  # noqa: B023
             assert has_value(a) and has_value(b) and a.hist_sum is not None \
                 and b.hist_sum is not None, (a, b)
             return (b.hist_sum - a.hist_sum) / (b.value - a.value)

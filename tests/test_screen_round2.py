@@ -209,7 +209,8 @@ def test_capture_files_name_the_server_the_header_names():
     def controller(kind, dialect):
         snap = NS(process_meta=lambda: NS(server=NS(kind=kind) if kind else None),
                   server_meta=lambda: NS(dialect=dialect) if dialect else None)
-        return CaptureController(NS(frame=NS(snapshot=snap)))  # type: ignore[arg-type]  # an app stand-in
+        app = NS(frame=NS(snapshot=snap))
+        return CaptureController(app)  # type: ignore[arg-type]  # an app stand-in
 
     assert controller("unknown", "vllm").server_name() == "vllm"
     assert controller("python", None).server_name() == "server"
@@ -256,7 +257,8 @@ def test_header_does_not_tick_process_when_no_server_process_was_found():
         s = snap(1.0, Sample("process", 1.0, (host,), Status.OK, "", meta=meta))
         me = NS(size=NS(width=100), host="gpu-box", interval=1.0, role_styles={})
         # me: an app stand-in with what the header reads
-        return InfertopApp._header_text(me, Frame(s, [], History())).plain  # type: ignore[arg-type]
+        frame = Frame(s, [], History())
+        return InfertopApp._header_text(me, frame).plain  # type: ignore[arg-type]
 
     lost = header(ProcessMeta(server=None, reason="no vLLM, SGLang, ... process found"))
     assert "✓process" not in lost and "–process" in lost, lost
