@@ -35,7 +35,8 @@ class ContractError(AssertionError):
 
 
 class ProbeSpecLike(Protocol):
-    # read-only members: a frozen dataclass (ProbeSpec) does not match plain attributes
+    # read-only members: a frozen dataclass (probes.registry.ProbeSpec) is one; plain
+    # attributes here would ask for settable ones and reject it
     @property
     def name(self) -> str: ...
     @property
