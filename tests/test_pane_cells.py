@@ -38,7 +38,7 @@ from infertop.tui.panes.cells import (
 )
 from infertop.tui.panes.columns import Columns
 from infertop.tui.panes.context import FrameLookups, PaneContext
-from infertop.tui.panes.widget import split_lines
+from infertop.tui.panes.widget import LayerPane, split_lines
 
 STYLES = ["", "bold", "red", "italic dim"]
 WORDS = ["87 %", "█████░", "61 °C", "12 µs", "HW-001", "a\rb", "bel\x07", "tab\tx", "日本", "",
@@ -317,6 +317,7 @@ class TempMoves(SyntheticSource):
 def assert_fresh(app: InfertopApp) -> str:
     """Every shown pane's painted Text and lines are a fresh draw's; the hardware pane's
     text."""
+    assert app.frame is not None
     lookups = FrameLookups(app.frame, app.role_styles, summaries=app.summaries,
                            trends=app._trends)          # a memo of its own: made anew
     for pane in app.panes:
@@ -327,8 +328,11 @@ def assert_fresh(app: InfertopApp) -> str:
                               max(1, size.height), max(1, size.width))
         got = pane.last_renderable
         assert got == want, pane.pane_layer
+        assert isinstance(want, Text), pane.pane_layer     # every pane draws a Text
         assert line_facts(pane._painted_lines) == line_facts(split_lines(want)), pane.pane_layer
-    return app.query_one("#pane-hardware").last_renderable.plain
+    hw = app.query_one("#pane-hardware", LayerPane).last_renderable
+    assert isinstance(hw, Text)
+    return hw.plain
 
 
 def temp_finding() -> Finding:
@@ -358,13 +362,15 @@ async def test_values_statuses_tags_themes_and_sizes_show_the_same_tick():
         await app._poll()
         assert "62 °C*" not in assert_fresh(app)
         frame = app.frame                         # a finding about it, then none
+        assert frame is not None
         app._apply(dataclasses.replace(frame, findings=[*frame.findings, temp_finding()]))
         assert "62 °C HW-977" in assert_fresh(app)
         crit_before = app.role_styles["crit"]
         app.theme = "textual-light" if app.theme != "textual-light" else "nord"
         await pilot.pause()                       # the theme: the same frame redrawn
         assert app.role_styles["crit"] != crit_before
-        hw = app.query_one("#pane-hardware")
+        hw = app.query_one("#pane-hardware", LayerPane)
+        assert hw._painted_lines is not None
         line = next(t for t in hw._painted_lines if "HW-977" in t.plain)
         assert {sp.style for sp in line.spans if "HW-977" in line.plain[sp.start:sp.end]} \
             == {app.role_styles["crit"]}

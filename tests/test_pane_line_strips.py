@@ -78,13 +78,16 @@ async def test_a_selection_on_a_lower_row_selects_that_rows_text():
         await ticked(app, pilot, 6)
         pane = app.panes[0]
         row = 2
+        assert pane._painted_lines is not None
         want = pane._painted_lines[row].plain[:6]
         assert want.strip()
         # where a drag on row 2 starts and ends: the offsets the rendered strip carries
         strip = pane.render_line(row)
         offs = [s.style.meta["offset"] for s in strip if s.style and s.text]
         start, end = Offset(*offs[0]), Offset(offs[0][0] + 6, offs[0][1])
-        text, _ = pane.get_selection(Selection(start, end))
+        got = pane.get_selection(Selection(start, end))
+        assert got is not None
+        text, _ = got
         assert text == want
 
 

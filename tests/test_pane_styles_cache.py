@@ -16,6 +16,7 @@ from textual.color import Color
 from textual.css.styles import Styles
 from textual.geometry import Size
 from textual.strip import Strip
+from textual.widget import Widget
 
 from infertop.tui.panes.styles_cache import PaneStylesCache
 
@@ -24,6 +25,13 @@ slow = pytest.mark.slow   # every pane row against Textual's own render, through
 
 def rows(strips):
     return [[(s.text, s.style, s.control) for s in strip] for strip in strips]
+
+
+def fast_frame(widget: Widget) -> tuple | None:
+    """The frame the widget's PaneStylesCache kept for its fast path (None: none kept)."""
+    cache = widget._styles_cache
+    assert isinstance(cache, PaneStylesCache), cache
+    return cache._frame
 
 
 def check_panes(app) -> int:
@@ -52,7 +60,7 @@ async def test_every_pane_row_is_textuals_own(scenario, size):
     async with app.run_test(size=size) as pilot:
         await ticked(app, pilot, 3)
         assert check_panes(app) == 6
-        fast = [p for p in app.panes if p._styles_cache._frame is not None]
+        fast = [p for p in app.panes if fast_frame(p) is not None]
         assert fast, "the fast path was never taken"
         for _ in range(4):          # rows change: those drawn anew and those cached
             await app._poll()
@@ -100,7 +108,7 @@ async def test_styles_the_frame_cannot_express_go_through_textual(style):
         await pilot.pause()
         region = pane.region.reset_offset
         pane._styles_cache.render_widget(pane, region)
-        assert pane._styles_cache._frame is None
+        assert fast_frame(pane) is None
         check_panes(app)
 
 
@@ -164,4 +172,4 @@ async def test_every_bar_row_is_textuals_own(scenario, size):
                 got = bar._styles_cache.render_widget(bar, region)
                 want = StylesCache().render_widget(bar, region)
                 assert rows(got) == rows(want), bar.id
-        assert any(b._styles_cache._frame is not None for b in bars)
+        assert any(fast_frame(b) is not None for b in bars)

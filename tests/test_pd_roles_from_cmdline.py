@@ -202,9 +202,12 @@ def test_the_event_loop_never_waits_for_the_look():
 
 def test_a_remote_url_says_why_its_role_is_unknown(monkeypatch):
     monkeypatch.setattr(roles_mod.discovery, "is_local_host", lambda host: False)
-    looked = []
-    r = RoleReader("http://10.9.9.9:8100", "10.9.9.9:8100",
-                   find=lambda port: looked.append(port) or (None, ""))
+    looked: list[int] = []
+
+    def find(port: int) -> tuple[None, str]:
+        looked.append(port)
+        return None, ""
+    r = RoleReader("http://10.9.9.9:8100", "10.9.9.9:8100", find=find)
     r.check()
     got = r.poll()
     assert looked == []   # no local process is looked for

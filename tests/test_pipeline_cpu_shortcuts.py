@@ -15,7 +15,7 @@ from infertop.history import (
     sort_buckets,
     sorted_bucket_quantile,
 )
-from infertop.model import Status, make_labels, with_label
+from infertop.model import Snapshot, Status, make_labels, with_label
 from infertop.pipeline import Pipeline
 
 SPECIAL = (math.inf, -math.inf, math.nan, 0.0, -1.0)
@@ -86,11 +86,11 @@ def test_latest_by_answers_as_latest_does_for_each_value():
                                   status=Status(status)))
         h.add(snap(float(t), sample("nvml", float(t), rs)))
         got = h.latest_by("gpu.sm_clock_max_hz", "gpu")
-        for g in ("0", "1", "2", "3", "9"):
-            assert got.get(g) == h.latest("gpu.sm_clock_max_hz", gpu=g), (t, g)
+        for gpu in ("0", "1", "2", "3", "9"):
+            assert got.get(gpu) == h.latest("gpu.sm_clock_max_hz", gpu=gpu), (t, gpu)
 
 
-def gpu_tick(t: float, name: str, sm_clock: float, cc: str = "9.0") -> object:
+def gpu_tick(t: float, name: str, sm_clock: float, cc: str = "9.0") -> Snapshot:
     return snap(t, sample("nvml", t, [
         reading("gpu.info", 1.0, text=name, gpu=0),
         reading("gpu.compute_capability", 1.0, text=cc, gpu=0),

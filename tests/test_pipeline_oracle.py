@@ -99,11 +99,11 @@ def test_the_oracle_sees_what_it_pins():
         findings += len(frame.findings)
     assert stale_derived and findings
     pipe = Pipeline(Diagnoser())
-    frame = None
+    last = None
     for snap in snapshots("par-tp-straggler"):
-        frame = pipe.feed(snap).prepare()
-    assert frame is not None and len(frame.by_label("gpu.util_ratio", "gpu")) >= 4
-    assert frame.findings
+        last = pipe.feed(snap).prepare()
+    assert last is not None and len(last.by_label("gpu.util_ratio", "gpu")) >= 4
+    assert last.findings
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--update"]:

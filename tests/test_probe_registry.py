@@ -160,15 +160,17 @@ def test_demo_pointers_resolve_and_the_demo_emits_only_declared_keys():
 
 
 async def test_the_live_nvml_probe_emits_only_its_declared_keys():
-    from helpers.fake_pynvml import h100_pair
+    from helpers.fake_pynvml import ManualClock, h100_pair
     from infertop.probes.nvml.probe import SPEC, NvmlProbe
     fake = h100_pair()
-    probe = NvmlProbe(nvml_module=fake.module, clock=fake.clock, slow_every=2)
+    clock = fake.clock
+    assert isinstance(clock, ManualClock)
+    probe = NvmlProbe(nvml_module=fake.module, clock=clock, slow_every=2)
     assert (await probe.open()).available
     emitted: set[str] = set()
     for _ in range(4):   # fast and slow ticks
         emitted |= {r.key for r in (await probe.collect()).readings}
-        fake.clock.advance(1.0)
+        clock.advance(1.0)
     await probe.close()
     assert len(emitted) > 20
     assert emitted <= set(SPEC.keys), sorted(emitted - set(SPEC.keys))

@@ -15,7 +15,8 @@ import sys
 import psutil
 import pytest
 
-from infertop.model import Status
+from infertop.meta import ProcessMeta
+from infertop.model import Sample, Status
 from infertop.probes.server.process import ProcessProbe
 from infertop.probes.server.proctree import (
     FULL_EVERY,
@@ -25,6 +26,12 @@ from infertop.probes.server.proctree import (
     read_meminfo,
     read_stat_start,
 )
+
+
+def tree_of(s: Sample) -> tuple[int, ...]:
+    """The process tree the probe's sample carries."""
+    assert isinstance(s.meta, ProcessMeta), s.meta
+    return s.meta.tree
 
 
 def put(proc, pid: int, ppid: int, start: int, name: str = "python") -> None:
@@ -107,12 +114,16 @@ def test_full_re_read_past_reuse_safe_and_on_the_guard_cadence(proc):
 
 
 def test_lean_host_reads_agree_with_psutil():
-    fields, tasks = read_cpu_and_tasks()
+    got = read_cpu_and_tasks()
+    assert got is not None
+    fields, tasks = got
     assert len(fields) >= 4 and tasks is not None and tasks > 0
     ct = psutil.cpu_times()
     hz = os.sysconf("SC_CLK_TCK")
     assert fields[3] / hz == pytest.approx(ct.idle, abs=5.0)   # read a moment apart
-    total, available = read_meminfo()
+    mem = read_meminfo()
+    assert mem is not None
+    total, available = mem
     vm = psutil.virtual_memory()
     assert total == vm.total
     assert available == pytest.approx(vm.available, rel=0.2)
@@ -152,26 +163,27 @@ def test_a_new_child_shows_the_next_tick_and_an_exited_one_at_once():
     now = [1000.0]
     probe = ProcessProbe(pid=os.getpid(), rediscover_every=5.0, clock=lambda: now[0])
     first = probe.collect_blocking()
-    assert first.meta.tree[:1] == (os.getpid(),)
+    assert tree_of(first)[:1] == (os.getpid(),)
     kid = subprocess.Popen(
         [sys.executable, "-c", "import subprocess, sys; p = subprocess.Popen(['sleep', '60']);"
          " print(p.pid, flush=True); sys.stdin.read(); p.kill(); p.wait()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert kid.stdin is not None and kid.stdout is not None
     try:
         grandchild = int(kid.stdout.readline())
         now[0] += 1.0    # well inside rediscover_every: no timed re-listing would see it
         s = probe.collect_blocking()
-        assert kid.pid in s.meta.tree and grandchild in s.meta.tree
+        assert kid.pid in tree_of(s) and grandchild in tree_of(s)
         assert {r.label("pid") for r in s.find("process.info")} >= {str(kid.pid),
                                                                     str(grandchild)}
-        assert set(s.meta.tree) == {os.getpid()} | {
+        assert set(tree_of(s)) == {os.getpid()} | {
             p.pid for p in psutil.Process().children(recursive=True)}
     finally:
         kid.stdin.close()
         kid.wait(30)
     now[0] += 1.0
     s = probe.collect_blocking()
-    assert kid.pid not in s.meta.tree and grandchild not in s.meta.tree
+    assert kid.pid not in tree_of(s) and grandchild not in tree_of(s)
 
 
 @pytest.mark.parametrize("length", [0, 100, 4096, 8192, 10000])
@@ -204,7 +216,9 @@ def test_member_reads_agree_with_psutil():
         assert m["cpu"] == pytest.approx(sum(p.cpu_times()[:2]), abs=0.5)
         assert m["rss"] == pytest.approx(p.memory_info().rss, rel=0.2)
         ctx = p.num_ctx_switches()
-    assert m["ctx"][0] <= ctx.voluntary and m["ctx"][1] <= ctx.involuntary
+    read = m["ctx"]
+    assert isinstance(read, tuple)
+    assert read[0] <= ctx.voluntary and read[1] <= ctx.involuntary
     assert m["denied"] == []
     with pytest.raises(FileNotFoundError):
         read_member(2 ** 22 + 7)
@@ -215,12 +229,13 @@ def test_without_a_proc_to_list_the_probe_reads_through_psutil():
     and each member's counters from psutil: same readings."""
     kid = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
                            stdin=subprocess.PIPE)
+    assert kid.stdin is not None
     try:
         probe = ProcessProbe(pid=os.getpid())
         probe._ptree = None
         probe.collect_blocking()
         s = probe.collect_blocking()
-        assert kid.pid in s.meta.tree
+        assert kid.pid in tree_of(s)
         for key in ("process.cpu_ratio", "process.rss_bytes", "process.threads",
                     "process.ctx_switches_total", "process.state", "thread.cpu_ratio"):
             rows = [r for r in s.find(key) if r.label("pid") == str(os.getpid())]

@@ -6,6 +6,7 @@ import asyncio
 import http.server
 import json
 import threading
+from collections.abc import Callable
 
 import httpx
 
@@ -22,7 +23,7 @@ def _mock(handler):
     return httpx.MockTransport(h), seen
 
 
-def _stop_at_first_tick() -> tuple[asyncio.Event, callable]:
+def _stop_at_first_tick() -> tuple[asyncio.Event, Callable[[float], None]]:
     cancel = asyncio.Event()
     return cancel, (lambda f: cancel.set())
 
@@ -88,9 +89,11 @@ async def test_sglang_already_running_and_unreachable_and_stop_failure():
 def test_trace_dir_hint_and_confirm_text():
     assert pe.trace_dir_hint("vllm", ["vllm", "serve", "--profiler-config.torch_profiler_dir", "/t"]) == "/t"
     assert pe.trace_dir_hint("vllm", ["vllm", "serve", "--profiler-config.torch_profiler_dir=/u"]) == "/u"
-    assert "nsys" in pe.trace_dir_hint("vllm", ["--profiler-config", '{"profiler": "cuda"}'])
+    cuda = pe.trace_dir_hint("vllm", ["--profiler-config", '{"profiler": "cuda"}'])
+    assert cuda is not None and "nsys" in cuda
     assert pe.trace_dir_hint("vllm", ["vllm", "serve", "m"]) is None
-    assert "SGLANG_TORCH_PROFILER_DIR" in pe.trace_dir_hint("sglang", [])
+    sglang = pe.trace_dir_hint("sglang", [])
+    assert sglang is not None and "SGLANG_TORCH_PROFILER_DIR" in sglang
     assert "12 s" in pe.confirm_text("vllm", 12) and "next 32 forward steps" in pe.confirm_text("sglang", 5)
 
 

@@ -4,6 +4,7 @@ closed port: one-line errors, bounded sizes, cleaned text, no tracebacks."""
 from __future__ import annotations
 
 import socket
+from typing import Any
 
 import httpx
 import pytest
@@ -19,7 +20,8 @@ from infertop.probes.prometheus.client import (
 )
 from infertop.probes.prometheus.source import PrometheusSource, build_samples, node_of
 
-TARGETS = {"status": "success", "data": {"activeTargets": [
+# Prometheus's /api/v1/targets answer (JSON): the tests edit copies of it
+TARGETS: dict[str, Any] = {"status": "success", "data": {"activeTargets": [
     {"labels": {"instance": "10.0.0.1:8000", "job": "server", "node": "n1"},
      "scrapeUrl": "http://10.0.0.1:8000/metrics", "lastError": "", "health": "up",
      "lastScrape": "2026-12-01T11:00:00.5Z", "scrapeInterval": "15s"},
@@ -121,8 +123,8 @@ async def test_prometheus_down_is_an_error_sample_not_an_exception():
     snap = await src.next()
     await src.stop()
     assert list(snap.samples) == ["prometheus"]
-    s = snap.samples["prometheus"]
-    assert s.status is Status.ERROR and "cannot connect to Prometheus" in s.reason
+    sample = snap.samples["prometheus"]
+    assert sample.status is Status.ERROR and "cannot connect to Prometheus" in sample.reason
 
 
 def test_parsers_and_names():

@@ -102,9 +102,10 @@ def test_hostile_config_text_cannot_break_the_yaml(tmp_path):
     text = export_text(cfg)
     assert "\n- alert: x" not in text and "\n  - alert: x" not in text
     assert r'finished_reason=~"err\"or\n- alert: x|a\\.b"' in text
-    if promtool_binary() is not None:
+    promtool = promtool_binary()
+    if promtool is not None:
         (tmp_path / "r.yml").write_text(text)
-        check = subprocess.run([promtool_binary(), "check", "rules", str(tmp_path / "r.yml")],
+        check = subprocess.run([promtool, "check", "rules", str(tmp_path / "r.yml")],
                                capture_output=True, text=True, timeout=60)
         assert check.returncode == 0, check.stdout + check.stderr
 
@@ -114,7 +115,9 @@ def test_promtool_check_rules_accepts_the_export(tmp_path):
     out = tmp_path / "rules.yml"
     r = infertop("rules", "export", "--format", "prometheus", "-o", str(out))
     assert r.returncode == 0, r.stderr
-    check = subprocess.run([promtool_binary(), "check", "rules", str(out)],
+    promtool = promtool_binary()
+    assert promtool is not None
+    check = subprocess.run([promtool, "check", "rules", str(out)],
                            capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
     assert "SUCCESS" in check.stdout

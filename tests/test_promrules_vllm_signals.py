@@ -85,9 +85,10 @@ def test_no_admission_rejections_fire_nothing(tmp_path):
 # ---- SCH-006 engine asleep ----------------------------------------------------------------
 def _sleep(phases: list[tuple[int, float, float]]) -> list[Snapshot]:
     """A vLLM engine: (ticks, sleep level, waiting requests) per phase."""
-    return _play([(n, lambda lv=level, w=waiting: {
-        "server.sleep_level": {E0: lv}, "server.requests_waiting": {E0: w},
-        "server.requests_running": {E0: 0}}) for n, level, waiting in phases])
+    def data(level: float, waiting: float) -> Callable[[], dict[str, Any]]:
+        return lambda: {"server.sleep_level": {E0: level}, "server.requests_waiting": {E0: waiting},
+                        "server.requests_running": {E0: 0}}
+    return _play([(n, data(level, waiting)) for n, level, waiting in phases])
 
 
 def test_sleep_level_goes_back_to_vllms_one_hot_family():

@@ -298,7 +298,7 @@ def test_labels_are_read_only_and_shared_between_parses():
         with pytest.raises(TypeError, match="read-only"):
             mutate(labels)
     with pytest.raises(TypeError):
-        labels["a"] = "x"  # type: ignore[index]
+        labels["a"] = "x"
     assert labels == {"a": "b"} and parse("g 1\n")[0].samples[0].labels == {}
     with pytest.raises(TypeError):
         parse("g 1\n")[0].samples[0].labels["x"] = "y"  # the shared empty labels too

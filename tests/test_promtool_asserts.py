@@ -64,9 +64,12 @@ def test_promtool_passes_with_the_export_and_fails_with_rules_that_disagree(tmp_
     assert r.returncode == 0, r.stderr
     (tmp_path / "t.yml").write_text(r.stdout)
 
+    binary = promtool_binary()
+    assert binary is not None
+
     def promtool(rules: str) -> subprocess.CompletedProcess:
         (tmp_path / "rules.yml").write_text(rules)
-        return subprocess.run([promtool_binary(), "test", "rules", str(tmp_path / "t.yml")],
+        return subprocess.run([binary, "test", "rules", str(tmp_path / "t.yml")],
                               capture_output=True, text=True, timeout=300)
 
     good = promtool(export_text())

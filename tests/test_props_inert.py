@@ -80,6 +80,7 @@ def test_doctor_markdown_is_inert(model, engine):
         snaps.append(snapshot_of(snap.time, i + 1, [*snap.samples.values(), srv]))
     source, pipeline = ListSource(snaps), Pipeline(Diagnoser())
     frame = feed(source, pipeline)
+    assert frame is not None
     md = render_report(frame.findings, frame.layers(), "markdown",
                        doctor_meta(source, pipeline, frame, 3.0))
     tried("/metrics page", "doctor markdown inert")

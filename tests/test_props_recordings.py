@@ -11,6 +11,7 @@ import io
 import json
 import math
 import os
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -44,12 +45,14 @@ def json_num(v: float):
     return "NaN" if v != v else ("+Inf" if v > 0 else "-Inf")
 
 
-hostile_value = st.one_of(st.sampled_from(LIMITS).map(json_num),
-                          st.sampled_from(["NaN", "Inf", "-Inf", "x", "", None, True, [], {}]),
-                          st.integers(-10**400, 10**400))
-hostile_time = st.one_of(st.sampled_from([1e308, -1e308, 0, -1, 1e12, 4e9, "soon", None, [],
-                                          "1e999", True]),
-                         st.floats(allow_nan=False, allow_infinity=False))
+# hostile JSON values: Any by design (numbers, strings, null, lists, objects)
+hostile_value: st.SearchStrategy[Any] = st.one_of(
+    st.sampled_from(LIMITS).map(json_num),
+    st.sampled_from(["NaN", "Inf", "-Inf", "x", "", None, True, [], {}]),
+    st.integers(-10**400, 10**400))
+hostile_time: st.SearchStrategy[Any] = st.one_of(
+    st.sampled_from([1e308, -1e308, 0, -1, 1e12, 4e9, "soon", None, [], "1e999", True]),
+    st.floats(allow_nan=False, allow_infinity=False))
 hostile_label = st.one_of(text, st.sampled_from([None, [], {}, ["a"], {"a": "b"}, 1, 1e308]))
 
 

@@ -117,7 +117,8 @@ class TestRealPySpy:
         assert by_pid[native.pid].error == f"PID {native.pid} is not a Python process"
         assert f"gdb -p {native.pid} -batch -ex 'thread apply all bt'" in by_pid[native.pid].fix
         assert "perf" in by_pid[native.pid].fix
-        assert "exited" in by_pid[gone.pid].error
+        gone_error = by_pid[gone.pid].error
+        assert gone_error is not None and "exited" in gone_error
         assert "not a Python process" in res.to_text()
 
     async def test_record_writes_speedscope_svg_and_names_hot_function(self, workload, caps):
@@ -126,6 +127,8 @@ class TestRealPySpy:
         res = await pyspy.record([(parent, "parent"), (child, "child")], 2, rate=50, out_dir=caps,
                                  server="test-srv", progress=seen.append)
         assert not res.cancelled and res.sampled_seconds == 2.0
+        assert res.speedscope_path is not None and res.svg_path is not None
+        assert res.summary is not None
         assert seen and seen[-1] == 1.0 and seen == sorted(seen)
         assert res.intervals == {parent: 99, child: 99}
         # speedscope schema essentials, and every index points into the frame table
@@ -140,7 +143,7 @@ class TestRealPySpy:
             assert all(0 <= i < len(frames) for s in prof["samples"] for i in s)
         # the SVG is well-formed and shows the hot function
         svg = ET.fromstring(res.svg_path.read_text())
-        titles = [e.text for e in svg.iter("{http://www.w3.org/2000/svg}title")]
+        titles = [e.text or "" for e in svg.iter("{http://www.w3.org/2000/svg}title")]
         assert any(t.startswith("hot_spin_loop (") for t in titles)
         assert len(list(svg.iter("{http://www.w3.org/2000/svg}rect"))) > 5
         for p in res.paths:
@@ -174,7 +177,9 @@ class TestRealPySpy:
                                  progress=progress, cancel=cancel)
         assert res.cancelled
         assert 0.5 < res.sampled_seconds < 6
+        assert res.speedscope_path is not None and res.svg_path is not None
         assert res.speedscope_path.exists() and res.svg_path.exists()
+        assert res.summary is not None
         assert res.summary.samples > 10
         _outranks_the_work(res.summary.top_functions, "hot_spin_loop (py_workload.py)")
         assert any("cancelled after" in n for n in res.notes)
@@ -193,7 +198,7 @@ class TestRealPySpy:
         reads = g.readings(parent, "engine")
         assert all(r.key in keys.SPECS for r in reads)
         holder = next(r for r in reads if r.key == "python.gil_holder")
-        assert holder.text.startswith("hot_spin")
+        assert holder.text is not None and holder.text.startswith("hot_spin")
         gone = await g.sample_once(2 ** 22 + 12345)  # no such process
         assert gone.error and "exited" in gone.error
         assert pyspy.GilSampler().readings(99)[0].status.value == "nodata"
@@ -207,6 +212,7 @@ async def test_record_target_exits_during_capture(caps):
     code = ("import time,sys\nprint('go', flush=True)\nt=time.time()\n"
             "while time.time()-t<1.5:\n    pass\n")
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None
     try:
         assert p.stdout.readline().strip() == "go"
         res = await pyspy.record([(p.pid, "engine")], 8, rate=50, out_dir=caps, server="s")
@@ -215,6 +221,7 @@ async def test_record_target_exits_during_capture(caps):
         p.wait()
     assert res.exited_pids == [p.pid]
     assert any("exited during the capture" in n for n in res.notes)
+    assert res.speedscope_path is not None
     assert res.speedscope_path.exists() and res.sampled_seconds < 6
 
 
@@ -379,7 +386,7 @@ def _dump_result() -> DumpResult:
 @pytest.mark.slow   # the capture screen driven key by key (running_then_result stays fast)
 async def test_capture_screen_search_filters_stacks():
     from textual.app import App
-    from textual.widgets import DataTable, Static
+    from textual.widgets import DataTable, Input, Static
 
     from infertop.tui.screens.capture import CaptureScreen
 
@@ -404,7 +411,7 @@ async def test_capture_screen_search_filters_stacks():
         assert table.row_count == 1
         text = str(stacks.content)
         assert "hot_spin_loop" in text and "idle_wait" not in text
-        screen.query_one("#capture-search").value = ""
+        screen.query_one("#capture-search", Input).value = ""
         await pilot.press(*"select")
         await pilot.pause()
         assert table.row_count == 1 and "_PollLikeSelector.select" in str(stacks.content)
@@ -415,7 +422,7 @@ async def test_capture_screen_search_filters_stacks():
 
 async def test_capture_screen_running_then_result():
     from textual.app import App
-    from textual.widgets import DataTable
+    from textual.widgets import DataTable, Static
 
     from infertop.tui.screens.capture import CaptureScreen
 
@@ -437,7 +444,7 @@ async def test_capture_screen_running_then_result():
         screen.set_result(rec)
         await pilot.pause()
         assert screen.query_one("#capture-threads", DataTable).row_count == 3
-        assert "GIL held 75%" in str(screen.query_one("#capture-status").content)
+        assert "GIL held 75%" in str(screen.query_one("#capture-status", Static).content)
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is not screen

@@ -120,9 +120,10 @@ def test_the_app_uses_it_where_textual_would_use_its_linux_driver(monkeypatch):
         def get_driver_class(self):
             return self.chosen
 
-    assert quiet_driver_class(App(LinuxDriver)) is QuietLinuxDriver
+    # App: a stand-in with the one method quiet_driver_class reads
+    assert quiet_driver_class(App(LinuxDriver)) is QuietLinuxDriver  # type: ignore[arg-type]
     other = type("Other", (LinuxDriver,), {})       # TEXTUAL_DRIVER names another: kept
-    assert quiet_driver_class(App(other)) is other
+    assert quiet_driver_class(App(other)) is other  # type: ignore[arg-type]
 
 
 def test_input_that_ends_is_not_waited_on_again(driver, monkeypatch):
@@ -143,7 +144,7 @@ def test_input_that_ends_is_not_waited_on_again(driver, monkeypatch):
 
 def test_the_wait_follows_the_parsers_escape_timeout_and_never_spins():
     class Parser:
-        pass
+        _timeout_time: float | None     # declared, not set: the test deletes it below
 
     p = Parser()
     p._timeout_time = None                       # nothing pending: sleep until input
@@ -192,7 +193,8 @@ def writing(monkeypatch):
     d = asyncio.run(make())
     d.cells = None     # every write reaches the queue (the cell filter would drop repeats)
     stuck = _Stuck()
-    d._writer_thread = WriterThread(drv.TerminalOutput(stuck, d.lose_terminal))
+    out = drv.TerminalOutput(stuck, d.lose_terminal)
+    d._writer_thread = WriterThread(out)  # type: ignore[arg-type]  # file-like, as the driver's
     d._writer_thread.start()
     for _ in range(MAX_QUEUED_WRITES + 1):   # one in the write, the queue full
         d.write("frame")
@@ -205,7 +207,11 @@ def writing(monkeypatch):
 
 def test_a_slow_terminal_is_waited_on_while_the_screen_runs(writing):
     done = threading.Event()
-    threading.Thread(target=lambda: (writing.write("late"), done.set()), daemon=True).start()
+
+    def write_late() -> None:
+        writing.write("late")
+        done.set()
+    threading.Thread(target=write_late, daemon=True).start()
     assert not done.wait(1.5)                 # 3 slices of WRITE_WAIT: still waiting
     writing.stuck.release.set()               # the link recovers
     assert done.wait(10)
@@ -241,7 +247,8 @@ def test_a_write_error_is_a_lost_terminal_and_later_writes_are_dropped(monkeypat
 
     async def make():
         d = Collecting(app=app)
-        d._writer_thread = WriterThread(drv.TerminalOutput(Gone(), d.lose_terminal))
+        out = drv.TerminalOutput(Gone(), d.lose_terminal)
+        d._writer_thread = WriterThread(out)  # type: ignore[arg-type]  # file-like, as the driver's
         d._writer_thread.start()
         for _ in range(100):                  # more than the queue holds: none blocks
             d.write("frame")

@@ -32,8 +32,10 @@ def readme_snippets() -> list[str]:
 
 def start_prometheus(config: Path, workdir: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
+    prometheus = prometheus_binary()
+    assert prometheus is not None
     proc = subprocess.Popen(
-        [prometheus_binary(), f"--config.file={config}", f"--storage.tsdb.path={workdir}",
+        [prometheus, f"--config.file={config}", f"--storage.tsdb.path={workdir}",
          f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
         stdout=subprocess.DEVNULL, stderr=open(workdir.with_suffix(".err"), "w"))
     return proc, f"http://127.0.0.1:{port}"
@@ -73,6 +75,7 @@ def test_readme_prometheus_yml_runs_the_demo_fleet_and_a_real_layout(tmp_path):
                              "--port", "0", "--targets", str(sd)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     procs = [demo]
+    assert demo.stdout is not None
     try:
         assert demo.stdout.readline().strip() == "READY"
         servers = [g["targets"][0] for g in json.loads((sd / "server.json").read_text())]

@@ -18,6 +18,7 @@ import pytest
 from infertop import __version__
 from infertop.derive import derive
 from infertop.history import History
+from infertop.model import Snapshot
 from infertop.probes.sources.demo import DemoSource
 from infertop.probes.sources.recorder import Recorder, record_headless, run_record
 from infertop.probes.sources.replay import ReplaySource
@@ -27,9 +28,21 @@ ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = "dec-error-restart"   # has a downtime, a restart, errors: the hardest case
 
 
+def demo_next(src: DemoSource) -> Snapshot:
+    snap = src.next_sync()
+    assert snap is not None, "the looping demo ended"
+    return snap
+
+
+def replay_next(src: ReplaySource) -> Snapshot:
+    snap = asyncio.run(src.next())
+    assert snap is not None, "the recording ended"
+    return snap
+
+
 def expected(n: int, name: str = SCENARIO, **kw) -> list[dict]:
     src = DemoSource(name, **kw)
-    return [src.next_sync().to_dict() for _ in range(n)]
+    return [demo_next(src).to_dict() for _ in range(n)]
 
 
 def record(path: Path, ticks: int, name: str = SCENARIO, **kw) -> int:
@@ -73,8 +86,8 @@ def test_replay_rederives_the_same_quantiles_and_rates(tmp_path):
     demo = DemoSource("dec-ttft-burst")
     src = ReplaySource(path)
     for _ in range(60):
-        live.add(demo.next_sync())
-        replayed.add(asyncio.run(src.next()))
+        live.add(demo_next(demo))
+        replayed.add(replay_next(src))
     a = {(r.key, r.labels): r.value for r in derive(live, 30)}
     b = {(r.key, r.labels): r.value for r in derive(replayed, 30)}
     assert a == b and any(k[0] == "latency.ttft_seconds" for k in a)
@@ -86,7 +99,7 @@ def test_navigation(tmp_path):
     src = ReplaySource(path, speed=4.0)
     assert len(src) == 100 and src.duration == 99.0 and src.position == -1
     assert src.current_time is None and src.wall_interval == 0.25
-    first = asyncio.run(src.next())
+    first = replay_next(src)
     assert src.position == 0 and src.elapsed == 0.0 and src.current_time == first.time
     assert src.step(1).tick == first.tick + 1 and src.position == 1
     assert src.step(-5).tick == first.tick  # clamped at the start
@@ -94,13 +107,14 @@ def test_navigation(tmp_path):
     assert src.fraction == pytest.approx(0.505, abs=0.01)
     assert src.jump(0.1) is not None and src.position == 60
     assert src.goto(42.0).time == first.time + 42 and src.elapsed == 42.0
-    assert src.current_time - src.start_time == 42.0 and src.length == 100
+    assert src.current_time is not None and src.current_time - src.start_time == 42.0
+    assert src.length == 100
     assert src.goto(1e9).time == first.time + 99 and src.at_end
     hist = src.snapshots_until(41)
     assert [s.time - first.time for s in hist] == [float(i) for i in range(42)]
     assert len(src.snapshots_until(41, limit=10)) == 10
     src.goto(98.0)
-    assert asyncio.run(src.next()).time == first.time + 99
+    assert replay_next(src).time == first.time + 99
     assert asyncio.run(src.next()) is None
 
 
@@ -184,6 +198,7 @@ def test_sigkill_mid_run_loses_at_most_the_last_line(tmp_path, suffix):
     """)
     proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, cwd=ROOT)
+    assert proc.stdout is not None
     try:
         for line in proc.stdout:
             if int(line) >= 25:
@@ -200,7 +215,7 @@ def test_sigkill_mid_run_loses_at_most_the_last_line(tmp_path, suffix):
 def test_rotation_on_size_cap(tmp_path):
     path = tmp_path / "rot.jsonl"
     demo = DemoSource("healthy")
-    snaps = [demo.next_sync() for _ in range(10)]
+    snaps = [demo_next(demo) for _ in range(10)]
     size = len(encode_snapshot(snaps[0]))
 
     async def go(keep=None, name=path):

@@ -16,6 +16,7 @@ from infertop.cli.main import build_parser, make_pipeline
 from infertop.probes.sources.demo import DemoSource
 from infertop.probes.sources.recorder import record_headless
 from infertop.probes.sources.replay import ReplaySource
+from infertop.rules.engine import Diagnoser
 from infertop.tui.modes import DemoApp, ReplayApp
 from infertop.tui.options import AppOptions
 from infertop.tui.screens.findings import events_renderable, findings_renderable
@@ -78,6 +79,7 @@ async def test_replay_tick_banner_and_finding_times_share_the_recordings_clock(r
         assert f"tick {idx}/150" in banner(app) and "0:02:00 / " in banner(app)
         assert f"tick {idx}/150 at 0:02:00" in status(app)
         # findings rebuilt from the recording: raised at recorded times, before 2:00
+        assert app.frame is not None
         f = next(f for f in app.frame.findings if f.code == "MEM-002")
         since = app.clock_text(f.since)
         m = re.fullmatch(r"(\d+:\d\d:\d\d) \((\d\d:\d\d:\d\d)\)", since)
@@ -86,6 +88,7 @@ async def test_replay_tick_banner_and_finding_times_share_the_recordings_clock(r
         assert src.start_time <= f.since <= src.start_time + 120   # not today's wall clock
         assert f"since {since}" in rendered(findings_renderable(app.frame.findings, {},
                                                                 app.clock_text))
+        assert isinstance(app.pipeline.diagnoser, Diagnoser)
         events = app.pipeline.diagnoser.events
         assert events and all(0 <= seconds(app.clock_text(e.time).split()[0]) <= 120
                               for e in events)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from helpers.rulekit import SERVER, Case, Feed, Hist
@@ -265,7 +267,9 @@ def test_restart_between_scrapes_is_still_found():
     f.tick(c.bad())
     got = f.active("DEC-005")[0]
     assert got.since == f.t - 1 and "between two scrapes" in got.title
-    assert got.evidence[0].op == "<" and got.evidence[0].threshold > got.evidence[0].value
+    ev = got.evidence[0]
+    assert isinstance(ev.value, float) and isinstance(ev.threshold, float)
+    assert ev.op == "<" and ev.threshold > ev.value
 
 
 def test_process_start_time_moving_is_a_restart():
@@ -421,7 +425,9 @@ def test_ttft_just_enough_requests_to_judge():
     for per_tick, want in ((12 / 60, True), (8 / 60, False)):
         h = Hist()
         f = Feed()
-        f.run(lambda h=h, per_tick=per_tick: {"latency.ttft_seconds": {E0: h.observe(3.0, per_tick).value()}}, 90)
+        def ttft(h: Hist = h, per_tick: float = per_tick) -> dict[str, Any]:
+            return {"latency.ttft_seconds": {E0: h.observe(3.0, per_tick).value()}}
+        f.run(ttft, 90)
         assert bool(f.active("DEC-001")) is want, per_tick
 
 
@@ -491,7 +497,7 @@ def test_spec_acceptance_exactly_at_the_minimum_is_fine():
     f.run(lambda: c._t(20), 40)
     got = f.active("DEC-003")[0]
     (e,) = got.evidence
-    assert e.op == "<" and e.threshold == 0.4 and e.value < 0.4
+    assert e.op == "<" and e.threshold == 0.4 and isinstance(e.value, float) and e.value < 0.4
     assert "draft tokens accepted in the last 60 s" in e.note
 
 

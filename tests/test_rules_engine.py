@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from helpers.rulekit import Feed, tick
 from infertop.config import DiagnosisConfig, Timing
@@ -175,7 +176,7 @@ def test_candidate_keys_are_declared():
 def test_slow_cadence_facts_stand_in_between_their_ticks():
     """NVML's per-process list comes every few ticks; the rule still sees it sustained."""
     f = Feed()
-    info = {"process.info": {
+    info: dict[str, dict[str, Any]] = {"process.info": {
         "pid=1,ppid=0,name=python,role=api_server,kind=vllm": "vllm serve org/m",
         "pid=2,ppid=0,name=python,role=api_server,kind=vllm": "vllm serve org/m"}}
     for i in range(12):

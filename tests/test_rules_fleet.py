@@ -6,7 +6,9 @@ from __future__ import annotations
 from helpers.rulekit import Case, Hist
 from infertop.findings import Severity
 from infertop.fleet import FleetPipeline, diagnoser_factory, split_nodes
+from infertop.meta import PrometheusMeta, ServerMeta
 from infertop.model import Kind, Reading, Sample, Snapshot, make_labels
+from infertop.rules.engine import Diagnoser
 
 M = "model=m"
 
@@ -94,12 +96,12 @@ def _fleet_tick(t: float, hists: dict[str, Hist], down: str = "") -> Snapshot:
                       buckets=v.buckets, hist_sum=v.sum),
               Reading("server.requests_running", 5.0, "count", lab),
               Reading("gpu.util_ratio", 0.5, "ratio", make_labels(gpu=0)))
-        samples[name] = Sample(name, t, rs, meta={"node": node})
+        samples[name] = Sample(name, t, rs, meta=ServerMeta(node=node))
         samples[f"prometheus@{node}"] = Sample(
             f"prometheus@{node}", t, (Reading("node.up", 0.0 if node == down else 1.0, "",
                                               make_labels(instance=f"{node}:8000",
                                                           job="server")),),
-            meta={"node": node})
+            meta=PrometheusMeta(node=node))
     return Snapshot(t, samples, int(t))
 
 
@@ -121,6 +123,7 @@ def test_fleet_pipeline_names_the_slow_node_and_the_dead_one():
         for n, h in hists.items():
             h.observe(0.9 if n == "n3" else 0.03, 20)
         frame = pipe.feed(_fleet_tick(1000.0 + i, hists, down="n4"))
+    assert frame is not None
     codes = {(f.code, dict(f.subject).get("node")) for f in frame.findings}
     assert ("FLT-001", "n3") in codes
     assert ("FLT-003", "n4") in codes
@@ -139,6 +142,7 @@ def test_fleet_pipeline_names_the_slow_node_and_the_dead_one():
 def test_fleet_rules_stay_out_of_node_pipelines_and_node_rules_out_of_the_fleet():
     make = diagnoser_factory()
     node, fleet = make(False), make(True)
+    assert isinstance(node, Diagnoser) and isinstance(fleet, Diagnoser)
     assert node.rules and not any(r.code.startswith("FLT-") for r in node.rules)
     assert fleet.rules and all(r.code.startswith("FLT-") for r in fleet.rules)
 
@@ -157,7 +161,8 @@ def test_a_fleet_report_counts_every_rule_and_calls_unchecked_only_what_no_node_
             return self._m
 
     fp = FleetPipeline(diagnoser_factory())
-    fp.pipelines = {"a": Node({"HW-001": ["no NVML"], "DEC-003": ["no spec"]}),
-                    "b": Node({"DEC-003": ["no spec"]})}
+    nodes = {"a": Node({"HW-001": ["no NVML"], "DEC-003": ["no spec"]}),
+             "b": Node({"DEC-003": ["no spec"]})}
+    fp.pipelines = nodes  # type: ignore[assignment]  # stand-ins with what doctor reads
     assert fp.missing_inputs() == {"DEC-003": ["no spec"]}   # HW-001 was checked on b
     assert fp.rules_total == len(all_rules())                # node rules + 3 FLT

@@ -182,6 +182,8 @@ def test_promtool_fires_the_gpu_health_alerts_on_dcgm_series(tmp_path):
         fired("HW-005", "crit", 75, True, xid_action="reboot"),
     ]) + "\n"
     (tmp_path / "t.yml").write_text(render(series, ["rules.yml"], tests))
-    r = subprocess.run([promtool_binary(), "test", "rules", str(tmp_path / "t.yml")],
+    promtool = promtool_binary()
+    assert promtool is not None
+    r = subprocess.run([promtool, "test", "rules", str(tmp_path / "t.yml")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -51,7 +51,7 @@ class Superlinear(Case):
     build = 60   # windows of requests before a fit exists
     lag = 130    # old windows leave the 120 s fit
     missing = ("request.prompt_tokens",)
-    PROMPTS = (200, 400, 800, 1600, 3200)
+    PROMPTS: tuple[int, ...] = (200, 400, 800, 1600, 3200)
 
     def __init__(self):
         self.n = 0
@@ -239,7 +239,8 @@ def test_superlinear_evidence_reports_slope():
     got = f.active("KRN-002")
     assert got
     slope = got[0].evidence[0]
-    assert slope.key == "latency.ttft_seconds" and 1.8 <= slope.value <= 2.2
+    assert slope.key == "latency.ttft_seconds" and isinstance(slope.value, float)
+    assert 1.8 <= slope.value <= 2.2
     assert slope.threshold == 1.5 and slope.op == ">="
 
 

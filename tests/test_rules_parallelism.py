@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from helpers.rulekit import Case, Feed, Hist
 
 GIB = float(1 << 30)
@@ -295,7 +297,10 @@ def test_unified_engines_are_not_a_pd_pair():
         data = pd_tick(run=(24, 2), wait=(250, 0), kv=(0.3, 0.99))
         data["server.disagg_role"] = {"engine=0,model=m": role, "engine=1,model=m": role}
         f = Feed()
-        f.run(lambda d=data: d, 605)
+
+        def same(d: dict[str, Any] = data) -> dict[str, Any]:
+            return d
+        f.run(same, 605)
         assert not [x for x in f.findings if x.code in ("PAR-005", "PAR-006", "PAR-007")]
 
 

@@ -249,6 +249,7 @@ def test_sigterm_ends_a_headless_command_that_is_stuck(twice):
     grace = 600 if twice else 1.0      # twice: the second signal alone must end it
     proc = subprocess.Popen([sys.executable, "-c", BLOCKED.format(grace=grace)], cwd=ROOT,
                             env=env, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
     try:
         assert proc.stdout.readline().strip() == "ready"
         proc.terminate()

@@ -12,11 +12,17 @@ import pytest
 
 from helpers.inproc import run_main
 from infertop.cli.demo_server import DemoServer
+from infertop.model import Reading, has_value
 from infertop.probes.server.metrics import ServerMetricsProbe
 from infertop.probes.server.settings import server_settings
 from infertop.probes.sources.demo import DemoSource
 
 NAME = "par-pd-slow-transfer"
+
+
+def val(r: Reading) -> float:
+    assert has_value(r), r
+    return r.value
 
 
 async def test_demo_server_serves_the_nixl_families_the_vllm_dialect_reads():
@@ -38,17 +44,20 @@ async def test_demo_server_serves_the_nixl_families_the_vllm_dialect_reads():
         await server.stop()
     xfer = [r for r in got if r.key == "latency.kv_transfer_seconds"]
     moved = [r for r in got if r.key == "kv.transfer_bytes_total"]
-    assert xfer and xfer[0].value > 100          # transfers observed (~4/s for 40 s)
+    assert xfer and val(xfer[0]) > 100          # transfers observed (~4/s for 40 s)
     # each transfer moves a 1,000-token prompt's KV at 128 KiB per token (~128 MiB)
-    assert moved and 0.5e8 < moved[0].value / xfer[0].value < 3e8
+    assert moved and 0.5e8 < val(moved[0]) / val(xfer[0]) < 3e8
 
 
 def test_the_decode_role_comes_from_the_kv_transfer_config_on_its_command_line():
     src = DemoSource(NAME, dialect="vllm")
     snap = src.next_sync()
+    assert snap is not None
     info = [r for s in snap.samples.values() for r in s.readings if r.key == "process.info"
             and r.label("role") == "api_server"]
-    settings = server_settings("vllm", info[0].text.split())
+    argv = info[0].text
+    assert argv is not None
+    settings = server_settings("vllm", argv.split())
     assert settings["disagg_role"] == "decode"
     assert "NixlConnector" in settings["kv_transfer_config"]
 
@@ -114,16 +123,18 @@ def test_the_pair_shows_in_the_parallelism_pane_and_in_snapshot_json():
     from infertop.pipeline import Pipeline
     pipe = Pipeline(None, window=60.0)
     for _ in range(90):
-        frame = pipe.feed(src.next_sync())
+        snap = src.next_sync()
+        assert snap is not None
+        frame = pipe.feed(snap)
     roles = {r.label("instance"): r.text for r in frame.all_readings()
              if r.key == "server.disagg_role"}
     assert roles == {"demo": "decode", "demo-prefill": "prefill"}
     split = {r.label("part"): r for r in frame.derived if r.key == "pd.ttft_split_seconds"}
     assert set(split) == {"prefill", "transfer", "decode", "total"}
     assert all(r.ok for r in split.values())
-    assert split["transfer"].value > 0.3 and split["prefill"].value < 0.1
-    assert abs(split["total"].value - sum(split[p].value for p in
-                                          ("prefill", "transfer", "decode"))) < 1e-9
+    assert val(split["transfer"]) > 0.3 and val(split["prefill"]) < 0.1
+    assert abs(val(split["total"]) - sum(val(split[p]) for p in
+                                         ("prefill", "transfer", "decode"))) < 1e-9
     assert split["transfer"].label("prefill") == "demo-prefill"
 
 

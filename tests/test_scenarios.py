@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from helpers.scenario_play import play, play_fresh
+from helpers.scenario_play import Played, play, play_fresh
 from infertop.demo.exposition import render
 from infertop.demo.hist import VLLM_ITL, VLLM_REQUEST, VLLM_TTFT
 from infertop.demo.scenario import (
@@ -24,7 +24,8 @@ from infertop.demo.scenario import (
 from infertop.demo.sim import ScenarioRun
 from infertop.dialects import readings_from_exposition
 from infertop.keys import SPECS
-from infertop.model import Kind, Status
+from infertop.meta import ProcessMeta, ServerInfo
+from infertop.model import Kind, Reading, Snapshot, Status, has_value
 from infertop.probes.server.discovery import classify
 from infertop.probes.sources.demo import DemoSource
 
@@ -41,6 +42,69 @@ PCIE_GEN5_X16 = 32e9 * 16 / 8 * 128 / 130  # bytes/s per direction
 # each plays one whole scenario (seconds under load): `make test-fast` keeps a few (healthy,
 # HW-001, MEM-001, SCH-004 and the dialects' process trees), `make test` plays them all
 PLAYS_ONE = pytest.mark.slow
+
+
+# typed reads that fail the test where the value is missing (each is None-able in the model)
+def value_of(snap: Snapshot, key: str, **labels: str) -> float:
+    v = snap.value(key, **labels)
+    assert v is not None, f"no {key} {labels} at t={snap.time}"
+    return v
+
+
+def first_of(snap: Snapshot, key: str, **labels: str) -> Reading:
+    r = snap.first(key, **labels)
+    assert r is not None, f"no {key} {labels} at t={snap.time}"
+    return r
+
+
+def val(r: Reading) -> float:
+    assert has_value(r), r
+    return r.value
+
+
+def text_of(snap: Snapshot, key: str) -> str:
+    text = first_of(snap, key).text
+    assert text is not None, f"{key} has no text"
+    return text
+
+
+def settings_of(snap: Snapshot) -> dict[str, str]:
+    """The server's settings (server.setting readings) by name."""
+    out = {}
+    for r in snap.readings("server.setting"):
+        assert r.text is not None, r
+        out[r.label("name")] = r.text
+    return out
+
+
+def derived(p: Played, phase: str, key: str, **labels: str) -> float:
+    v = p.derived_value(phase, key, **labels)
+    assert v is not None, f"{p.name}/{phase}: no derived {key} {labels}"
+    return v
+
+
+def quantile(p: Played, phase: str, key: str, q: float, **labels: str) -> float:
+    v = p.quantile(phase, key, q, **labels)
+    assert v is not None, f"{p.name}/{phase}: no {key} q{q} {labels}"
+    return v
+
+
+def process_meta(snap: Snapshot) -> ProcessMeta:
+    meta = snap.samples["process"].meta
+    assert isinstance(meta, ProcessMeta), meta
+    return meta
+
+
+def followed_server(snap: Snapshot) -> ServerInfo:
+    server = process_meta(snap).server
+    assert server is not None, f"no server followed at t={snap.time}"
+    return server
+
+
+def next_snap(src: DemoSource) -> Snapshot:
+    snap = src.next_sync()
+    assert snap is not None, "the looping demo ended"
+    return snap
 
 
 # ---- the files ----------------------------------------------------------------------------
@@ -174,7 +238,7 @@ def test_counters_and_histograms_only_grow(name):
 @PLAYS_ONE
 def test_histograms_use_vllms_real_bucket_bounds():
     snap = play("healthy").snaps[-1]
-    bounds = {r.key: tuple(le for le, _ in r.buckets) for r in snap.readings()
+    bounds = {r.key: tuple(le for le, _ in r.buckets or ()) for r in snap.readings()
               if r.kind is Kind.HISTOGRAM}
     assert bounds["latency.ttft_seconds"] == VLLM_TTFT + (math.inf,)
     assert bounds["latency.itl_seconds"] == VLLM_ITL + (math.inf,)
@@ -187,9 +251,9 @@ def test_loop_restarts_the_timeline_but_counters_keep_counting():
     dur = int(src.scenario.duration)
     phases, gen, times = [], [], []
     for _ in range(dur + 40):
-        snap = src.next_sync()
+        snap = next_snap(src)
         phases.append(src.phase.index)
-        gen.append(snap.value("server.generation_tokens_total"))
+        gen.append(value_of(snap, "server.generation_tokens_total"))
         times.append(snap.time)
     assert phases[dur - 1] == 2 and phases[dur] == 0  # back to the first phase
     assert gen == sorted(gen)  # a loop is not a server restart
@@ -218,11 +282,11 @@ def test_switch_next_prev_restart():
     src = DemoSource("healthy")
     for _ in range(5):
         src.next_sync()
-    t = src.next_sync().time
+    t = next_snap(src).time
     src.switch("mem-kv-leak")
-    snap = src.next_sync()
+    snap = next_snap(src)
     assert src.scenario.name == "mem-kv-leak" and snap.time > t  # time never goes back
-    assert snap.value("server.generation_tokens_total") < 5000    # a new server
+    assert value_of(snap, "server.generation_tokens_total") < 5000    # a new server
     src.restart()
     assert src.epoch == 2 and src.phase.index == 0
     src.next_sync()
@@ -241,12 +305,13 @@ def test_every_dialect_goes_through_the_live_parser(dialect):
     run = ScenarioRun(load_scenario("sch-queue-gpus-idle"), dialect=dialect)
     for _ in range(60):
         frame = run.step()
+    assert frame is not None
     expo = readings_from_exposition(render(frame), "demo")
     assert expo.dialect == dialect
     running = [r for r in expo.readings if r.key == "server.requests_running"]
     waiting = [r for r in expo.readings if r.key == "server.requests_waiting"]
-    assert sum(r.value for r in running) == frame.engines[0].running == 4
-    assert sum(r.value for r in waiting) == frame.engines[0].waiting > 20
+    assert sum(val(r) for r in running) == frame.engines[0].running == 4
+    assert sum(val(r) for r in waiting) == frame.engines[0].waiting > 20
 
 
 @pytest.mark.parametrize("kind", ["vllm", "sglang", "llamacpp", "tgi"])
@@ -256,11 +321,12 @@ def test_process_tree_reads_like_a_live_one(kind):
     infos = [r for r in snap.readings("process.info")]
     assert infos
     for r in infos:
+        assert r.text is not None, r   # the command line
         got_kind, got_role = classify(r.label("name"), r.text.split())
         assert (got_kind, got_role) == (kind, r.label("role")) or \
             (got_kind == "python" and r.label("role") == "helper"), (r.label("name"), r.text)
-    meta = snap.samples["process"].meta
-    assert meta.server.kind == kind and set(meta.tree) == \
+    meta = process_meta(snap)
+    assert followed_server(snap).kind == kind and set(meta.tree) == \
         {int(r.label("pid")) for r in infos}
     # the GPU holders are processes of the tree
     holders = {int(r.label("pid")) for r in snap.readings("process.gpu_mem_bytes")}
@@ -277,11 +343,11 @@ def test_healthy_looks_healthy():
         assert p.mean(phase, "gpu.tensor_active_ratio") > 0.3
         assert max(p.values(phase, "kv.usage_ratio")) < 0.7
         assert max(p.values(phase, "server.requests_waiting")) <= 1
-        assert p.quantile(phase, "latency.ttft_seconds", 0.99) < 0.15
-        assert p.quantile(phase, "latency.itl_seconds", 0.99) < \
-            2 * p.quantile(phase, "latency.itl_seconds", 0.5)
-        assert p.derived_value(phase, "server.preemptions_per_second") == 0
-        assert p.derived_value(phase, "server.error_ratio") == 0
+        assert quantile(p, phase, "latency.ttft_seconds", 0.99) < 0.15
+        assert quantile(p, phase, "latency.itl_seconds", 0.99) < \
+            2 * quantile(p, phase, "latency.itl_seconds", 0.5)
+        assert derived(p, phase, "server.preemptions_per_second") == 0
+        assert derived(p, phase, "server.error_ratio") == 0
         assert p.values(phase, "gpu.throttle_reasons") == [0.0] * len(p.phase_snaps(phase))
         assert p.mean(phase, "gpu.sm_clock_hz") == p.mean(phase, "gpu.sm_clock_max_hz")
         used = p.mean(phase, "gpu.mem_used_bytes") / p.mean(phase, "gpu.mem_total_bytes")
@@ -311,36 +377,36 @@ def test_fp32_fallback_idles_the_tensor_cores():
 def test_throttling_drops_clocks_sets_reasons_and_raises_latency():
     p = play("hw-throttling")
     snap = p.phase_snaps("thermal slowdown")[-1]
-    assert snap.value("gpu.sm_clock_hz") < 0.7 * snap.value("gpu.sm_clock_max_hz")
-    r = snap.first("gpu.throttle_reasons")
-    assert "sw_thermal" in r.text and "hw_thermal" in r.text
-    assert "sw_power_cap" in p.phase_snaps("power capped")[-1].first("gpu.throttle_reasons").text
-    assert p.quantile("thermal slowdown", "latency.itl_seconds", 0.5) > \
-        1.4 * p.quantile("cool", "latency.itl_seconds", 0.5)
+    assert value_of(snap, "gpu.sm_clock_hz") < 0.7 * value_of(snap, "gpu.sm_clock_max_hz")
+    reasons = text_of(snap, "gpu.throttle_reasons")
+    assert "sw_thermal" in reasons and "hw_thermal" in reasons
+    assert "sw_power_cap" in text_of(p.phase_snaps("power capped")[-1], "gpu.throttle_reasons")
+    assert quantile(p, "thermal slowdown", "latency.itl_seconds", 0.5) > \
+        1.4 * quantile(p, "cool", "latency.itl_seconds", 0.5)
 
 
 @PLAYS_ONE
 def test_gpu_lost_is_an_error_with_its_xid_and_requests_fail():
     p = play("hw-gpu-lost")
     snap = p.phase_snaps("gpu 1 lost")[-1]
-    assert snap.value("gpu.lost", gpu="1") == 1 and snap.value("gpu.lost", gpu="0") == 0
-    assert snap.first("gpu.util_ratio", gpu="1").status is Status.ERROR
-    assert snap.value("gpu.xid_last", gpu="1") == 79
-    assert snap.value("gpu.util_ratio", gpu="0") > 0.3
-    assert p.derived_value("gpu 1 lost", "server.error_ratio", engine="1") == 1.0
-    assert p.derived_value("gpu 1 lost", "server.error_ratio", engine="0") == 0.0
+    assert value_of(snap, "gpu.lost", gpu="1") == 1 and value_of(snap, "gpu.lost", gpu="0") == 0
+    assert first_of(snap, "gpu.util_ratio", gpu="1").status is Status.ERROR
+    assert value_of(snap, "gpu.xid_last", gpu="1") == 79
+    assert value_of(snap, "gpu.util_ratio", gpu="0") > 0.3
+    assert derived(p, "gpu 1 lost", "server.error_ratio", engine="1") == 1.0
+    assert derived(p, "gpu 1 lost", "server.error_ratio", engine="0") == 0.0
 
 
 @PLAYS_ONE
 def test_launch_bound_decode():
     p = play("krn-launch-bound")
     ph = "eager, small batches"
-    settings = {r.label("name"): r.text for r in p.snaps[-1].readings("server.setting")}
+    settings = settings_of(p.snaps[-1])
     assert settings["cuda_graphs"].startswith("off")
     assert p.mean(ph, "gpu.sm_active_ratio") < 0.25
     assert p.mean(ph, "thread.cpu_ratio", name="VLLM::EngineCor") > 0.9
-    assert p.derived_value(ph, "server.iteration_tokens_mean") < 4
-    assert p.quantile(ph, "latency.itl_seconds", 0.5) > 0.02
+    assert derived(p, ph, "server.iteration_tokens_mean") < 4
+    assert quantile(p, ph, "latency.itl_seconds", 0.5) > 0.02
 
 
 @PLAYS_ONE
@@ -351,8 +417,11 @@ def test_attention_cost_grows_faster_than_the_prompt():
     for phase in ("1k prompts", "4k prompts", "8k prompts"):
         first, last = p.phase_snaps(phase)[0], p.phase_snaps(phase)[-1]
 
-        def delta(key):
-            a, b = first.first(key), last.first(key)  # noqa: B023 - called in this iteration
+        def delta(key: str) -> float:
+            # B023: delta is called in the iteration that defines it
+            a, b = first_of(first, key), first_of(last, key)  # noqa: B023
+            assert has_value(a) and has_value(b) and a.hist_sum is not None \
+                and b.hist_sum is not None, (a, b)
             return (b.hist_sum - a.hist_sum) / (b.value - a.value)
         points.append((delta("request.prompt_tokens"),
                        delta("latency.ttft_seconds") - delta("latency.queue_seconds")))
@@ -366,9 +435,9 @@ def test_attention_cost_grows_faster_than_the_prompt():
 def test_kv_leak_usage_stays_high_with_nothing_running():
     p = play("mem-kv-leak")
     tail = p.phase_snaps("leaked")
-    assert all(s.value("server.requests_running") == 0 for s in tail)
-    assert all(s.value("server.requests_waiting") == 0 for s in tail)
-    assert min(s.value("kv.usage_ratio") for s in tail) > 0.5
+    assert all(value_of(s, "server.requests_running") == 0 for s in tail)
+    assert all(value_of(s, "server.requests_waiting") == 0 for s in tail)
+    assert min(value_of(s, "kv.usage_ratio") for s in tail) > 0.5
     assert p.mean("steady", "kv.usage_ratio") < 0.3
 
 
@@ -376,11 +445,11 @@ def test_kv_pressure_preempts_and_queues():
     p = play("mem-kv-pressure")
     ph = "pressure"
     assert p.mean(ph, "kv.usage_ratio") > 0.95
-    assert p.derived_value(ph, "server.preemptions_per_second") > 0.5
+    assert derived(p, ph, "server.preemptions_per_second") > 0.5
     waits = p.values(ph, "server.requests_waiting")
     assert waits[-1] > waits[0] + 20
-    assert p.quantile(ph, "latency.ttft_seconds", 0.99) > 1.0
-    assert p.derived_value("room to spare", "server.preemptions_per_second") == 0
+    assert quantile(p, ph, "latency.ttft_seconds", 0.99) > 1.0
+    assert derived(p, "room to spare", "server.preemptions_per_second") == 0
 
 
 @PLAYS_ONE
@@ -388,7 +457,7 @@ def test_gpu_memory_creeps_towards_oom():
     p = play("mem-oom-creep")
     used = p.values("creeping", "gpu.mem_used_bytes")
     assert used == sorted(used) and used[-1] - used[0] > 8 * GIB
-    total = p.snaps[-1].value("gpu.mem_total_bytes")
+    total = value_of(p.snaps[-1], "gpu.mem_total_bytes")
     assert 1 - used[-1] / total < 0.15 and 1 - p.values("flat", "gpu.mem_used_bytes")[-1] / \
         total > 0.2
 
@@ -396,31 +465,31 @@ def test_gpu_memory_creeps_towards_oom():
 @PLAYS_ONE
 def test_weights_held_twice_by_an_orphan():
     snap = play("mem-weights-twice").snaps[-1]
-    held = {int(r.label("pid")): r.value for r in snap.readings("process.gpu_mem_bytes")}
-    tree = set(snap.samples["process"].meta.tree)
+    held = {int(r.label("pid")): val(r) for r in snap.readings("process.gpu_mem_bytes")}
+    tree = set(process_meta(snap).tree)
     big = [pid for pid, v in held.items() if v > 16 * GIB]
     assert len(big) == 2 and set(big) <= tree  # two engines of one server, one GPU
     names = {int(r.label("pid")): r.label("name") for r in snap.readings("process.info")}
     assert {names[p] for p in big} == {"VLLM::EngineCore"}
     idle = [p for p in big if snap.value("process.gpu_sm_ratio", pid=str(p)) == 0]
-    assert len(idle) == 1 and snap.value("process.cpu_ratio", pid=str(idle[0])) < 0.05
+    assert len(idle) == 1 and value_of(snap, "process.cpu_ratio", pid=str(idle[0])) < 0.05
 
 
 @PLAYS_ONE
 def test_gil_contention_more_threads_less_throughput():
     p = play("sch-gil-contention")
-    base = p.derived_value("12 threads", "throughput.generation_tokens_per_second")
-    worst = p.derived_value("160 threads", "throughput.generation_tokens_per_second")
+    base = derived(p, "12 threads", "throughput.generation_tokens_per_second")
+    worst = derived(p, "160 threads", "throughput.generation_tokens_per_second")
     assert worst < 0.75 * base
     ph = "160 threads"
     assert p.mean(ph, "process.threads", name="vllm") == 160
     cpu = p.mean(ph, "process.cpu_ratio", name="vllm")
     assert 0.85 < cpu < 1.15  # capped near one core however many threads
     snap = p.phase_snaps(ph)[-1]
-    pid = snap.samples["process"].meta.server.pid
-    threads = sorted((r.value for r in snap.readings("thread.cpu_ratio")
+    pid = followed_server(snap).pid
+    threads = sorted((val(r) for r in snap.readings("thread.cpu_ratio")
                       if r.label("pid") == str(pid)), reverse=True)
-    assert threads[0] > 0.45 * snap.value("process.cpu_ratio", name="vllm")  # holds the GIL
+    assert threads[0] > 0.45 * value_of(snap, "process.cpu_ratio", name="vllm")  # holds the GIL
     assert sum(1 for v in threads if v >= 0.15) >= 2  # and others compete for it
 
 
@@ -432,7 +501,7 @@ def test_queue_grows_while_the_gpu_idles():
     assert waits[-1] > waits[len(waits) // 2] > waits[0] + 10
     assert p.values(ph, "server.requests_running", last=20) == [4.0] * 20
     assert p.mean(ph, "gpu.util_ratio") < 0.5 and p.mean(ph, "kv.usage_ratio") < 0.1
-    settings = {r.label("name"): r.text for r in p.snaps[-1].readings("server.setting")}
+    settings = settings_of(p.snaps[-1])
     assert settings["max_num_seqs"] == "4"
 
 
@@ -450,8 +519,8 @@ def test_host_cpu_saturated_names_the_hosts_top_consumers_as_live_does():
     p = play("sch-host-cpu-saturated")
     assert not any(list(s.readings("host.top_cpu_cores")) for s in p.phase_snaps("quiet host"))
     snap = p.phase_snaps("noisy neighbour")[-1]
-    top = sorted(snap.readings("host.top_cpu_cores"), key=lambda r: -r.value)
-    assert top and top[0].label("server") == "no" and top[0].value > 8   # the batch job
+    top = sorted(snap.readings("host.top_cpu_cores"), key=lambda r: -val(r))
+    assert top and top[0].label("server") == "no" and val(top[0]) > 8   # the batch job
     assert any(r.label("server") == "yes" for r in top)                    # the engine
     assert all(r.label("pid") and r.label("name") for r in top) and len(top) <= 5
 
@@ -475,11 +544,11 @@ def test_host_cpu_saturated_finding_names_the_neighbour():
 def test_thread_oversubscription():
     p = play("sch-thread-oversubscription")
     snap = p.phase_snaps("a thread per core each")[-1]
-    runnable = sum(1 for r in snap.readings("thread.cpu_ratio") if r.value >= 0.1)
-    cpus = snap.value("host.cpu_count")
-    assert runnable > 2 * cpus and snap.value("host.cpu_ratio") > 0.9
+    runnable = sum(1 for r in snap.readings("thread.cpu_ratio") if val(r) >= 0.1)
+    cpus = value_of(snap, "host.cpu_count")
+    assert runnable > 2 * cpus and value_of(snap, "host.cpu_ratio") > 0.9
     base = p.phase_snaps("sane threads")[-1]
-    assert sum(1 for r in base.readings("thread.cpu_ratio") if r.value >= 0.1) < cpus
+    assert sum(1 for r in base.readings("thread.cpu_ratio") if val(r) >= 0.1) < cpus
 
 
 @PLAYS_ONE
@@ -492,8 +561,8 @@ def test_tp_straggler_one_gpu_works_the_others_wait():
     assert min(p.mean(ph, "gpu.util_ratio", gpu=str(i)) for i in range(4)) > 0.7
     bal = [p.mean("balanced", "gpu.sm_active_ratio", gpu=str(i)) for i in range(4)]
     assert max(bal) < 1.1 * min(bal)
-    assert p.quantile(ph, "latency.itl_seconds", 0.5) > \
-        1.5 * p.quantile("balanced", "latency.itl_seconds", 0.5)
+    assert quantile(p, ph, "latency.itl_seconds", 0.5) > \
+        1.5 * quantile(p, "balanced", "latency.itl_seconds", 0.5)
 
 
 @PLAYS_ONE
@@ -502,8 +571,8 @@ def test_tp_over_pcie_without_nvlink():
     snap = p.snaps[-1]
     paths = {r.text for r in snap.readings("gpu.topology")}
     assert paths and "NVLINK" not in paths
-    assert snap.first("gpu.nvlink_links_active").status is Status.UNSUPPORTED
-    settings = {r.label("name"): r.text for r in snap.readings("server.setting")}
+    assert first_of(snap, "gpu.nvlink_links_active").status is Status.UNSUPPORTED
+    settings = settings_of(snap)
     assert settings["tensor_parallel_size"] == "4"
     for i in range(4):
         assert p.mean("more load", "gpu.pcie_rx_bytes_per_second", gpu=str(i)) > \
@@ -527,45 +596,46 @@ def test_dp_engines_unbalanced():
 @PLAYS_ONE
 def test_speculative_acceptance_collapse():
     p = play("dec-spec-collapse")
-    assert p.derived_value("drafts accepted", "spec.acceptance_ratio") > 0.6
-    assert p.derived_value("collapse", "spec.acceptance_ratio") < 0.15
-    p50 = p.quantile("collapse", "latency.itl_seconds", 0.5)
-    p99 = p.quantile("collapse", "latency.itl_seconds", 0.99)
+    assert derived(p, "drafts accepted", "spec.acceptance_ratio") > 0.6
+    assert derived(p, "collapse", "spec.acceptance_ratio") < 0.15
+    p50 = quantile(p, "collapse", "latency.itl_seconds", 0.5)
+    p99 = quantile(p, "collapse", "latency.itl_seconds", 0.99)
     # with drafts accepted the ITL p50 is under the first bucket (10 ms): only that bound is
     # known (qbound.py), and the collapse's p50 is measured above it
-    before = p.quantile("drafts accepted", "latency.itl_seconds", 0.5)
+    before = quantile(p, "drafts accepted", "latency.itl_seconds", 0.5)
     assert before == 0.01 and p99 > 4 * p50 and p50 > 1.5 * before
 
 
 @PLAYS_ONE
 def test_ttft_slo_breach_under_a_burst_then_recovery():
     p = play("dec-ttft-burst")
-    assert p.quantile("normal", "latency.ttft_seconds", 0.99) < 0.15
-    assert p.quantile("burst", "latency.ttft_seconds", 0.99) > 2.0
-    assert p.quantile("burst", "latency.queue_seconds", 0.5) > 1.0  # the time is queueing
+    assert quantile(p, "normal", "latency.ttft_seconds", 0.99) < 0.15
+    assert quantile(p, "burst", "latency.ttft_seconds", 0.99) > 2.0
+    assert quantile(p, "burst", "latency.queue_seconds", 0.5) > 1.0  # the time is queueing
     assert p.values("draining", "server.requests_waiting")[-1] == 0
 
 
 @PLAYS_ONE
 def test_error_burst_downtime_and_restart():
     p = play("dec-error-restart")
-    assert p.derived_value("errors", "server.error_ratio") > 0.3
+    assert derived(p, "errors", "server.error_ratio") > 0.3
     down = p.phase_snaps("down")
     assert len(down) == 10
     for s in down:
         srv = s.samples["server:demo"]
         assert srv.status is Status.ERROR and "connection refused" in srv.reason
-        assert s.samples["process"].meta.server is None
-        assert s.value("gpu.mem_used_bytes") < 1 * GIB
+        assert process_meta(s).server is None
+        assert value_of(s, "gpu.mem_used_bytes") < 1 * GIB
     gen = p.history.get("server.generation_tokens_total",
-                        p.snaps[-1].first("server.generation_tokens_total").labels)
+                        first_of(p.snaps[-1], "server.generation_tokens_total").labels)
+    assert gen is not None
     assert len(gen.resets()) == 1  # the counters started again from zero
-    before = p.phase_snaps("errors")[-1].value("server.process_start_seconds")
-    after = p.phase_snaps("warm-up")[0].value("server.process_start_seconds")
+    before = value_of(p.phase_snaps("errors")[-1], "server.process_start_seconds")
+    after = value_of(p.phase_snaps("warm-up")[0], "server.process_start_seconds")
     assert after > before
-    assert p.phase_snaps("warm-up")[0].samples["process"].meta.server.pid != \
-        p.phase_snaps("errors")[0].samples["process"].meta.server.pid
-    assert p.derived_value("recovered", "server.error_ratio") == 0
+    assert followed_server(p.phase_snaps("warm-up")[0]).pid != \
+        followed_server(p.phase_snaps("errors")[0]).pid
+    assert derived(p, "recovered", "server.error_ratio") == 0
 
 
 @pytest.mark.slow   # every scenario, whole

@@ -26,7 +26,8 @@ def test_osc52_carries_the_text_and_passes_through_tmux():
 
 
 @pytest.mark.slow   # the demo app driven
-async def test_y_copies_the_worst_finding_and_f_copies_the_selected_one():
+async def test_y_copies_the_worst_finding_and_f_copies_the_selected_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     app = demo_app("mem-kv-pressure")
     async with app.run_test(size=(100, 30)) as pilot:
         while app.ticks < 1:
@@ -34,11 +35,16 @@ async def test_y_copies_the_worst_finding_and_f_copies_the_selected_one():
         while app.ticks < 40:
             await app._poll()
         await pilot.pause()
+        assert app.frame is not None and app._driver is not None
         findings = app.frame.findings
         assert len(findings) >= 2, findings
         sent: list[str] = []
         real_write = app._driver.write
-        app._driver.write = lambda data: (sent.append(data), real_write(data))[1]
+
+        def spy(data: str) -> None:
+            sent.append(data)
+            real_write(data)
+        monkeypatch.setattr(app._driver, "write", spy)
         await pilot.press("y")
         await pilot.pause()
         copied = [s for s in sent if s.startswith("\x1b]52;c;")]
@@ -145,6 +151,7 @@ async def test_m_in_f_mutes_the_selected_finding_dimmed_and_out_of_the_strip():
         while app.ticks < 40:
             await app._poll()
         await pilot.pause()
+        assert app.frame is not None
         first = app.frame.findings[0]
         assert screen_lines(app)[1].lstrip().startswith(first.code)
         await pilot.press("f")

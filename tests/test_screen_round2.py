@@ -110,9 +110,11 @@ def _printed(renderable, width: int) -> str:
 def test_help_catalogue_breaks_no_word_at_80_columns():
     # `?` at 80x24 draws its dialog about 68 cells wide: "synchronisati|on"
     from helpers.tui_demo import demo_app
+    from infertop.rules.engine import Diagnoser
     from infertop.tui.screens.help import catalogue_table
     app = demo_app("healthy")
     source = set()
+    assert isinstance(app.pipeline.diagnoser, Diagnoser)
     for spec in app.pipeline.diagnoser.catalogue():
         source |= _tokens(f"{spec.code} {spec.layer.value}: {spec.detects} {spec.remedy} "
                           + " ".join(f"{k}={v}" for k, v in spec.thresholds.items()))
@@ -207,7 +209,8 @@ def test_capture_files_name_the_server_the_header_names():
     def controller(kind, dialect):
         snap = NS(process_meta=lambda: NS(server=NS(kind=kind) if kind else None),
                   server_meta=lambda: NS(dialect=dialect) if dialect else None)
-        return CaptureController(NS(frame=NS(snapshot=snap)))
+        app = NS(frame=NS(snapshot=snap))
+        return CaptureController(app)  # type: ignore[arg-type]  # an app stand-in
 
     assert controller("unknown", "vllm").server_name() == "vllm"
     assert controller("python", None).server_name() == "server"
@@ -230,7 +233,7 @@ def test_n_restart_advice_runs_in_the_servers_own_directory(tmp_path):
     try:
         info = NS(label=lambda k: str(proc.pid) if k == "pid" else "")
         app = NS(frame=NS(by_key=lambda key: [info] if key == "process.info" else []))
-        cwd = CaptureController(app).root_cwd()
+        cwd = CaptureController(app).root_cwd()  # type: ignore[arg-type]  # an app stand-in
     finally:
         proc.kill()
         proc.wait()
@@ -253,7 +256,9 @@ def test_header_does_not_tick_process_when_no_server_process_was_found():
     def header(meta: ProcessMeta) -> str:
         s = snap(1.0, Sample("process", 1.0, (host,), Status.OK, "", meta=meta))
         me = NS(size=NS(width=100), host="gpu-box", interval=1.0, role_styles={})
-        return InfertopApp._header_text(me, Frame(s, [], History())).plain
+        # me: an app stand-in with what the header reads
+        frame = Frame(s, [], History())
+        return InfertopApp._header_text(me, frame).plain  # type: ignore[arg-type]
 
     lost = header(ProcessMeta(server=None, reason="no vLLM, SGLang, ... process found"))
     assert "✓process" not in lost and "–process" in lost, lost
@@ -372,10 +377,10 @@ def test_report_charts_quantities_only_with_room_for_their_labels_and_causes_fir
     md = render_markdown(run, title="t", version="t")
     ev = md[md.index("## Evidence and remedies"):]
     assert ev.index("**MEM-001") < ev.index("**DEC-001")
-    key = ("throughput.generation_tokens_per_second", g0)
-    run.series[key] = [(1000.0, 1200.0), (1002.0, 1500.0)]
-    run.units[key[0]] = "tokens/s"
-    svg = svg_chart(run, key[0], [key], [])
+    tokens = ("throughput.generation_tokens_per_second", g0)
+    run.series[tokens] = [(1000.0, 1200.0), (1002.0, 1500.0)]
+    run.units[tokens[0]] = "tokens/s"
+    svg = svg_chart(run, tokens[0], [tokens], [])
     label = re.search(r'<text x="([\d.]+)"[^>]*text-anchor="end"[^>]*>([^<]*tokens/s)<', svg)
     assert label and float(label.group(1)) >= 6.2 * len(label.group(2)), svg[:400]
 

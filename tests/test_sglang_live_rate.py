@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,11 +29,19 @@ FINISHED = re.compile(r'^(sglang:generation_tokens_total\{[^}]*\}) \S+$', re.M)
 REALTIME_LINES = re.compile(r"^.*sglang:realtime_tokens_total.*\n", re.M)
 
 # the scheduler pinned at one core, three busy threads: SCH-001's other conditions hold
-PROCS = {"process.info": {"pid=100,ppid=1,name=sglang::scheduler,role=scheduler,kind=sglang":
-                          "python -m sglang.launch_server"},
-         "process.cpu_ratio": {"pid=100,name=sglang::scheduler": 1.0},
-         "thread.cpu_ratio": {f"pid=100,tid={100 + i},name=python": v
-                              for i, v in enumerate((0.45, 0.35, 0.2))}}
+PROCS: dict[str, dict[str, Any]] = {
+    "process.info": {"pid=100,ppid=1,name=sglang::scheduler,role=scheduler,kind=sglang":
+                     "python -m sglang.launch_server"},
+    "process.cpu_ratio": {"pid=100,name=sglang::scheduler": 1.0},
+    "thread.cpu_ratio": {f"pid=100,tid={100 + i},name=python": v
+                         for i, v in enumerate((0.45, 0.35, 0.2))}}
+
+
+def finished_count(text: str) -> float:
+    """The page's sglang:generation_tokens_total (it counts at each request's finish)."""
+    m = FINISHED.search(text)
+    assert m is not None, "no generation_tokens_total on the page"
+    return float(m.group(0).split()[-1])
 
 
 def page(i: int, realtime: bool = True, finish_every: int = 60) -> str:
@@ -103,7 +112,7 @@ def test_real_sglang_under_steady_load_reads_live_gen_tok_s():
     stays at 8; the throughput trend never reads 0 and its peak is never a finish step
     (2,400 tokens in one 10 s step would read 240 tokens/s)."""
     pages = steady_pages()
-    finished = [float(FINISHED.search(p).group(0).split()[-1]) for _, p in pages]
+    finished = [finished_count(p) for _, p in pages]
     assert set(finished[:-3]) == {8.0} and set(finished[-3:]) == {2408.0}   # one finish step
     _, run = play_steady(pages)
     rates = [d.get("throughput.generation_tokens_per_second") for d, _, _ in run]
@@ -158,8 +167,10 @@ def test_a_finish_counter_with_frequent_finishes_still_judges_a_real_fall():
     """Finishes every tick (many requests, short outputs): the step rates are rates, and a
     real fall to a third raises SCH-001."""
     fast = [page(i, realtime=False, finish_every=1) for i in range(60)]
-    slow = [FINISHED.sub(lambda m, i=i: f"{m.group(1)} {8.0 + 2400.0 * 60 + 800.0 * (i - 59)}",
-                         page(0, realtime=False)) for i in range(60, 80)]
+    def slower(i: int) -> str:   # 800 tokens per finish step after tick 59, not 2,400
+        return FINISHED.sub(lambda m: f"{m.group(1)} {8.0 + 2400.0 * 60 + 800.0 * (i - 59)}",
+                            page(0, realtime=False))
+    slow = [slower(i) for i in range(60, 80)]
     _, _, codes = feed(fast + slow)
     assert "SCH-001" in codes
 

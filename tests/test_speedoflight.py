@@ -64,7 +64,8 @@ def test_dense_peaks_from_the_table_not_the_sparse_numbers():
     no_fp8 = peak_flops("NVIDIA A100-SXM4-80GB", "fp8")
     assert no_fp8.value is None and "no fp8" in no_fp8.how
     assert find_sku("NVIDIA A10G") is None        # not the A10: its own silicon config
-    assert find_sku("NVIDIA A10").name == "A10"
+    a10 = find_sku("NVIDIA A10")
+    assert a10 is not None and a10.name == "A10"
 
 
 def test_unknown_sku_falls_back_to_sms_times_clock_times_arch_rate():
@@ -302,7 +303,8 @@ def test_model_config_from_a_local_directory(tmp_path):
     assert rs["model.params"].value == 6_738_149_376
     assert rs["model.kv_bytes_per_token"].value == KV_7B
     assert rs["model.info"].label("dtype") == "float16"
-    assert "LlamaForCausalLM" in rs["model.info"].text
+    info = rs["model.info"].text
+    assert info is not None and "LlamaForCausalLM" in info
 
 
 def test_model_config_from_the_hf_cache_and_the_settings(tmp_path):
@@ -378,7 +380,7 @@ def test_sglang_mfu_counters_take_the_max_over_tp_ranks():
     ("krn-below-roofline", "the engine's estimated_*_per_gpu counters"),  # mfu_metrics on
 ])
 def test_demo_scenarios_show_both_sources(capsys, scenario, source):
-    from cli.main import main
+    from infertop.cli.main import main
     assert main(["snapshot", "--json", "--source", f"demo:{scenario}", "--window", "30",
                  "--speed", "30"]) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -26,7 +26,8 @@ class Terminal:
 
     def __init__(self, width: int, height: int) -> None:
         self.width, self.height = width, height
-        self.cells = [[("?", frozenset())] * width for _ in range(height)]
+        self.cells: list[list[tuple[str, frozenset]]] = [[("?", frozenset())] * width
+                                                          for _ in range(height)]
         self.x = self.y = 0
         self.state: dict[str, str] = {}
 
@@ -191,7 +192,8 @@ def test_a_resize_forgets_the_screen():
 
 
 @pytest.mark.slow
-async def test_the_app_s_frames_through_the_filter_show_the_same_screen_in_fewer_bytes():
+async def test_the_app_s_frames_through_the_filter_show_the_same_screen_in_fewer_bytes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from helpers.tui_demo import demo_app
     app = demo_app("healthy")
     writes: list[str] = []
@@ -205,7 +207,7 @@ async def test_the_app_s_frames_through_the_filter_show_the_same_screen_in_fewer
     async with app.run_test(size=(120, 36)) as pilot:
         while app.ticks < 1:
             await pilot.pause(0.01)
-        app._display = spy
+        monkeypatch.setattr(app, "_display", spy)
         app.screen.refresh()           # the whole screen once, then partial updates
         await pilot.pause()
         raw, filtered, cells = Terminal(120, 36), Terminal(120, 36), CellDiff(120, 36)

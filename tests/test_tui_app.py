@@ -129,6 +129,8 @@ async def test_kv_event_sources_in_the_header_are_never_ok_when_not_read():
               (Status.NODATA, "–kvevents")]
 
     class Kv(SyntheticSource):
+        ticks_served = 0
+
         async def next(self):
             snap = await super().next()
             # each state for 10 ticks: the header is read between ticks, at any pace
@@ -138,7 +140,6 @@ async def test_kv_event_sources_in_the_header_are_never_ok_when_not_read():
             samples["kvevents:h:8000"] = Sample("kvevents:h:8000", snap.time, (), status, "x")
             return Snapshot(snap.time, samples, snap.tick, snap.capabilities)
     src = Kv()
-    src.ticks_served = 0
     app = InfertopApp(src, pipeline=Pipeline(), interval=0.05)
     seen = set()
     async with app.run_test(size=(160, 48)) as pilot:

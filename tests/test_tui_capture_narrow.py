@@ -28,9 +28,10 @@ def expected(result) -> tuple[list[str], list[tuple[str, list[str]]]]:
         return ["PID", "state"], [(th.name or "", [str(p.pid), th.state])
                                   for p in result.processes for th in p.threads]
     if isinstance(result, RecordResult):
+        assert result.summary is not None
         return ["cpu", "gil"], [(name, [f"{a * 100:.0f}%", f"{g * 100:.0f}%"])
                                 for name, a, g in result.summary.per_thread]
-    assert isinstance(result, NsysResult)
+    assert isinstance(result, NsysResult) and result.summary is not None
     return ["time", "calls", "avg µs"], [
         (k.name, [f"{k.time_share * 100:.1f}%", str(k.instances), f"{k.avg_ns / 1000:.1f}"])
         for k in result.summary.top_kernels]
@@ -137,7 +138,7 @@ async def test_the_narrow_class_follows_the_terminal_width(first):
 
     from infertop.tui.screens.capture import CaptureScreen
 
-    app = App()
+    app: App[None] = App()
     async with app.run_test(size=(first, 24)) as pilot:
         await app.push_screen(CaptureScreen())
         await pilot.pause()

@@ -8,12 +8,14 @@ from conftest import python_workload_tree
 
 from helpers.snapkit import reading
 from helpers.tui_demo import wait_until
+from infertop.meta import ProcessMeta, ServerInfo
 from infertop.model import Sample
 from infertop.pipeline import Pipeline
 from infertop.probes.base import Probe
 from infertop.probes.sources.hub import Hub
 from infertop.tui.modes import LiveApp
 from infertop.tui.options import AppOptions
+from infertop.tui.panes.widget import LayerPane
 
 pytestmark = pytest.mark.slow   # captures driven through the whole app
 
@@ -39,7 +41,8 @@ class TreeProbe(Probe):
                       name="python", role="api_server"),
               reading("process.info", 1, text="python child", pid=self.child, ppid=self.parent,
                       name="python", role="engine_core"))
-        return Sample("process", 0.0, rs, meta={"server": {"pid": self.parent, "kind": "vllm"}})
+        return Sample("process", 0.0, rs,
+                      meta=ProcessMeta(server=ServerInfo(pid=self.parent, kind="vllm")))
 
 
 
@@ -50,9 +53,10 @@ async def test_dump_and_cancelled_record_keep_the_screen_live(tree, tmp_path):
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_until(pilot, lambda: app.ticks >= 2)
         await pilot.press("p")
-        screen = app.captures.screen
-        await wait_until(pilot, lambda: not screen.capture_running)
-        result = screen.result
+        dump = app.captures.screen
+        assert dump is not None
+        await wait_until(pilot, lambda: not dump.capture_running)
+        result = dump.result
         assert not isinstance(result, Exception), result
         assert {p.pid for p in result.processes} == {parent, child}
         hot = next(t for t in result.threads if t.name == "hot_spin")
@@ -65,14 +69,15 @@ async def test_dump_and_cancelled_record_keep_the_screen_live(tree, tmp_path):
         app.options.record_seconds = 300
         await pilot.press("P")
         await pilot.press("enter")                        # the default offered: 300 s
-        screen = app.captures.screen
+        record = app.captures.screen
+        assert record is not None
         await wait_until(pilot, lambda: app.captures.running == "py-spy record")
         ticks = app.ticks
         await wait_until(pilot, lambda: app.ticks >= ticks + 5)   # still ticking while recording
         assert app.captures.running == "py-spy record"          # ...and the record still runs
         await pilot.press("escape")                       # cancel: SIGINT, keep samples
-        await wait_until(pilot, lambda: not screen.capture_running, n=600)
-        rec = screen.result
+        await wait_until(pilot, lambda: not record.capture_running, n=600)
+        rec = record.result
         assert not isinstance(rec, Exception), rec
         assert rec.cancelled and rec.sampled_seconds < 300
         assert rec.speedscope_path.exists() and rec.svg_path.exists()
@@ -87,7 +92,7 @@ async def test_gil_sampler_toggles_a_probe(tree):
         await wait_until(pilot, lambda: app.ticks >= 2)
         await pilot.press("G")
         await wait_until(pilot, lambda: any(p.name == "gil" for p in hub.probes))
-        sched = app.query_one("#pane-scheduling")
+        sched = app.query_one("#pane-scheduling", LayerPane)
         shown = lambda: str(sched.last_renderable or "")   # noqa: E731
         assert "GIL sampler off (press G)" in shown() or "GIL held" in shown()
         await wait_until(pilot, lambda: app.frame is not None and any(

@@ -5,6 +5,8 @@ as pure functions of a FleetFrame."""
 from __future__ import annotations
 
 import pytest
+from textual.coordinate import Coordinate
+from textual.widgets import DataTable
 
 from helpers.fleet_source import DemoFleetSource
 from helpers.tui_demo import screen_lines
@@ -34,7 +36,8 @@ async def test_rows_name_every_node_and_the_bad_ones_worst_finding():
     erows = {r.node: r for r in engine_rows(frame)}
     assert erows["node-03"].worst.code in ("DEC-001", "FLT-001", "FLT-002")
     assert erows["node-01"].worst.severity is None
-    assert erows["node-03"].values["ttft_p99"] > 5 * erows["node-01"].values["ttft_p99"]
+    bad, good = erows["node-03"].values["ttft_p99"], erows["node-01"].values["ttft_p99"]
+    assert bad is not None and good is not None and bad > 5 * good
 
 
 def pane_text(screen, layer: str) -> str:
@@ -42,6 +45,13 @@ def pane_text(screen, layer: str) -> str:
     con = Console(width=200, record=True, color_system=None)
     con.print(screen.query_one(f"#pane-{layer}").last_renderable)
     return con.export_text()
+
+
+def row_key(table: DataTable, row: int) -> str:
+    """The key of the table's row ``row`` ("node|engine" in the engines table)."""
+    key = table.coordinate_to_cell_key(Coordinate(row, 0)).row_key.value
+    assert key is not None
+    return key
 
 
 def text(widget) -> str:
@@ -58,18 +68,17 @@ async def test_fleet_screen_sort_filter_and_drill_down():
         for _ in range(12):
             await app._poll()
         await pilot.pause()
-        gpus = app.query_one("#fleet-gpus")
-        engines = app.query_one("#fleet-engines")
+        gpus = app.query_one("#fleet-gpus", DataTable)
+        engines = app.query_one("#fleet-engines", DataTable)
         assert gpus.row_count == 4 and engines.row_count == 4
         # sorted by worst finding first: the bad node on top
-        first = engines.coordinate_to_cell_key((0, 0)).row_key.value
-        assert first.startswith("node-03|")
+        assert row_key(engines, 0).startswith("node-03|")
         assert "4 nodes" in text(app.query_one("#header"))
         await pilot.press("s")          # worst -> TTFT p99 (descending): still node-03
         assert app.sort_by == "ttft_p99"
-        assert engines.coordinate_to_cell_key((0, 0)).row_key.value.startswith("node-03|")
+        assert row_key(engines, 0).startswith("node-03|")
         await pilot.press("S")          # ascending: node-03 last
-        assert engines.coordinate_to_cell_key((3, 0)).row_key.value.startswith("node-03|")
+        assert row_key(engines, 3).startswith("node-03|")
         await pilot.press("slash")
         for ch in "node-02":
             await pilot.press(ch if ch != "-" else "minus")
@@ -129,7 +138,7 @@ async def test_fleet_at_80_columns_shows_node_worst_finding_and_latency_first():
         assert head.index("node") < head.index("worst finding") < head.index("TTFT p99"), head
         bad = next(ln for ln in lines[lines.index(head):] if "node-03" in ln)
         assert any(c in bad for c in ("DEC-001", "FLT-001", "FLT-002")) and " s" in bad, bad
-        engines = app.query_one("#fleet-engines")
+        engines = app.query_one("#fleet-engines", DataTable)
         assert app.focused is engines and engines.cursor_row == 0   # on the worst row
         await pilot.press("end")
         assert engines.cursor_row == engines.row_count - 1
@@ -200,6 +209,7 @@ async def test_fleet_strip_cuts_a_long_first_title_at_80_columns():
                   subject=(("node", "node-01"),))]
     app = app_for_source(DemoFleetSource(2, {}), pipeline=FleetPipeline(diagnoser_factory()),
                          interval=1.0, options=AppOptions(manual_ticks=True))
+    assert isinstance(app, FleetApp)
     async with app.run_test(size=(80, 24)) as pilot:
         await app._poll()
         await pilot.pause()

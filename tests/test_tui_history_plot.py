@@ -25,6 +25,12 @@ _ROW_OF_BIT = {0x01: 0, 0x08: 0, 0x02: 1, 0x10: 1, 0x04: 2, 0x20: 2, 0x40: 3, 0x
 LO, HI = 0.10, 0.85
 
 
+def last_drawn(plot: HistoryPlot) -> str:
+    """What the plot drew last; the test fails when it has drawn nothing."""
+    assert plot.last_text is not None, "the plot drew nothing"
+    return plot.last_text.plain
+
+
 def dot_rows(lines: list[str]) -> list[int]:
     """Every dot row (0 = top) lit in these plot rows."""
     rows = []
@@ -231,7 +237,7 @@ async def test_the_plot_kept_between_ticks_is_the_one_on_screen():
         await pilot.press("h")
         await app._poll()
         await pilot.pause()
-        assert second.shown and "TTFT p99" in second.last_text.plain
+        assert second.shown and "TTFT p99" in last_drawn(second)
 
 
 async def test_plot_fits_80x24():
@@ -242,7 +248,7 @@ async def test_plot_fits_80x24():
         await pilot.press("h")
         await pilot.pause()
         plot = app.query_one(HistoryPlot)
-        text = plot.last_text.plain
+        text = last_drawn(plot)
         assert text.startswith("KV-cache usage") and "now" in text
         assert len(text.split("\n")) <= plot.size.height
         assert all(len(ln) <= plot.size.width for ln in text.split("\n"))
@@ -273,7 +279,7 @@ async def test_plot_redraws_at_most_once_a_second_while_ticks_arrive():
         clock[0] += 1.0                            # a second later: the next tick draws
         await app._poll()
         assert plot.draws == drawn + 1
-        assert "now 50 %" in plot.last_text.plain
+        assert "now 50 %" in last_drawn(plot)
         clock[0] += 0.95                           # the next 1 s tick, a little early
         await app._poll()
         assert plot.draws == drawn + 2
@@ -311,7 +317,7 @@ async def test_replay_plot_reads_time_into_the_recording(tmp_path):
         await pilot.press("h")
         await pilot.pause()
         plot = app.query_one(HistoryPlot)
-        labels = plot.last_text.plain.split("\n")[-1]
+        labels = last_drawn(plot).split("\n")[-1]
         clock = [int(m[0]) * 3600 + int(m[1]) * 60 + int(m[2])
                  for m in re.findall(r"(\d):(\d\d):(\d\d)", labels)]
         assert "now" not in labels and clock and clock == sorted(clock)

@@ -14,6 +14,7 @@ from infertop.pipeline import Pipeline
 from infertop.tui.app import InfertopApp
 from infertop.tui.modes import app_for_source
 from infertop.tui.options import AppOptions
+from infertop.tui.screens.fleet import NodeScreen
 from infertop.tui.widgets.history_plot import HistoryPlot
 
 pytestmark = pytest.mark.slow   # the whole app driven
@@ -58,10 +59,12 @@ async def test_a_node_screen_asks_the_fleet_app_to_show_it_again():
                          options=AppOptions(manual_ticks=True))
     async with app.run_test(size=(160, 48)) as pilot:
         await open_first_node(app, pilot)
-        shows = counting(app.screen, "show")
+        node = app.screen
+        assert isinstance(node, NodeScreen)
+        shows = counting(node, "show")
         await pilot.press("1")           # zoom: the node's frame drawn again, no poll
         await pilot.pause()
-        assert len(shows) == 1 and app.screen.zoomed == 0
+        assert len(shows) == 1 and node.zoomed == 0
         await pilot.press("h")           # its plot toggled: drawn again (and once more
         await pilot.pause()              # when the plot, shown, asks the app: HistoryPlot.Shown)
         assert len(shows) >= 2

@@ -3,6 +3,8 @@
 import asyncio
 
 import pytest
+from rich.text import Text
+from textual.widgets import Static
 
 from infertop.cli.main import build_parser, make_pipeline
 from infertop.probes.sources.demo import DemoSource
@@ -10,6 +12,8 @@ from infertop.probes.sources.recorder import record_headless
 from infertop.probes.sources.replay import ReplaySource
 from infertop.tui.modes import DemoApp, ReplayApp
 from infertop.tui.options import AppOptions
+from infertop.tui.panes.widget import LayerPane
+from infertop.tui.screens.capture import CaptureScreen
 
 pytestmark = pytest.mark.slow   # demo and replay apps driven key by key
 
@@ -56,9 +60,11 @@ async def test_demo_reaches_its_finding_and_highlights_the_reading():
                   options=AppOptions(manual_ticks=True))
     async with app.run_test(size=(160, 48)) as pilot:
         await drive(pilot, app, 90)
+        assert app.frame is not None
         assert any(f.code == "MEM-001" for f in app.frame.findings)
-        mem = app.query_one("#pane-memory")
+        mem = app.query_one("#pane-memory", LayerPane)
         assert mem.has_class("sev-crit") or mem.has_class("sev-warn")
+        assert isinstance(mem.last_renderable, Text)
         assert "MEM-001" in mem.last_renderable.plain        # inline, beside the reading
         assert "MEM-001" in app._shown["#findings-strip"].plain
         await pilot.press("f")
@@ -94,6 +100,7 @@ async def test_replay_bar_and_keys_step_jump_and_goto(recording):
         await pilot.pause()
         assert abs(src.elapsed - 120) <= 1
         # findings recomputed from the raw data up to the new position
+        assert app.frame is not None
         assert any(f.code == "MEM-002" for f in app.frame.findings)
         await pilot.press("left_curly_bracket")           # back 10 %: findings rebuilt
         await app.workers.wait_for_complete()
@@ -148,12 +155,13 @@ async def test_demo_presenter_keys_tour_position_next_phase_and_a_bundled_captur
         assert f"phase {first + 2}/" in banner(app)
         await pilot.press("p")
         await pilot.pause()
-        assert app.screen.__class__.__name__ == "CaptureScreen"
+        screen = app.screen
+        assert isinstance(screen, CaptureScreen)
         for _ in range(200):                 # the bundled dump is read in a thread
-            if not app.screen.capture_running:
+            if not screen.capture_running:
                 break
             await pilot.pause(0.05)
-        shown = " ".join(str(w.content) for w in app.screen.query("Static"))
+        shown = " ".join(str(w.content) for w in app.screen.query(Static))
         assert "bundled" in shown and "VLLM::EngineCore" in shown, shown[:2000]
 
 
@@ -169,7 +177,7 @@ async def test_next_phase_hands_every_skipped_tick_to_after_snapshot():
         async def counting(snap, frame):
             seen.append(snap.time)
             await plain(snap, frame)
-        app.after_snapshot = counting
+        app.after_snapshot = counting  # type: ignore[method-assign]  # counts the app's calls
         before, first = app.ticks, app.source.phase.index
         await pilot.press("right_square_bracket")
         for _ in range(200):

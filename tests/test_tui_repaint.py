@@ -8,12 +8,14 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from rich.text import Text
 
 from helpers.synthetic_source import SyntheticSource
 from infertop.model import Sample
 from infertop.pipeline import Pipeline
 from infertop.tui.app import InfertopApp
 from infertop.tui.options import AppOptions
+from infertop.tui.panes.widget import LayerPane
 
 pytestmark = pytest.mark.slow   # repaints measured through the whole app
 
@@ -42,7 +44,8 @@ def screen_text(app) -> str:
                      for strip in app.screen._compositor.render_strips())
 
 
-async def test_a_tick_that_changes_one_value_repaints_a_few_lines_not_the_panes():
+async def test_a_tick_that_changes_one_value_repaints_a_few_lines_not_the_panes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     src = OneValueMoves(gpus=2)
     app = InfertopApp(src, pipeline=Pipeline(), options=AppOptions(manual_ticks=True))
     written: list[str] = []
@@ -59,7 +62,7 @@ async def test_a_tick_that_changes_one_value_repaints_a_few_lines_not_the_panes(
         for _ in range(30):      # sparklines fill their width: a steady screen
             await app._poll()
         await pilot.pause()
-        app._display = spy
+        monkeypatch.setattr(app, "_display", spy)
         app.screen.refresh()     # the whole screen once: the yardstick
         await pilot.pause()
         full = sum(map(len, written))
@@ -72,7 +75,9 @@ async def test_a_tick_that_changes_one_value_repaints_a_few_lines_not_the_panes(
         await app._poll()        # GPU 0's temperature moved: its lines only
         await pilot.pause()
         moved = sum(map(len, written))
-        hardware = app.query_one("#pane-hardware").last_renderable.plain
+        drawn = app.query_one("#pane-hardware", LayerPane).last_renderable
+        assert isinstance(drawn, Text)
+        hardware = drawn.plain
         assert "62 °C" in hardware and "62 °C" in screen_text(app)
     assert full > 5000
     assert steady < full / 20, (steady, full)
@@ -146,7 +151,7 @@ def test_sparklines_move_every_trend_slot_and_start_over_with_a_new_history():
 
     def spark(h):
         ctx = PaneContext(Frame(snap(h.now), [], h), roles({}), trends=trends)
-        return ctx.spark("gpu.util_ratio", 8, 0, 1, gpu=0).plain
+        return ctx.spark("gpu.util_ratio", 8, 0, 1, gpu="0").plain
 
     assert int(1000.0 // TREND_SECONDS) * TREND_SECONDS == 1000.0
     h = history([0.0, 1.0])                 # now = 1001: the slot began at 1000

@@ -7,6 +7,7 @@ much it left out, rows only for what fits."""
 from __future__ import annotations
 
 import pytest
+from rich.text import Text
 
 from helpers.big_source import BigSource
 from infertop.pipeline import Pipeline
@@ -74,6 +75,7 @@ async def test_64_gpus_16_engines_200_processes_every_pane_cut_and_q_ends_it_mid
     async with app.run_test(size=(160, 48)) as pilot:
         await drive(app, pilot, 3)
         for pane in app.panes:
+            assert isinstance(pane.last_renderable, Text)
             text = pane.last_renderable.plain
             key = pane.pane_layer.position + 1
             assert re.search(rf"\+\d+ more \(press {key} to zoom\)", text), (pane.id, text)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from pynvml import NVML_GPM_METRIC_SM_UTIL
+from rich.text import Text
 
 from helpers.fake_pynvml import FakeGPU, FakeNVML, ManualClock
 from infertop.cli.main import build_parser, make_pipeline
@@ -66,6 +67,7 @@ async def hardware_lines(source: NvmlOnly, ticks: int = 30) -> tuple[list[str], 
             await app._poll()
         await pilot.pause()
         pane = app.panes[0]
+        assert isinstance(pane.last_renderable, Text)
         return pane.last_renderable.plain.splitlines(), str(pane.border_title)
 
 

@@ -12,6 +12,7 @@ import socket
 from pathlib import Path
 
 import pytest
+from rich.text import Text
 
 from helpers.tui_demo import demo_app, screen_lines
 from infertop.cli.main import build_parser, make_pipeline
@@ -19,6 +20,7 @@ from infertop.demo.scenario import list_scenarios
 from infertop.probes.sources.demo import DemoSource
 from infertop.tui.modes import DemoApp
 from infertop.tui.options import AppOptions
+from infertop.tui.panes.widget import LayerPane
 
 EIGHT = str(Path(__file__).parent / "fixtures" / "scenarios" / "eight-gpus-straggler.toml")
 CUT_NUMBER = re.compile(r"\d…")
@@ -157,7 +159,8 @@ async def test_process_view_lists_the_servers_tree_and_every_gpu_process():
             await app._poll()
         await pilot.press("o")
         await pilot.pause()
-        pane = app.screen.query_one("#pane-processes")
+        pane = app.screen.query_one("#pane-processes", LayerPane)
+        assert isinstance(pane.last_renderable, Text)
         text = pane.last_renderable.plain
         rows = {ln.split()[0]: ln for ln in text.splitlines() if ln[:1].isdigit()}
         assert "engine_core" in rows["4180"] and "%" in rows["4180"]       # CPU of the tree
@@ -167,6 +170,7 @@ async def test_process_view_lists_the_servers_tree_and_every_gpu_process():
         await pilot.pause()
         await pilot.press("slash", *"alice", "enter")
         await pilot.pause()
+        assert isinstance(pane.last_renderable, Text)
         shown = [ln for ln in pane.last_renderable.plain.splitlines() if ln[:1].isdigit()]
         assert len(shown) == 1 and shown[0].startswith("7320"), shown
         await pilot.press("escape")                      # clears the filter

@@ -17,6 +17,7 @@ from infertop.probes.sources.demo import DemoSource
 from infertop.tui.app import InfertopApp
 from infertop.tui.options import AppOptions
 from infertop.tui.panes.columns import Columns
+from infertop.tui.panes.widget import LayerPane
 from infertop.tui.zoom_table import TableView, cell_value, sort_key, view_order
 
 pytestmark = pytest.mark.slow   # zoomed tables driven through the whole app
@@ -41,27 +42,48 @@ def position(text: str) -> str:
     return next(ln for ln in text.splitlines() if ln.startswith(("rows ", "no row")))
 
 
+def number(cell: str) -> float:
+    """A cell's sort value, which must be a number."""
+    v = cell_value(cell)
+    assert isinstance(v, float), (cell, v)
+    return v
+
+
+def word_key(cell: str) -> tuple:
+    """The sort key of a cell that shows something (a cell showing nothing has no key)."""
+    v = cell_value(cell)
+    assert v is not None, cell
+    return sort_key(v)
+
+
+def shown_text(pane: LayerPane) -> str:
+    """What the pane drew last (a Text: tables and messages alike)."""
+    drawn = pane.last_renderable
+    assert isinstance(drawn, Text), drawn
+    return drawn.plain
+
+
 # ---- sorting by value -------------------------------------------------------------------
 def test_cells_sort_by_value_with_units_not_by_text():
     cells = ["1.2 GiB", "900 MiB", "2.00 s", "41 ms", "████░ 73 %", "█░░░░ 9 %", "12/80 GiB",
              "1.4 GHz", "900 MHz", "3.1 k/s", "950 /s"]
-    v = {c: cell_value(c) for c in cells}
+    v = {c: number(c) for c in cells}
     assert v["900 MiB"] < v["1.2 GiB"] < v["12/80 GiB"]
     assert v["41 ms"] < v["2.00 s"]
     assert v["█░░░░ 9 %"] < v["████░ 73 %"]
     assert v["900 MHz"] < v["1.4 GHz"]
     assert v["950 /s"] < v["3.1 k/s"]
     # words in natural order, after numbers; nothing shown is None (sorted last)
-    words = sorted(["GPU 10", "GPU 2", "engine_core"], key=lambda c: sort_key(cell_value(c)))
+    words = sorted(["GPU 10", "GPU 2", "engine_core"], key=word_key)
     assert words == ["engine_core", "GPU 2", "GPU 10"]
-    assert sort_key(cell_value("7")) < sort_key(cell_value("api_server"))
+    assert word_key("7") < word_key("api_server")
     assert [cell_value(c) for c in ("–", "n/a", "err", "")] == [None] * 4
 
 
 def test_odd_digits_in_a_cell_do_not_break_the_sort():
     # str.isdigit() says yes to "²", int() says no: a command line like this once raised
     assert cell_value("a 2²") is not None and cell_value("x ٣ y")
-    sorted(["a 2²", "a 10", "x ٣ y", "b"], key=lambda c: sort_key(cell_value(c)))
+    sorted(["a 2²", "a 10", "x ٣ y", "b"], key=word_key)
 
 
 def test_a_measure_column_sorts_largest_first_an_identifier_in_order():
@@ -165,6 +187,7 @@ def test_zoomed_memory_lists_every_gpu_process_like_nvitop():
 
 def test_process_list_shows_user_sm_and_a_cleaned_command():
     from helpers.snapkit import reading
+    from infertop.meta import ProcessMeta
     from infertop.model import Capability, Sample, Snapshot
     evil = "python -m vllm serve m \x1b]0;pwned\x07 --port 8000"
     proc = (reading("process.info", 1, text=evil, pid=77, ppid=1, name="python",
@@ -176,7 +199,7 @@ def test_process_list_shows_user_sm_and_a_cleaned_command():
            reading("process.gpu_mem_bytes", 2**30, pid=9999, gpu=0))
     snap = Snapshot(1_700_000_000.0, {"nvml": Sample("nvml", 1_700_000_000.0, gpu),
                                       "process": Sample("process", 1_700_000_000.0, proc,
-                                                        meta={"tree": [77]})},
+                                                        meta=ProcessMeta(tree=(77,)))},
                     1, {"nvml": Capability("nvml", True)})
     frame = Pipeline().feed(snap)
     text = pane_text("memory", frame, width=160, height=30, view=TableView())
@@ -196,13 +219,13 @@ async def test_keys_sort_scroll_and_filter_only_in_a_zoomed_pane():
             await pilot.pause(0.05)
         await app._poll()
         await pilot.pause()
-        hw = app.query_one("#pane-hardware")
+        hw = app.query_one("#pane-hardware", LayerPane)
         hw.focus()
         await pilot.press("s", "end")                 # not zoomed: the keys do nothing
         assert hw.table_view.sort is None and hw.table_view.offset == 0
         await pilot.press("1")
         await pilot.pause()
-        shown = lambda: hw.last_renderable.plain   # noqa: E731
+        shown = lambda: shown_text(hw)   # noqa: E731
         assert position(shown()).startswith("rows 1-")
         await pilot.press("s", "s", "s")              # GPU, util, SM act: largest first
         assert hw.table_view.sort == 2 and hw.table_view.reverse
@@ -219,7 +242,8 @@ async def test_keys_sort_scroll_and_filter_only_in_a_zoomed_pane():
         await pilot.press("slash")
         await pilot.pause()
         # typed on the bottom line, the table in view and filtered as each key lands
-        assert app.screen is app.screen_stack[0] and app.focused.id == "table-filter"
+        assert app.screen is app.screen_stack[0] and app.focused is not None
+        assert app.focused.id == "table-filter"
         await pilot.press(*"6 H1")
         await pilot.pause()
         assert 'filter "6 H1"' in shown()
@@ -254,7 +278,7 @@ async def test_help_lists_the_zoomed_pane_keys():
 async def test_a_fleet_nodes_zoomed_pane_takes_the_table_keys_and_esc_still_goes_back():
     from helpers.fleet_source import DemoFleetSource
     from infertop.fleet import FleetPipeline, diagnoser_factory
-    from infertop.tui.modes import app_for_source
+    from infertop.tui.modes import FleetApp, app_for_source
     from infertop.tui.screens.fleet import NodeScreen
     app = app_for_source(DemoFleetSource(2, {}), pipeline=FleetPipeline(diagnoser_factory()),
                          interval=1.0, options=AppOptions(manual_ticks=True))
@@ -264,10 +288,11 @@ async def test_a_fleet_nodes_zoomed_pane_takes_the_table_keys_and_esc_still_goes
         await pilot.press("1")                        # zoom the node's hardware pane
         await app._poll()
         await pilot.pause()
-        hw = app.screen.query_one("#pane-hardware")
+        hw = app.screen.query_one("#pane-hardware", LayerPane)
         await pilot.press("s")
+        assert isinstance(app, FleetApp)
         assert hw.table_view.sort == 0 and app.sort_by == "worst"   # the pane's, not the fleet's
-        assert "GPU ▲" in hw.last_renderable.plain.splitlines()[0]
+        assert "GPU ▲" in shown_text(hw).splitlines()[0]
         await pilot.press("escape")                   # no filter: Esc is the node screen's
         await pilot.pause()
         assert not isinstance(app.screen, NodeScreen)
@@ -280,12 +305,12 @@ async def test_left_right_scroll_a_zoomed_tables_columns_and_the_first_stays():
             await pilot.pause(0.05)
         await pilot.press("1")
         await pilot.pause()
-        hw = app.query_one("#pane-hardware")
-        head = lambda: hw.last_renderable.plain.splitlines()[0].split()   # noqa: E731
+        hw = app.query_one("#pane-hardware", LayerPane)
+        head = lambda: shown_text(hw).splitlines()[0].split()   # noqa: E731
         assert head()[:3] == ["GPU", "util", "SM"]
         await pilot.press("right")
         await pilot.pause()
-        assert head()[:3] == ["GPU", "SM", "act"] and "left of view (←)" in hw.last_renderable.plain
+        assert head()[:3] == ["GPU", "SM", "act"] and "left of view (←)" in shown_text(hw)
         await pilot.press("left", "left")
         await pilot.pause()
         assert head()[:2] == ["GPU", "util"]
