@@ -167,9 +167,53 @@ def test_the_replay_skips_and_counts_the_line_and_names_its_line_number(tmp_path
         src._dec.close()
 
 
+CORPUS_FILE = TESTS / "corpus" / "vllm-healthy-steady.jsonl.gz"
+
+
+def _with_bad_meta(tmp_path: Path, at: int = 5) -> Path:
+    """A corpus recording whose snapshot line ``at`` (0-based; the header is line 0) has
+    a process meta of the wrong type: it is line ``at + 1`` of the file."""
+    lines = [line for line in gzip.decompress(CORPUS_FILE.read_bytes()).split(b"\n") if line]
+    obj = json.loads(lines[at])
+    obj["samples"]["process"]["meta"]["tree"] = [1, "x"]
+    lines[at] = json.dumps(obj).encode()
+    path = tmp_path / "bad.jsonl.gz"
+    path.write_bytes(gzip.compress(b"\n".join(lines) + b"\n"))
+    return path
+
+
+WHY = ("line 6: corrupt snapshot line (meta of process: tree[1]: expected `int`, "
+       "got `str`)")
+
+
+@pytest.mark.parametrize("argv", [
+    ["doctor", "--source", "replay:{path}"],
+    ["doctor", "--source", "replay:{path}", "--format", "json"],
+    ["report", "{path}", "--format", "markdown"],
+    ["compare", "{path}", "{path}"],
+    ["rules", "promtool-input", "{path}", "--no-asserts", "-o", "{out}"],
+])
+def test_every_reader_skips_and_counts_the_line_naming_field_and_line(
+        tmp_path: Path, argv: list[str]) -> None:
+    """The policy of every recording reader for a corrupt line, the meta's included: the
+    line is left out, the run goes on (the clean file's exit code), and the count and the first one's cause
+    (its line number, the field) are said once."""
+    from tests.helpers.inproc import run_main
+    path = _with_bad_meta(tmp_path)
+    got = run_main(*[a.format(path=path, out=tmp_path / "out.yml") for a in argv])
+    clean = run_main(*[a.format(path=CORPUS_FILE, out=tmp_path / "clean.yml") for a in argv])
+    assert got.returncode == clean.returncode, got.stderr   # the findings' exit, not an error
+    said = got.stdout + got.stderr
+    assert said.count("snapshot lines unreadable, left out") == 1 or argv[0] == "compare"
+    assert WHY in said.replace("\\", "") or WHY.replace("`", "\\`") in said, said[-2000:]
+    assert "Traceback" not in said
+
+
 def _recordings() -> list[Path]:
+    """The real recordings: the test corpus, fixtures, the fuzz seeds made by infertop (not
+    the inputs a fuzzer found, which may hold any meta at all)."""
     out = []
-    for path in sorted([*TESTS.rglob("*.jsonl*"), *(ROOT / "tools" / "fuzz").rglob("*")]):
+    for path in sorted([*TESTS.rglob("*.jsonl*"), *(ROOT / "tools" / "fuzz").rglob("demo*")]):
         if not path.is_file() or "__pycache__" in path.parts:
             continue
         head = path.read_bytes()[:4096]
