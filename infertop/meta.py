@@ -21,7 +21,6 @@ from typing import Annotated, Any
 
 import msgspec
 
-
 # ---- the ranges a recorded value must lie in: msgspec checks them when a recording's meta
 # is decoded (meta_from_dict); the probes build these classes directly.
 _YEAR_3000 = 32_503_680_000.0    # recording.MAX_TIME: a unix time between 1970 and 3000
@@ -257,7 +256,7 @@ def meta_from_dict(source: str, d: Any) -> SampleMeta:
     if d is None or (isinstance(d, Mapping) and not d):
         return NO_META if cls is NoMeta else cls()
     try:
-        meta = msgspec.convert(d, cls)
+        meta: SampleMeta = msgspec.convert(d, cls)
     except msgspec.ValidationError as e:
         raise MetaError(f"meta of {source[:80]}: {_where(e)}") from None
     except RecursionError:   # nested deeper than the stack: no meta of ours

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
-from infertop.meta import NO_META, GpuName, NoMeta, ServerInfo, SampleMeta, meta_class
+from infertop.meta import NO_META, GpuName, NoMeta, SampleMeta, ServerInfo, meta_class
 
 
 def legacy_meta_from_dict(source: str, d: Any) -> SampleMeta:
