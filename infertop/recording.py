@@ -258,6 +258,8 @@ def decode(data: bytes, name: str = "recording") -> Decoded:
                 out.truncated = True
                 out.notes.append("last line cut short (the recorder was stopped mid-write)")
                 break
+            except RecursionError:   # whole but nested too deeply: corrupt, counted below
+                pass
         try:
             t = snapshot_time(line)
         except ValueError:
