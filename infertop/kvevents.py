@@ -48,6 +48,8 @@ MAX_HASHES_PER_BATCH = 100_000
 # 16 MB: 2,500 times the real server's largest batch; a 60 MB batch of 6M hashes cost
 # 11.5 s of tracking and GBs of transient lists (issue 36 case 5)
 MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
+# vLLM's ts is time.time(): a unix time, as the recorded meta's ``since`` must be (meta.py)
+MAX_TS = 32_503_680_000.0
 MAX_MEDIUM = 16     # characters kept of a medium's name (a label: GPU, CPU, disk tiers)
 
 
@@ -283,8 +285,9 @@ def decode_batch(payload: bytes) -> Batch:
         raise KvEventsError(f"not a KV-event batch: {_one_line(e)}") from None
     except RecursionError:      # arrays nested deeper than the stack (a hostile payload)
         raise KvEventsError("not a KV-event batch: nested too deep") from None
-    if not math.isfinite(b.ts):
-        raise KvEventsError("batch without a finite ts")
+    if not 0.0 <= b.ts <= MAX_TS:   # NaN fails it too
+        raise KvEventsError("batch without a finite ts" if not math.isfinite(b.ts) else
+                            f"batch ts {b.ts:.6g} is not a unix time between 1970 and 3000")
     out = []
     budget = MAX_HASHES_PER_BATCH
     for i, ev in enumerate(events):

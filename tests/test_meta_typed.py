@@ -258,3 +258,34 @@ def test_every_real_recording_decodes_the_same_meta_as_before(path: Path) -> Non
             compared += 1
     if path.parent.name == "corpus":
         assert compared > 0
+
+
+def test_the_writer_follows_the_reader_a_meta_it_would_refuse_is_not_written() -> None:
+    """Values from outside (a server's command line, --pid) past the meta's ranges: the
+    recorder leaves that sample's meta out, so the reader does not lose the whole line."""
+    from infertop.meta import GilMeta, ServerInfo
+    from infertop.model import Sample, Snapshot
+    from infertop.recording import encode_snapshot
+    snap = Snapshot(1000.0, {
+        "process": Sample("process", 1000.0, meta=ProcessMeta(
+            tree=(5,), server=ServerInfo(pid=5, kind="vllm", port=99_999))),
+        "gil": Sample("gil", 1000.0, meta=GilMeta(gil_pid=10 ** 12)),
+        "server:h:1": Sample("server:h:1", 1000.0, meta=ServerMeta(dialect="vllm")),
+    })
+    back = decode_snapshot(encode_snapshot(snap))
+    assert back.samples["process"].meta == ProcessMeta()
+    assert back.samples["gil"].meta == GilMeta()
+    assert back.samples["server:h:1"].meta == ServerMeta(dialect="vllm")
+
+
+def test_sources_of_meta_values_keep_them_in_range() -> None:
+    """What feeds the ranged fields: a command line's port, a KV batch's ts (``since``)."""
+    from infertop.kvevents import KvEventsError, decode_batch
+    from infertop.probes.server.discovery import port_from_cmdline
+    assert port_from_cmdline("vllm", ["vllm", "serve", "m", "--port", "99999"]) is None
+    assert port_from_cmdline("vllm", ["vllm", "serve", "m", "--port", "-1"]) is None
+    assert port_from_cmdline("vllm", ["vllm", "serve", "m", "--port", "8000"]) == 8000
+    import msgspec
+    for ts in (-5.0, 1e12, float("inf")):
+        with pytest.raises(KvEventsError, match="ts"):
+            decode_batch(msgspec.msgpack.encode({"ts": ts, "events": []}))
