@@ -3,8 +3,9 @@
 A target returns quietly for any input the parser accepts or refuses the documented way
 (its one-line error type); anything else (TypeError, RecursionError, OverflowError, a
 hang) is a finding: libFuzzer stops and writes the input.  What a run finds becomes a
-plain regression test beside the parser's other tests (none yet: the runs of
-2026-12-03 found nothing).  The targets call the parsers'
+plain regression test beside the parser's other tests (so far: a long bad ``--url``
+echoed whole, tests/test_hostile_round3.py; a deeply nested last line escaping recording.decode,
+tests/test_recording.py).  The targets call the parsers'
 public functions only: if one moves, its import here moves with it.
 
 Run by tools/fuzz/run.py (which instruments the infertop modules first).
