@@ -73,6 +73,12 @@ fuzz: $(STAMP)
 			-rss_limit_mb=2048 -artifact_prefix=.fuzz/crashes/$$t- \
 			-print_final_stats=1 .fuzz/$$t tools/fuzz/corpus/$$t || exit 1; done
 
+# Each seed corpus cut to what libFuzzer's -merge=1 keeps (same coverage, fewest and smallest
+# inputs); after a long `make fuzz`, copy what it found into tools/fuzz/corpus/TARGET first.
+.PHONY: fuzz-minimise
+fuzz-minimise: $(STAMP)
+	$(BIN)/python tools/fuzz/run.py --minimise $(FUZZ_TARGETS)
+
 snapshots: $(STAMP)
 	$(BIN)/python -m pytest -q tests/test_tui_snapshots.py --snapshot-update
 

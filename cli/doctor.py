@@ -96,7 +96,9 @@ def doctor_meta(source, pipeline, frame, duration: float) -> dict:
             "rules_total": pipeline.rules_total, "gpu_off": gpu_off(frame),
             "unreachable": unreachable,
             # a live run stops early when every server is unreachable (sample_window)
-            "gave_up": source.realtime and all_servers_dead(frame)}
+            "gave_up": source.realtime and all_servers_dead(frame),
+            # a replay: snapshot lines left out, counted (issue 36: a meta of the wrong type)
+            "notes": list(getattr(source, "notes", None) or ())}
 
 
 def too_short(needed: dict[str, float], unchecked: dict[str, list[str]],

@@ -91,15 +91,15 @@ def cmd_rules(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _streamed_snapshots(rf):
-    """The recording's snapshots, one line at a time (an unreadable line is left out, as
-    the replay does)."""
+def _streamed_snapshots(rf, bad: list[str]):
+    """The recording's snapshots, one line at a time: an unreadable line (a meta of the
+    wrong type included) is left out and counted in ``bad``, as the replay does."""
     from infertop.recording import RecordingError, decode_snapshot
     for i in range(len(rf)):
         try:
             yield decode_snapshot(rf.line(i))
-        except RecordingError:
-            continue
+        except RecordingError as e:
+            bad.append(f"line {rf.line_number(i)}: {e}")
 
 
 def _convert_streamed(path: Path):
@@ -123,9 +123,14 @@ def _convert_streamed(path: Path):
         server = header.get("server")
         kind = server.get("kind") if isinstance(server, dict) else ""
         host = header.get("host")
-        return convert_snapshots(_streamed_snapshots(rf), interval,
-                                 host if isinstance(host, str) and host else "localhost",
-                                 kind if isinstance(kind, str) else "")
+        bad: list[str] = []
+        series = convert_snapshots(_streamed_snapshots(rf, bad), interval,
+                                   host if isinstance(host, str) and host else "localhost",
+                                   kind if isinstance(kind, str) else "")
+        if bad:
+            print(f"infertop: {path.name}: {len(bad)} of {len(rf) + rf.skipped} snapshot "
+                  f"lines unreadable, left out (first: {bad[0]})", file=sys.stderr)
+        return series
     finally:
         rf.close()
 
@@ -140,7 +145,8 @@ def _asserts(args: argparse.Namespace, cfg, path: Path, series) -> str:
     from infertop.promtool_asserts import expectations
     rf = RecordingFile(path)
     try:
-        got = expectations(_streamed_snapshots(rf), series.interval, series.steps,
+        # the second pass: its bad lines were said by the first
+        got = expectations(_streamed_snapshots(rf, []), series.interval, series.steps,
                            any(k.startswith("DCGM_") for k in series.series), cfg)
     finally:
         rf.close()

@@ -267,6 +267,8 @@ def render_text(c: Comparison, clean=printable) -> str:
                      f"{r.get('duration_s', 0):.0f} s"
                      + (f", rates and quantiles over {r['window_s']:g} s windows"
                         if isinstance(r.get("window_s"), (int, float)) else ""))
+        # lines left out (corrupt, a meta of the wrong type): said, as report and doctor do
+        lines += [f"          note: {clean(str(n))}" for n in r.get("notes") or ()]
     lines.append("")
     lines.append("SETTINGS THAT DIFFER")
     if not c.settings:

@@ -454,8 +454,11 @@ def render_markdown(run: RunSummary, *, title: str, version: str,
     rows = timeline(run)
     out = [f"# infertop report: {md(title)}", "",
            f"{md(utc(run.start))} to {md(utc(run.end))}, {run.duration:.0f} s, {run.ticks} "
-           f"ticks, host {md(run.meta.get('host') or '–')} (infertop {md(version)})", "",
-           "## Findings timeline", ""]
+           f"ticks, host {md(run.meta.get('host') or '–')} (infertop {md(version)})", ""]
+    # lines left out (corrupt, a meta of the wrong type): said, as the HTML's header does
+    out += [f"Note: {md(str(n), 600)}" for n in run.meta.get("notes") or ()]
+    out += ["", "## Findings timeline", ""] if run.meta.get("notes") else \
+        ["## Findings timeline", ""]
     if rows:
         out += ["| code | severity | finding | subject | since, raised | cleared |",
                 "|---|---|---|---|---|---|"]

@@ -48,6 +48,8 @@ MAX_HASHES_PER_BATCH = 100_000
 # 16 MB: 2,500 times the real server's largest batch; a 60 MB batch of 6M hashes cost
 # 11.5 s of tracking and GBs of transient lists (issue 36 case 5)
 MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
+# vLLM's ts is time.time(): a unix time, as the recorded meta's ``since`` must be (meta.py)
+MAX_TS = 32_503_680_000.0
 MAX_MEDIUM = 16     # characters kept of a medium's name (a label: GPU, CPU, disk tiers)
 
 
@@ -85,7 +87,7 @@ Rank = Annotated[int, msgspec.Meta(ge=0, lt=100_000)]
 
 
 class _Stored(msgspec.Struct, tag="BlockStored", gc=False):
-    block_hashes: list[ExternalBlockHash]
+    block_hashes: msgspec.Raw     # counted from its header, decoded within the budget only
     parent_block_hash: ExternalBlockHash | None = None
     token_ids: msgspec.Raw = msgspec.Raw()
     block_size: int = 0
@@ -94,7 +96,7 @@ class _Stored(msgspec.Struct, tag="BlockStored", gc=False):
 
 
 class _Removed(msgspec.Struct, tag="BlockRemoved", gc=False):
-    block_hashes: list[ExternalBlockHash]
+    block_hashes: msgspec.Raw
     medium: str | None = None
 
 
@@ -141,6 +143,7 @@ _EVENT: _Decoders = {False: msgspec.msgpack.Decoder(_MapEvent), True: msgspec.ms
 _TAG: _Decoders = {False: msgspec.msgpack.Decoder(_Tag), True: msgspec.msgpack.Decoder(_TagA)}
 _BATCH: _Decoders = {False: msgspec.msgpack.Decoder(_Batch), True: msgspec.msgpack.Decoder(_BatchA)}
 _RAWS = msgspec.msgpack.Decoder(list[msgspec.Raw])
+_HASHES = msgspec.msgpack.Decoder(list[ExternalBlockHash])
 KNOWN_EVENTS = frozenset({"BlockStored", "BlockRemoved", "AllBlocksCleared"})
 
 
@@ -191,6 +194,78 @@ def _events(raw: msgspec.Raw) -> list:
     return out
 
 
+# ---- block hashes: counted before they are decoded ----------------------------------------
+# A batch's hash lists stay msgspec.Raw (slices of the payload, validated as msgpack but not
+# turned into objects): each list's length is read from its array header, and only the
+# hashes within the batch's budget are decoded.  A 15 MB batch of 3M hashes used to become
+# 3M Python ints before the budget cut it to 100k (most of the flood's peak, issue 36).
+# Past the budget hashes are counted, not read: their type is not checked either.
+def _array_len(raw: memoryview) -> tuple[int, int]:
+    """(items, header bytes) of a msgpack array; KvEventsError for anything else."""
+    b = raw[0] if len(raw) else -1
+    if 0x90 <= b <= 0x9F:
+        return b & 0x0F, 1
+    if b == 0xDC and len(raw) >= 3:
+        return int.from_bytes(raw[1:3], "big"), 3
+    if b == 0xDD and len(raw) >= 5:
+        return int.from_bytes(raw[1:5], "big"), 5
+    raise KvEventsError("block_hashes is not an array")
+
+
+def _prefix_end(raw: memoryview, head: int, k: int) -> int:
+    """Where the first ``k`` items of the array after ``head`` end.  vLLM's hashes all have
+    one width (a 64-bit int: 0xcf + 8 bytes; a 32-byte digest: 0xc4 0x20 + 32): when every
+    k-th stride starts with the first item's marker the k items are that wide (by induction:
+    each marker starts an item of the same fixed width), found at C speed; otherwise the
+    items are stepped one by one."""
+    first = raw[head]
+    width = {0xCC: 2, 0xCD: 3, 0xCE: 5, 0xCF: 9, 0xD0: 2, 0xD1: 3, 0xD2: 5, 0xD3: 9}.get(first)
+    marker = bytes(raw[head:head + 1])
+    if width is None and first == 0xC4 and len(raw) > head + 1:   # bin8: marker + length
+        width = 2 + raw[head + 1]
+        marker = bytes(raw[head:head + 2])
+    if width is not None and head + k * width <= len(raw):
+        body = raw[head:head + k * width]
+        if all(bytes(body[i::width]) == marker[i:i + 1] * k for i in range(len(marker))):
+            return head + k * width
+    pos = head
+    for _ in range(k):
+        pos += _item_size(raw, pos)
+    return pos
+
+
+def _item_size(raw: memoryview, pos: int) -> int:
+    """Bytes of one msgpack int or bin at ``pos`` (a block hash); anything else is left to
+    the typed decoder to refuse, so it is sized as one byte."""
+    b = raw[pos]
+    if b <= 0x7F or b >= 0xE0:
+        return 1
+    fixed = {0xCC: 2, 0xCD: 3, 0xCE: 5, 0xCF: 9, 0xD0: 2, 0xD1: 3, 0xD2: 5, 0xD3: 9}.get(b)
+    if fixed is not None:
+        return fixed
+    if b == 0xC4:
+        return 2 + raw[pos + 1]
+    if b == 0xC5:
+        return 3 + int.from_bytes(raw[pos + 1:pos + 3], "big")
+    if b == 0xC6:
+        return 5 + int.from_bytes(raw[pos + 1:pos + 5], "big")
+    raise KvEventsError(f"block_hashes holds a msgpack value of type 0x{b:02x}, not an int "
+                        "or bytes")
+
+
+def _hashes(raw: msgspec.Raw, budget: int) -> tuple[tuple[Hashable, ...], int]:
+    """(the first ``budget`` hashes of a Raw hash list, how many it holds)."""
+    view = memoryview(raw)
+    n, head = _array_len(view)
+    if budget <= 0 or n == 0:
+        return (), n
+    if n <= budget:
+        return tuple(_HASHES.decode(raw)), n
+    end = _prefix_end(view, head, budget)
+    prefix = (b"\xdd" + budget.to_bytes(4, "big")) + bytes(view[head:end])
+    return tuple(_HASHES.decode(prefix)), n
+
+
 def _medium(m: str | None) -> str:
     return one_line(m, MAX_MEDIUM) if m else "GPU"
 
@@ -210,19 +285,26 @@ def decode_batch(payload: bytes) -> Batch:
         raise KvEventsError(f"not a KV-event batch: {_one_line(e)}") from None
     except RecursionError:      # arrays nested deeper than the stack (a hostile payload)
         raise KvEventsError("not a KV-event batch: nested too deep") from None
-    if not math.isfinite(b.ts):
-        raise KvEventsError("batch without a finite ts")
+    if not 0.0 <= b.ts <= MAX_TS:   # NaN fails it too
+        raise KvEventsError("batch without a finite ts" if not math.isfinite(b.ts) else
+                            f"batch ts {b.ts:.6g} is not a unix time between 1970 and 3000")
     out = []
     budget = MAX_HASHES_PER_BATCH
-    for ev in events:
+    for i, ev in enumerate(events):
         if isinstance(ev, _Cleared):
             out.append(Event("cleared"))
             continue
-        hashes = ev.block_hashes
-        kept = tuple(hashes[:budget]) if budget > 0 else ()
+        try:
+            kept, n = _hashes(ev.block_hashes, budget)
+        except msgspec.DecodeError as e:
+            raise KvEventsError(f"not a KV-event batch: {_one_line(e)} (in events[{i}]."
+                                "block_hashes)") from None
+        except (KvEventsError, IndexError) as e:
+            raise KvEventsError(f"not a KV-event batch: events[{i}]: "
+                                f"{_one_line(e) or 'block_hashes cut short'}") from None
         budget -= len(kept)
         out.append(Event("stored" if isinstance(ev, _Stored) else "removed", kept,
-                         _medium(ev.medium), len(hashes)))
+                         _medium(ev.medium), n))
     return Batch(float(b.ts), b.data_parallel_rank, tuple(out))
 
 

@@ -6,24 +6,36 @@ the report asks ``snap.process_meta().tree``, not ``snap.meta("tree")``: a missp
 field is an AttributeError and a type checker's error, not a silent None.
 
 Recordings keep the JSON they always had: ``to_dict`` writes the fields that differ from
-their default under the old names, ``meta_from_dict`` reads them back (and any older or
-hostile file: a field of the wrong type is left at its default, never an exception),
-choosing the class from the sample's source name.
+their default under the old names, ``meta_from_dict`` reads them back, choosing the class from
+the sample's source name, decoded by msgspec against the annotations below: a field of the
+wrong shape, type or range is a one-line ``MetaError`` (never a traceback, never a silent
+default), and the readers skip that snapshot line and count it as they do any corrupt line.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass, fields, replace
+from typing import Annotated, Any
+
+import msgspec
+
+# ---- the ranges a recorded value must lie in: msgspec checks them when a recording's meta
+# is decoded (meta_from_dict); the probes build these classes directly.
+_YEAR_3000 = 32_503_680_000.0    # recording.MAX_TIME: a unix time between 1970 and 3000
+Pid = Annotated[int, msgspec.Meta(ge=0, le=4_194_304)]       # Linux's pid_max is at most 2**22
+Port = Annotated[int, msgspec.Meta(ge=0, le=65_535)]
+GpuIndex = Annotated[int, msgspec.Meta(ge=0, le=65_535)]     # NVML's index (DCGM's label: a str)
+Count = Annotated[int, msgspec.Meta(ge=0, le=2 ** 53)]       # bytes, series: exact as a float
+UnixTime = Annotated[float, msgspec.Meta(ge=0.0, le=_YEAR_3000)]   # NaN and inf fail it too
 
 
 @dataclass(frozen=True, slots=True)
 class GpuName:
     """One GPU as the header names it (NVML index or DCGM gpu label)."""
 
-    index: int | str
+    index: GpuIndex | str
     name: str = ""
     uuid: str = ""
 
@@ -35,11 +47,11 @@ class GpuName:
 class ServerInfo:
     """The server process the process probe follows (discovery.ServerProcess, in short)."""
 
-    pid: int | None = None
+    pid: Pid | None = None
     kind: str = ""
     name: str = ""
     reason: str = ""      # how it was found, shown in the header
-    port: int | None = None
+    port: Port | None = None
     found_by: str = ""    # "name, not port": --url's port owner could not be read
     container: str = ""   # the container or namespace/pod it runs in ("" on the host)
 
@@ -69,8 +81,8 @@ class NvmlMeta:
 
     gpus: tuple[GpuName, ...] = ()
     driver: str = ""
-    gpm: tuple[int, ...] = ()     # GPUs with GPM (Hopper+)
-    xid: tuple[int, ...] = ()     # GPUs whose Xid events are watched
+    gpm: tuple[GpuIndex, ...] = ()     # GPUs with GPM (Hopper+)
+    xid: tuple[GpuIndex, ...] = ()     # GPUs whose Xid events are watched
     demo: bool = False
     hostname: str = ""            # dcgm-exporter's Hostname label
     dcgm: bool = False            # read from a dcgm-exporter page
@@ -78,7 +90,7 @@ class NvmlMeta:
     via: str = ""                 # how a fleet read it ("prometheus dcgm-exporter")
     instances: tuple[str, ...] = ()
     url: str | None = None        # a dcgm-exporter page read directly
-    scrape_bytes: int | None = None
+    scrape_bytes: Count | None = None
     warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -92,10 +104,10 @@ class ProcessMeta:
     in_container: bool | None = None
     in_container_why: str = ""
     server: ServerInfo | None = None
-    tree: tuple[int, ...] = ()
+    tree: tuple[Pid, ...] = ()
     looked_for: str = ""          # what discovery looked for, when it found nothing
     reason: str = ""              # why no server is followed
-    pid_aliases: tuple[tuple[int, int], ...] = ()   # (NVML pid, our pid) in a container
+    pid_aliases: tuple[tuple[Pid, Pid], ...] = ()   # (NVML pid, our pid) in a container
     node: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -109,10 +121,10 @@ class ServerMeta:
     dialect: str | None = None
     model: str | None = None
     engines: tuple[str, ...] = ()
-    series_dropped: int = 0       # series past the cardinality caps
+    series_dropped: Count = 0       # series past the cardinality caps
     notes: tuple[str, ...] = ()
     url: str | None = None
-    scrape_bytes: int | None = None
+    scrape_bytes: Count | None = None
     warnings: tuple[str, ...] = ()
     node: str = ""
     via: str = ""
@@ -127,7 +139,7 @@ class KvEventsMeta:
     """A KV-event subscriber's endpoints, and since when it counts."""
 
     endpoints: tuple[str, ...] = ()
-    since: float | None = None
+    since: UnixTime | None = None
     node: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -138,7 +150,7 @@ class KvEventsMeta:
 class GilMeta:
     """The GIL sampler's target process."""
 
-    gil_pid: int | None = None
+    gil_pid: Pid | None = None
     node: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -176,9 +188,9 @@ class FleetOverviewMeta:
     """Aggregate mode's fleet-wide sample: how many nodes are shown, which are read whole."""
 
     mode: str = ""
-    shown: int = 0
+    shown: Count = 0
     detail: tuple[str, ...] = ()
-    rows_per_column: int | None = None
+    rows_per_column: Count | None = None
     node: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -229,75 +241,41 @@ def empty_meta(source: str) -> SampleMeta:
     return NO_META if cls is NoMeta else cls()
 
 
+class MetaError(ValueError):
+    """A recorded meta of the wrong shape, type or range; the message is one line naming
+    the source and the field (``meta of process: tree[1]: expected `int`, got `str```)."""
+
+
 def meta_from_dict(source: str, d: Any) -> SampleMeta:
-    """A recording's (or a legacy caller's) meta dict as the source's typed meta; unknown
-    names are dropped, values of the wrong type left at their default."""
+    """A recording's (or a legacy caller's) meta dict as the source's typed meta, decoded by
+    msgspec against the class's annotations (the same library as the recording header):
+    unknown names are ignored (a later writer may add some), a missing field keeps its
+    default, and a value of the wrong shape, type or range is refused with ``MetaError``.
+    The readers treat that as any corrupt snapshot line: skipped and counted (issue 36)."""
     cls = meta_class(source)
-    if not isinstance(d, Mapping) or not d:
+    if d is None or (isinstance(d, Mapping) and not d):
         return NO_META if cls is NoMeta else cls()
-    kw: dict[str, Any] = {}
-    for f in fields(cls):
-        if f.name in d:
-            got = _CONVERT[(cls.__name__, f.name)](d[f.name])
-            if got is not _BAD:
-                kw[f.name] = got
-    return cls(**kw)
+    try:
+        meta: SampleMeta = msgspec.convert(d, cls)
+    except msgspec.ValidationError as e:
+        raise MetaError(f"meta of {source[:80]}: {_where(e)}") from None
+    except RecursionError:   # nested deeper than the stack: no meta of ours
+        raise MetaError(f"meta of {source[:80]}: nested too deeply") from None
+    if isinstance(meta, AlertsMeta) and meta.alerts:
+        # JSON's NaN/Infinity (Python's reader takes them) inside a recorded alert: the
+        # recorder writes with allow_nan=False, so they become None to be written again
+        meta = replace(meta, alerts=tuple(_finite_json(dict(a)) for a in meta.alerts))
+    return meta
 
 
-# ---- conversion of JSON values (hostile files included) --------------------------------
-_BAD = object()
-
-
-def _str(v: Any) -> Any:
-    return v if isinstance(v, str) else _BAD
-
-
-def _opt_str(v: Any) -> Any:
-    return v if v is None or isinstance(v, str) else _BAD
-
-
-def _bool(v: Any) -> Any:
-    return v if isinstance(v, bool) else _BAD
-
-
-def _opt_bool(v: Any) -> Any:
-    return v if v is None or isinstance(v, bool) else _BAD
-
-
-def _int(v: Any) -> Any:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return _BAD
-    return int(v) if math.isfinite(v) else _BAD
-
-
-def _opt_int(v: Any) -> Any:
-    return None if v is None else _int(v)
-
-
-def _opt_float(v: Any) -> Any:
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return _BAD
-    return float(v)
-
-
-def _tuple_of(item: Any) -> Any:
-    def conv(v: Any) -> Any:
-        if not isinstance(v, (list, tuple)):
-            return _BAD
-        out = tuple(item(x) for x in v)
-        return _BAD if any(x is _BAD for x in out) else out
-    return conv
-
-
-def _mappings(v: Any) -> Any:
-    """Dicts from a recording (anything else in the list is left out), their non-finite
-    numbers (JSON's NaN/Infinity, which Python's reader accepts) as None: the recorder
-    writes with allow_nan=False."""
-    if not isinstance(v, (list, tuple)):
-        return _BAD
-    return tuple(_finite_json(dict(x)) for x in v if isinstance(x, Mapping))
+def _where(e: msgspec.ValidationError) -> str:
+    """msgspec's "Expected `int`, got `str` - at `$.tree[1]`" as "tree[1]: expected ..."."""
+    text = str(e).splitlines()[0] if str(e) else "invalid"
+    what, sep, at = text.rpartition(" - at `$")
+    if not sep:
+        return text[:160]
+    field = at.rstrip("`").lstrip(".")
+    return f"{field[:80]}: {what[:1].lower()}{what[1:160]}"
 
 
 def _finite_json(v: Any) -> Any:
@@ -308,72 +286,6 @@ def _finite_json(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return [_finite_json(x) for x in v]
     return v
-
-
-def _str_or_int(v: Any) -> Any:
-    return v if isinstance(v, str) else _int(v)
-
-
-def _gpu(v: Any) -> Any:
-    if not isinstance(v, Mapping):
-        return _BAD
-    index = _str_or_int(v.get("index", 0))
-    name, uuid = v.get("name", ""), v.get("uuid", "")
-    if index is _BAD or not isinstance(name, str) or not isinstance(uuid, str):
-        return _BAD
-    return GpuName(index, name, uuid)
-
-
-def _alias(v: Any) -> Any:
-    if not isinstance(v, (list, tuple)) or len(v) != 2:
-        return _BAD
-    a, p = _int(v[0]), _int(v[1])
-    return _BAD if a is _BAD or p is _BAD else (a, p)
-
-
-def _server(v: Any) -> Any:
-    if v is None:
-        return None
-    if not isinstance(v, Mapping):
-        return _BAD
-    kw: dict[str, Any] = {}
-    for name, conv in (("pid", _opt_int), ("kind", _str), ("name", _str), ("reason", _str),
-                       ("port", _opt_int), ("found_by", _str), ("container", _str)):
-        if name in v:
-            got = conv(v[name])
-            if got is not _BAD:
-                kw[name] = got
-    return ServerInfo(**kw)
-
-
-_CONVERT: dict[tuple[str, str], Any] = {
-    ("NoMeta", "node"): _str,
-    ("NvmlMeta", "gpus"): _tuple_of(_gpu), ("NvmlMeta", "driver"): _str,
-    ("NvmlMeta", "gpm"): _tuple_of(_int), ("NvmlMeta", "xid"): _tuple_of(_int),
-    ("NvmlMeta", "demo"): _bool, ("NvmlMeta", "hostname"): _str, ("NvmlMeta", "dcgm"): _bool,
-    ("NvmlMeta", "node"): _str, ("NvmlMeta", "via"): _str,
-    ("NvmlMeta", "instances"): _tuple_of(_str), ("NvmlMeta", "url"): _opt_str,
-    ("NvmlMeta", "scrape_bytes"): _opt_int, ("NvmlMeta", "warnings"): _tuple_of(_str),
-    ("ProcessMeta", "in_container"): _opt_bool, ("ProcessMeta", "in_container_why"): _str,
-    ("ProcessMeta", "server"): _server, ("ProcessMeta", "tree"): _tuple_of(_int),
-    ("ProcessMeta", "looked_for"): _str, ("ProcessMeta", "reason"): _str,
-    ("ProcessMeta", "pid_aliases"): _tuple_of(_alias), ("ProcessMeta", "node"): _str,
-    ("ServerMeta", "dialect"): _opt_str, ("ServerMeta", "model"): _opt_str,
-    ("ServerMeta", "engines"): _tuple_of(_str), ("ServerMeta", "series_dropped"): _int,
-    ("ServerMeta", "notes"): _tuple_of(_str), ("ServerMeta", "url"): _opt_str,
-    ("ServerMeta", "scrape_bytes"): _opt_int, ("ServerMeta", "warnings"): _tuple_of(_str),
-    ("ServerMeta", "node"): _str, ("ServerMeta", "via"): _str,
-    ("ServerMeta", "container"): _str,
-    ("KvEventsMeta", "endpoints"): _tuple_of(_str), ("KvEventsMeta", "since"): _opt_float,
-    ("KvEventsMeta", "node"): _str,
-    ("GilMeta", "gil_pid"): _opt_int, ("GilMeta", "node"): _str,
-    ("PrometheusMeta", "url"): _opt_str, ("PrometheusMeta", "node"): _str,
-    ("AlertsMeta", "loaded"): _bool, ("AlertsMeta", "alerts"): _mappings,
-    ("AlertsMeta", "why"): _str, ("AlertsMeta", "node"): _str,
-    ("FleetOverviewMeta", "mode"): _str, ("FleetOverviewMeta", "shown"): _int,
-    ("FleetOverviewMeta", "detail"): _tuple_of(_str),
-    ("FleetOverviewMeta", "rows_per_column"): _opt_int, ("FleetOverviewMeta", "node"): _str,
-}
 
 
 def _json(v: Any) -> Any:

@@ -265,7 +265,8 @@ class Sample:
     ``status`` is the source's health this tick (OK, STALE when late, ERROR with reason).
     ``meta`` holds small descriptive facts for the header (server kind, model, url,
     dialect): the source's typed meta (infertop/meta.py).  A plain dict is accepted and
-    read as a recording's meta is (``meta_from_dict``), for callers that predate it.
+    read as a recording's meta is (``meta_from_dict``: a value of the wrong type is a
+    ``MetaError``), for callers that predate it.
     """
 
     source: str

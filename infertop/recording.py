@@ -27,7 +27,7 @@ from typing import Annotated, Any
 import msgspec
 
 from . import __version__
-from .meta import NvmlMeta, ProcessMeta, ServerMeta
+from .meta import MetaError, NvmlMeta, ProcessMeta, ServerMeta, meta_from_dict
 from .model import Snapshot
 from .textclean import clean_deep
 
@@ -144,8 +144,24 @@ def parse_header_line(line: bytes, name: str) -> dict:
 # ---- snapshots -------------------------------------------------------------------------
 def encode_snapshot(snap: Snapshot) -> bytes:
     """One line; ``time`` first so a reader can index lines without parsing them."""
-    return (json.dumps(snap.to_dict(), separators=(",", ":"), allow_nan=False, default=str)
+    d = snap.to_dict()
+    for s in d["samples"].values():
+        _writable_meta(s)
+    return (json.dumps(d, separators=(",", ":"), allow_nan=False, default=str)
             + "\n").encode("utf-8")
+
+
+def _writable_meta(sample: dict[str, Any]) -> None:
+    """The writer follows the reader: a meta that meta_from_dict would refuse (a value from
+    outside past its range: a server's ``--port 99999`` on its command line, ``--pid`` past
+    pid_max) is not written, so one sample's facts are lost and not, on replay, the whole
+    line it sits in (the reader skips a line with a refused meta)."""
+    meta = sample.get("meta")
+    if meta:
+        try:
+            meta_from_dict(str(sample.get("source", "")), meta)
+        except MetaError:
+            del sample["meta"]
 
 
 def _clean_obj(line: bytes, obj: Any) -> Any:
@@ -258,6 +274,8 @@ def decode(data: bytes, name: str = "recording") -> Decoded:
                 out.truncated = True
                 out.notes.append("last line cut short (the recorder was stopped mid-write)")
                 break
+            except RecursionError:   # whole but nested too deeply: corrupt, counted below
+                pass
         try:
             t = snapshot_time(line)
         except ValueError:

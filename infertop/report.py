@@ -324,6 +324,8 @@ def _meta_pairs(meta: Mapping[str, Any]) -> list[tuple[str, str]]:
             out.append((k, text))
     for name, state in (meta.get("sources") or {}).items():
         out.append((f"source {name}", str(state)))
+    # a replay's lines left out (corrupt, a meta of the wrong type): counted, with the first
+    out += [("note", str(n)) for n in meta.get("notes") or ()]
     return out
 
 

@@ -51,3 +51,31 @@ def test_a_short_fuzz_run_finds_nothing(name, tmp_path):
     crashes = [p.name for p in tmp_path.iterdir() if p.name.startswith(("crash-", "timeout-",
                                                                          "oom-", "leak-"))]
     assert got.returncode == 0 and not crashes, (crashes, got.stderr[-4000:])
+
+
+@pytest.mark.slow
+def test_minimise_keeps_what_the_merge_picks_and_drops_the_rest(tmp_path: Path) -> None:
+    """`make fuzz-minimise` (run.py --minimise): libFuzzer's -merge=1 through the wrapper
+    script (atheris' own argv[0], run.py, neither runs alone nor names the target: before,
+    every merge attempt failed with 'Permission denied' and kept nothing).  On a copy of the
+    toml_config seeds with a duplicate and a few redundant copies of one seed added."""
+    pytest.importorskip("atheris")
+    import shutil
+    root = tmp_path / "corpus"
+    shutil.copytree(CORPUS / "toml_config", root / "toml_config")
+    seed = sorted((root / "toml_config").iterdir())[0]
+    (root / "toml_config" / "zz-duplicate").write_bytes(seed.read_bytes())
+    for i in range(3):   # the same config with trailing blank lines: no new coverage
+        (root / "toml_config" / f"padded-{i}").write_bytes(seed.read_bytes() + b"\n" * (i + 1))
+    before = {p.name for p in (root / "toml_config").iterdir()}
+    got = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import run; "
+         "sys.exit(run.minimise(['toml_config'], root=sys.argv[2]))",
+         str(RUN.parent), str(root)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    assert got.returncode == 0, got.stderr[-3000:]
+    after = {p.name for p in (root / "toml_config").iterdir()}
+    assert after and after < before
+    assert not {"zz-duplicate", "padded-0", "padded-1", "padded-2"} & after
+    assert re.search(r"toml_config: \d+ inputs, \d+ bytes -> \d+ inputs, \d+ bytes", got.stdout)

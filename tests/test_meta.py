@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from infertop.meta import (
     GilMeta,
     GpuName,
     KvEventsMeta,
+    MetaError,
     NoMeta,
     NvmlMeta,
     ProcessMeta,
@@ -98,24 +100,28 @@ def test_a_dict_given_to_sample_takes_the_from_dict_path():
     {"tree": [1, "x"], "server": {"pid": "42", "kind": 7}, "reason": None},
     {"tree": [float("nan")], "pid_aliases": [[float("inf"), 1]], "looked_for": {"a": 1}},
     {"gpus": [{"index": None}], "gpm": "0", "dialect": ["x"], "since": "soon"},
-    "a string", 7, None, [],
+    "a string", 7, [],
 ])
-def test_hostile_meta_is_left_at_defaults_never_an_exception(hostile):
+def test_hostile_meta_is_refused_with_one_line_never_a_traceback(hostile):
+    """Issue 36: a field of the wrong type used to be left at its default in silence; it is
+    now a one-line MetaError (a ValueError), which the readers count as a corrupt line
+    (tests/test_meta_typed.py has the property over every field)."""
     for source in OLD:
-        meta = meta_from_dict(source, hostile)
-        assert type(meta) is type(meta_from_dict(source, OLD[source]))
-        json.dumps(meta.to_dict(), allow_nan=False)   # what it kept is plain JSON
-    p = meta_from_dict("process", {"tree": [1, "x"], "server": {"pid": "42", "kind": "v"}})
-    assert isinstance(p, ProcessMeta)
-    assert p.tree == () and p.server == ServerInfo(kind="v")   # the bad pid left out
+        if isinstance(hostile, dict) and not set(hostile) & \
+                {f.name for f in fields(type(meta_from_dict(source, OLD[source])))}:
+            assert meta_from_dict(source, hostile) == type(meta_from_dict(source, OLD[source]))()
+            continue
+        with pytest.raises(MetaError) as e:
+            meta_from_dict(source, hostile)
+        assert str(e.value).startswith(f"meta of {source}: ") and "\n" not in str(e.value)
+    assert meta_from_dict("process", None) == ProcessMeta()   # no meta: the defaults
 
 
 def test_an_alert_read_back_from_a_recording_can_be_recorded_again():
     """JSON's NaN/Infinity (Python's reader takes them) inside a recorded alert become None:
     the recorder writes with allow_nan=False, so replaying and recording again works."""
     hostile = {"loaded": True, "alerts": [{"labels": {"alertname": "X"}, "value": float("nan"),
-                                           "nested": [float("inf"), {"v": float("-inf")}]},
-                                          "not a dict"]}
+                                           "nested": [float("inf"), {"v": float("-inf")}]}]}
     meta = meta_from_dict("prometheus-alerts", hostile)
     assert isinstance(meta, AlertsMeta) and meta.loaded
     json.dumps(meta.to_dict(), allow_nan=False)

@@ -277,3 +277,20 @@ def test_recorded_lines_are_plain_json_with_time_first(tmp_path):
     lines = path.read_text().splitlines()
     assert json.loads(lines[0])["format"] == "infertop-recording"
     assert all(line.startswith('{"time":') for line in lines[1:])
+
+
+def test_a_last_line_nested_deeper_than_the_stack_is_skipped_not_raised() -> None:
+    """Found by fuzzing (recording_lines, 2026-12-03): the whole-file decode checked a last
+    line without a newline with json.loads and caught only ValueError; 100k "[" is a
+    RecursionError.  It is a corrupt line: skipped and counted, as in the middle."""
+    from infertop.recording import decode, decode_snapshot
+    header = json.dumps({"format": "infertop-recording", "schema": 1}).encode()
+    good = json.dumps({"time": 1.0, "tick": 1, "samples": {}, "capabilities": {}}).encode()
+    dec = decode(header + b"\n" + good + b"\n" + b"[" * 100_000, "deep")
+    assert dec.lines == [good] and dec.skipped == 1 and not dec.truncated
+    # a line whose time reads from its start is indexed, and refused when decoded
+    deep = b'{"time": 2.0, "samples": ' + b"[" * 100_000
+    dec = decode(header + b"\n" + good + b"\n" + deep, "deep")
+    assert dec.lines == [good, deep] and not dec.truncated
+    with pytest.raises(RecordingError, match="corrupt snapshot line"):
+        decode_snapshot(dec.lines[1])

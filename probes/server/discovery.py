@@ -290,9 +290,12 @@ def port_from_cmdline(kind: str, cmdline: Iterable[str] | None) -> int | None:
     found = parse_flags(args, flag)
     v = _pick(found, *flag)
     try:
-        return int(v) if v is not None else None
+        port = int(v) if v is not None else None
     except ValueError:
         return None
+    # a port no socket can have (--port 99999 on a command line) is no port: the recorded
+    # meta's range (infertop/meta.py) would refuse it
+    return port if port is not None and 0 < port <= 65535 else None
 
 
 def port_from_url(url: str) -> int | None:

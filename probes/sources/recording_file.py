@@ -102,6 +102,8 @@ class RecordingFile:
         self.times = array("d")
         self._starts = array("q")       # decompressed offset of each snapshot line
         self._ends = array("q")         # ... and of its end (the newline excluded)
+        self._linenos = array("q")      # ... and its line number in the file (the header: 1)
+        self._newlines = 0              # newlines passed by the opening pass
         self._seek: list[tuple[int, int, Any]] = []  # (dec offset, comp offset, inflater)
         self.truncated = False
         self.skipped = 0
@@ -189,6 +191,7 @@ class RecordingFile:
                     m = _BLANK_LINES.match(block, start)
                     if m is not None and m.end() > start:
                         pos += m.end() - start
+                        self._newlines += block.count(b"\n", start, m.end())
                         start = m.end()
                 nl = block.find(b"\n", start)
                 if nl < 0:
@@ -207,6 +210,7 @@ class RecordingFile:
                     break
                 piece = block[start:nl]
                 start = nl + 1
+                self._newlines += 1   # this line is line number self._newlines
                 if over:
                     over = False
                     pos += len(piece) + 1
@@ -265,8 +269,14 @@ class RecordingFile:
         self.times.append(t)
         self._starts.append(start)
         self._ends.append(start + len(buf))
+        self._linenos.append(self._newlines + (1 if last else 0))
 
     # ---- reading lines back -----------------------------------------------------------
+    def line_number(self, index: int) -> int:
+        """The line number in the file of snapshot line ``index`` (the header is line 1):
+        what a message about a bad line names, so a person can open the file there."""
+        return self._linenos[index]
+
     def line(self, index: int) -> bytes:
         """The raw bytes of snapshot line ``index`` (0-based)."""
         start, end = self._starts[index], self._ends[index]

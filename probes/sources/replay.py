@@ -153,7 +153,8 @@ class ReplaySource(SnapshotSource):
         try:
             return decode_snapshot(self._dec.line(index))
         except RecordingError as e:
-            raise RecordingError(f"{self.path.name}: snapshot {index + 1}: {e}") from None
+            raise RecordingError(f"{self.path.name}: line {self._dec.line_number(index)}: "
+                                 f"{e}") from None
 
     async def start(self) -> dict[str, Capability]:
         caps = self.header.get("source", {}).get("capabilities")

@@ -3,8 +3,9 @@
 A target returns quietly for any input the parser accepts or refuses the documented way
 (its one-line error type); anything else (TypeError, RecursionError, OverflowError, a
 hang) is a finding: libFuzzer stops and writes the input.  What a run finds becomes a
-plain regression test beside the parser's other tests (none yet: the runs of
-2026-12-03 found nothing).  The targets call the parsers'
+plain regression test beside the parser's other tests (so far: a long bad ``--url``
+echoed whole, tests/test_hostile_round3.py; a deeply nested last line escaping recording.decode,
+tests/test_recording.py).  The targets call the parsers'
 public functions only: if one moves, its import here moves with it.
 
 Run by tools/fuzz/run.py (which instruments the infertop modules first).
@@ -67,6 +68,30 @@ def recording_lines(data: bytes) -> None:
         parse_header_line(first, "fuzz")
     except RecordingError as e:
         _one_line(e)
+    _meta(data)
+
+
+# a source name of each meta class (infertop/meta.py's meta_class)
+_META_SOURCES = ("scrape@n1", "nvml", "process", "server:h:1", "kvevents:h:1", "gil",
+                 "prometheus", "prometheus-alerts", "prometheus-aggregates")
+
+
+def _meta(data: bytes) -> None:
+    """The per-sample meta decoder on its own (issue 36): the input as one meta object, read
+    as every source's class: refused with its one line, or typed meta that writes back as
+    strict JSON (the recorder writes with allow_nan=False)."""
+    from infertop.meta import MetaError, meta_from_dict
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError):
+        return
+    for source in _META_SOURCES:
+        try:
+            meta = meta_from_dict(source, obj)
+        except MetaError as e:
+            _one_line(e)
+        else:
+            json.dumps(meta.to_dict(), allow_nan=False)
 
 
 def kv_batch(data: bytes) -> None:
