@@ -69,7 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if argv and argv[0] in SUBCOMMANDS and argv[0] != "tui":
             cmd = argv[0]
-            args = build_sub_parser(cmd).parse_args(argv[1:])
+            if cmd == "serve":   # the screen's flags pass through without a `--`
+                args = _command("serve", "parse_serve_args")(argv[1:])
+            else:
+                args = build_sub_parser(cmd).parse_args(argv[1:])
             if cmd in COMMANDS:
                 return _command(*COMMANDS[cmd])(args)
             screen = _command("interactive", "screen")
