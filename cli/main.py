@@ -88,6 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             argv = argv[1:]
         args = build_parser().parse_args(argv)
         screen = _command("interactive", "screen")
+        # without a terminal: its one-line error before --or-demo looks for GPUs and servers
+        _command("interactive", "stop_without_terminal")(args)
         if args.or_demo and args.source == "live" and not args.url and not args.pid \
                 and _command("interactive", "nothing_live")(None):
             print("infertop: no GPU and no inference server found here: starting the demo "
