@@ -90,6 +90,7 @@ def fit(ctx: PaneContext, *parts: Text | Columns | Expendable | None) -> Text:
     def total(xs: list[Any]) -> int:
         return sum(_lines(x.part if isinstance(x, Expendable) else x) for x in xs)
 
+    lost = None
     if ctx.layer is not None:     # a finding's reading the pane has no column for
         lost = subject_lines(ctx, ctx.untagged(ctx.layer))
         if lost is not None:
@@ -98,6 +99,16 @@ def fit(ctx: PaneContext, *parts: Text | Columns | Expendable | None) -> Text:
         last = max(i for i, x in enumerate(items) if isinstance(x, Expendable))
         items.pop(last)
     items = [x.part if isinstance(x, Expendable) else x for x in items]
+    # a note longer than a short pane's room keeps its first line; the rest is counted in
+    # the pane's "+N more" and given back below as far as the tables leave room (the
+    # widget cut a long note off unannounced: the memory pane's container note at 80x24)
+    tails: dict[int, list[Text]] = {}
+    if total(items) > height:
+        for n, x in enumerate(items):
+            if isinstance(x, Text) and x is not lost and "\n" in x.plain:
+                first, *rest = x.split("\n", allow_blank=True)
+                items[n] = first
+                tails[n] = list(rest)
     tables = [i for i, x in enumerate(items) if isinstance(x, Columns)]
     # a table's own lines: header and rows (its "+N more" goes into the pane's one line)
     need = {i: items[i].lines() - (1 if items[i].more else 0) for i in tables}
@@ -131,7 +142,10 @@ def fit(ctx: PaneContext, *parts: Text | Columns | Expendable | None) -> Text:
             items[i].max_width = max(items[i].max_width, ctx.width - 10)
     lines: list[Text] = []
     hidden = 0
+    tail_at: list[tuple[int, list[Text]]] = []    # (index in lines, a note's cut lines)
     for n, p in enumerate(items):
+        if n in tails:
+            tail_at.append((len(lines) + 1, tails[n]))
         if n == target:
             lines.append(p.window_text(ctx.view, limits.get(n, need[n]), rank, ctx.width,
                                        ctx.styles))
@@ -145,9 +159,27 @@ def fit(ctx: PaneContext, *parts: Text | Columns | Expendable | None) -> Text:
                 lines.append(t)
         else:
             lines.append(fit_lines(p, ctx.width) if ctx.width else p)
+    if tail_at:
+        hidden += _give_back_tails(lines, tail_at, height, hidden)
     if hidden:
         lines.append(more_line(hidden, hint))
     return join_lines(lines)
+
+
+def _give_back_tails(lines: list[Text], tail_at: list[tuple[int, list[Text]]], height: int,
+                     hidden: int) -> int:
+    """Put cut notes' lines back under their first line while the pane has room (the
+    "+N more" line kept when anything stays hidden); returns the lines still hidden."""
+    used = sum(line.plain.count("\n") + 1 for line in lines)
+    left = sum(len(t) for _, t in tail_at)
+    for at, tail in reversed(tail_at):      # from the bottom: earlier indices stay right
+        free = height - used - (1 if hidden or left > len(tail) else 0)
+        give = len(tail) if free >= len(tail) else max(0, free - (0 if hidden else 1))
+        give = min(give, len(tail))
+        lines[at:at] = tail[:give]
+        used += give
+        left -= give
+    return left
 
 
 def _give_pinned_rows(items: list, tables: list[int], need: dict[int, int],
