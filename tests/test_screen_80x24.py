@@ -50,6 +50,20 @@ def test_the_parallelism_panes_engine_label_keeps_its_port(name: str, ticks: int
         assert row.split()[:2] == [":8000", "e0"], text
 
 
+def test_several_servers_engines_keep_their_port_whole() -> None:
+    from infertop.model import Reading, Sample, make_labels
+    from infertop.pipeline import Pipeline
+    samples = {}
+    for port in (8000, 8001):     # a source per server, as two --url give
+        name = f"server:127.0.0.1:{port}"
+        samples[name] = Sample(name, 1.0, (Reading.of(
+            "server.requests_running", 3.0,
+            make_labels(instance=f"127.0.0.1:{port}", engine="0")),))
+    frame = Pipeline().feed(Snapshot(1.0, samples))
+    text = pane_text("parallelism", frame, width=38, height=5, wide=False)
+    assert "127.0.0.1:8000 e0" in text and "127.0.0.1:8001 e0" in text, text
+
+
 class ContainerSource:
     """A demo whose infertop runs in a container: NVML's process list names no PID here
     (none are read) and the process probe says it is in a container."""

@@ -84,9 +84,10 @@ class ParallelismPane(LayerPane):
                           ctx.value_text(same("server.requests_waiting")),
                           ctx.value_text(same("kv.usage_ratio")),
                           ctx.value_text(same("throughput.generation_tokens_per_second")))
-            # a short label stays whole and a column goes instead: ":8000 e0" cut to six
-            # was ":8000…", and a cut never ends inside a number, so ":…" (nothing useful)
-            t.cut_min = max(t.cut_min, min(12, max(map(len, labels), default=0)))
+            # the label (at most 22 columns, its end kept: the port) stays whole and a
+            # column goes instead: ":8000 e0" cut to six was ":8000…", and a cut never ends
+            # inside a number, so ":…" (nothing useful)
+            t.cut_min = max(t.cut_min, max(map(len, labels), default=0))
             parts.append(t)
         pd = disagg_lines(ctx)
         if pd is not None:
