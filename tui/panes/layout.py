@@ -99,16 +99,6 @@ def fit(ctx: PaneContext, *parts: Text | Columns | Expendable | None) -> Text:
         last = max(i for i, x in enumerate(items) if isinstance(x, Expendable))
         items.pop(last)
     items = [x.part if isinstance(x, Expendable) else x for x in items]
-    # a note longer than a short pane's room keeps its first line; the rest is counted in
-    # the pane's "+N more" and given back below as far as the tables leave room (the
-    # widget cut a long note off unannounced: the memory pane's container note at 80x24)
-    tails: dict[int, list[Text]] = {}
-    if total(items) > height:
-        for n, x in enumerate(items):
-            if isinstance(x, Text) and x is not lost and "\n" in x.plain:
-                first, *rest = x.split("\n", allow_blank=True)
-                items[n] = first
-                tails[n] = list(rest)
     tables = [i for i, x in enumerate(items) if isinstance(x, Columns)]
     # a table's own lines: header and rows (its "+N more" goes into the pane's one line)
     need = {i: items[i].lines() - (1 if items[i].more else 0) for i in tables}
@@ -142,10 +132,8 @@ def fit(ctx: PaneContext, *parts: Text | Columns | Expendable | None) -> Text:
             items[i].max_width = max(items[i].max_width, ctx.width - 10)
     lines: list[Text] = []
     hidden = 0
-    tail_at: list[tuple[int, list[Text]]] = []    # (index in lines, a note's cut lines)
+    texts: list[int] = []     # the free-form parts' places in lines (not a finding's)
     for n, p in enumerate(items):
-        if n in tails:
-            tail_at.append((len(lines) + 1, tails[n]))
         if n == target:
             lines.append(p.window_text(ctx.view, limits.get(n, need[n]), rank, ctx.width,
                                        ctx.styles))
@@ -158,28 +146,37 @@ def fit(ctx: PaneContext, *parts: Text | Columns | Expendable | None) -> Text:
             if t.plain:
                 lines.append(t)
         else:
+            if p is not lost:
+                texts.append(len(lines))
             lines.append(fit_lines(p, ctx.width) if ctx.width else p)
-    if tail_at:
-        hidden += _give_back_tails(lines, tail_at, height, hidden)
+    hidden += _cut_overflow(lines, texts, height, hidden)
     if hidden:
         lines.append(more_line(hidden, hint))
     return join_lines(lines)
 
 
-def _give_back_tails(lines: list[Text], tail_at: list[tuple[int, list[Text]]], height: int,
-                     hidden: int) -> int:
-    """Put cut notes' lines back under their first line while the pane has room (the
-    "+N more" line kept when anything stays hidden); returns the lines still hidden."""
+def _cut_overflow(lines: list[Text], texts: list[int], height: int, hidden: int) -> int:
+    """Lines past the pane's height, taken off its free-form parts from the bottom up (a
+    long note, then the lines above it; never a table's rows or a finding's line) so the
+    "+N more" line is on screen and counts them: the widget cut them off unannounced (the
+    memory pane's container note at 80x24 showed a line and stopped).  Returns how many
+    lines were taken; ``lines`` is changed in place."""
     used = sum(line.plain.count("\n") + 1 for line in lines)
-    left = sum(len(t) for _, t in tail_at)
-    for at, tail in reversed(tail_at):      # from the bottom: earlier indices stay right
-        free = height - used - (1 if hidden or left > len(tail) else 0)
-        give = len(tail) if free >= len(tail) else max(0, free - (0 if hidden else 1))
-        give = min(give, len(tail))
-        lines[at:at] = tail[:give]
-        used += give
-        left -= give
-    return left
+    if used + (1 if hidden else 0) <= height:
+        return 0
+    need = used + 1 - height          # the "+N more" line included
+    taken = 0
+    for n in reversed(texts):
+        if need <= 0:
+            break
+        rows = lines[n].split("\n", allow_blank=True)
+        take = min(len(rows), need)
+        lines[n] = Text("\n", no_wrap=True, overflow="ellipsis", end="").join(
+            rows[:len(rows) - take])
+        taken += take
+        need -= take
+    lines[:] = [line for n, line in enumerate(lines) if not (n in texts and not line.plain)]
+    return taken
 
 
 def _give_pinned_rows(items: list, tables: list[int], need: dict[int, int],
