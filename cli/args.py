@@ -66,8 +66,9 @@ def add_source_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--prometheus", metavar="URL",
                    help="read a fleet through Prometheus (dcgm-exporter and servers' /metrics "
                         "it scrapes) instead of this machine")
-    # each probe's own flags (--no-gpu, --kv-events...): declared by the probe
-    from infertop.probes.registry import add_probe_flags
+    # each probe's own flags (--no-gpu, --kv-events...): declared as data (probes/flags.py),
+    # no probe module imported
+    from infertop.probes.flags import add_probe_flags
     add_probe_flags(g)
     g.add_argument("--source", default="live", metavar="live|demo:NAME|replay:FILE",
                    help="where snapshots come from (default: live)")

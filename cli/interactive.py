@@ -7,28 +7,35 @@ import os
 import sys
 
 from . import splash
+from .checks import check_record_target, check_screen_args
 from .errors import UsageError
 from .options import ScreenArgs, typed
-from .sources import make_pipeline, source_and_pipeline
 
 
 def screen(args: argparse.Namespace) -> int:
     """The screen for ``args``' source; the config TOML parsed once for source and pipeline."""
-    if not typed(ScreenArgs, args).theme and on_terminal():
+    stop_without_terminal(args)
+    if not typed(ScreenArgs, args).theme:
         splash.show()    # before the sources are made (an error there takes it down again)
+    from .sources import source_and_pipeline
     source, pipeline = source_and_pipeline(args)
     return run_tui(source, args, pipeline=pipeline)
+
+
+def stop_without_terminal(args: argparse.Namespace) -> None:
+    """Without a terminal, the one-line error now: after the arguments' own errors (the
+    more specific), found without making the source (cli/checks.py: no probe is built or
+    imported, Textual neither), so it comes at once (issue 35).  With --theme the screen
+    checks the theme first (that imports Textual) and the terminal after it (run_tui)."""
+    if not typed(ScreenArgs, args).theme and not on_terminal():
+        check_screen_args(args)
+        require_terminal()
 
 
 def run_tui(source, args: argparse.Namespace, pipeline=None) -> int:
     """The screen for ``source``; its pipeline made here (``args``' config) when not given."""
     given = typed(ScreenArgs, args)
-    if given.record:     # a bad --record target is named first: the more specific error
-        from infertop.safefile import OutputError, check_target
-        try:
-            check_target(given.record, force=given.force)
-        except OutputError as e:
-            raise UsageError(str(e)) from None
+    check_record_target(args)   # a bad --record target is named first: the more specific
     if not given.theme:
         # before Textual is imported (~0.5 s): without a terminal the one-line error comes
         # at once (a --theme is checked against the app's themes first, as before) ...
@@ -36,6 +43,7 @@ def run_tui(source, args: argparse.Namespace, pipeline=None) -> int:
         splash.show()       # ... and with one, a first line on the screen at once (issue 35)
     from infertop.tui.modes import app_for_source
     if pipeline is None:
+        from .sources import make_pipeline
         pipeline = make_pipeline(args, source)
     from infertop.tui.app import UnknownTheme
     from infertop.tui.options import AppOptions

@@ -69,7 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if argv and argv[0] in SUBCOMMANDS and argv[0] != "tui":
             cmd = argv[0]
-            args = build_sub_parser(cmd).parse_args(argv[1:])
+            if cmd == "serve":   # the screen's flags pass through without a `--`
+                args = _command("serve", "parse_serve_args")(argv[1:])
+            else:
+                args = build_sub_parser(cmd).parse_args(argv[1:])
             if cmd in COMMANDS:
                 return _command(*COMMANDS[cmd])(args)
             screen = _command("interactive", "screen")
@@ -85,6 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             argv = argv[1:]
         args = build_parser().parse_args(argv)
         screen = _command("interactive", "screen")
+        # without a terminal: its one-line error before --or-demo looks for GPUs and servers
+        _command("interactive", "stop_without_terminal")(args)
         if args.or_demo and args.source == "live" and not args.url and not args.pid \
                 and _command("interactive", "nothing_live")(None):
             print("infertop: no GPU and no inference server found here: starting the demo "

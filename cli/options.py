@@ -27,6 +27,8 @@ class SourceArgs:
     url: tuple[str, ...] = ()          # --url as given (repeatable)
     config: str | None = None          # --config FILE
     gpus: int | None = None            # demo: the GPUs a scenario is spread over
+    pid: int | None = None             # --pid: the server process
+    kv_events: tuple[str, ...] = ()    # --kv-events endpoints (probes/flags.py)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,44 @@ from .errors import UsageError
 
 INSTALL = "pip install 'infertop[serve]' (or pip install textual-serve)"
 
+# serve's own flags; the screen has none of these names, so they are taken out wherever
+# they stand (before a `--`) and every other word is the screen's: `serve --port 8000
+# --theme x` needed a `--` before `--theme` (argparse refused it as unrecognized)
+OWN_WITH_VALUE = ("--port", "--host")
+OWN_SWITCHES = ("--all-keys", "-h", "--help")
+
+
+def split_args(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(serve's own arguments, the screen's) of ``argv``; all after a `--` is the screen's."""
+    own: list[str] = []
+    inner: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            inner += argv[i + 1:]
+            break
+        if word.split("=", 1)[0] in OWN_WITH_VALUE:
+            own.append(word)
+            if "=" not in word and i + 1 < len(argv):    # its value, whatever it looks like
+                i += 1
+                own.append(argv[i])
+        elif word in OWN_SWITCHES:
+            own.append(word)
+        else:
+            inner.append(word)
+        i += 1
+    return own, inner
+
+
+def parse_serve_args(argv: list[str]) -> argparse.Namespace:
+    """serve's parsed flags, the screen's words in ``infertop_args`` (checked by cmd_serve)."""
+    from .args import build_sub_parser
+    own, inner = split_args(argv)
+    args = build_sub_parser("serve").parse_args(own)
+    args.infertop_args = inner
+    return args
+
 
 def child_command(inner: list[str]) -> str:
     """The command each browser session runs: this infertop with the screen's args."""

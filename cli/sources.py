@@ -12,8 +12,11 @@ from infertop.meta import ProcessMeta, ServerMeta
 from infertop.model import Status
 from infertop.source import SnapshotSource, pace
 
+from .checks import bad_source, check_live_args, load_diagnosis_config
 from .errors import UsageError
 from .options import SourceArgs, typed
+
+__all__ = ["load_diagnosis_config", "make_pipeline", "make_source", "source_and_pipeline"]
 
 
 def make_source(args: argparse.Namespace, cfg=None):
@@ -38,7 +41,7 @@ def make_source(args: argparse.Namespace, cfg=None):
         except RecordingError as e:
             raise UsageError(str(e)) from None
     if spec != "live":
-        raise UsageError(f"--source must be live, demo:NAME or replay:FILE, not {spec!r}")
+        raise bad_source(spec)
     if given.prometheus:
         return make_prometheus_source(args)
     return make_live_source(args, cfg)
@@ -46,8 +49,7 @@ def make_source(args: argparse.Namespace, cfg=None):
 
 def make_prometheus_source(args: argparse.Namespace):
     """--prometheus URL: the fleet Prometheus scrapes (probes/prometheus/source.py)."""
-    if args.url or args.pid:
-        raise UsageError("--prometheus reads the fleet from Prometheus: drop --url/--pid")
+    check_live_args(args)
     from infertop.probes.prometheus.source import PrometheusSource
     try:
         return PrometheusSource(args.prometheus, timeout=max(2.0, min(10.0, args.interval * 4)))
@@ -70,20 +72,13 @@ def make_live_source(args: argparse.Namespace, cfg=None):
     """This machine's probes, from the registry (probes/registry.py), under one Hub; or a
     fleet read directly when --url names remote hosts."""
     from infertop.probes.registry import LiveTarget, ProbeUsageError, build_probes
-    from infertop.probes.server.metrics import normalize_url
     from infertop.probes.sources.hub import Hub, deadline_for
 
     urls = list(args.url or [])
-    from infertop.probes.sources.fleet_hub import FleetHub, fleet_nodes, split_node
-    for u in urls:   # a URL that can never be read is the user's to fix: say so at once
-        try:
-            normalize_url(split_node(u)[1])
-        except ValueError as e:
-            raise UsageError(f"--url: {e}") from None
+    from infertop.probes.sources.fleet_hub import FleetHub, fleet_nodes
+    check_live_args(args)   # bad --url, --pid with remote nodes, bad --kv-events: at once
     nodes = fleet_nodes(urls)
     if nodes:   # remote hosts or NAME=URL: a fleet read directly, no local probes
-        if args.pid:
-            raise UsageError("--pid is a process of this machine: not with remote --url nodes")
         return FleetHub(nodes, deadline=deadline_for(args.interval))
     # probes read a few thresholds (the host's top consumers are scanned from
     # thresholds.host_top_scan_at)
@@ -119,16 +114,6 @@ def discovered_routes(pid: int | None) -> list:
         return routes_of([s for s in servers if s is not None])
     except Exception:
         return []
-
-
-def load_diagnosis_config(args: argparse.Namespace):
-    """--config or the user's file, parsed (UsageError when it is bad).  Read it once per
-    run and pass it to make_source and make_pipeline."""
-    from infertop.config import ConfigError, load_config
-    try:
-        return load_config(typed(SourceArgs, args).config)
-    except ConfigError as e:
-        raise UsageError(f"config: {e}") from None
 
 
 def source_and_pipeline(args: argparse.Namespace) -> tuple:

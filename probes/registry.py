@@ -18,20 +18,24 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
-import importlib.metadata
 import importlib.util
 import pkgutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infertop.keys import SPECS
 from infertop.plugins import load_group
 
 from .base import Probe
+from .flags import BUILTIN_FLAGS, ENTRY_POINT_GROUP, ProbeFlag
 
-# the entry-point group a probe shipped as its own package declares itself in
-ENTRY_POINT_GROUP = "infertop.probes"
+if TYPE_CHECKING:   # imported by plugins.py only when a plug-in may be installed
+    import importlib.metadata
+
+__all__ = ["ENTRY_POINT_GROUP", "LiveTarget", "ProbeFlag", "ProbeSpec", "ProbeUsageError",
+           "add_other_flags", "build_probes", "builtin_modules", "load_plugins",
+           "plugin_errors", "probe_specs", "register", "unregister"]
 # what a module declaring a probe says (read before importing it: only those are imported)
 _DECLARES = "\nSPEC = register(ProbeSpec("
 
@@ -69,7 +73,10 @@ class ProbeSpec:
     ``name``: its source name (a server probe's Samples are ``name:instance``).
     ``keys``: every reading key it may emit (declared in infertop/keys.py, not derived).
     ``needs``: what it needs to read anything, in words (for a reader of the registry).
-    ``add_flags``: adds its own flags to the "sources" argument group.
+    ``flags``: its own flags in the "sources" argument group, as data; a built-in probe
+    names its entry of probes/flags.py (``BUILTIN_FLAGS``), read without importing it.
+    ``add_flags``: a plug-in's own flags added by a function instead (a built-in probe's
+    would be missing from --help: its module is not imported there).
     ``build``: its probes for the live Hub from the parsed flags ([] = off); None for a
     probe the screen starts on demand (the GIL sampler, key G).
     ``off``: why it is off with these flags ("" = on); the Hub shows the reason.
@@ -84,6 +91,7 @@ class ProbeSpec:
     needs: str
     order: int = 1000
     build: Build | None = None
+    flags: tuple[ProbeFlag, ...] = ()
     add_flags: Callable[[argparse._ArgumentGroup], None] | None = None
     off: Callable[[argparse.Namespace], str] = field(default=lambda args: "")
     demo: str | None = None
@@ -165,20 +173,32 @@ def plugin_errors() -> Mapping[str, str]:
 _plugins_loaded = False
 
 
-def probe_specs() -> list[ProbeSpec]:
-    """Every registered probe, by ``order`` (ties: as registered): the built-in ones
-    (imported here), the plug-ins' (loaded once) and any registered since (a test's toy)."""
+def _load_plugins_once() -> None:
     global _plugins_loaded
-    for m in builtin_modules():
-        importlib.import_module(m)
     if not _plugins_loaded:
         _plugins_loaded = True
         load_plugins()
+
+
+def probe_specs() -> list[ProbeSpec]:
+    """Every registered probe, by ``order`` (ties: as registered): the built-in ones
+    (imported here), the plug-ins' (loaded once) and any registered since (a test's toy)."""
+    for m in builtin_modules():
+        importlib.import_module(m)
+    _load_plugins_once()
     return sorted(_REGISTRY.values(), key=lambda s: s.order)
 
 
-def add_probe_flags(group: argparse._ArgumentGroup) -> None:
-    for spec in probe_specs():
+def add_other_flags(group: argparse._ArgumentGroup) -> None:
+    """The flags of the probes that are not built in (plug-ins, loaded once, and any
+    registered by hand), by ``order``: probes/flags.py added the built-in ones' from its
+    table without importing them (add_probe_flags there calls this)."""
+    _load_plugins_once()
+    for spec in sorted(_REGISTRY.values(), key=lambda s: s.order):
+        if spec.name in BUILTIN_FLAGS:
+            continue
+        for flag in spec.flags:
+            flag.add_to(group)
         if spec.add_flags is not None:
             spec.add_flags(group)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from infertop import keys, testing
+from infertop.probes import flags as probe_flags
 from infertop.probes import registry as probe_registry
 from infertop.probes.server.discovery import classify
 from infertop.servers import registry as kind_registry
@@ -62,11 +63,18 @@ def test_the_example_kind_registers_and_passes_the_kit():
         sys.modules.pop("docs_example_kind", None)
 
 
+def _flags_entry() -> dict:
+    (entry,) = [b for b in blocks("contributing.md") if b.lstrip().startswith('"uptime": (')]
+    return eval("{" + entry + "}", vars(probe_flags))   # as probes/flags.py's table holds it
+
+
 def test_the_example_probe_registers_reads_and_passes_the_kit(monkeypatch):
     key_line, code = _probe_blocks()
     spec = eval(key_line, vars(keys))            # the line as keys.py's table holds it
     assert isinstance(spec, keys.KeySpec)
     monkeypatch.setitem(keys.SPECS, spec.key, spec)
+    for name, flags in _flags_entry().items():
+        monkeypatch.setitem(probe_flags.BUILTIN_FLAGS, name, flags)
     mod = module_of("docs_example_probe", code)
     try:
         assert mod.SPEC in probe_registry.probe_specs()

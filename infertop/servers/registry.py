@@ -19,14 +19,17 @@ it never stops infertop.
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import pkgutil
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from ..plugins import load_group
 from .mapping import Dialect
 from .spec import ServerKind
+
+if TYPE_CHECKING:   # imported by plugins.py only when a plug-in may be installed
+    import importlib.metadata
 
 __all__ = ["ServerKind", "KINDS", "kind", "kinds", "names", "register", "unregister",
            "ENTRY_POINT_GROUP", "load_plugins", "plugin_errors",

@@ -32,6 +32,7 @@ from typing import Any
 from infertop.meta import GpuName, NvmlMeta
 from infertop.model import Capability, Reading, Sample, Status, make_labels
 from infertop.probes.base import BlockingProbe, sample
+from infertop.probes.flags import BUILTIN_FLAGS
 from infertop.probes.nvml.calls import GpuLost, NvmlCalls
 from infertop.probes.nvml.decode import decode_throttle
 from infertop.probes.nvml.gpm import GPM_READINGS, GpmSampler
@@ -430,10 +431,6 @@ def _try(fn: Callable[[], Any], default: Any) -> Any:
         return default
 
 
-def _flags(g) -> None:
-    g.add_argument("--no-gpu", action="store_true", help="do not load NVML")
-
-
 SPEC = register(ProbeSpec(
     name="nvml", order=10,
     keys=("gpu.info", "gpu.lost", "gpu.util_ratio", "gpu.mem_util_ratio", "gpu.mem_used_bytes",
@@ -451,7 +448,7 @@ SPEC = register(ProbeSpec(
           "process.gpu_sm_ratio", "process.gpu_owner"),
     needs="NVML (nvidia-ml-py and an NVIDIA driver); GPM readings need Hopper or newer",
     build=lambda args, target: [NvmlProbe()],
-    add_flags=_flags,
+    flags=BUILTIN_FLAGS["nvml"],   # declared in probes/flags.py: --help imports no probe
     off=lambda args: "GPU readings off (--no-gpu)" if getattr(args, "no_gpu", False) else "",
     demo="infertop.demo.readings:nvml_sample",
 ))

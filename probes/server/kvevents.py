@@ -39,6 +39,7 @@ from infertop.model import Capability, Sample, Status
 from infertop.textclean import clean
 
 from ..base import Probe
+from ..flags import BUILTIN_FLAGS
 from ..registry import LiveTarget, ProbeSpec, ProbeUsageError, register
 
 DEFAULT_ENDPOINT = "tcp://*:5557"   # vLLM KVEventsConfig.endpoint's default
@@ -399,6 +400,15 @@ class KvEventsProbe(Probe):
             ctx.term()   # every socket is closed by its thread: term() cannot hang
 
 
+def check_endpoints(endpoints: list[str]) -> None:
+    """ProbeUsageError for the first --kv-events endpoint no publisher can have (the CLI
+    checks them before the terminal too: cli/checks.py)."""
+    for ep in endpoints:
+        problem = endpoint_problem(ep)
+        if problem:
+            raise ProbeUsageError(f"--kv-events {clean(ep)[:80]!r}: {problem}")
+
+
 def kv_event_probes(args: Any, target: LiveTarget) -> list[KvEventsProbe]:
     """A KV-event subscriber for the watched server: at --kv-events's endpoints, else at
     those its own --kv-events-config names (none when it publishes no events)."""
@@ -407,10 +417,7 @@ def kv_event_probes(args: Any, target: LiveTarget) -> list[KvEventsProbe]:
     instance = normalize_url(urls[0])[1] if urls else "local"
     given = list(getattr(args, "kv_events", None) or [])
     if given:
-        for ep in given:
-            problem = endpoint_problem(ep)
-            if problem:
-                raise ProbeUsageError(f"--kv-events {clean(ep)[:80]!r}: {problem}")
+        check_endpoints(given)
         return [KvEventsProbe(given, instance)]
     pid = target.pid
     url = urls[0] if urls else None
@@ -455,13 +462,6 @@ def _start_time(pid: int) -> float:
         return 0.0
 
 
-def _flags(g: Any) -> None:
-    g.add_argument("--kv-events", action="append", default=[], metavar="ENDPOINT",
-                   help="subscribe to the server's KV-cache events at this ZMQ endpoint "
-                        "(tcp://HOST:PORT; repeat per data-parallel rank); default: from "
-                        "the server's --kv-events-config (needs infertop[kv-events])")
-
-
 SPEC = register(ProbeSpec(
     name="kvevents", order=40,
     keys=("kv.event_batches_total", "kv.event_batches_dropped_total",
@@ -471,5 +471,5 @@ SPEC = register(ProbeSpec(
     needs="pyzmq (infertop[kv-events]) and a server publishing KV events "
           "(vLLM --kv-events-config)",
     build=kv_event_probes,
-    add_flags=_flags,
+    flags=BUILTIN_FLAGS["kvevents"],   # declared in probes/flags.py: --help imports no probe
 ))

@@ -28,6 +28,7 @@ from typing import Any
 
 from infertop.model import Capability, Reading, Sample, Status
 from infertop.probes.base import BlockingProbe, sample
+from infertop.probes.flags import BUILTIN_FLAGS
 from infertop.probes.registry import LiveTarget, ProbeSpec, register
 
 PRESSURE_DIR = "/proc/pressure"
@@ -129,18 +130,13 @@ def build(args: Any, target: LiveTarget) -> Sequence[PressureProbe]:
         else []
 
 
-def _flags(g: Any) -> None:
-    g.add_argument("--no-pressure", action="store_true",
-                   help="do not read the host's pressure stall information (/proc/pressure)")
-
-
 SPEC = register(ProbeSpec(
     name="pressure", order=60,
     keys=("host.pressure_some_ratio", "host.pressure_full_ratio",
           "host.pressure_stall_seconds_total"),
     needs="Linux 4.20+ with PSI on (/proc/pressure/cpu readable)",
     build=build,
-    add_flags=_flags,
+    flags=BUILTIN_FLAGS["pressure"],   # declared in probes/flags.py: --help imports no probe
     off=lambda args: "host pressure off (--no-pressure)"
     if getattr(args, "no_pressure", False) else "",   # a hand-built Namespace may lack it
 ))

@@ -28,7 +28,6 @@ from infertop.demo.sim import DEMO_EPOCH, ScenarioRun, SimFrame
 from infertop.keys import SPECS
 from infertop.meta import ServerMeta
 from infertop.model import Capability, Reading, Sample, Snapshot, Status, make_labels
-from infertop.probes.server.metrics import refused_message
 from infertop.servers import registry, vllm
 from infertop.source import SnapshotSource, pace
 
@@ -229,6 +228,9 @@ class DemoSource(SnapshotSource):
         src = self.server_source
         url = f"demo://{self.scenario.name}/metrics"
         if frame.down:
+            # the live probe's words (imported here: its HTTP client costs the demo's
+            # first frame ~50 ms of imports it never needs otherwise)
+            from infertop.probes.server.metrics import refused_message
             return Sample(src, frame.time, (), Status.ERROR, refused_message(url),
                           self._last_meta)
         text = render(frame, self.dialect or frame.kind)

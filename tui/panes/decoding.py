@@ -26,6 +26,9 @@ class DecodingPane(LayerPane):
         window = int(ctx.frame.window)
         t = grid(["latency", "p50", "p90", "p99", "p99 (trend)"], styles=ctx.styles)
         t.drop = (4, 2, 1)     # narrow: the trend goes first, p99 (the tail) last
+        # the label column keeps its header whole: at 80x24 a p99 with its finding's code
+        # shrank it to six columns ("laten…", and "TTFT e0" to "TTFT …"); a column goes first
+        t.cut_min = len("latency")
         for key, label in LATENCIES:
             # one row per engine (the worst p99s when there are more than fit)
             found, left = ctx.top(ctx.readings(key, quantile="0.99"), ctx.row_cap)

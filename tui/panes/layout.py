@@ -90,6 +90,7 @@ def fit(ctx: PaneContext, *parts: Text | Columns | Expendable | None) -> Text:
     def total(xs: list[Any]) -> int:
         return sum(_lines(x.part if isinstance(x, Expendable) else x) for x in xs)
 
+    lost = None
     if ctx.layer is not None:     # a finding's reading the pane has no column for
         lost = subject_lines(ctx, ctx.untagged(ctx.layer))
         if lost is not None:
@@ -131,6 +132,7 @@ def fit(ctx: PaneContext, *parts: Text | Columns | Expendable | None) -> Text:
             items[i].max_width = max(items[i].max_width, ctx.width - 10)
     lines: list[Text] = []
     hidden = 0
+    texts: list[int] = []     # the free-form parts' places in lines (not a finding's)
     for n, p in enumerate(items):
         if n == target:
             lines.append(p.window_text(ctx.view, limits.get(n, need[n]), rank, ctx.width,
@@ -144,10 +146,37 @@ def fit(ctx: PaneContext, *parts: Text | Columns | Expendable | None) -> Text:
             if t.plain:
                 lines.append(t)
         else:
+            if p is not lost:
+                texts.append(len(lines))
             lines.append(fit_lines(p, ctx.width) if ctx.width else p)
+    hidden += _cut_overflow(lines, texts, height, hidden)
     if hidden:
         lines.append(more_line(hidden, hint))
     return join_lines(lines)
+
+
+def _cut_overflow(lines: list[Text], texts: list[int], height: int, hidden: int) -> int:
+    """Lines past the pane's height, taken off its free-form parts from the bottom up (a
+    long note, then the lines above it; never a table's rows or a finding's line) so the
+    "+N more" line is on screen and counts them: the widget cut them off unannounced (the
+    memory pane's container note at 80x24 showed a line and stopped).  Returns how many
+    lines were taken; ``lines`` is changed in place."""
+    used = sum(line.plain.count("\n") + 1 for line in lines)
+    if used + (1 if hidden else 0) <= height:
+        return 0
+    need = used + 1 - height          # the "+N more" line included
+    taken = 0
+    for n in reversed(texts):
+        if need <= 0:
+            break
+        rows = lines[n].split("\n", allow_blank=True)
+        take = min(len(rows), need)
+        lines[n] = Text("\n", no_wrap=True, overflow="ellipsis", end="").join(
+            rows[:len(rows) - take])
+        taken += take
+        need -= take
+    lines[:] = [line for n, line in enumerate(lines) if not (n in texts and not line.plain)]
+    return taken
 
 
 def _give_pinned_rows(items: list, tables: list[int], need: dict[int, int],

@@ -67,10 +67,12 @@ class ParallelismPane(LayerPane):
             # the busiest engines and any a finding is about; rows only for those
             shown, t.more = ctx.top(running, ctx.row_cap)
             many = ctx.distinct_instances("server.requests_running") > 1
+            labels = []
             for r in sorted(shown, key=lambda r: (r.label("instance"), natural(r.label("engine")))):
                 inst, eng = r.label("instance"), r.label("engine")
                 where = (ctx.container_of(inst) or inst) if many else ":" + inst.rsplit(":", 1)[-1]
                 name = f"{where} e{eng}" if eng else where
+                labels.append(name[-22:])
 
                 def same(key: str):   # the same engine's reading (called in this iteration)
                     got = ctx.exact(key, r.labels)  # noqa: B023
@@ -82,6 +84,10 @@ class ParallelismPane(LayerPane):
                           ctx.value_text(same("server.requests_waiting")),
                           ctx.value_text(same("kv.usage_ratio")),
                           ctx.value_text(same("throughput.generation_tokens_per_second")))
+            # the label (at most 22 columns, its end kept: the port) stays whole and a
+            # column goes instead: ":8000 e0" cut to six was ":8000…", and a cut never ends
+            # inside a number, so ":…" (nothing useful)
+            t.cut_min = max(t.cut_min, max(map(len, labels), default=0))
             parts.append(t)
         pd = disagg_lines(ctx)
         if pd is not None:
