@@ -221,6 +221,10 @@ EQUIVALENT: dict[str, str] = {
     "memory.py:weights_twice:delete:if pid not in ctx.procs: -> pass in `for r in rs:`":
         "a pid with no process info groups alone (no model, root_of gives the pid "
         "itself, and a GPU lists a pid once), so it can never make a pair",
+    # --- mutB (issue 31 round 2)
+    "pdsplit.py:derive_split:delete:if not decode: -> pass":
+        "a shortcut: with no decode instance the loop skips every TTFT series (`inst not "
+        "in decode`) and returns [] as well",
 }
 
 # --- finding the mutation sites ----------------------------------------------------------
