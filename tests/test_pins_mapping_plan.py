@@ -12,7 +12,16 @@ from typing import Any
 import pytest
 
 from infertop import mapping_plan
-from infertop.mapping_plan import ADD, BUCKET, HCOUNT, HSUM, MAX_PLANS, Plan, Shape, shape_of
+from infertop.mapping_plan import (
+    ADD,
+    BUCKET,
+    HCOUNT,
+    HSUM,
+    MAX_PLANS,
+    Plan,
+    Shape,
+    shape_of,
+)
 from infertop.promtext import Family, FrozenLabels, PromSample
 
 DIALECTS: dict[str, Any] = {"vllm": object()}
