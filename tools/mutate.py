@@ -225,6 +225,14 @@ EQUIVALENT: dict[str, str] = {
     "pdsplit.py:derive_split:delete:if not decode: -> pass":
         "a shortcut: with no decode instance the loop skips every TTFT series (`inst not "
         "in decode`) and returns [] as well",
+    "dialects.py:_mapped:const:0 -> 1 in `if hit is not None and hit[0] is lab:`":
+        "the memo then never hits (hit[1] is the mapped tuple, never the labels): every "
+        "sample's labels are mapped afresh by the same pure _map_labels, with the same "
+        "result (a cost, not a behaviour)",
+    "dialects.py:_finish:boolop:fresh is not None and last is not None and (n < len(fresh)) "
+    "-> fresh is not None or last is not None or n < len(fresh)":
+        "the one caller (readings_from_families) passes the plan and _run's fresh list, "
+        "one entry per series: the condition is true for every series either way",
 }
 
 # --- finding the mutation sites ----------------------------------------------------------
