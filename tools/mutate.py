@@ -27,7 +27,7 @@ not the line number) falls under it, so editing one function does not reshuffle 
 sample of the others.  ``--all`` runs every mutant.  Mutants that cannot change behaviour
 are listed in EQUIVALENT with the reason and are not counted.
 
-    python tools/mutate.py                      # every module (~307 mutants; the engine,
+    python tools/mutate.py                      # every module (~30-50 mutants a module: the engine,
                                                 # hardware, findings targets run ~40 test
                                                 # files each: run them per module)
     python tools/mutate.py -m derive -m history # some modules
