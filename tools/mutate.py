@@ -233,6 +233,11 @@ EQUIVALENT: dict[str, str] = {
     "-> fresh is not None or last is not None or n < len(fresh)":
         "the one caller (readings_from_families) passes the plan and _run's fresh list, "
         "one entry per series: the condition is true for every series either way",
+    "kvevents.py:KvEventTracker.add:boundary:seq > s.last_seq + 1 -> seq >= s.last_seq + 1":
+        "the next sequence number in order then adds seq - last - 1 = 0 dropped batches",
+    "kvevents.py:KvEventTracker.add:boundary:self._evicted_n > self.max_evicted -> "
+    "self._evicted_n >= self.max_evicted":
+        "at the cap exactly the trim loop inside pops nothing (it runs only while over it)",
 }
 
 # --- finding the mutation sites ----------------------------------------------------------
