@@ -238,6 +238,13 @@ EQUIVALENT: dict[str, str] = {
     "kvevents.py:KvEventTracker.add:boundary:self._evicted_n > self.max_evicted -> "
     "self._evicted_n >= self.max_evicted":
         "at the cap exactly the trim loop inside pops nothing (it runs only while over it)",
+    "reading_index.py:ReadingIndex.__init__:delete:if key not in cumulative: -> pass in "
+    "`for key, lst in raw.items():`":
+        "a shortcut: a key with no cumulative reading keeps all of them in the filter "
+        "below, which then stores the same list (len(kept) == len(lst))",
+    "reading_index.py:ReadingIndex.__init__:delete:continue -> pass in "
+    "`if key not in cumulative:`":
+        "as above: the filter below stores the same list again for such a key",
 }
 
 # --- finding the mutation sites ----------------------------------------------------------
