@@ -46,8 +46,8 @@ def test_mapped_tests_stay_as_listed(mutate):
 
 def test_the_data_side_modules_are_found_by_what_exercises_them(mutate) -> None:
     assert "tests/test_one_median.py" in mutate.TARGETS["windowstat"].test_files()
-    # the rule-table vocabulary runs inside the dialect engine
-    assert "tests/test_dialects.py" in mutate.TARGETS["servers_mapping"].test_files()
+    assert "tests/test_pins_servers_mapping.py" in \
+        mutate.TARGETS["servers_mapping"].test_files()
 
 
 def test_every_target_has_tests_and_its_file(mutate):
