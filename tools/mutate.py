@@ -246,6 +246,13 @@ EQUIVALENT: dict[str, str] = {
     "reading_index.py:ReadingIndex.__init__:delete:continue -> pass in "
     "`if key not in cumulative:`":
         "as above: the filter below stores the same list again for such a key",
+    "registry.py:_load:boolop:__package__ or 'infertop.servers' -> __package__ and "
+    "'infertop.servers'":
+        "imported as a package module __package__ is 'infertop.servers', and both "
+        "expressions give it",
+    "registry.py:register:const:1 -> 2 in `_version += 1`":
+        "_version is only a stamp compared for equality (_cached): a step of 2 changes it "
+        "as surely as a step of 1",
 }
 
 # --- finding the mutation sites ----------------------------------------------------------
