@@ -253,6 +253,9 @@ EQUIVALENT: dict[str, str] = {
     "registry.py:register:const:1 -> 2 in `_version += 1`":
         "_version is only a stamp compared for equality (_cached): a step of 2 changes it "
         "as surely as a step of 1",
+    "history.py:_HistStore.__init__:const:0 -> 1 in `self.cbase = 0`":
+        "an offset only: a point's start is stored as len(c) + cbase and read back less "
+        "cbase, so any starting cbase gives the same counts",
 }
 
 # --- finding the mutation sites ----------------------------------------------------------
