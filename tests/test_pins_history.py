@@ -20,7 +20,7 @@ def test_a_window_without_a_reset_is_newest_minus_oldest() -> None:
     assert d is not None
     # exactly 1.1 - 0.1 (1.0); the steps summed give 1.0000000000000002
     assert d.sum == sums[-1] - sums[0]
-    assert (0.2 - 0.1) + (1.1 - 0.2) != d.sum
+    assert d.sum != (0.2 - 0.1) + (1.1 - 0.2)
     assert d.total == 2.0 and d.buckets == ((0.5, 2.0), (float("inf"), 2.0))
 
 
