@@ -118,3 +118,27 @@ def test_raised_is_active_at_plus_the_rules_for():
     _, alerts = alerting_groups(doc, "infertop-findings", node_of)
     (f,) = findings_by_node(alerts, 2e9)["n1"]
     assert f.raised == f.since + 3.0
+
+
+# ---- tokens/s over the window in force (issue 31, left over) -----------------------------
+def test_tokens_per_second_is_a_rate_over_the_window_in_force() -> None:
+    # the tok_s column has no recording rule: its rate is generated, and it was fixed at
+    # [60s] while the other columns followed an export made with window = 120
+    from infertop.probes.prometheus.aggregates import per_node, rate_window
+    names = column_names(_loaded(120))
+    assert rate_window(names) == "120s"
+    tok = per_node("tok_s", True, 'node=~"n1"', names)
+    assert "rate(vllm:generation_tokens_total{" in tok and "[120s])" in tok
+    assert "[60s]" not in tok
+    assert "[120s])" in overview_query(8, True, names)
+    rows = rows_queries({"n1": True}, True, names)["values"]
+    assert "[60s]" not in rows and "[120s])" in rows
+
+
+def test_tokens_per_second_keeps_the_default_window_when_the_names_are_unknown() -> None:
+    from infertop.probes.prometheus.aggregates import per_node, rate_window
+    assert rate_window(None) == rate_window(column_names(None)) == "60s"
+    assert "[60s])" in per_node("tok_s", True)
+    # no windowed rule loaded (all computed from the raw series, as the other columns
+    # are, under the default definitions): the default window
+    assert rate_window(column_names(frozenset())) == "60s"

@@ -39,7 +39,15 @@ def test_a_rule_module_is_exercised_through_the_engine(mutate):
 
 
 def test_mapped_tests_stay_as_listed(mutate):
-    assert mutate.TARGETS["windowstat"].test_files() == ("tests/test_windowstat.py",)
+    t = mutate.Target("infertop.windowstat", "infertop/windowstat.py",
+                      ("tests/test_windowstat.py",), 1.0)
+    assert t.test_files() == ("tests/test_windowstat.py",)
+
+
+def test_the_data_side_modules_are_found_by_what_exercises_them(mutate) -> None:
+    assert "tests/test_one_median.py" in mutate.TARGETS["windowstat"].test_files()
+    assert "tests/test_pins_servers_mapping.py" in \
+        mutate.TARGETS["servers_mapping"].test_files()
 
 
 def test_every_target_has_tests_and_its_file(mutate):
@@ -48,3 +56,30 @@ def test_every_target_has_tests_and_its_file(mutate):
         assert (root / t.path).is_file(), name
         files = t.test_files()
         assert files and all((root / f).is_file() for f in files), name
+
+
+def test_a_file_name_two_targets_share_gets_its_path_as_the_id_prefix(mutate,
+                                                                      monkeypatch) -> None:
+    # rules/registry.py and servers/registry.py: the ids, EQUIVALENT and --show must name
+    # one file each
+    targets = dict(mutate.TARGETS)
+    targets["rules_registry"] = mutate.Target("infertop.rules.registry",
+                                              "infertop/rules/registry.py", (), 0.1)
+    targets["servers_registry"] = mutate.Target("infertop.servers.registry",
+                                                "infertop/servers/registry.py", (), 0.1)
+    monkeypatch.setattr(mutate, "TARGETS", targets)
+    assert mutate.prefix("rules_registry") == "rules/registry.py"
+    assert mutate.prefix("servers_registry") == "servers/registry.py"
+    assert mutate.prefix("compare") == "compare.py"
+    rules_ids = {s.id for s in mutate.mutants("rules_registry")}
+    servers_ids = {s.id for s in mutate.mutants("servers_registry")}
+    assert rules_ids and servers_ids and not rules_ids & servers_ids
+    assert all(i.startswith("servers/registry.py:") for i in servers_ids)
+    # a mutant compiles against its own file, not the other registry.py
+    one = sorted(servers_ids)[0]
+    assert "servers" in mutate.mutated_code("servers_registry", one).co_filename
+
+
+def test_every_target_has_its_own_id_prefix(mutate) -> None:
+    prefixes = [mutate.prefix(n) for n in mutate.TARGETS]
+    assert len(set(prefixes)) == len(prefixes)

@@ -86,10 +86,12 @@ def test_a_mutant_of_a_core_module_is_compiled_without_writing_the_source(mutate
 def test_the_sample_is_stable_and_every_equivalent_names_a_mutant(mutate):
     assert [s.id for s in mutate.selected("derive", False)] == \
         [s.id for s in mutate.selected("derive", False)]
-    # the default run: the first six modules, plus a sample of the ones issue 31 added
-    # (328 on the merged tree of stop 30: the sampled modules grew; the bound keeps the
-    # default run near its 20-30 minutes on two cores)
-    assert 200 <= sum(len(mutate.selected(n, False)) for n in mutate.TARGETS) <= 360
+    # the default run: a sample of every module that decides something; issue 31 asks
+    # for ~30 mutants a module (all of a smaller one), so the bound is per module: no
+    # module's sample crowds the run (the whole run is per module on two cores anyway)
+    sizes = {n: len(mutate.selected(n, False)) for n in mutate.TARGETS}
+    assert all(1 <= k <= 60 for k in sizes.values()), sizes
+    assert sum(sizes.values()) >= 200
     assert mutate.stale_equivalents() == []
     assert all(reason.strip() for reason in mutate.EQUIVALENT.values())
 

@@ -27,7 +27,7 @@ not the line number) falls under it, so editing one function does not reshuffle 
 sample of the others.  ``--all`` runs every mutant.  Mutants that cannot change behaviour
 are listed in EQUIVALENT with the reason and are not counted.
 
-    python tools/mutate.py                      # every module (~307 mutants; the engine,
+    python tools/mutate.py                      # every module (~30-50 mutants a module: the engine,
                                                 # hardware, findings targets run ~40 test
                                                 # files each: run them per module)
     python tools/mutate.py -m derive -m history # some modules
@@ -114,14 +114,11 @@ def exercising(module: str) -> tuple[str, ...]:
 
 
 TARGETS = {
-    "windowstat": Target("infertop.windowstat", "infertop/windowstat.py",
-                         ("tests/test_windowstat.py",), 1.0),
-    "derive": Target("infertop.derive", "infertop/derive.py",
-                     ("tests/test_core_derive.py",), 0.25),
-    "history": Target("infertop.history", "infertop/history.py",
-                      ("tests/test_core_history.py", "tests/test_core_history_storage.py"), 0.065),
-    "promtext": Target("infertop.promtext", "infertop/promtext.py",
-                       ("tests/test_promtext.py",), 0.065),
+    # issue 31 round 2 (mutB): found by what exercises them, like the modules below
+    "windowstat": Target("infertop.windowstat", "infertop/windowstat.py", (), 1.0),
+    "derive": Target("infertop.derive", "infertop/derive.py", (), 0.1),
+    "history": Target("infertop.history", "infertop/history.py", (), 0.05),
+    "promtext": Target("infertop.promtext", "infertop/promtext.py", (), 0.05),
     # a rule's fast tests: its layer's file, and its rows of the generic rule table
     # (raise, quiet, clear, no flap, missing inputs)
     "memory": Target("infertop.rules.memory", "infertop/rules/memory.py",
@@ -139,6 +136,20 @@ TARGETS = {
     "promtool_asserts": Target("infertop.promtool_asserts", "infertop/promtool_asserts.py",
                                (), 0.08),
     "findings": Target("infertop.findings", "infertop/findings.py", (), 0.05),
+    # --- mutB (issue 31 round 2): the data side, each with the tests found by what
+    # exercises it; rates give a sample of ~30-40 mutants per module (all of the small ones)
+    "compare": Target("infertop.compare", "infertop/compare.py", (), 0.1),
+    "dialects": Target("infertop.dialects", "infertop/dialects.py", (), 0.1),
+    "pdsplit": Target("infertop.pdsplit", "infertop/pdsplit.py", (), 0.3),
+    "mapping_plan": Target("infertop.mapping_plan", "infertop/mapping_plan.py", (), 0.5),
+    "kvevents": Target("infertop.kvevents", "infertop/kvevents.py", (), 0.13),
+    "reading_index": Target("infertop.reading_index", "infertop/reading_index.py", (), 1.0),
+    # the rule tables' vocabulary: the tests that import it (the dialect engine's 17 files,
+    # via="infertop.dialects", took 46 s a mutant on the shared two cores)
+    "servers_mapping": Target("infertop.servers.mapping", "infertop/servers/mapping.py", (),
+                              0.6),
+    "servers_registry": Target("infertop.servers.registry", "infertop/servers/registry.py",
+                               (), 0.4),
 }
 
 # Mutants that behave exactly like the original (no test can kill them), by id, with why.
@@ -211,6 +222,40 @@ EQUIVALENT: dict[str, str] = {
     "memory.py:weights_twice:delete:if pid not in ctx.procs: -> pass in `for r in rs:`":
         "a pid with no process info groups alone (no model, root_of gives the pid "
         "itself, and a GPU lists a pid once), so it can never make a pair",
+    # --- mutB (issue 31 round 2)
+    "pdsplit.py:derive_split:delete:if not decode: -> pass":
+        "a shortcut: with no decode instance the loop skips every TTFT series (`inst not "
+        "in decode`) and returns [] as well",
+    "dialects.py:_mapped:const:0 -> 1 in `if hit is not None and hit[0] is lab:`":
+        "the memo then never hits (hit[1] is the mapped tuple, never the labels): every "
+        "sample's labels are mapped afresh by the same pure _map_labels, with the same "
+        "result (a cost, not a behaviour)",
+    "dialects.py:_finish:boolop:fresh is not None and last is not None and (n < len(fresh)) "
+    "-> fresh is not None or last is not None or n < len(fresh)":
+        "the one caller (readings_from_families) passes the plan and _run's fresh list, "
+        "one entry per series: the condition is true for every series either way",
+    "kvevents.py:KvEventTracker.add:boundary:seq > s.last_seq + 1 -> seq >= s.last_seq + 1":
+        "the next sequence number in order then adds seq - last - 1 = 0 dropped batches",
+    "kvevents.py:KvEventTracker.add:boundary:self._evicted_n > self.max_evicted -> "
+    "self._evicted_n >= self.max_evicted":
+        "at the cap exactly the trim loop inside pops nothing (it runs only while over it)",
+    "reading_index.py:ReadingIndex.__init__:delete:if key not in cumulative: -> pass in "
+    "`for key, lst in raw.items():`":
+        "a shortcut: a key with no cumulative reading keeps all of them in the filter "
+        "below, which then stores the same list (len(kept) == len(lst))",
+    "reading_index.py:ReadingIndex.__init__:delete:continue -> pass in "
+    "`if key not in cumulative:`":
+        "as above: the filter below stores the same list again for such a key",
+    "registry.py:_load:boolop:__package__ or 'infertop.servers' -> __package__ and "
+    "'infertop.servers'":
+        "imported as a package module __package__ is 'infertop.servers', and both "
+        "expressions give it",
+    "registry.py:register:const:1 -> 2 in `_version += 1`":
+        "_version is only a stamp compared for equality (_cached): a step of 2 changes it "
+        "as surely as a step of 1",
+    "history.py:_HistStore.__init__:const:0 -> 1 in `self.cbase = 0`":
+        "an offset only: a point's start is stored as len(c) + cbase and read back less "
+        "cbase, so any starting cbase gives the same counts",
 }
 
 # --- finding the mutation sites ----------------------------------------------------------
@@ -363,14 +408,26 @@ def _replacer(body: list, i: int) -> Callable[[], None]:
     return apply
 
 
+def prefix(name: str) -> str:
+    """The file part of target ``name``'s mutant ids: its file name (``compare.py``), or,
+    when another target's file has the same name (rules/registry.py, servers/registry.py),
+    its path under the package (``servers/registry.py``), so that an id, an EQUIVALENT
+    entry and ``--show`` name one file."""
+    path = Path(TARGETS[name].path)
+    if sum(Path(t.path).name == path.name for t in TARGETS.values()) > 1:
+        parts = path.parts[1:] if path.parts[0] == "infertop" else path.parts
+        return "/".join(parts)
+    return path.name
+
+
 def mutants(name: str) -> list[Site]:
-    """Every mutant of target ``name`` (ids prefixed with the file name)."""
+    """Every mutant of target ``name`` (ids prefixed with ``prefix(name)``)."""
     target = TARGETS[name]
     tree = ast.parse((ROOT / target.path).read_text(), target.path)
     sites = _sites(tree)
-    fname = Path(target.path).name
+    head = prefix(name)
     for s in sites:
-        s.id = f"{fname}:{s.id}"
+        s.id = f"{head}:{s.id}"
     return sites
 
 
@@ -399,8 +456,9 @@ def mutated_code(name: str, ident: str) -> CodeType:
     target = TARGETS[name]
     path = ROOT / target.path
     tree = ast.parse(path.read_text(), str(path))
+    head = prefix(name)
     for s in _sites(tree):
-        if f"{path.name}:{s.id}" == ident:
+        if f"{head}:{s.id}" == ident:
             s.apply()
             break
     else:
@@ -632,8 +690,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="run the tests against one mutant, with pytest's output")
     args = p.parse_args(argv)
     if args.show:
-        name = next((n for n in TARGETS if args.show.startswith(Path(TARGETS[n].path).name
-                                                                 + ":")), None)
+        name = next((n for n in TARGETS if args.show.startswith(prefix(n) + ":")), None)
         if name is None:
             p.error(f"--show: no module for {args.show!r}")
         tests = args.tests.split(",") if args.tests else TARGETS[name].test_files()

@@ -51,24 +51,26 @@ QUANTILE_COLUMNS = ("kv", "ttft_p99", "itl_p50")
 # engines-table column -> (recording rule or expression, reading key, unit (as the key's
 # spec), extra labels, how one node's series combine).  ``tok_s`` has no recording rule:
 # its rate is generated (``_tok``) from every kind's dialect over the recording rules'
-# window (60 s); ``_TOK`` stands for it in the table.
+# window in force (``rate_window``: 60 s unless the export was made with another);
+# ``_TOK`` stands for it in the table.
 _TOK = "<generated: rate of server.generation_tokens_total>"
 
 
-def _tok(matcher: str) -> str:
-    """The generation token rate of every kind, each from its own dialect's series for
-    ``server.generation_tokens_total`` (as promrules writes the recording rules), so a new
-    kind's tokens/s column fills without an edit here.  Made once per node matcher and set
-    of kinds (the fleet asks every refresh; a plug-in may add a kind)."""
+def _tok(matcher: str, window: str = "60s") -> str:
+    """The generation token rate of every kind over ``window`` (a PromQL duration), each
+    from its own dialect's series for ``server.generation_tokens_total`` (as promrules
+    writes the recording rules), so a new kind's tokens/s column fills without an edit
+    here.  Made once per node matcher, window and set of kinds (the fleet asks every
+    refresh; a plug-in may add a kind)."""
     from infertop.servers import registry
-    return _tok_of(matcher, tuple(registry.names()))
+    return _tok_of(matcher, window, tuple(registry.names()))
 
 
 @functools.lru_cache(maxsize=64)
-def _tok_of(matcher: str, kinds: tuple[str, ...]) -> str:
+def _tok_of(matcher: str, window: str, kinds: tuple[str, ...]) -> str:
     from infertop.promrules import union
     return union("server.generation_tokens_total",
-                 lambda r: f"rate({r.selector(matcher)}[60s])").replace("\n  or ", " or ")
+                 lambda r: f"rate({r.selector(matcher)}[{window}])").replace("\n  or ", " or ")
 
 
 SERVER_KEYS: dict[str, tuple[str, str, str, tuple[tuple[str, str], ...], str]] = {
@@ -110,6 +112,25 @@ def column_names(recorded: frozenset[str] | None) -> dict[str, str | None]:
                      and re.fullmatch(r"\d+m?s", n[len(m.group(1)):]))
         out[col] = got[0] if len(got) == 1 else None
     return out
+
+
+def rate_window(names: dict[str, str | None] | None) -> str:
+    """The window in force of the exported recording rules, as a PromQL duration: the
+    suffix of the loaded windowed rule of TTFT, ITL or errors (``..._p99_120s``: ``120s``;
+    the export writes them all over ``diagnosis.window``), so the generated tokens/s rate
+    covers the span the other columns do.  None of them loaded (or ``names`` unknown): the
+    default recordings' window, which is what the columns computed from the raw series
+    use."""
+    default = ""
+    for col in ("ttft_p99", "itl_p50", "errors"):
+        m = _WINDOWED.match(SERVER_KEYS[col][0])
+        if m is None:
+            continue
+        default = default or m.group(2)
+        got = (names or {}).get(col)
+        if got is not None and got.startswith(m.group(1)):
+            return got[len(m.group(1)):]
+    return default
 
 
 def recorded_names(data: Any, group: str) -> frozenset[str] | None:
@@ -164,7 +185,7 @@ def per_node(column: str, records: bool, matcher: str = "",
     sel = f"{{{matcher}}}" if matcher else ""
     name = expr if names is None else names.get(column, expr)
     if expr is _TOK:
-        expr = _tok(matcher)
+        expr = _tok(matcher, rate_window(names if records else None))
     elif records and name is not None:
         expr = name + sel
     else:
