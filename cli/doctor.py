@@ -98,7 +98,7 @@ def doctor_meta(source, pipeline, frame, duration: float) -> dict:
             # a live run stops early when every server is unreachable (sample_window)
             "gave_up": source.realtime and all_servers_dead(frame),
             # a replay: snapshot lines left out, counted (issue 36: a meta of the wrong type)
-            "notes": list(getattr(source, "notes", None) or ())}
+            "notes": list(source.notes)}
 
 
 def too_short(needed: dict[str, float], unchecked: dict[str, list[str]],

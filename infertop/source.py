@@ -68,6 +68,12 @@ class SnapshotSource:
         """Recorded lines read or passed over (a replay's file); else ``skipped``."""
         return self.skipped
 
+    @property
+    def notes(self) -> list[str]:
+        """What the source left out, one line each (a replay: unreadable snapshot lines,
+        counted); none for a live or demo source."""
+        return []
+
     async def start(self) -> dict[str, Capability]:
         """Open every probe; returns what each one can do (never raises for a probe)."""
         return {}

@@ -26,7 +26,7 @@ def test_snapshot_roundtrips_through_json_including_nan_and_inf():
     r2 = Reading("gpu.info", 1.0, "", make_labels(gpu=0), text="NVIDIA H100", kind=Kind.INFO)
     r3 = Reading("gpu.power_watts", None, "W", make_labels(gpu=0), Status.UNSUPPORTED,
                  "not supported on Tesla T4")
-    snap = Snapshot(12.5, {"nvml": Sample("nvml", 12.4, (r1, r2, r3), meta={"gpus": [0]})}, 3,
+    snap = Snapshot(12.5, {"nvml": Sample("nvml", 12.4, (r1, r2, r3), meta={"gpus": [{"index": 0, "name": "NVIDIA H100"}]})}, 3,
                     {"nvml": Capability("nvml", True, features=frozenset({"gpm"}))})
     wire = json.dumps(snap.to_dict(), allow_nan=False)
     back = Snapshot.from_dict(json.loads(wire))
