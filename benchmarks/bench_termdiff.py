@@ -2,7 +2,8 @@
 """The CPU cost of tui/termdiff.py's CellDiff on a recorded stream of Textual's writes.
 
     # 1. record: run infertop in a pty of COLSxROWS for SECONDS; every write the quiet
-    #    driver gets from Textual (before the filter) is saved, one JSON string a line
+    #    driver gets from Textual (before the filter) is saved, one JSON
+    #    [seconds, text] a line after the first, [cols, rows]
     python benchmarks/bench_termdiff.py record OUT.jsonl COLS ROWS SECONDS -- ARGS...
     # 2. replay through the filter (and through the reference filter of
     #    tests/helpers/termdiff_reference.py, the one measured in issue 35, beside it):
@@ -34,6 +35,7 @@ _CHILD = r"""
 import json, sys, time
 import infertop.tui.driver as driver
 out = open(sys.argv[1], "w", encoding="utf-8")
+out.write(json.dumps([int(sys.argv[2]), int(sys.argv[3])]) + "\n")   # the pty's size
 start = time.monotonic()
 write = driver.QuietLinuxDriver.write
 def saving(self, data):
@@ -42,7 +44,7 @@ def saving(self, data):
     return write(self, data)
 driver.QuietLinuxDriver.write = saving
 from infertop.cli.main import main
-sys.exit(main(sys.argv[2:]))
+sys.exit(main(sys.argv[4:]))
 """
 
 
@@ -53,7 +55,7 @@ def record(out: str, cols: int, rows: int, seconds: float, args: list[str]) -> N
     if pid == 0:
         os.environ["TERM"] = "xterm-256color"
         os.environ.setdefault("COLORTERM", "truecolor")
-        os.execv(sys.executable, [sys.executable, "-c", _CHILD, out, *args])
+        os.execv(sys.executable, [sys.executable, "-c", _CHILD, out, str(cols), str(rows), *args])
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     os.kill(pid, signal.SIGWINCH)
     end = time.monotonic() + seconds
@@ -82,15 +84,10 @@ def record(out: str, cols: int, rows: int, seconds: float, args: list[str]) -> N
 def replay(path: str, rounds: int, profile: bool) -> None:
     sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
     from helpers.termdiff_reference import CellDiff as Reference
-
     from infertop.tui.termdiff import CellDiff
-    stream = [json.loads(line) for line in open(path, encoding="utf-8")]
-    # the size: the largest cursor position written (the recording's pty)
-    import re
-    rows = cols = 1
-    for _, data in stream:
-        for m in re.finditer(r"\x1b\[(\d+);(\d+)H", data):
-            rows, cols = max(rows, int(m.group(1))), max(cols, int(m.group(2)))
+    lines = open(path, encoding="utf-8").read().splitlines()
+    cols, rows = json.loads(lines[0])
+    stream = [json.loads(line) for line in lines[1:]]
     span = stream[-1][0] - stream[0][0]
     writes = [data for _, data in stream]
     size_in = sum(len(w.encode()) for w in writes)
