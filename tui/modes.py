@@ -397,6 +397,13 @@ def _node_lead(finding) -> str:
     return f"{node} " if node else ""
 
 
+def _frame_time(frame) -> float:
+    """The frame's clock (what a mute's time is read against): a fleet frame's own
+    snapshot, not the node-labelled one it would build for it."""
+    raw = getattr(frame, "raw", None)
+    return (raw if raw is not None else frame.snapshot).time
+
+
 def _hms(seconds: float) -> str:
     seconds = max(0, int(seconds))
     return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
@@ -523,17 +530,24 @@ class FleetApp(InfertopApp):
         """The fleet's findings, each with the node it is about, fitted as the main
         strip's (strip_text: the first one's title cut between words, "+N more (f)")."""
         strip = self._main_widget("#findings-strip")
-        if not frame.findings:
+        # muted ones (`m` in `f`) leave it as they leave the main strip, said at the end
+        shown, muted = self.mutes.split(frame.findings, _frame_time(frame)) \
+            if self.mutes.until else (list(frame.findings), 0)
+        if not shown and not muted:
             strip.set_class(True, "-none")
             self._shown.pop("#findings-strip", None)
             return
         strip.set_class(False, "-none")
         small = self.screen_stack[0].has_class("-small")
+        width = max(20, self.size.width - 2)
+        note = f"  ({muted} muted: f)" if muted else ""
         # worst first (FleetPipeline sorts them)
-        self._set_text("#findings-strip",
-                       strip_text(frame.findings, self.role_styles,
-                                  max(20, self.size.width - 2), 1 if small else 3,
-                                  lead=_node_lead))
+        text = strip_text(shown, self.role_styles, width - len(note), 1 if small else 3,
+                          lead=_node_lead) if shown else Text()
+        if note:
+            text.append(note.lstrip() if not shown else note,
+                        style=self.role_styles.get("muted", "dim"))
+        self._set_text("#findings-strip", text)
 
     def on_data_table_row_selected(self, event) -> None:
         from .app import PANE_CLASSES
