@@ -15,7 +15,7 @@ from infertop.fleet import FleetFrame
 from infertop.source import SnapshotSource
 from infertop.textclean import clean
 
-from .app import InfertopApp, in_daemon_thread, strip_text
+from .app import InfertopApp, frame_time, in_daemon_thread, strip_text
 from .speed import SpeedMeter, speed_text
 
 if TYPE_CHECKING:
@@ -397,13 +397,6 @@ def _node_lead(finding) -> str:
     return f"{node} " if node else ""
 
 
-def _frame_time(frame) -> float:
-    """The frame's clock (what a mute's time is read against): a fleet frame's own
-    snapshot, not the node-labelled one it would build for it."""
-    raw = getattr(frame, "raw", None)
-    return (raw if raw is not None else frame.snapshot).time
-
-
 def _hms(seconds: float) -> str:
     seconds = max(0, int(seconds))
     return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
@@ -531,7 +524,7 @@ class FleetApp(InfertopApp):
         strip's (strip_text: the first one's title cut between words, "+N more (f)")."""
         strip = self._main_widget("#findings-strip")
         # muted ones (`m` in `f`) leave it as they leave the main strip, said at the end
-        shown, muted = self.mutes.split(frame.findings, _frame_time(frame)) \
+        shown, muted = self.mutes.split(frame.findings, frame_time(frame)) \
             if self.mutes.until else (list(frame.findings), 0)
         if not shown and not muted:
             strip.set_class(True, "-none")
