@@ -303,6 +303,8 @@ class InfertopApp(App):
         self.frame: Frame | None = None
         self.body_at = 0.0             # the frames' clock at the last whole draw
         self.repaint_wanted = False    # a key asked for a whole draw (--low-bandwidth)
+        self.strip_judged: list[tuple] = []   # the findings the strip last showed (code,
+                                              # subject, severity rank)
         self.paused = False
         self.polling = False
         self.overruns = 0
@@ -527,16 +529,23 @@ class InfertopApp(App):
     def _draw_tick(self, frame: Frame) -> None:
         """A tick's drawing: all of it; with ``--low-bandwidth N`` (AppOptions) the body
         (header, banner, panes, status) only at N-second marks of the frames' clock or
-        after a key, and between them the findings strip alone, so a new or worsened
-        finding still shows at once (over a slow link every repainted cell is paid)."""
+        after a key, and between them the findings strip alone when a finding came, went
+        or changed severity, so a new or worsened finding still shows at once (over a
+        slow link every repainted cell is paid)."""
         every = self.options.low_bandwidth
         now = frame_time(frame)
+        # the strip's findings as they matter between marks: which, and how bad (their
+        # titles carry live values, redrawn with the body)
+        judged = [(f.code, f.subject, f.severity.rank) for f in frame.findings]
         if every and self.frame is not None and not self.repaint_wanted \
                 and 0 <= now - self.body_at < every:
             self.frame = frame       # keys and redraws act on the newest
-            self._update_strip(frame)
+            if judged != self.strip_judged:
+                self.strip_judged = judged
+                self._update_strip(frame)
             return
         self.body_at = now
+        self.strip_judged = judged
         self.repaint_wanted = False
         self._apply(frame)
 
