@@ -13,7 +13,6 @@ from helpers.tui_demo import demo_app
 from infertop.tui.app import frame_time
 
 
-
 def test_the_flag_and_the_config_key_take_seconds_in_their_range() -> None:
     from types import SimpleNamespace
 
