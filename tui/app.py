@@ -533,11 +533,14 @@ class InfertopApp(App):
         or changed severity, so a new or worsened finding still shows at once (over a
         slow link every repainted cell is paid)."""
         every = self.options.low_bandwidth
+        if not every:
+            self._apply(frame)
+            return
         now = frame_time(frame)
         # the strip's findings as they matter between marks: which, and how bad (their
         # titles carry live values, redrawn with the body)
         judged = [(f.code, f.subject, f.severity.rank) for f in frame.findings]
-        if every and self.frame is not None and not self.repaint_wanted \
+        if self.frame is not None and not self.repaint_wanted \
                 and 0 <= now - self.body_at < every:
             self.frame = frame       # keys and redraws act on the newest
             if judged != self.strip_judged:
