@@ -10,10 +10,11 @@
     #    CPU seconds per filter, bytes in and out, and that both sent the same bytes
     python benchmarks/bench_termdiff.py replay OUT.jsonl [--rounds 5] [--profile]
 
+Without arguments (``make bench``) a synthetic 160x48 stream of that shape is replayed.
 The replay runs each filter over the whole stream ``--rounds`` times (interleaved) and
 prints the median CPU (time.process_time) per filter, as a % of one core over the span the
 stream was recorded in.  ``--profile`` prints cProfile's top functions of the current
-filter.  Asserts nothing; numbers in benchmarks/cpu-termdiff.md.
+filter.  Asserts nothing; numbers in benchmarks/bytes-issue35.md (round 2).
 """
 
 from __future__ import annotations
@@ -81,13 +82,37 @@ def record(out: str, cols: int, rows: int, seconds: float, args: list[str]) -> N
     print(f"recorded {sum(1 for _ in open(out, encoding='utf-8'))} writes to {out}")
 
 
+def synthetic(cols: int = 160, rows: int = 48, ticks: int = 30) -> list[str]:
+    """A stream shaped as the recorded ones (for ``make bench``, which has no server): every
+    tick each row written whole, segment by segment in its style with a reset after each,
+    a few numbers changed; its lines as a recording's."""
+    import random
+    rng = random.Random(35)
+    styles = ["38;2;79;163;224;48;2;16;20;24", "48;2;16;20;24", "38;2;216;222;228;48;2;16;20;24",
+              "1;38;2;239;160;48;48;2;16;20;24"]
+    frames = [json.dumps([cols, rows])]
+    values = [[rng.randrange(100) for _ in range(6)] for _ in range(rows)]
+    for tick in range(ticks):
+        out = []
+        for y in range(rows):
+            if rng.random() < 0.3:
+                values[y][rng.randrange(6)] = rng.randrange(100)
+            cells = "".join(f"{v:3d} % ██░ " for v in values[y])[:cols - 4]
+            out.append(f"\x1b[{y + 1};1H\x1b[{styles[0]}m│\x1b[0m\x1b[{styles[1]}m \x1b[0m"
+                       f"\x1b[{styles[2 + y % 2]}m{cells.ljust(cols - 4)}\x1b[0m"
+                       f"\x1b[{styles[1]}m \x1b[0m\x1b[{styles[0]}m│\x1b[0m")
+        frames.append(json.dumps([float(tick), "".join(out)]))
+    return frames
+
+
 def replay(path: str, rounds: int, profile: bool) -> None:
     sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
     from helpers.termdiff_reference import CellDiff as Reference
     from infertop.tui.termdiff import CellDiff
-    lines = open(path, encoding="utf-8").read().splitlines()
+    lines = open(path, encoding="utf-8").read().splitlines() if path else synthetic()
     cols, rows = json.loads(lines[0])
     stream = [json.loads(line) for line in lines[1:]]
+    path = path or "a synthetic 160x48 stream"
     span = stream[-1][0] - stream[0][0]
     writes = [data for _, data in stream]
     size_in = sum(len(w.encode()) for w in writes)
@@ -134,6 +159,8 @@ def main() -> None:
         rest = sys.argv[3:]
         rounds = int(rest[rest.index("--rounds") + 1]) if "--rounds" in rest else 5
         replay(sys.argv[2], rounds, "--profile" in rest)
+    elif not cmd:              # make bench: no recording at hand
+        replay("", 5, False)
     else:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
