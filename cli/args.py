@@ -36,6 +36,17 @@ def _positive(kind: type):
     return parse
 
 
+def _low_bandwidth(text: str) -> float:
+    """--low-bandwidth N: seconds in the config's range for [ui] low_bandwidth."""
+    from infertop.config import value_range
+    v = _positive(float)(text)
+    lo, hi, why = value_range("ui.low_bandwidth", "positive") or (1.0, 3600.0, "")
+    if not lo <= v <= hi:
+        raise argparse.ArgumentTypeError(f"must be {lo:g} to {hi:g} seconds ({why}), "
+                                         f"got {text!r}")
+    return v
+
+
 def _ratio(text: str) -> float:
     try:
         v = float(text)
@@ -98,6 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--record", metavar="FILE", help="start recording to FILE at once")
     p.add_argument("--force", action="store_true",
                    help="--record may replace FILE if it exists (never a link, device or FIFO)")
+    # without N: 0, the config's [ui] low_bandwidth or its default (cli/interactive.py;
+    # infertop.config is not imported for --help)
+    p.add_argument("--low-bandwidth", nargs="?", const=0.0, default=None,
+                   type=_low_bandwidth, metavar="N",
+                   help="for slow links (SSH over a VPN, a phone): redraw the screen at most "
+                        "every N seconds (default 5; 1 to 3600); the findings strip stays "
+                        "live and a key redraws at once ([ui] low_bandwidth in the config)")
     p.add_argument("--or-demo", action="store_true",
                    help="when no GPU and no server is found, run the demo tour instead")
     return p

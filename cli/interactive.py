@@ -54,7 +54,8 @@ def run_tui(source, args: argparse.Namespace, pipeline=None) -> int:
                          record_force=given.force,
                          settle_gc=True,
                          # set by `infertop serve` for each browser session's process
-                         read_only=os.environ.get("INFERTOP_READ_ONLY") == "1")
+                         read_only=os.environ.get("INFERTOP_READ_ONLY") == "1",
+                         low_bandwidth=_low_bandwidth(given.low_bandwidth, pipeline))
     try:
         app = app_for_source(source, interval=args.interval, pipeline=pipeline,
                              theme=given.theme, options=options)
@@ -69,6 +70,18 @@ def run_tui(source, args: argparse.Namespace, pipeline=None) -> int:
     if code > 128:
         leave_now(code)
     return code
+
+
+def _low_bandwidth(flag: float | None, pipeline) -> float | None:
+    """--low-bandwidth N, else the config's [ui] low_bandwidth (read with the pipeline's
+    rules; a fleet's pipeline keeps no one config: there the flag alone); the flag without
+    N (0) takes the config's N, else LOW_BANDWIDTH_SECONDS."""
+    from infertop.config import LOW_BANDWIDTH_SECONDS
+    config = getattr(getattr(pipeline, "diagnoser", None), "config", None)
+    configured = getattr(config, "low_bandwidth", None)
+    if flag is None:
+        return configured
+    return flag or configured or LOW_BANDWIDTH_SECONDS
 
 
 def on_terminal() -> bool:

@@ -40,6 +40,7 @@ class ScreenArgs:
     speed: float | None = None
     capture_dir: str | None = None
     theme: str | None = None
+    low_bandwidth: float | None = None  # --low-bandwidth N (else the config's [ui] key)
 
 
 def typed(cls: type[T], args: argparse.Namespace) -> T:

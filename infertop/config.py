@@ -111,7 +111,13 @@ FIELD_RANGES: dict[str, tuple[float, float, str]] = {
        for k in ("gpu_hot_seconds", "gpu_very_hot_seconds", "hbm_hot_seconds",
                  "hw_slowdown_seconds")},
     "thresholds.gil_busy_threads": (0, 100_000, "threads of one process"),
+    "ui.low_bandwidth": (1.0, 3600.0, "the screen's body every N seconds: below a second "
+                                      "(the tick) it saves nothing, above an hour the "
+                                      "screen misleads more than it saves"),
 }
+# [ui] low_bandwidth / --low-bandwidth without a number: a body every 5 s cut infertop's
+# bytes at 80x24 by ~4x in benchmarks/bytes-issue35.md, and a screen 5 s old still reads live
+LOW_BANDWIDTH_SECONDS = 5.0
 # lists of strings (finish reasons): each lands in the exported PromQL regex and every
 # finish reason is compared with each; a 10 MB list made an export promtool rejects
 MAX_STRINGS, MAX_STRING = 32, 200
@@ -363,6 +369,8 @@ class DiagnosisConfig:
     thresholds: Thresholds = field(default_factory=Thresholds)
     rules: Mapping[str, RuleOverride] = field(default_factory=dict)
     path: str = ""  # the file it came from ("" for defaults)
+    # [ui] low_bandwidth = N: the screen's --low-bandwidth N (the only [ui] key read here)
+    low_bandwidth: float | None = None
 
     def value(self, qualified: str) -> Any:
         """``thresholds.kv_pressure_ratio`` -> its value (for the catalogue and help)."""
@@ -447,6 +455,9 @@ def config_from_dict(data: Mapping[str, Any]) -> DiagnosisConfig:
     parts: dict[str, Any] = {}
     for name, body in data.items():
         if name in OTHER_SECTIONS:
+            if name == "ui" and isinstance(body, Mapping) and "low_bandwidth" in body:
+                parts["low_bandwidth"] = _coerce("ui.low_bandwidth", "positive",
+                                                 body["low_bandwidth"])
             continue
         if name not in SECTIONS and name != "rules":
             raise ConfigError(_unknown(name, valid + sorted(OTHER_SECTIONS), "section"))

@@ -227,3 +227,47 @@ async def test_the_app_s_frames_through_the_filter_show_the_same_screen_in_fewer
             assert filtered.cells == raw.cells, step
     print(f"Textual wrote {written} bytes, the filter sent {sent}")
     assert sent * 2 < written
+
+
+SEQUENCES = ["\x1b[?25l", "\x1b[2J", "\x1b[0;1;1H", "\x1b[3C", "\x1b7", "\x1b", "\x07", "\t",
+             "\x1b[0;1m", "\x1b[1;2;3H", "\x1b[?2026h", "\x1b[12", "\x1b]0;t\x07"]
+
+
+def textual_frame(rng: random.Random, width: int, height: int) -> str:
+    """A write shaped as Textual's compositor makes them every tick (a move to each line,
+    segments each in its full style with a reset after it, a line end), now and then with
+    something the filter's fast path does not take (a mode, a clear, a relative move, a
+    lone ESC, a CUP with three numbers, a reset spelt ``0;``)."""
+    out = []
+    for _ in range(rng.randint(1, 8)):
+        y, x = rng.randrange(height), rng.randrange(width // 2)
+        out.append(f"\x1b[{y + 1};{x + 1}H")
+        room = width - x
+        for _ in range(rng.randint(1, 5)):
+            text = rng.choice(TEXTS + ["abc", "GPU 3", "  ", "—"])
+            if cell_len(text) > room:
+                break
+            room -= cell_len(text)
+            out.append(f"\x1b[{rng.choice(STYLES) or '0'}m{text}\x1b[0m")
+        out.append(rng.choice(["", "\r\n", "\n"]))
+    if rng.random() < 0.15:
+        out.insert(rng.randrange(len(out) + 1), rng.choice(SEQUENCES))
+    return "".join(out)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_filter_sends_the_bytes_its_reference_sent(seed: int) -> None:
+    """The filter made cheaper (issue 35's CPU) sends, write for write, the bytes of the one
+    measured before (tests/helpers/termdiff_reference.py), over random frame pairs."""
+    from helpers.termdiff_reference import CellDiff as Reference
+    rng = random.Random(1000 + seed)
+    width, height = rng.choice([(24, 6), (40, 8), (80, 4)])
+    new, old = CellDiff(width, height), Reference(width, height)
+    start = "\x1b[2J" + "".join(f"\x1b[{y + 1};1H" + " " * width for y in range(height))
+    writes = [start] + [rng.choice([textual_frame, frame])(rng, width, height)
+                        for _ in range(250)]
+    for i, data in enumerate(writes):
+        if i == 120:
+            new.resize(width, height)
+            old.resize(width, height)
+        assert new.feed(data) == old.feed(data), (i, data)

@@ -115,3 +115,34 @@ def test_the_snapshots_hold_on_stock_textual():
         env=env, capture_output=True, text=True, cwd=ROOT, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout and "failed" not in proc.stdout
+
+
+def test_every_private_name_the_quiet_driver_uses_is_checked_by_the_gate() -> None:
+    """tui/driver.py's private Textual names (methods and attributes Textual sets in its
+    __init__) are each in the gate's checks, and all hold on the pinned Textual."""
+    source = (ROOT / "tui" / "driver.py").read_text()
+    used = set(re.findall(r"(?:self|writer)\.(_[a-z][a-z_]*)", source))
+    own = set(re.findall(r"self\.(_[a-z][a-z_]*)\s*(?::[^=\n]*)?=", source)) - {"_file"}
+    own |= set(re.findall(r"def (_[a-z][a-z_]*)", source)) - {
+        "_sigtstp_application", "_sigcont_application"}
+    checked = {dotted.rsplit(".", 1)[-1] for dotted in [*textual_gate._EXPECTED,
+                                                        *textual_gate._EXPECTED_DRIVER_METHODS]}
+    checked |= {name for names in textual_gate._EXPECTED_INIT_ATTRIBUTES.values()
+                for name in names}
+    assert used - own, used
+    assert (used - own) <= checked, sorted((used - own) - checked)
+    assert textual_gate.check(PINNED, textual_gate._EXPECTED_DRIVER_METHODS) == ""
+    assert textual_gate.check_init_attributes() == ""
+
+
+def test_an_init_that_no_longer_sets_an_attribute_closes_the_gate() -> None:
+    class Writer:
+        def __init__(self) -> None:
+            self.queue: list[str] = []     # renamed from _queue
+
+    def resolve(dotted: str) -> object:
+        if dotted.startswith("textual.drivers._writer_thread"):
+            return Writer.__init__
+        return textual_gate._resolve(dotted)
+    reason = textual_gate.check_init_attributes(resolve=resolve)
+    assert "WriterThread" in reason and "self._queue" in reason

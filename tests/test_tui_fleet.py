@@ -218,3 +218,38 @@ async def test_fleet_strip_cuts_a_long_first_title_at_80_columns():
     assert len(strip) <= 78, strip      # 80x24 is the small layout: one row, as the main strip
     assert strip.startswith("node-03 DEC-001 TTFT p99") and "…" in strip, strip
     assert "node-01 MEM-001" in strip or strip.endswith("+1 more (f)"), strip
+
+
+async def test_m_in_f_mutes_a_fleet_finding_out_of_the_fleet_strip() -> None:
+    """`m` in `f` mutes a finding for 30 min: the main strip leaves it out and says how many
+    are muted; the fleet strip showed it still (issue 35's habits, in fleet mode)."""
+    src = DemoFleetSource(4, BAD)
+    app = app_for_source(src, pipeline=FleetPipeline(diagnoser_factory()), interval=1.0,
+                         options=AppOptions(manual_ticks=True))
+    async with app.run_test(size=(160, 48)) as pilot:
+        for _ in range(40):
+            await app._poll()
+            if app.frame is not None and app.frame.findings:
+                break
+        await pilot.pause()
+        assert app.frame is not None and app.frame.findings
+        first = app.frame.findings[0]
+        lead = f"{dict(first.subject).get('node', '')} {first.code}".strip()
+        assert app._shown["#findings-strip"].plain.startswith(lead)
+        await pilot.press("f")
+        await pilot.pause()
+        await pilot.press("m")
+        await pilot.pause()
+        await pilot.press("escape")
+        await app._poll()
+        await pilot.pause()
+        strip = app._shown["#findings-strip"].plain
+        assert not strip.startswith(lead) and "1 muted: f" in strip, strip
+        await pilot.press("f")             # listed still; m unmutes: back in the strip
+        await pilot.pause()
+        await pilot.press("m")
+        await pilot.press("escape")
+        await app._poll()
+        await pilot.pause()
+        strip = app._shown["#findings-strip"].plain
+        assert strip.startswith(lead) and "muted" not in strip, strip

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult, ScreenStackError
 from textual.binding import Binding
 from textual.containers import Container
@@ -66,6 +66,13 @@ INTERVALS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
 
 
 MIN_SIZE = (80, 24)   # below this the panes cannot show a reading per GPU: say so
+
+
+def frame_time(frame: Any) -> float:
+    """The frame's clock (mutes and --low-bandwidth marks are read against it): a fleet
+    frame's own snapshot, not the node-labelled one it would build for it."""
+    raw = getattr(frame, "raw", None)
+    return float((raw if raw is not None else frame.snapshot).time)
 
 
 def strip_text(findings, styles: dict[str, str], width: int, lines: int,
@@ -295,6 +302,10 @@ class InfertopApp(App):
         self.pipeline = pipeline or Pipeline()
         self.options = options or AppOptions()
         self.frame: Frame | None = None
+        self.body_at = 0.0             # the frames' clock at the last whole draw
+        self.repaint_wanted = False    # a key asked for a whole draw (--low-bandwidth)
+        self.strip_judged: list[tuple] = []   # the findings the strip last showed (code,
+                                              # subject, severity rank)
         self.paused = False
         self.polling = False
         self.overruns = 0
@@ -486,7 +497,7 @@ class InfertopApp(App):
             if not self.screen_stack:   # the app is closing: nothing left to draw on
                 return
             try:
-                self._apply(frame)
+                self._draw_tick(frame)
             except (NoMatches, ScreenStackError):
                 if self._shutting_down():   # a tick that outlived the screen (`q` mid-poll)
                     return
@@ -514,6 +525,51 @@ class InfertopApp(App):
             except Exception as e:  # a full disk stops the recording, not the screen
                 self.recorder = None
                 self.notify(f"recording stopped: {e}", severity="error", timeout=8)
+
+    def _draw_tick(self, frame: Frame) -> None:
+        """A tick's drawing: all of it; with ``--low-bandwidth N`` (AppOptions) the body
+        (header, banner, panes, status) only at N-second marks of the frames' clock or
+        after a key, and between them the findings strip alone when a finding came, went
+        or changed severity, so a new or worsened finding still shows at once (over a
+        slow link every repainted cell is paid)."""
+        every = self.options.low_bandwidth
+        if not every:
+            self._apply(frame)
+            return
+        now = frame_time(frame)
+        # the strip's findings as they matter between marks: which, and how bad (their
+        # titles carry live values, redrawn with the body)
+        judged = [(f.code, f.subject, f.severity.rank) for f in frame.findings]
+        if self.frame is not None and not self.repaint_wanted \
+                and 0 <= now - self.body_at < every:
+            self.frame = frame       # keys and redraws act on the newest
+            if judged != self.strip_judged:
+                self.strip_judged = judged
+                self._update_strip(frame)
+            return
+        self.body_at = now
+        self.strip_judged = judged
+        self.repaint_wanted = False
+        self._apply(frame)
+
+    async def on_event(self, event: events.Event) -> None:
+        # (asked before Textual forwards it to the screen, which marks it forwarded)
+        key = self.options.low_bandwidth and isinstance(event, events.Key) \
+            and not event.is_forwarded
+        await super().on_event(event)
+        if key:
+            # a key repaints at once: its own action drew what it changed, this draws
+            # the newest frame the low-bandwidth ticks held back
+            self.repaint_wanted = True
+            self.call_later(self._repaint_after_key)
+
+    def _repaint_after_key(self) -> None:
+        frame = self.frame
+        if not self.repaint_wanted or frame is None or self.polling or not self.screen_stack:
+            return           # a poll in flight draws it all (repaint_wanted) when done
+        self.body_at = frame_time(frame)
+        self.repaint_wanted = False
+        self._apply(frame)
 
     def _apply(self, frame: Frame) -> None:
         self.frame = frame

@@ -15,7 +15,7 @@ from infertop.fleet import FleetFrame
 from infertop.source import SnapshotSource
 from infertop.textclean import clean
 
-from .app import InfertopApp, in_daemon_thread, strip_text
+from .app import InfertopApp, frame_time, in_daemon_thread, strip_text
 from .speed import SpeedMeter, speed_text
 
 if TYPE_CHECKING:
@@ -523,17 +523,24 @@ class FleetApp(InfertopApp):
         """The fleet's findings, each with the node it is about, fitted as the main
         strip's (strip_text: the first one's title cut between words, "+N more (f)")."""
         strip = self._main_widget("#findings-strip")
-        if not frame.findings:
+        # muted ones (`m` in `f`) leave it as they leave the main strip, said at the end
+        shown, muted = self.mutes.split(frame.findings, frame_time(frame)) \
+            if self.mutes.until else (list(frame.findings), 0)
+        if not shown and not muted:
             strip.set_class(True, "-none")
             self._shown.pop("#findings-strip", None)
             return
         strip.set_class(False, "-none")
         small = self.screen_stack[0].has_class("-small")
+        width = max(20, self.size.width - 2)
+        note = f"  ({muted} muted: f)" if muted else ""
         # worst first (FleetPipeline sorts them)
-        self._set_text("#findings-strip",
-                       strip_text(frame.findings, self.role_styles,
-                                  max(20, self.size.width - 2), 1 if small else 3,
-                                  lead=_node_lead))
+        text = strip_text(shown, self.role_styles, width - len(note), 1 if small else 3,
+                          lead=_node_lead) if shown else Text()
+        if note:
+            text.append(note.lstrip() if not shown else note,
+                        style=self.role_styles.get("muted", "dim"))
+        self._set_text("#findings-strip", text)
 
     def on_data_table_row_selected(self, event) -> None:
         from .app import PANE_CLASSES

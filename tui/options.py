@@ -22,6 +22,8 @@ class AppOptions:
                                        # process only: not a test run's shared one)
     read_only: bool = False            # `infertop serve`: no key writes files or runs a
                                        # capture on the presenter's machine
+    low_bandwidth: float | None = None  # --low-bandwidth N: the body at most every N s of
+                                        # the frames' clock; the findings strip every tick
 
 
 @dataclass

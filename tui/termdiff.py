@@ -30,8 +30,11 @@ _TOKEN = re.compile(r"\x1b\[([0-9;:?<=>]*)([@-~])|\x1b\][^\x07\x1b]*(?:\x07|\x1b
                     r"\x1b[^\[\]]|[\x00-\x1f\x7f]")
 # CSI finals that change cells or where the cursor is, beyond what the filter models
 _CELL_CHANGING = frozenset("JKLMPX@STbr")
-# a write of only cursor positions, SGR, printable text, CR and LF (the common case)
-_ONLY_CUP_SGR_TEXT = re.compile(r"(?:\x1b\[[0-9;]*[Hm]|[^\x00-\x09\x0b\x0c\x0e-\x1f\x7f])*")
+# what a write of only cursor positions, SGR, printable text, CR and LF (the common case)
+# lacks: a control character but CR, LF and ESC (and an ESC not followed by [, counted;
+# each ESC [ is then checked to be H or m where the write is split on it).  A character
+# class alone is searched at C speed; a pattern with an alternative is tried at each place
+_CONTROLS = re.compile(r"[\x00-\x09\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]")
 _CSI_HEAD = re.compile(r"([0-9;]*)([Hm])")
 _LINE_ENDS = re.compile(r"(\r|\n)")
 # CSI finals and single keys that move the cursor in ways the filter does not follow
@@ -229,58 +232,105 @@ class CellDiff:
     def feed(self, data: str) -> str:
         """The bytes to send for ``data`` (what Textual would have written)."""
         self._style_before = self.out_style     # what a write given up starts from
-        if _ONLY_CUP_SGR_TEXT.fullmatch(data):
-            return self._feed_frame(data)
+        if data.count("\x1b") == data.count("\x1b[") and _CONTROLS.search(data) is None:
+            return self._feed_frame(data)     # or _feed_any, after a look at each CSI
         return self._feed_any(data)
 
     def _feed_frame(self, data: str) -> str:
         """feed for a write of cursor positions, styles, text and line ends only (what the
-        compositor writes every tick): split on ESC [ instead of a token at a time."""
+        compositor writes every tick; a write with another CSI goes to _feed_any before
+        anything is changed): split on ESC [ instead of a token at a time, and
+        the common text (one row, one cell per character) laid down here, not in put.
+
+        This is the filter's hot loop (a 160x48 tick is ~600 chunks): every name it uses
+        is local, and what it does per chunk is kept to a dict look-up and a slice."""
         out: list[str] = []
         cols, rows = self.cols, self.rows
         pending = _Write(cols)
         put = pending.put
+        wide = pending.wide
+        row_of = pending.row
+        sgr = parse_sgr
+        narrow = _narrow
         x = y = 0
         style: Style | None = PLAIN
-        chunks = data.split("\x1b[")
+        row_y = -1                      # the row whose lists are in chars/styles/span
+        chars: list[str | None] = []
+        styles: list[Style | None] = []
+        span: list[int] = []
+        # Textual ends every segment with a reset and starts the next with its style:
+        # ESC[0m ESC[38;...m is taken as the one ESC[0;38;...m (the same style), and
+        # ESC[0m ESC[y;xH as ESC[0;y;xH (a reset, then the move), halving the chunks;
+        # only where the write has no ESC[0; of its own, so each "0;" is one of these
+        merged = "\x1b[0;" not in data
+        chunks = (data.replace("\x1b[0m\x1b[", "\x1b[0;") if merged else data).split("\x1b[")
         text = chunks[0]
         final = ""
         for i in range(len(chunks)):
             if i:
                 chunk = chunks[i]
-                head = _CSI_HEAD.match(chunk)
-                if head is None:
-                    return self._give_up(data, out)
-                params, final = head.groups()
-                text = chunk[head.end():]
-                if final == "m":
-                    style = parse_sgr(params, style) if style is not None else None
-                elif final == "H":
-                    row, _, col = params.partition(";")
-                    try:
-                        y = int(row or 1) - 1
-                        x = int(col or 1) - 1
-                    except ValueError:            # more than two numbers
-                        return self._give_up(data, out)
+                if chunk[:2] == "0m":
+                    final, text = "m", chunk[2:]
+                    if style is not None:
+                        style = PLAIN
+                    if not text:
+                        continue
                 else:
+                    head = _CSI_HEAD.match(chunk)
+                    if head is None:      # not H or m: nothing is changed yet
+                        return self._feed_any(data)
+                    params, final = head.groups()
+                    text = chunk[head.end():]
+                    if final == "m":
+                        if style is not None:
+                            style = sgr(params, style)
+                    else:
+                        if merged and params[:2] == "0;":     # ESC[0m ESC[y;xH
+                            params = params[2:]
+                            if style is not None:
+                                style = PLAIN
+                        row, _, col = params.partition(";")
+                        try:
+                            y = int(row or 1) - 1
+                            x = int(col or 1) - 1
+                        except ValueError:            # more than two numbers
+                            return self._give_up(data, out)
+                    if not text:
+                        continue
+            elif not text:
+                continue
+            if style is None:
+                return self._give_up(data, out)
+            n = len(text)
+            end = x + n
+            if 0 <= y < rows and x >= 0 and end <= cols and y not in wide and \
+                    "\n" not in text and "\r" not in text and \
+                    ((text.isascii() and text.isprintable()) or narrow(text)):
+                # put's common case: one cell per character, nothing wide under it
+                if y != row_y:
+                    chars, styles, span = row_of(y)
+                    row_y = y
+                chars[x:end] = text
+                styles[x:end] = [style] * n
+                if x < span[0]:
+                    span[0] = x
+                if end > span[1]:
+                    span[1] = end
+                x = end
+            elif "\n" in text or "\r" in text:
+                for piece in _LINE_ENDS.split(text):
+                    if piece == "\n":
+                        y, x = y + 1, 0
+                    elif piece == "\r":
+                        x = 0
+                    elif piece:
+                        x = put(piece, x, y, style, rows)
+                        if x < 0:
+                            return self._give_up(data, out)
+            else:
+                x = put(text, x, y, style, rows)
+                if x < 0:
                     return self._give_up(data, out)
-            if text:
-                if style is None:
-                    return self._give_up(data, out)
-                if "\n" in text or "\r" in text:
-                    for piece in _LINE_ENDS.split(text):
-                        if piece == "\n":
-                            y, x = y + 1, 0
-                        elif piece == "\r":
-                            x = 0
-                        elif piece:
-                            x = put(piece, x, y, style, rows)
-                            if x < 0:
-                                return self._give_up(data, out)
-                else:
-                    x = put(text, x, y, style, rows)
-                    if x < 0:
-                        return self._give_up(data, out)
         self._flush(pending, out)
         if final == "H" and not text and 0 <= y < rows and 0 <= x < cols:
             self._move(y, x, out)     # the write ends with a cursor move: its place
@@ -379,12 +429,16 @@ class CellDiff:
             if not xs:
                 continue
             # runs of changed cells, bridging short gaps of known cells (a cursor move
-            # costs more than rewriting a few cells)
+            # costs more than rewriting a few cells); a gap lies inside lo..hi, so when
+            # the write laid down all of lo..hi every gap is known
+            whole = None not in new_c[lo:hi]
+            narrow_row = whole and y not in pending.wide and "" not in new_c[lo:hi]
             runs: list[list[int]] = [[xs[0], xs[0] + 1]]
             for cx in xs[1:]:
                 run = runs[-1]
-                if cx - run[1] <= 4 and all((new_c[g] if new_c[g] is not None else old_c[g])
-                                            is not None for g in range(run[1], cx)):
+                if cx - run[1] <= 4 and (whole or all(
+                        (new_c[g] if new_c[g] is not None else old_c[g]) is not None
+                        for g in range(run[1], cx))):
                     run[1] = cx + 1
                 else:
                     runs.append([cx, cx + 1])
@@ -395,6 +449,24 @@ class CellDiff:
                     start -= 1                    # the right half of a wide character
                 self._move(y, start, out)
                 style = self.out_style
+                if narrow_row:
+                    # one cell per character and all known: a slice per style, not a
+                    # step per cell (the same bytes as the loop below)
+                    i = start
+                    while i < end:
+                        cstyle = new_s[i]
+                        j = i + 1
+                        while j < end and new_s[j] == cstyle:
+                            j += 1
+                        if cstyle != style:
+                            append(sgr_between(style if style is not None else _UNKNOWN,
+                                               cstyle))
+                            style = cstyle
+                        append("".join(new_c[i:j]))   # type: ignore[arg-type]
+                        i = j
+                    self.out_style = style
+                    self.out_at = (y, end) if end < cols else None
+                    continue
                 cursor = start
                 for cx in range(start, end):
                     if cx < cursor:

@@ -258,3 +258,38 @@ __all__ = ["FAST", "REASON", "KNOWN_VERSIONS", "STOCK_ENV", "GateClosed", "check
            "get_time", "set_compositor", "compositor_of", "set_styles_cache",
            "repaint_on_screen", "attached", "content_height_cached", "cache_content_height",
            "copy_with", "app_driver", "closing", "mark_drawn", "style_parser"]
+
+
+# ---- tui/driver.py's private parts of LinuxDriver, checked whole (issue 35) ----------------
+# QuietLinuxDriver also calls ``_get_terminal_size`` (CellDiff's size on every write) and
+# reads attributes Textual sets in __init__, which resolving the class cannot find: each is
+# looked for as an assignment ``self.NAME =`` in the __init__ that sets it.  A mismatch
+# closes the gate as any other (stock LinuxDriver, Textual's own bytes).
+_EXPECTED_DRIVER_METHODS: dict[str, tuple[str, ...] | None] = {
+    "textual.drivers.linux_driver.LinuxDriver._get_terminal_size": ("self",),
+}
+_EXPECTED_INIT_ATTRIBUTES: dict[str, tuple[str, ...]] = {
+    "textual.driver.Driver.__init__": ("_app", "_debug", "_loop", "_auto_restart"),
+    "textual.drivers.linux_driver.LinuxDriver.__init__": ("_file", "_writer_thread"),
+    "textual.drivers._writer_thread.WriterThread.__init__": ("_queue",),
+}
+
+
+def check_init_attributes(expected: dict[str, tuple[str, ...]] = _EXPECTED_INIT_ATTRIBUTES,
+                          resolve: Callable[[str], Any] = _resolve) -> str:
+    """'' when each __init__ in ``expected`` assigns each of its attributes; else why not."""
+    for dotted, names in expected.items():
+        try:
+            source = inspect.getsource(resolve(dotted))
+        except (ImportError, AttributeError, OSError, TypeError) as err:
+            return f"{dotted} cannot be read ({type(err).__name__})"
+        for name in names:
+            if f"self.{name} =" not in source and f"self.{name}: " not in source:
+                return f"{dotted} no longer sets self.{name}"
+    return ""
+
+
+if not REASON:
+    REASON = check(_installed(), _EXPECTED_DRIVER_METHODS) or check_init_attributes()
+    if REASON:
+        FAST = False

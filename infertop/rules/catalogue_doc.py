@@ -10,7 +10,14 @@ from __future__ import annotations
 import sys
 from dataclasses import fields
 
-from ..config import SECTIONS, DiagnosisConfig, RuleOverride, describe_fields
+from ..config import (
+    FIELD_RANGES,
+    LOW_BANDWIDTH_SECONDS,
+    SECTIONS,
+    DiagnosisConfig,
+    RuleOverride,
+    describe_fields,
+)
 from .base import JUDGED_RAISE_AFTER
 from .engine import Diagnoser
 from .threshold_sources import SOURCES
@@ -156,6 +163,17 @@ def render_catalogue(config: DiagnosisConfig | None = None) -> str:
             f"{kind} | {doc} |"
             for f, (_, _, kind, doc) in zip(fields(RuleOverride), describe_fields(RuleOverride))]
     out.append("")
+    lo, hi, why = FIELD_RANGES["ui.low_bandwidth"]
+    out += ["### [ui]", "",
+            "The screen's own settings (other `[ui]` keys are left to the screen, not checked "
+            "here).", "",
+            "| key | default | expects | meaning | source |", "|---|---|---|---|---|",
+            f"| `low_bandwidth` | off | a number of seconds, {lo:g} to {hi:g} | the screen's "
+            "body (header, panes, status) is redrawn at most every N seconds of the frames' "
+            "clock; the findings strip changes at once when a finding comes, goes or worsens; "
+            "a key redraws at once; `--low-bandwidth [N]` (without N: this key's N, else "
+            f"{LOW_BANDWIDTH_SECONDS:g}) | issue 35: over SSH on a slow link every redrawn "
+            f"cell is paid; {why} |", ""]
     return "\n".join(out)
 
 
