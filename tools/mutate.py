@@ -226,6 +226,10 @@ EQUIVALENT: dict[str, str] = {
     "memory.py:weights_twice:delete:if pid not in ctx.procs: -> pass in `for r in rs:`":
         "a pid with no process info groups alone (no model, root_of gives the pid "
         "itself, and a GPU lists a pid once), so it can never make a pair",
+    # --- mutA (issue 31 round 2)
+    "engine.py:_own_title:const:1 -> 2 in `return f.title.split(': caused by ', 1)[0]`":
+        "the first piece of str.split is the same whatever maxsplit (>= 1) is: it only "
+        "limits how the rest is cut",
 }
 
 # --- finding the mutation sites ----------------------------------------------------------

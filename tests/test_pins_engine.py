@@ -1,0 +1,60 @@
+"""Pins for the Diagnoser (infertop/rules/engine.py) where a mutation run found none
+(issue 31 item 8): cause-before-symptom ordering (``cause_first``, ``explains``) as the
+timeline, compare and report use it, and the engine's own bookkeeping.
+"""
+
+from __future__ import annotations
+
+from infertop.model import Labels
+from infertop.rules.engine import cause_first, explains
+
+SRV: Labels = (("engine", "0"),)
+Item = tuple[str, Labels, float, float]
+
+
+def _codes(items: list[Item], spans: bool = False) -> list[str]:
+    got = cause_first(items, lambda x: (x[0], x[1]),
+                      (lambda x: (x[2], x[3])) if spans else None)
+    return [x[0] for x in got]
+
+
+def test_explains_is_the_table_not_its_complement() -> None:
+    assert explains("MEM-001", "DEC-001") and explains("PAR-004", "DEC-001")
+    assert not explains("MEM-001", "DEC-004") and not explains("DEC-001", "MEM-001")
+
+
+def test_a_symptom_moves_right_after_its_cause() -> None:
+    items: list[Item] = [("DEC-001", SRV, 0, 10), ("HW-006", (), 0, 10),
+                         ("MEM-001", SRV, 0, 10)]
+    assert _codes(items) == ["HW-006", "MEM-001", "DEC-001"]
+
+
+def test_an_unrelated_item_is_no_cause() -> None:
+    """The loop goes past items that do not explain the symptom to the one that does."""
+    items: list[Item] = [("DEC-001", SRV, 0, 10), ("HW-006", (), 0, 10),
+                         ("KRN-001", SRV, 0, 10), ("SCH-002", SRV, 0, 10)]
+    assert _codes(items) == ["HW-006", "KRN-001", "SCH-002", "DEC-001"]
+
+
+def test_a_cause_on_another_server_is_no_cause() -> None:
+    items: list[Item] = [("DEC-001", SRV, 0, 10), ("MEM-001", (("engine", "1"),), 0, 10)]
+    assert _codes(items) == ["DEC-001", "MEM-001"]
+
+
+def test_with_spans_only_a_cause_that_overlaps_in_time_explains() -> None:
+    before: list[Item] = [("DEC-001", SRV, 20, 30), ("MEM-001", SRV, 0, 10)]
+    after: list[Item] = [("DEC-001", SRV, 0, 10), ("MEM-001", SRV, 20, 30)]
+    overlap: list[Item] = [("DEC-001", SRV, 5, 30), ("MEM-001", SRV, 0, 10)]
+    assert _codes(before, spans=True) == ["DEC-001", "MEM-001"]
+    assert _codes(after, spans=True) == ["DEC-001", "MEM-001"]
+    assert _codes(overlap, spans=True) == ["MEM-001", "DEC-001"]
+    # touching ends overlap
+    touch: list[Item] = [("DEC-001", SRV, 10, 30), ("MEM-001", SRV, 0, 10)]
+    assert _codes(touch, spans=True) == ["MEM-001", "DEC-001"]
+
+
+def test_every_item_comes_out_once() -> None:
+    items: list[Item] = [("DEC-001", SRV, 0, 10), ("DEC-002", SRV, 0, 10),
+                         ("MEM-001", SRV, 0, 10), ("SCH-001", SRV, 0, 10)]
+    got = _codes(items)
+    assert got == ["MEM-001", "DEC-001", "DEC-002", "SCH-001"]
