@@ -5,6 +5,9 @@ timeline, compare and report use it, and the engine's own bookkeeping.
 
 from __future__ import annotations
 
+from helpers.rulekit import Feed
+from infertop.config import config_from_dict
+from infertop.findings import Severity
 from infertop.model import Labels
 from infertop.rules.engine import cause_first, explains
 
@@ -58,3 +61,14 @@ def test_every_item_comes_out_once() -> None:
                          ("MEM-001", SRV, 0, 10), ("SCH-001", SRV, 0, 10)]
     got = _codes(items)
     assert got == ["MEM-001", "DEC-001", "DEC-002", "SCH-001"]
+
+
+def test_a_delay_met_exactly_at_its_slack_raises_on_that_tick() -> None:
+    """raise_after 1.1 s with TICK_SLACK 0.1: four ticks 0.25 s apart (1.0 s held, exactly
+    1.1 - 0.1) are enough; a strict ``<`` is what makes "met to within the slack"."""
+    cfg = config_from_dict({"rules": {"HW-005": {"raise_after": 1.1}}})
+    f = Feed(cfg, dt=0.25)
+    f.run(lambda: {"gpu.lost": {"gpu=0": 1}}, 4)      # held 0.75 s
+    assert not f.active("HW-005")
+    f.tick({"gpu.lost": {"gpu=0": 1}})                # held 1.0 s
+    assert [x.severity for x in f.active("HW-005")] == [Severity.CRIT]
