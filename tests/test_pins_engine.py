@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from helpers.rulekit import Feed
 from infertop.config import config_from_dict
-from infertop.findings import Severity
-from infertop.model import Labels
-from infertop.rules.engine import cause_first, explains
+from infertop.findings import Finding, Severity
+from infertop.model import Labels, Layer
+from infertop.rules.engine import Diagnoser, cause_first, explains
 
 SRV: Labels = (("engine", "0"),)
 Item = tuple[str, Labels, float, float]
@@ -72,3 +72,30 @@ def test_a_delay_met_exactly_at_its_slack_raises_on_that_tick() -> None:
     assert not f.active("HW-005")
     f.tick({"gpu.lost": {"gpu=0": 1}})                # held 1.0 s
     assert [x.severity for x in f.active("HW-005")] == [Severity.CRIT]
+
+
+def test_a_delay_met_exactly_at_its_slack_clears_on_that_tick() -> None:
+    cfg = config_from_dict({"rules": {"HW-005": {"raise_after": 0.0, "clear_after": 1.1}}})
+    f = Feed(cfg, dt=0.25)
+    f.run(lambda: {"gpu.lost": {"gpu=0": 1}}, 3)
+    assert f.active("HW-005")
+    f.run(lambda: {"gpu.lost": {"gpu=0": 0}}, 4)      # healthy for 0.75 s
+    assert f.active("HW-005")
+    f.tick({"gpu.lost": {"gpu=0": 0}})                # healthy for 1.0 s
+    assert not f.active("HW-005")
+    assert len(f.events("HW-005", "raised")) == len(f.events("HW-005", "cleared")) == 1
+
+
+def _finding(code: str, layer: Layer, sev: Severity, subject: Labels) -> Finding:
+    return Finding(code, layer, sev, f"{code} title", (), f"{code} remedy", 0.0, subject)
+
+
+def test_the_chain_keeps_the_symptom_after_its_cause_naming_it() -> None:
+    dec = _finding("DEC-001", Layer.DECODING, Severity.CRIT, SRV)
+    mem = _finding("MEM-001", Layer.MEMORY, Severity.WARN, SRV)
+    hot = _finding("HW-006", Layer.HARDWARE, Severity.WARN, (("gpu", "0"),))
+    got = Diagnoser()._chain([hot, dec, mem])
+    # the chain ranks by its worst member (the critical symptom), then the rest
+    assert [f.code for f in got] == ["MEM-001", "DEC-001", "HW-006"]
+    assert got[1].title == "DEC-001 title: caused by MEM-001 MEM-001 title"
+    assert got[1].caused_by == ("MEM-001",) and got[1].remedy == "DEC-001 remedy"
