@@ -5,10 +5,10 @@ timeline, compare and report use it, and the engine's own bookkeeping.
 
 from __future__ import annotations
 
-from helpers.rulekit import Feed
+from helpers.rulekit import SERVER, Feed, tick
 from infertop.config import config_from_dict
 from infertop.findings import Finding, Severity
-from infertop.model import Labels, Layer
+from infertop.model import Labels, Layer, Status
 from infertop.rules.engine import Diagnoser, cause_first, explains
 
 SRV: Labels = (("engine", "0"),)
@@ -99,3 +99,27 @@ def test_the_chain_keeps_the_symptom_after_its_cause_naming_it() -> None:
     assert [f.code for f in got] == ["MEM-001", "DEC-001", "HW-006"]
     assert got[1].title == "DEC-001 title: caused by MEM-001 MEM-001 title"
     assert got[1].caused_by == ("MEM-001",) and got[1].remedy == "DEC-001 remedy"
+
+
+def test_an_outage_runs_from_its_first_failed_tick_to_the_first_good_one() -> None:
+    """The restart finding's downtime: (down since, back at, failed ticks, reason)."""
+    d = Diagnoser()
+    d._track_sources(tick(10.0, {}, {SERVER: Status.ERROR}))
+    d._track_sources(tick(11.0, {}, {SERVER: Status.ERROR}))
+    d._track_sources(tick(12.0, {"server.requests_running": {"model=m": 1}}))
+    assert d._state["outages"][SERVER]["last"] == (10.0, 12.0, 2, "connection refused")
+    assert d._state["outages"][SERVER]["down_since"] is None
+
+
+def test_a_labelled_input_is_missing_while_only_other_labels_are_read() -> None:
+    """PAR-001 needs server.setting{name=tensor_parallel_size} (or the GPU memory per
+    process): a dtype setting is not it."""
+    f = Feed()
+    f.run(lambda: {"server.setting": {"name=dtype": "bfloat16"},
+                   "gpu.util_ratio": {"gpu=0": 0.5}}, 3)
+    lacking = f.diag.missing_inputs(f.history)["PAR-001"]
+    assert [x.split(" (")[0] for x in lacking] == \
+        ["process.gpu_mem_bytes|server.setting{name=tensor_parallel_size}"]
+    f.tick({"server.setting": {"name=dtype": "bfloat16", "name=tensor_parallel_size": "2"},
+            "gpu.util_ratio": {"gpu=0": 0.5}})
+    assert "PAR-001" not in f.diag.missing_inputs(f.history)
