@@ -9,6 +9,7 @@ from helpers.rulekit import SERVER, Feed, tick
 from infertop.config import config_from_dict
 from infertop.findings import Finding, Severity
 from infertop.model import Labels, Layer, Status
+from infertop.rules.base import FACT_MAX_AGE
 from infertop.rules.engine import Diagnoser, cause_first, explains
 
 SRV: Labels = (("engine", "0"),)
@@ -123,3 +124,15 @@ def test_a_labelled_input_is_missing_while_only_other_labels_are_read() -> None:
     f.tick({"server.setting": {"name=dtype": "bfloat16", "name=tensor_parallel_size": "2"},
             "gpu.util_ratio": {"gpu=0": 0.5}})
     assert "PAR-001" not in f.diag.missing_inputs(f.history)
+
+
+def test_an_input_read_exactly_the_fact_age_ago_is_not_missing() -> None:
+    """A reading last seen FACT_MAX_AGE seconds ago still counts (the same bound the rules'
+    Context uses for facts); one second later it is missing."""
+    f = Feed()
+    f.tick({"server.setting": {"name=tensor_parallel_size": "2"},
+            "gpu.util_ratio": {"gpu=0": 0.5}})
+    f.run(lambda: {"gpu.util_ratio": {"gpu=0": 0.5}}, int(FACT_MAX_AGE))
+    assert f.history.now == f.t - 1 and "PAR-001" not in f.diag.missing_inputs(f.history)
+    f.tick({"gpu.util_ratio": {"gpu=0": 0.5}})
+    assert "PAR-001" in f.diag.missing_inputs(f.history)
