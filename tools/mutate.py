@@ -230,6 +230,14 @@ EQUIVALENT: dict[str, str] = {
     "engine.py:_own_title:const:1 -> 2 in `return f.title.split(': caused by ', 1)[0]`":
         "the first piece of str.split is the same whatever maxsplit (>= 1) is: it only "
         "limits how the rest is cut",
+    "promrules.py:_alerts.add:const:0.0 -> 1.0 in `out.append(Alert(code, sev, e_strict, "
+    "value_text, 0.0, 0.0, tuple(s...`":
+        "a placeholder: build(), _alerts' only caller, sets every kept alert's for_s from "
+        "the catalogue",
+    "promrules.py:_alerts.add:const:0.0 -> 1.0 in `out.append(Alert(code, sev, e_strict, "
+    "value_text, 0.0, 0.0, tuple(s...` #2":
+        "a placeholder: build(), _alerts' only caller, sets every kept alert's keep_s from "
+        "the catalogue",
 }
 
 # --- finding the mutation sites ----------------------------------------------------------
