@@ -238,6 +238,10 @@ EQUIVALENT: dict[str, str] = {
     "value_text, 0.0, 0.0, tuple(s...` #2":
         "a placeholder: build(), _alerts' only caller, sets every kept alert's keep_s from "
         "the catalogue",
+    "promtool_input.py:_server_reading:delete:return -> pass in "
+    "`if r.key == 'server.process_start_seconds':`":
+        "a shortcut: process_start_time_seconds is dialects.GENERIC, in no Dialect.rules, "
+        "so _family_for finds no family for it and the function returns just after",
 }
 
 # --- finding the mutation sites ----------------------------------------------------------
