@@ -245,6 +245,18 @@ EQUIVALENT: dict[str, str] = {
     "promtool_asserts.py:expectations:boundary:s <= e.worst -> s < e.worst":
         "the generator runs only when e.worst is not among the code's exported levels, so "
         "no s equals e.worst there",
+    "findings.py:Severity.__lt__:delete:if isinstance(other, Severity): -> pass":
+        "a < b then returns NotImplemented, and Python asks the reflected b.__gt__(a), "
+        "which compares the same ranks (a number: TypeError either way)",
+    "findings.py:Severity.__lt__:delete:return self.rank < other.rank -> pass in "
+    "`if isinstance(other, Severity):`":
+        "as above: NotImplemented, then the reflected __gt__ gives the same answer",
+    "findings.py:Severity.__le__:delete:return self.rank <= other.rank -> pass in "
+    "`if isinstance(other, Severity):`":
+        "NotImplemented, then the reflected b.__ge__(a) gives the same answer",
+    "findings.py:_json_num:const:0 -> 1 in `return 'NaN' if math.isnan(v) else '+Inf' if "
+    "v > 0 else '-Inf'`":
+        "v is an infinity there (not finite, not NaN): > 0 and > 1 agree",
 }
 
 # --- finding the mutation sites ----------------------------------------------------------
