@@ -88,8 +88,10 @@ def test_the_sample_is_stable_and_every_equivalent_names_a_mutant(mutate):
         [s.id for s in mutate.selected("derive", False)]
     # the default run: the first six modules, plus a sample of the ones issue 31 added
     # (328 on the merged tree of stop 30: the sampled modules grew; the bound keeps the
-    # default run near its 20-30 minutes on two cores)
-    assert 200 <= sum(len(mutate.selected(n, False)) for n in mutate.TARGETS) <= 360
+    # default run near its 20-30 minutes on two cores).  Issue 31 round 2 (mutA): ~30
+    # sampled mutants for each rule module, promrules, promtool_input/_asserts and
+    # findings, 604 in all: the default run is for a CI box, run modules one by one here
+    assert 200 <= sum(len(mutate.selected(n, False)) for n in mutate.TARGETS) <= 700
     assert mutate.stale_equivalents() == []
     assert all(reason.strip() for reason in mutate.EQUIVALENT.values())
 

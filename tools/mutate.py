@@ -27,9 +27,9 @@ not the line number) falls under it, so editing one function does not reshuffle 
 sample of the others.  ``--all`` runs every mutant.  Mutants that cannot change behaviour
 are listed in EQUIVALENT with the reason and are not counted.
 
-    python tools/mutate.py                      # every module (~307 mutants; the engine,
-                                                # hardware, findings targets run ~40 test
-                                                # files each: run them per module)
+    python tools/mutate.py                      # every module (~600 mutants; the rule
+                                                # modules and findings run ~48 test files
+                                                # each: run them per module)
     python tools/mutate.py -m derive -m history # some modules
     python tools/mutate.py --list -m promtext   # the sample, without running it
     python tools/mutate.py --only derive.py:_throughput_steps  # ids containing a text
