@@ -257,6 +257,10 @@ EQUIVALENT: dict[str, str] = {
     "findings.py:_json_num:const:0 -> 1 in `return 'NaN' if math.isnan(v) else '+Inf' if "
     "v > 0 else '-Inf'`":
         "v is an infinity there (not finite, not NaN): > 0 and > 1 agree",
+    "memory.py:_growth:const:1 -> 2 in `at = [value_at(s, start_t + span * k / n) for k in "
+    "range(n + 1)]`":
+        "the extra point is past now, where value_at gives the newest value: one more "
+        "step of 0, which neither goes down nor counts as rising (the count is held to n)",
 }
 
 # --- finding the mutation sites ----------------------------------------------------------
