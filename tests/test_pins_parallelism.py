@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from test_rules_parallelism import Straggler, TpOverPcie, pd_tick, tp_server
+
 from helpers.rulekit import Feed, Hist
 from infertop.config import config_from_dict
 from infertop.rules import parallelism
-from test_rules_parallelism import Straggler, TpOverPcie, pd_tick, tp_server
 
 
 def _straggler(data: dict[str, Any]) -> Any:

@@ -101,7 +101,7 @@ def test_the_restart_count_is_recorded_from_every_token_counters_resets() -> Non
 def test_latency_histograms_are_recorded_as_bucket_rates_and_quantiles() -> None:
     for short in ("ttft_seconds", "itl_seconds"):
         buckets = f"infertop:{short}_bucket:rate{WS}"
-        assert REC[buckets].startswith(f"rate(vllm:")
+        assert REC[buckets].startswith("rate(vllm:")
         assert REC[f"infertop:{short}:p99_{WS}"] == f"histogram_quantile(0.99, {buckets})"
         assert REC[f"infertop:{short}:p50_{WS}"] == f"histogram_quantile(0.5, {buckets})"
 
@@ -190,7 +190,7 @@ def test_error_rate_warns_at_the_slo_and_is_critical_at_its_own_ratio() -> None:
 def test_memory_growth_is_critical_only_when_the_card_fills_within_the_eta() -> None:
     warn, crit = _alerts("MEM-003")
     assert "predict_linear" not in warn.expr
-    assert f"predict_linear(infertop:gpu_mem_used:bytes[" in crit.expr
+    assert "predict_linear(infertop:gpu_mem_used:bytes[" in crit.expr
     assert warn.expr in crit.expr
     assert warn.sources == ("thresholds.mem_growth_ratio",)
 

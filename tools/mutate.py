@@ -76,14 +76,21 @@ class Target:
         """The mapped tests, or (none mapped) every test file that exercises the module:
         imports it, or imports a test helper that does (rulekit's Feed runs the whole
         Diagnoser), whatever the file is called.  Slow and integration tests are left
-        out when the tests run (``-m``).  The files that import the module itself come
-        first: pytest runs them in this order and stops at the first failure (``-x``),
-        so a killed mutant of a rule module costs its own tests, not the engine's 48
-        files before them."""
+        out when the tests run (``-m``).  Order only, never the selection: the files
+        that import the module itself come first, then those named for it
+        (test_rules_parallelism.py runs PAR rules through rulekit), then the rest;
+        pytest runs them in this order and stops at the first failure (``-x``), so a
+        killed mutant of a rule module costs its own tests, not the engine's 48 files."""
         if self.tests:
             return self.tests
+        short = self.module.rsplit(".", 1)[-1]
+
+        def named_first(files: Sequence[str]) -> tuple[str, ...]:
+            named = [f for f in files if short in Path(f).stem]
+            return tuple(named) + tuple(f for f in files if f not in named)
         own = exercising(self.module)
-        return own + tuple(sorted(set(exercising(self.via)) - set(own) if self.via else ()))
+        rest = sorted(set(exercising(self.via)) - set(own) if self.via else ())
+        return named_first(own) + named_first(rest)
 
 
 _IMPORT_RE = r"(?m)^[ \t]*(?:from|import)[ \t]+([\w.]+)(?:[ \t]+import[ \t]+(\([^)]*\)|[\w, \t]+))?"
