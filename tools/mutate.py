@@ -268,6 +268,12 @@ EQUIVALENT: dict[str, str] = {
     "range(n + 1)]`":
         "the extra point is past now, where value_at gives the newest value: one more "
         "step of 0, which neither goes down nor counts as rising (the count is held to n)",
+    "kernels.py:ttft_superlinear:delete:continue -> pass in `if ts is None or not ts.points:`":
+        "a shortcut: _fit reads a missing TTFT series as no points (at() gives None, "
+        "_delta None), so the fit is None and the loop continues just after",
+    "kernels.py:_delta:delete:if points is None: -> pass":
+        "unreachable: _fit calls it for the prompt series (has points: series_of), the "
+        "TTFT series (checked by the caller) and the queue only when it is not None",
 }
 
 # --- finding the mutation sites ----------------------------------------------------------
