@@ -6,9 +6,9 @@ from helpers.snapkit import sample, snap
 from infertop.config import DiagnosisConfig
 from infertop.findings import Severity
 from infertop.history import History
-from infertop.model import Reading, make_labels
+from infertop.model import Kind, Reading, make_labels
 from infertop.rules.base import Candidate, Context
-from infertop.rules.decoding import admission_rejections
+from infertop.rules.decoding import _downtime, _note_restart, admission_rejections
 
 LAB = make_labels({"model": "m"})
 
@@ -36,3 +36,39 @@ def test_refusals_at_exactly_the_critical_ratio_are_critical() -> None:
     assert got.severity is Severity.CRIT
     (got,) = _rejected(crit * 0.9)
     assert got.severity is Severity.WARN
+
+
+class _Counter:
+    """The parts of a History series a restart note reads."""
+    key, unit, kind = "server.generation_tokens_total", "tokens", Kind.COUNTER
+    labels = make_labels({"instance": "a:8000"})
+    points = [(1.0, 5.0)]
+
+
+def test_a_restart_noted_again_within_a_microsecond_is_the_same_one() -> None:
+    """Two notes of one instance closer than 1e-6 s are one restart (seen by two
+    counters); 1e-6 s apart or more, the later one replaces it."""
+    restarts: dict = {}
+    _note_restart(restarts, "a:8000", 0.0, _Counter(), 9.0)
+    first = restarts["a:8000"]
+    _note_restart(restarts, "a:8000", 0.5e-6, _Counter(), 8.0)
+    assert restarts["a:8000"] is first
+    _note_restart(restarts, "a:8000", 1e-6, _Counter(), 7.0)
+    assert restarts["a:8000"][0] == 1e-6 and restarts["a:8000"][1].threshold == 7.0
+
+
+def _ctx_with_outage(last: tuple[float, float, int, str]) -> Context:
+    return Context(History(), snap(1.0, sample("server:a:8000", 1.0, [])), [],
+                   DiagnosisConfig(), {}, {"outages": {"server:a:8000": {"last": last}}})
+
+
+def test_an_outage_ending_up_to_a_microsecond_after_the_restart_is_its_downtime() -> None:
+    """The restart is noted on the first good tick, when the outage ends: an end at the
+    note's time (to within 1e-6 s, float noise) or up to 30 s before it is that outage."""
+    when = 100.0
+    ctx = _ctx_with_outage((40.0, when + 1e-6, 12, "connection refused"))
+    assert _downtime(ctx, "a:8000", when) == (when + 1e-6 - 40.0, 12, "connection refused",
+                                              "server:a:8000")
+    assert _downtime(_ctx_with_outage((40.0, when - 30.0, 3, "")), "a:8000", when) is not None
+    assert _downtime(_ctx_with_outage((40.0, when + 1e-5, 3, "")), "a:8000", when) is None
+    assert _downtime(_ctx_with_outage((10.0, when - 31.0, 3, "")), "a:8000", when) is None
