@@ -155,3 +155,23 @@ def test_below_roofline_judges_the_servers_own_gpus_only() -> None:
     util = got.evidence[1]
     assert util.key == "gpu.util_ratio" and util.labels == (("gpu", "0"),)
     assert util.note == "median over 10 s"
+
+
+def test_windows_of_one_token_prompts_count_in_the_fit() -> None:
+    """Prompts of 1 and 4 tokens in turn, TTFT like prompt^2: the 1-token windows are
+    half the fit (a mean prompt of one token is a prompt)."""
+    prompt = Hist((1, 2, 4, 8))
+    ttft = Hist()
+    n = [0]
+
+    def make() -> dict[str, Any]:
+        p = (1, 4)[((n[0] - 1) // 10) % 2]   # each 10 s window one length only
+        n[0] += 1
+        prompt.observe(p, 4)
+        ttft.observe(0.02 * p ** 2, 4)
+        return {"request.prompt_tokens": {"engine=0,model=m": prompt.value()},
+                "latency.ttft_seconds": {"engine=0,model=m": ttft.value()}}
+    f = Feed()
+    f.run(make, 80)
+    (got,) = f.active("KRN-002")
+    assert got.title == "TTFT grows like prompt^2.0"
