@@ -83,3 +83,21 @@ def test_a_file_name_two_targets_share_gets_its_path_as_the_id_prefix(mutate,
 def test_every_target_has_its_own_id_prefix(mutate) -> None:
     prefixes = [mutate.prefix(n) for n in mutate.TARGETS]
     assert len(set(prefixes)) == len(prefixes)
+def test_the_order_puts_a_modules_own_tests_first_and_selects_the_same(mutate) -> None:
+    """Order only (pytest -x stops at the first failure): files that import the module
+    and are named for it, then its other importers, then the engine's named for it."""
+    t = mutate.TARGETS["parallelism"]
+    got = t.test_files()
+    assert set(got) == set(mutate.exercising(t.module)) | set(mutate.exercising(t.via))
+    assert len(got) == len(set(got))
+    assert got[0] == "tests/test_pins_parallelism.py"
+    assert got.index("tests/test_rules_parallelism.py") < got.index("tests/test_config.py")
+
+
+def test_every_rule_module_is_a_target_with_found_tests(mutate) -> None:
+    rules = {p.stem for p in (TOOL.parent.parent / "infertop" / "rules").glob("*.py")}
+    deciding = rules - {"__init__", "registry", "catalogue_doc", "threshold_sources",
+                        "window"}
+    for name in deciding:
+        t = mutate.TARGETS[name]
+        assert t.module == f"infertop.rules.{name}" and t.tests == (), name

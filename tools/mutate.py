@@ -27,9 +27,10 @@ not the line number) falls under it, so editing one function does not reshuffle 
 sample of the others.  ``--all`` runs every mutant.  Mutants that cannot change behaviour
 are listed in EQUIVALENT with the reason and are not counted.
 
-    python tools/mutate.py                      # every module (~30-50 mutants a module: the engine,
-                                                # hardware, findings targets run ~40 test
-                                                # files each: run them per module)
+    python tools/mutate.py                      # every module (~30-50 mutants a module,
+                                                # ~840 in all; the rule modules and
+                                                # findings run ~48 test files each:
+                                                # run them per module)
     python tools/mutate.py -m derive -m history # some modules
     python tools/mutate.py --list -m promtext   # the sample, without running it
     python tools/mutate.py --only derive.py:_throughput_steps  # ids containing a text
@@ -76,11 +77,21 @@ class Target:
         """The mapped tests, or (none mapped) every test file that exercises the module:
         imports it, or imports a test helper that does (rulekit's Feed runs the whole
         Diagnoser), whatever the file is called.  Slow and integration tests are left
-        out when the tests run (``-m``)."""
+        out when the tests run (``-m``).  Order only, never the selection: the files
+        that import the module itself come first, then those named for it
+        (test_rules_parallelism.py runs PAR rules through rulekit), then the rest;
+        pytest runs them in this order and stops at the first failure (``-x``), so a
+        killed mutant of a rule module costs its own tests, not the engine's 48 files."""
         if self.tests:
             return self.tests
-        return tuple(sorted(set(exercising(self.module))
-                            | (set(exercising(self.via)) if self.via else set())))
+        short = self.module.rsplit(".", 1)[-1]
+
+        def named_first(files: Sequence[str]) -> tuple[str, ...]:
+            named = [f for f in files if short in Path(f).stem]
+            return tuple(named) + tuple(f for f in files if f not in named)
+        own = exercising(self.module)
+        rest = sorted(set(exercising(self.via)) - set(own) if self.via else ())
+        return named_first(own) + named_first(rest)
 
 
 _IMPORT_RE = r"(?m)^[ \t]*(?:from|import)[ \t]+([\w.]+)(?:[ \t]+import[ \t]+(\([^)]*\)|[\w, \t]+))?"
@@ -119,23 +130,15 @@ TARGETS = {
     "derive": Target("infertop.derive", "infertop/derive.py", (), 0.1),
     "history": Target("infertop.history", "infertop/history.py", (), 0.05),
     "promtext": Target("infertop.promtext", "infertop/promtext.py", (), 0.05),
-    # a rule's fast tests: its layer's file, and its rows of the generic rule table
-    # (raise, quiet, clear, no flap, missing inputs)
-    "memory": Target("infertop.rules.memory", "infertop/rules/memory.py",
-                     ("tests/test_rules_memory.py", "tests/test_rules_table.py"), 0.15,
-                     "MEM or memory"),
-    "decoding": Target("infertop.rules.decoding", "infertop/rules/decoding.py",
-                       ("tests/test_rules_decoding.py", "tests/test_rules_table.py"), 0.14,
-                       "DEC or decoding"),
     # issue 31: the modules that decide a severity, each with every fast test that
     # exercises it (Target.test_files: found by imports, not by file name)
-    "engine": Target("infertop.rules.engine", "infertop/rules/engine.py", (), 0.05),
-    "hardware": Target("infertop.rules.hardware", "infertop/rules/hardware.py", (), 0.05,
+    "engine": Target("infertop.rules.engine", "infertop/rules/engine.py", (), 0.09),
+    "hardware": Target("infertop.rules.hardware", "infertop/rules/hardware.py", (), 0.11,
                        via="infertop.rules.engine"),
-    "promrules": Target("infertop.promrules", "infertop/promrules.py", (), 0.02),
+    "promrules": Target("infertop.promrules", "infertop/promrules.py", (), 0.16),
     "promtool_asserts": Target("infertop.promtool_asserts", "infertop/promtool_asserts.py",
-                               (), 0.08),
-    "findings": Target("infertop.findings", "infertop/findings.py", (), 0.05),
+                               (), 0.3),
+    "findings": Target("infertop.findings", "infertop/findings.py", (), 0.6),
     # --- mutB (issue 31 round 2): the data side, each with the tests found by what
     # exercises it; rates give a sample of ~30-40 mutants per module (all of the small ones)
     "compare": Target("infertop.compare", "infertop/compare.py", (), 0.1),
@@ -150,6 +153,26 @@ TARGETS = {
                               0.6),
     "servers_registry": Target("infertop.servers.registry", "infertop/servers/registry.py",
                                (), 0.4),
+    # --- mutA (issue 31 round 2): every rule module with the tests found by what
+    # exercises it (its own importers and the engine's: the registry runs it there), at
+    # a rate that samples ~30 mutants each; memory and decoding were mapped to their
+    # layer's file and a -k of the rule table, which missed the engine-level tests
+    "memory": Target("infertop.rules.memory", "infertop/rules/memory.py", (), 0.09,
+                     via="infertop.rules.engine"),
+    "decoding": Target("infertop.rules.decoding", "infertop/rules/decoding.py", (), 0.1,
+                       via="infertop.rules.engine"),
+    "scheduling": Target("infertop.rules.scheduling", "infertop/rules/scheduling.py", (),
+                         0.11, via="infertop.rules.engine"),
+    "parallelism": Target("infertop.rules.parallelism", "infertop/rules/parallelism.py", (),
+                          0.14, via="infertop.rules.engine"),
+    "kernels": Target("infertop.rules.kernels", "infertop/rules/kernels.py", (), 0.11,
+                      via="infertop.rules.engine"),
+    "base": Target("infertop.rules.base", "infertop/rules/base.py", (), 0.1,
+                   via="infertop.rules.engine"),
+    "fleet": Target("infertop.rules.fleet", "infertop/rules/fleet.py", (), 0.5,
+                    via="infertop.rules.engine"),
+    "promtool_input": Target("infertop.promtool_input", "infertop/promtool_input.py", (),
+                             0.16),
 }
 
 # Mutants that behave exactly like the original (no test can kill them), by id, with why.
@@ -256,6 +279,47 @@ EQUIVALENT: dict[str, str] = {
     "history.py:_HistStore.__init__:const:0 -> 1 in `self.cbase = 0`":
         "an offset only: a point's start is stored as len(c) + cbase and read back less "
         "cbase, so any starting cbase gives the same counts",
+    # --- mutA (issue 31 round 2)
+    "engine.py:_own_title:const:1 -> 2 in `return f.title.split(': caused by ', 1)[0]`":
+        "the first piece of str.split is the same whatever maxsplit (>= 1) is: it only "
+        "limits how the rest is cut",
+    "promrules.py:_alerts.add:const:0.0 -> 1.0 in `out.append(Alert(code, sev, e_strict, "
+    "value_text, 0.0, 0.0, tuple(s...`":
+        "a placeholder: build(), _alerts' only caller, sets every kept alert's for_s from "
+        "the catalogue",
+    "promrules.py:_alerts.add:const:0.0 -> 1.0 in `out.append(Alert(code, sev, e_strict, "
+    "value_text, 0.0, 0.0, tuple(s...` #2":
+        "a placeholder: build(), _alerts' only caller, sets every kept alert's keep_s from "
+        "the catalogue",
+    "promtool_input.py:_server_reading:delete:return -> pass in "
+    "`if r.key == 'server.process_start_seconds':`":
+        "a shortcut: process_start_time_seconds is dialects.GENERIC, in no Dialect.rules, "
+        "so _family_for finds no family for it and the function returns just after",
+    "promtool_asserts.py:expectations:boundary:s <= e.worst -> s < e.worst":
+        "the generator runs only when e.worst is not among the code's exported levels, so "
+        "no s equals e.worst there",
+    "findings.py:Severity.__lt__:delete:if isinstance(other, Severity): -> pass":
+        "a < b then returns NotImplemented, and Python asks the reflected b.__gt__(a), "
+        "which compares the same ranks (a number: TypeError either way)",
+    "findings.py:Severity.__lt__:delete:return self.rank < other.rank -> pass in "
+    "`if isinstance(other, Severity):`":
+        "as above: NotImplemented, then the reflected __gt__ gives the same answer",
+    "findings.py:Severity.__le__:delete:return self.rank <= other.rank -> pass in "
+    "`if isinstance(other, Severity):`":
+        "NotImplemented, then the reflected b.__ge__(a) gives the same answer",
+    "findings.py:_json_num:const:0 -> 1 in `return 'NaN' if math.isnan(v) else '+Inf' if "
+    "v > 0 else '-Inf'`":
+        "v is an infinity there (not finite, not NaN): > 0 and > 1 agree",
+    "memory.py:_growth:const:1 -> 2 in `at = [value_at(s, start_t + span * k / n) for k in "
+    "range(n + 1)]`":
+        "the extra point is past now, where value_at gives the newest value: one more "
+        "step of 0, which neither goes down nor counts as rising (the count is held to n)",
+    "kernels.py:ttft_superlinear:delete:continue -> pass in `if ts is None or not ts.points:`":
+        "a shortcut: _fit reads a missing TTFT series as no points (at() gives None, "
+        "_delta None), so the fit is None and the loop continues just after",
+    "kernels.py:_delta:delete:if points is None: -> pass":
+        "unreachable: _fit calls it for the prompt series (has points: series_of), the "
+        "TTFT series (checked by the caller) and the queue only when it is not None",
 }
 
 # --- finding the mutation sites ----------------------------------------------------------
