@@ -10,11 +10,12 @@ from helpers.rulekit import tick
 from infertop.config import DiagnosisConfig
 from infertop.findings import Severity
 from infertop.history import History
+from infertop.key_symbols import K
+from infertop.keysym import any_of
 from infertop.model import Status
 from infertop.rules.base import (
     Context,
     describe_subject,
-    parse_input,
     server_subject,
     split_slope,
     tp_groups,
@@ -49,8 +50,8 @@ def test_a_setting_is_read_by_its_name() -> None:
 
 def test_an_input_with_alternatives_is_had_when_any_is_read() -> None:
     ctx = _ctx({"gpu.util_ratio": {"gpu=0": 0.5}})
-    assert ctx.has_input(parse_input("gpu.sm_active_ratio|gpu.util_ratio"))
-    assert not ctx.has_input(parse_input("gpu.sm_active_ratio|gpu.temp_celsius"))
+    assert ctx.has_input(any_of(K.gpu.sm_active_ratio, K.gpu.util_ratio))
+    assert not ctx.has_input(any_of(K.gpu.sm_active_ratio, K.gpu.temp_celsius))
 
 
 def test_readings_without_a_value_are_not_ok() -> None:
