@@ -92,6 +92,20 @@ def _count_timers() -> None:
 
     tt.Timer._tick = _counted_tick
 
+    # layout passes (a bar changing its height re-lays out the screen)
+    import textual.screen as ts
+    layout = ts.Screen._refresh_layout
+
+    def _counted_layout(self, *args, **kwargs):
+        t = time.thread_time()
+        try:
+            return layout(self, *args, **kwargs)
+        finally:
+            CPU["Screen._refresh_layout"] += time.thread_time() - t
+            RUNS["Screen._refresh_layout"] += 1
+
+    ts.Screen._refresh_layout = _counted_layout
+
 
 def _report() -> None:
     out = os.environ.get("LOOPCOUNT_OUT") or f"/tmp/loopcount.{os.getpid()}.txt"
