@@ -39,6 +39,7 @@ def python_workload_tree(lifetime: int = 90):
     workload = Path(__file__).resolve().parent / "helpers" / "py_workload.py"
     proc = subprocess.Popen([sys.executable, str(workload), "--lifetime", str(lifetime)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdin is not None   # both piped above
     try:
         words = proc.stdout.readline().split()
         assert words and words[0] == "READY", words

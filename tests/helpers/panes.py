@@ -26,6 +26,7 @@ def frames_of(source, ticks: int, pipeline: Pipeline | None = None) -> Frame:
         for _ in range(ticks):
             frame = pipeline.feed(await source.next(), getattr(source, "epoch", None))
         await source.stop()
+        assert frame is not None, "no tick fed (ticks < 1)"
         return frame
 
     return asyncio.run(run())

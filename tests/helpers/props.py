@@ -44,7 +44,9 @@ def props(n: int):
     profile of `make test-fast` caps them at its own count), the same ones every run, no
     deadline (a busy 2-core box is slow, not wrong), no database."""
     if settings.get_current_profile_name() == "fast":
-        n = min(n, settings.default.max_examples)
+        current = settings.default
+        assert current is not None   # a profile is loaded (tests/conftest.py)
+        n = min(n, current.max_examples)
     return settings(max_examples=EXAMPLES or n, derandomize=True, deadline=None,
                     database=None, print_blob=True, phases=PHASES,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
