@@ -15,7 +15,7 @@ paths, so an editor jumps to them.
                                           status), the others are counted on one line
 
 The tests are checked as pytest imports them: tests/ is on the path (mypy_path), so
-`helpers.x` and `conftest` resolve; each test file is a top-level module.  Other
+`helpers.x` and `conftest` resolve; each test file is a top-level module (TEST_PATH).  Other
 arguments (those starting with "-") go to mypy as they are.
 """
 
@@ -38,6 +38,8 @@ MAPPED = {"probes": "probes", "cli": "cli", "tui": "tui", "themes": "themes"}
 CHECK_TESTS = False
 # the test files `--tests` (and CHECK_TESTS) check, relative to tests/
 TEST_GLOBS = ("*.py", "helpers/*.py")
+# import roots of the tests: tests/ (helpers.x, conftest) and the folders tests add to sys.path
+TEST_PATH = (TESTS, ROOT / "tools" / "fuzz", ROOT / "scripts")
 
 
 def build_tree() -> Path:
@@ -75,9 +77,10 @@ def mypy_command(test_files: list[Path], mypy_args: list[str]) -> tuple[list[str
     if not test_files:
         cmd += ["--cache-dir", str(ROOT / "build" / "mypy_cache"), "infertop"]
         return cmd + mypy_args, env
-    # tests/ as pytest's rootdir-relative import path; a cache of its own, since the
-    # search path differs from the package-only run's
-    env["MYPYPATH"] = str(TESTS)
+    # tests/ as pytest puts it on sys.path, and the folders tests put there themselves
+    # (the fuzz targets' list, this script); a cache of its own, since the search path
+    # differs from the package-only run's
+    env["MYPYPATH"] = os.pathsep.join(str(p) for p in TEST_PATH)
     cmd += ["--cache-dir", str(ROOT / "build" / "mypy_cache_tests"),
             "--explicit-package-bases", "infertop", *map(str, test_files)]
     return cmd + mypy_args, env
