@@ -35,9 +35,14 @@ class ContractError(AssertionError):
 
 
 class ProbeSpecLike(Protocol):
-    name: str
-    keys: tuple[str, ...]
-    order: int
+    # read-only members: a frozen dataclass (probes.registry.ProbeSpec) is one; plain
+    # attributes here would ask for settable ones and reject it
+    @property
+    def name(self) -> str: ...
+    @property
+    def keys(self) -> tuple[str, ...]: ...
+    @property
+    def order(self) -> int: ...
 
 
 def _fail(what: str, problems: Sequence[str]) -> None:

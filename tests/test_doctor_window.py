@@ -60,8 +60,8 @@ def test_episodes_pairs_raises_and_clears():
     assert "## during the run" in md and "| HW-001 | warn |" in md
 
 
-def _args(**kw):
-    base = dict(source="demo:healthy", speed=None, interval=1.0, url=[], pid=None,
+def _args(**kw: object) -> argparse.Namespace:
+    base: dict[str, object] = dict(source="demo:healthy", speed=None, interval=1.0, url=[], pid=None,
                 no_gpu=True, config=None)
     base.update(kw)
     return argparse.Namespace(**base)
@@ -94,7 +94,8 @@ def test_live_source_paces_at_its_interval():
 
     class Live:
         realtime = True
-    assert sources.pace_of(Live(), 2.0, 10.0) == 2.0
+    # a stand-in: pace_of reads only ``realtime`` of a live source
+    assert sources.pace_of(Live(), 2.0, 10.0) == 2.0  # type: ignore[arg-type]
 
 
 def test_screen_and_headless_pace_by_the_one_rule():

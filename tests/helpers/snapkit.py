@@ -8,6 +8,7 @@ from infertop.keys import SPECS
 from infertop.model import Reading, Sample, Snapshot, Status, make_labels
 
 _M = TypeVar("_M")
+_T = TypeVar("_T")
 
 
 def reading(key: str, value: float | None, *, status: Status = Status.OK, text: str | None = None,
@@ -40,6 +41,12 @@ def meta_of(sample: Sample, cls: type[_M]) -> _M:
     assert isinstance(sample.meta, cls), \
         f"{sample.source}: meta is {type(sample.meta).__name__}, not {cls.__name__}"
     return sample.meta
+
+
+def must(x: _T | None, what: str = "a value") -> _T:
+    """``x``, which the test needs present (``must(demo.next_sync())``): fails on None."""
+    assert x is not None, f"expected {what}, got None"
+    return x
 
 
 def value_of(r: Reading | None) -> float:
