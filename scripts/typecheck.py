@@ -37,7 +37,8 @@ MAPPED = {"probes": "probes", "cli": "cli", "tui": "tui", "themes": "themes"}
 # `make typecheck` (and so .ci/run) checks the tests too.
 CHECK_TESTS = False
 # the test files `--tests` (and CHECK_TESTS) check, relative to tests/
-TEST_GLOBS = ("*.py", "helpers/*.py")
+# (the plug-in fixture package and the corpus's load tools are Python the tests run too)
+TEST_GLOBS = ("*.py", "helpers/*.py", "fixtures/plugins/*/*.py", "corpus/tools/*.py")
 # import roots of the tests: tests/ (helpers.x, conftest) and the folders tests add to sys.path
 TEST_PATH = (TESTS, ROOT / "tools" / "fuzz", ROOT / "scripts")
 
