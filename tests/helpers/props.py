@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
+from infertop.fleet import FleetPipeline
 from infertop.model import Capability, Sample, Snapshot, Status
 from infertop.pipeline import Frame, Pipeline
 from infertop.probes.sources.source import SnapshotSource
@@ -129,9 +130,10 @@ def render_panes(frame: Frame) -> Iterable[tuple[str, str]]:
             yield f"pane {layer} {width}x{height}", con.export_text()
 
 
-def check_frame_writers(frame: Frame, pipeline: Pipeline, source: SnapshotSource,
-                        reader: str) -> None:
-    """The panes, ``snapshot --json`` and doctor text/JSON/markdown of one Frame."""
+def check_frame_writers(frame: Frame, pipeline: Pipeline | FleetPipeline,
+                        source: SnapshotSource, reader: str) -> None:
+    """The panes, ``snapshot --json`` and doctor text/JSON/markdown of one Frame (a
+    fleet's FleetFrame is one, from a FleetPipeline)."""
     from infertop.cli.doctor import doctor_meta
     from infertop.cli.snapshot import snapshot_json
     from infertop.report import render_report
