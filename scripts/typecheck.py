@@ -87,6 +87,19 @@ def mypy_command(test_files: list[Path], mypy_args: list[str]) -> tuple[list[str
     return cmd + mypy_args, env
 
 
+def only_listed(lines: list[str], names: set[str]) -> tuple[list[str], int, set[str]]:
+    """The output lines (errors and their notes) of the files named, how many errors they
+    are, and the other files with errors: a helper's or another file's are not theirs."""
+    shown, other = [], set()
+    for line in lines:
+        path = line.split(":", 1)[0]
+        if path in names:
+            shown.append(line)
+        elif ": error:" in line:
+            other.add(path)
+    return shown, sum(": error:" in line for line in shown), other
+
+
 def main(argv: list[str]) -> int:
     mypy_args = [a for a in argv if a.startswith("-") and a != "--tests"]
     listed = [Path(a).resolve() for a in argv if not a.startswith("-")]
@@ -104,17 +117,10 @@ def main(argv: list[str]) -> int:
     if not listed:
         print("\n".join(lines))
         return run.returncode
-    # only the listed files' errors: a helper's or another half's errors are not theirs
     names = {str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p) for p in listed}
-    shown, other = [], set()
-    for line in lines:
-        path = line.split(":", 1)[0]
-        if path in names:
-            shown.append(line)
-        elif ": error:" in line:
-            other.add(path)
-    errors = sum(": error:" in line for line in shown)
-    print("\n".join(shown))
+    shown, errors, other = only_listed(lines, names)
+    if shown:
+        print("\n".join(shown))
     print(f"typecheck: {errors} errors in the {len(names)} listed files"
           + (f"; errors in {len(other)} files not listed (--tests alone shows all)" if other else ""))
     if run.returncode not in (0, 1):   # mypy itself failed (a crash, a bad option)
