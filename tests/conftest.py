@@ -6,6 +6,7 @@ import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ def fixtures_dir() -> Path:
 
 
 @contextlib.contextmanager
-def python_workload_tree(lifetime: int = 90):
+def python_workload_tree(lifetime: int = 90) -> Iterator[tuple[int, int]]:
     """A real Python parent + child with CPU-bound threads (tests/helpers/py_workload.py),
     yielding (parent pid, child pid); skips when py-spy is missing or ptrace is refused."""
     from infertop.probes.capture.pyspy import find_pyspy
@@ -39,6 +40,7 @@ def python_workload_tree(lifetime: int = 90):
     workload = Path(__file__).resolve().parent / "helpers" / "py_workload.py"
     proc = subprocess.Popen([sys.executable, str(workload), "--lifetime", str(lifetime)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdin is not None   # both piped above
     try:
         words = proc.stdout.readline().split()
         assert words and words[0] == "READY", words

@@ -3,12 +3,12 @@
 import ast
 import subprocess
 import sys
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
 from pathlib import Path
+
+if sys.version_info >= (3, 11):   # as infertop/config.py: a test mypy can follow
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 FORBIDDEN_IN_CORE = {"textual", "rich", "pynvml", "psutil", "httpx", "h11", "aiofiles",

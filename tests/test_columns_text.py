@@ -5,10 +5,12 @@ the code it replaced), styles, spans, wide characters, cut cells and flagged row
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 import pytest
 from rich.text import Text
 
+from infertop.tui.panes.cells import Cell
 from infertop.tui.panes.columns import Columns
 
 STYLES = ["", "bold", "red", "bold #ff8800", "italic dim"]
@@ -19,7 +21,8 @@ WORDS = ["GPU", "0", "87 %", "60.0 GiB", "tx 1.9 GiB/s", "VLLM::EngineCore", "æ—
 
 def oracle(cols: Columns, order: list[int], width: int) -> Text:
     """The old way: a Text per row built by Text.append_text, joined by append_text."""
-    rows = [cols.rows[i] for i in order]
+    # the header row as Texts, the others as Cells: Columns._row_text takes either
+    rows: list[Sequence[Cell | Text]] = [cols.rows[i] for i in order]
     head = 1 if cols.headers else 0
     if cols.headers:
         rows.insert(0, [Text(h, style=cols.header_style) for h in cols.headers])

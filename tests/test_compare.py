@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
+from infertop.cli.main import main
 from infertop.compare import (
     block_length,
     block_medians,

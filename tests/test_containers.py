@@ -183,21 +183,26 @@ def test_as_root_a_namespaced_server_is_read_from_inside_at_its_own_address():
                       "network namespace", 7, "127.0.0.1", container="vllm-a")
     # listening on its loopback only: dialled there, shown there
     r = plan(7, "vllm", 8000, LOOP_ONLY, None, [], can_enter=True)
+    assert r is not None
     assert (r.url, r.netns_pid, r.connect_host) == ("http://127.0.0.1:8000", 7, "127.0.0.1")
     assert r.via == "in pid 7's network namespace, read through its network namespace"
 
 
 def test_without_root_a_published_port_then_its_own_address_then_one_line_why():
     r = plan(7, "vllm", 8000, NS, C, PUB, can_enter=False)
+    assert r is not None
     assert r.url == "http://127.0.0.1:9000" and r.netns_pid is None
     assert "published host port 9000" in r.via and "vllm-a" in r.via
     r = plan(7, "vllm", 8000, NS, C, [], can_enter=False)
+    assert r is not None
     assert r.url == "http://10.231.7.2:8000" and "own address" in r.via
     r = plan(7, "vllm", 8000, LOOP_ONLY, C, [], can_enter=False)
+    assert r is not None
     assert r.problem and "run infertop as root" in r.problem and "--url" in r.problem
     assert "is the server running" not in r.problem
     # the port from the namespace's listeners when the command line is silent
-    assert plan(7, "vllm", None, NS, C, [], can_enter=True).url == "http://10.231.7.2:8000"
+    from_listeners = plan(7, "vllm", None, NS, C, [], can_enter=True)
+    assert from_listeners is not None and from_listeners.url == "http://10.231.7.2:8000"
     assert plan(7, "vllm", None, netns.Namespace("n", (), ()), C, [], True) is None
 
 
@@ -281,7 +286,8 @@ def test_the_container_survives_json_and_a_recording_round_trip():
     info = ServerInfo(7, "vllm", "vllm", "found by name", 8000, container="vllm-a")
     assert info.to_dict()["container"] == "vllm-a"
     pm = ProcessMeta(server=info, tree=(7,))
-    assert meta_from_dict("process", pm.to_dict()).server == info
+    back = meta_from_dict("process", pm.to_dict())
+    assert isinstance(back, ProcessMeta) and back.server == info
     assert "container" not in ServerInfo(7).to_dict()   # a host server's JSON is unchanged
 
 
@@ -307,6 +313,7 @@ def test_the_followed_server_process_tree_says_its_container_on_screen_and_in_js
 
 def test_a_failed_read_at_the_namespace_address_says_what_else_to_try():
     r = plan(7, "vllm", 8000, NS, C, [], can_enter=False)
+    assert r is not None
     route = Route("http://127.0.0.1:1", r.via, container=r.container, hint=r.hint)
     probe = ServerMetricsProbe("http://127.0.0.1:1", route=route, timeout=0.5)
 
@@ -345,19 +352,23 @@ def test_plan_for_reads_proc_as_root_as_non_root_and_for_another_user(tmp_path, 
     server = ServerProcess(7, "vllm", "vllm", [], 8000, "")
     root = plan_for(server, [], _fake_proc(tmp_path / "a", their_ns="net:[4026532174]",
                                            cap_eff="000001ffffffffff"))
+    assert root is not None
     assert root.netns_pid == 7 and root.url == "http://10.231.7.2:8000"
     assert root.via == "in container docker 3f2a9c1b0d4e, read through its network namespace"
     user = plan_for(server, [], _fake_proc(tmp_path / "b", their_ns="net:[4026532174]",
                                            cap_eff="0000000000000000"))
+    assert user is not None
     assert user.netns_pid is None and "own address" in user.via
     # another user's process: its namespace link is unreadable, its socket table is not
     other = _fake_proc(tmp_path / "c", their_ns=None, cap_eff="000001ffffffffff")
     got = plan_for(server, [ProcInfo(9, 1, "docker-proxy", (
         "docker-proxy", "-host-port", "9000", "-container-ip", "10.231.7.2",
         "-container-port", "8000"))], other)
+    assert got is not None
     assert got.url == "http://127.0.0.1:9000" and got.netns_pid is None   # never setns
     silent = _fake_proc(tmp_path / "d", their_ns=None, cap_eff="0", listening=False)
     got = plan_for(server, [], silent)
+    assert got is not None
     assert "another user's process" in got.problem and "--url" in got.problem
     # a host process (no container, same namespace): the plain URL
     same = _fake_proc(tmp_path / "e", their_ns="net:[4026531833]", cap_eff="0")
@@ -394,4 +405,5 @@ def test_a_socat_forwarder_is_a_published_port_too():
     assert parse_socat_args(["socat", "TCP-LISTEN:x", "TCP:10.0.0.2:8000"]) is None
     procs = [ProcInfo(5, 1, "socat", ("socat", "TCP-LISTEN:9000,fork", "TCP:10.231.7.2:8000"))]
     r = plan(7, "vllm", 8000, NS, C, published_ports(procs), can_enter=False)
+    assert r is not None
     assert r.url == "http://127.0.0.1:9000" and "forwarded to 10.231.7.2:8000" in r.via

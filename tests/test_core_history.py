@@ -16,6 +16,7 @@ def test_counter_rate_over_window():
     for t in range(0, 11):
         feed(h, t, reading("server.prompt_tokens_total", 100 * t, instance="a"))
     s = h.get("server.prompt_tokens_total", (("instance", "a"),))
+    assert s is not None
     assert s.rate(5) == pytest.approx(100.0)
     assert s.rate(None) == pytest.approx(100.0)
 
@@ -26,7 +27,9 @@ def test_counter_reset_counts_restart_not_negative():
     for t, v in enumerate(vals):
         feed(h, t, reading("server.generation_tokens_total", v))
     s = h.find("server.generation_tokens_total")[0]
-    inc, secs = s.increase(None)
+    increase = s.increase(None)
+    assert increase is not None
+    inc, secs = increase
     assert inc == 50 + 50 + 10 + 50
     assert secs == 4
     assert s.resets() == [3]
@@ -81,8 +84,9 @@ def test_windowed_quantile_uses_bucket_deltas_not_lifetime():
     last = hist("latency.ttft_seconds", {0.01: 1000, 1.0: 1010}, 5.1)
     feed(h, 130, last)
     s = h.find("latency.ttft_seconds")[0]
-    assert s.quantile(0.5, 30) > 0.01          # window sees only the slow ones
-    assert bucket_quantile(0.5, last.buckets) <= 0.01   # lifetime buckets would hide them
+    windowed, lifetime = s.quantile(0.5, 30), bucket_quantile(0.5, last.buckets or ())
+    assert windowed is not None and windowed > 0.01          # window sees only the slow ones
+    assert lifetime is not None and lifetime <= 0.01   # lifetime buckets would hide them
     assert s.mean(30) == pytest.approx(0.5)
 
 
@@ -92,6 +96,7 @@ def test_histogram_reset_in_window():
     feed(h, 1, hist("latency.e2e_seconds", {1.0: 55, 2.0: 70}, 80.0))
     feed(h, 2, hist("latency.e2e_seconds", {1.0: 0, 2.0: 4}, 6.0))  # restart
     d = h.find("latency.e2e_seconds")[0].hist_delta(None)
+    assert d is not None
     assert d.total == 10 + 4
     assert dict(d.buckets)[1.0] == 5
 
@@ -164,7 +169,8 @@ def test_quantile_and_mean_need_observations():
     s = h.find("latency.ttft_seconds")[0]
     assert s.quantile(0.5) is None and s.mean() is None and s.hist_delta() is None
     feed(h, 1, hist("latency.ttft_seconds", {0.1: 4}, 0.2))   # no new request
-    assert s.hist_delta().total == 0
+    delta = s.hist_delta()
+    assert delta is not None and delta.total == 0
     assert s.quantile(0.5) is None and s.mean() is None
     feed(h, 2, hist("latency.ttft_seconds", {0.1: 8}, 0.4))
     assert s.quantile(0.5) == pytest.approx(0.05) and s.mean() == pytest.approx(0.05)
@@ -199,6 +205,7 @@ def test_a_histogram_point_at_the_same_time_replaces_the_newest():
     p = s.points[-1]
     assert (p.time, p.buckets, p.total, p.sum) == (2.0, ((0.1, 5.0), (inf, 9.0)), 9.0, 2.5)
     d = s.hist_delta(None)
+    assert d is not None
     assert (d.total, d.sum, d.buckets) == (5.0, 1.5, ((0.1, 3.0), (inf, 5.0)))
 
 
@@ -273,6 +280,7 @@ def test_histogram_restarting_twice_in_the_window():
     feed(h, 1, hist("latency.e2e_seconds", {1.0: 4, 2.0: 5}, 6.0))
     feed(h, 2, hist("latency.e2e_seconds", {1.0: 1, 2.0: 2}, 2.5))
     d = h.find("latency.e2e_seconds")[0].hist_delta(None)
+    assert d is not None
     assert d.total == 7 and d.sum == pytest.approx(8.5)
     assert dict(d.buckets) == {1.0: 5, 2.0: 7, math.inf: 7}
 
@@ -283,5 +291,6 @@ def test_a_histogram_delta_is_computed_once_per_tick():
     for t in range(3):
         feed(h, t, hist("latency.e2e_seconds", {1.0: 4 * t}, 2.0 * t))
     s = h.find("latency.e2e_seconds")[0]
-    assert s.hist_delta(60) is s.hist_delta(60)
-    assert s.hist_delta(60).total == 8
+    d = s.hist_delta(60)
+    assert d is not None and d is s.hist_delta(60)
+    assert d.total == 8

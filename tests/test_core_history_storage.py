@@ -61,7 +61,7 @@ def test_gauge_points_are_exactly_the_newest_max_points(cap):
                     assert s.increase(w) is None
     assert s.resets() == [b[0] for a, b in zip(ref, list(ref)[1:]) if b[1] < a[1]]
     # bounded: the arrays never hold much more than max_points
-    assert len(s._t) <= cap + max(8, cap // 16)
+    assert s._t is not None and len(s._t) <= cap + max(8, cap // 16)
 
 
 def test_points_is_a_read_only_sequence_with_slices_and_negative_indices():
@@ -102,7 +102,7 @@ def test_histograms_match_a_naive_model_across_cuts_resets_and_rebucketing():
     cap = 40
     s = Series("latency.ttft_seconds", (), Kind.HISTOGRAM, "s", max_points=cap)
     ref: deque = deque(maxlen=cap)
-    bounds = (0.1, 0.5, 1.0, math.inf)
+    bounds: tuple[float, ...] = (0.1, 0.5, 1.0, math.inf)
     counts = [0.0] * len(bounds)
     total = hsum = 0.0
     for t in range(400):
@@ -134,7 +134,7 @@ def test_histograms_match_a_naive_model_across_cuts_resets_and_rebucketing():
                     assert got.buckets == want.buckets
                     if got.total > 0:
                         assert s.quantile(0.9, w) == bucket_quantile(0.9, want.buckets)
-    assert len(s._t) <= cap + 8
+    assert s._t is not None and len(s._t) <= cap + 8
 
 
 def naive_window_h(pts, window):
@@ -178,9 +178,11 @@ def test_a_histogram_memo_is_dropped_by_the_next_point():
     feed(h, 0, hist("latency.e2e_seconds", {1.0: 0, 2.0: 0}, 0.0))
     feed(h, 1, hist("latency.e2e_seconds", {1.0: 5, 2.0: 5}, 2.0))
     s = h.find("latency.e2e_seconds")[0]
-    assert s.hist_delta(None).total == 5
+    first = s.hist_delta(None)
+    assert first is not None and first.total == 5
     feed(h, 2, hist("latency.e2e_seconds", {1.0: 5, 2.0: 9}, 8.0))
-    assert s.hist_delta(None).total == 9 and s.mean(None) == pytest.approx(8 / 9)
+    second = s.hist_delta(None)
+    assert second is not None and second.total == 9 and s.mean(None) == pytest.approx(8 / 9)
 
 
 def test_storage_is_flat_arrays_of_bounded_size():
@@ -207,6 +209,7 @@ def test_storage_is_flat_arrays_of_bounded_size():
     stored = sys.getsizeof(gappy._t) + sys.getsizeof(gappy._v)
     assert stored < 900 * 16 * 1.25
     hs = h.find("latency.ttft_seconds")[0]
+    assert hs._h is not None   # a histogram series keeps its store
     assert len({id(b) for b in hs._h.b}) == 1
     assert len(hs._h.c) <= (900 + 56) * 3
     assert len(h.clock.t) <= 900 + 56 + 30
@@ -259,6 +262,7 @@ def test_history_matches_a_naive_model_with_gaps_repeats_and_time_going_back(see
                 s = h.get("gpu.util_ratio", (("gpu", name),))
                 if not q:
                     continue
+                assert s is not None, (name, tick)
                 assert list(s.points) == list(q), (name, tick)
                 assert s.values() == [v for _, v in q]
                 assert s.first_time() == q[0][0] and s.last_time() == q[-1][0]
@@ -298,6 +302,7 @@ def test_bucket_counts_stay_exact_when_float32_cannot_hold_them():
     s = Series("latency.ttft_seconds", (), Kind.HISTOGRAM, "s", max_points=10)
     big = float(2**24 + 1)          # not a float32
     pts = [(1.0, 100.0), (2.0, 160.0), (3.0, big), (4.0, big + 7)]
+    assert s._h is not None   # a histogram series keeps its store
     for t, c in pts:
         s.append_hist(t, ((0.1, c / 2), (math.inf, c)), c, c * 0.01)
         if t == 2.0:
@@ -305,7 +310,7 @@ def test_bucket_counts_stay_exact_when_float32_cannot_hold_them():
     assert s._h.c.typecode == "d"
     assert [p.buckets for p in s.points] == [((0.1, c / 2), (math.inf, c)) for _, c in pts]
     d = s.hist_delta(1.0)            # t 3 -> 4: 7 observations on top of 2**24 + 1
-    assert d.total == 7 and d.buckets == ((0.1, 3.5), (math.inf, 7.0))
+    assert d is not None and d.total == 7 and d.buckets == ((0.1, 3.5), (math.inf, 7.0))
 
 
 def test_a_series_that_goes_stale_does_not_pin_the_shared_clock():
@@ -321,9 +326,11 @@ def test_a_series_that_goes_stale_does_not_pin_the_shared_clock():
         feed(h, t, live, stale)
     assert len(h.clock.t) <= 100 + 8 + 1 + 30 + 1    # max_points, cut slack, an expiry period
     s = h.get("kv.usage_ratio")
+    assert s is not None
     assert [p[0] for p in s.points] == [1000.0 + i for i in range(10)]   # its own times kept
     assert [p[1] for p in s.points] == [0.3] * 10
-    assert len(h.get("gpu.util_ratio", (("gpu", "0"),)).points) == 100
+    live_series = h.get("gpu.util_ratio", (("gpu", "0"),))
+    assert live_series is not None and len(live_series.points) == 100
 
 
 def test_histogram_storage_only_on_histograms():

@@ -2,6 +2,7 @@ import json
 import math
 
 from infertop.keys import SPECS, keys_for
+from infertop.meta import GpuName, NvmlMeta
 from infertop.model import (
     LAYERS,
     Capability,
@@ -26,12 +27,17 @@ def test_snapshot_roundtrips_through_json_including_nan_and_inf():
     r2 = Reading("gpu.info", 1.0, "", make_labels(gpu=0), text="NVIDIA H100", kind=Kind.INFO)
     r3 = Reading("gpu.power_watts", None, "W", make_labels(gpu=0), Status.UNSUPPORTED,
                  "not supported on Tesla T4")
-    snap = Snapshot(12.5, {"nvml": Sample("nvml", 12.4, (r1, r2, r3), meta={"gpus": [{"index": 0, "name": "NVIDIA H100"}]})}, 3,
+    # (the meta was {"gpus": [0]}: not a GPU's shape; it read as an empty NvmlMeta, and the
+    # typed meta of issue 36 now refuses it)
+    meta = NvmlMeta(gpus=(GpuName(0, "NVIDIA H100"),), driver="580.95.05")
+    snap = Snapshot(12.5, {"nvml": Sample("nvml", 12.4, (r1, r2, r3), meta=meta)}, 3,
                     {"nvml": Capability("nvml", True, features=frozenset({"gpm"}))})
     wire = json.dumps(snap.to_dict(), allow_nan=False)
     back = Snapshot.from_dict(json.loads(wire))
     assert back.to_dict() == snap.to_dict()
+    assert back.samples["nvml"].meta == meta
     h = back.samples["nvml"].readings[0]
+    assert h.buckets is not None and h.hist_sum is not None
     assert math.isinf(h.buckets[-1][0]) and math.isnan(h.hist_sum)
     assert back.samples["nvml"].readings[2].status is Status.UNSUPPORTED
 

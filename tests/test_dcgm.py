@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from helpers.snapkit import must
 from infertop.dcgm import families_from_series, gpu_readings
 from infertop.demo.exposition import render_dcgm
 from infertop.dialects import readings_from_exposition, readings_from_families
@@ -109,7 +110,7 @@ def test_demo_pages_through_prometheus_map_like_the_direct_scrape(dialect):
     from infertop.demo.exposition import render
     src = DemoSource("mem-kv-pressure", dialect=dialect, seed=3)
     for _ in range(30):
-        frame = src.step_frame()
+        frame = must(src.step_frame(), "a demo frame")
     text = render(frame, dialect)
     direct = readings_from_exposition(text, "n1:8000")
     via = readings_from_families(families_from_series(_as_series(text, "n1:8000")), "n1:8000")
@@ -119,7 +120,7 @@ def test_demo_pages_through_prometheus_map_like_the_direct_scrape(dialect):
 def test_demo_dcgm_page_reads_back_as_the_demo_gpus():
     src = DemoSource("hw-throttling", seed=2)
     for _ in range(40):
-        frame = src.step_frame()
+        frame = must(src.step_frame(), "a demo frame")
     text = render_dcgm(frame, "node-07")
     rs, meta = gpu_readings(_as_series(text, "n7:9400"))
     r = by_key(rs)

@@ -13,7 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from helpers.snapkit import meta_of, must
 from infertop.cli.demo_server import DemoServer, DemoServerError
+from infertop.meta import ServerMeta
 from infertop.probes.server.metrics import ServerMetricsProbe
 from infertop.probes.sources.demo import DemoSource
 
@@ -38,12 +40,13 @@ async def test_scrape_equals_the_demo_source_at_the_same_time(dialect):
         for tick in range(1, 41):
             if tick > 1:
                 await server.tick()
-            expect = source.next_sync().samples[source.server_source]
+            expect = must(source.next_sync()).samples[source.server_source]
             if tick in (1, 25, 40):
                 got = await probe.collect()
                 assert len(got.readings) > 10
                 assert sorted(map(_key, got.readings)) == sorted(map(_key, expect.readings))
-                assert got.meta.dialect == expect.meta.dialect == dialect
+                assert meta_of(got, ServerMeta).dialect == meta_of(expect, ServerMeta).dialect \
+                    == dialect
         await probe.close()
     finally:
         await server.stop()
@@ -121,12 +124,12 @@ async def test_autoplay_advances_with_wall_time():
     server = DemoServer("healthy", port=0, speed=100.0)
     await server.start()
     try:
-        start = server.frame.tick
+        start = must(server.frame).tick
         for _ in range(5):
             await asyncio.wait_for(server.next_tick(), timeout=10)
         async with httpx.AsyncClient(base_url=server.url) as c:
             assert (await c.get("/metrics")).status_code == 200
-        assert server.frame.tick >= start + 5
+        assert must(server.frame).tick >= start + 5
     finally:
         await server.stop()
 
@@ -139,6 +142,7 @@ def test_serve_stops_cleanly_on_ctrl_c():
     """)
     proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True,
                             cwd=ROOT)
+    assert proc.stderr is not None   # piped above
     try:
         line = proc.stderr.readline()
         assert "sglang dialect" in line and "http://127.0.0.1:" in line

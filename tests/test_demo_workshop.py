@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from helpers.panes import frames_of
+from helpers.snapkit import must
 from infertop.cli.main import build_parser, make_pipeline
 from infertop.demo.scenario import ScenarioError, load_scenario, with_gpus
 from infertop.probes.sources.demo import DemoSource
@@ -70,7 +71,7 @@ def test_a_looping_scenario_starts_each_loop_without_the_last_loops_findings():
         await source.start()
         before = after = []
         for _ in range(duration + 3):
-            snap = await source.next()
+            snap = must(await source.next(), "a demo tick (the demo loops)")
             frame = pipeline.feed(snap, source.epoch)
             if source.run.loop == 0:
                 before = [f.code for f in frame.findings]

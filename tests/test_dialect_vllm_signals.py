@@ -10,24 +10,27 @@ from pathlib import Path
 import pytest
 
 from infertop.dialects import readings_from_exposition
-from infertop.model import Kind
+from infertop.model import Kind, Reading
 
 METRICS = Path(__file__).parent / "fixtures" / "metrics"
 INST = "127.0.0.1:8000"
 LAB = {"engine": "0", "model": "tiny-llama"}
 
 
-def page(name: str = "vllm-0.32-busy.prom", **edits: float) -> str:
+def page(name: str = "vllm-0.32-busy.prom", /, **edits: float | str) -> str:
     """The real page, with some samples' values replaced (sample line prefix -> value)."""
     text = (METRICS / name).read_text()
     for prefix, value in edits.items():
         pat = re.compile("^(" + re.escape(prefix) + r") \S+$", re.M)
-        text, n = pat.subn(lambda m, value=value: f"{m.group(1)} {value}", text)
+
+        def replaced(m: re.Match[str], value: float | str = value) -> str:
+            return f"{m.group(1)} {value}"
+        text, n = pat.subn(replaced, text)
         assert n == 1, prefix
     return text
 
 
-def readings(text: str, key: str) -> dict[tuple, object]:
+def readings(text: str, key: str) -> dict[tuple, Reading]:
     e = readings_from_exposition(text, INST)
     return {tuple(sorted((k, v) for k, v in r.labels if k != "instance")): r
             for r in e.readings if r.key == key}
@@ -77,7 +80,7 @@ def test_sleep_level_from_the_one_hot_states(awake, offloaded, discarded, level)
 
 def test_no_state_flagged_is_not_read_as_awake():
     """A page that flags no state (or NaN) says nothing: no reading, not 'awake'."""
-    text = page(**{P % "awake": "NaN", P % "weights_offloaded": 0, P % "discard_all": 0})
+    text = page(**{P % "awake": "NaN", P % "weights_offloaded": "0", P % "discard_all": "0"})
     assert readings(text, "server.sleep_level") == {}
 
 

@@ -49,6 +49,7 @@ def assert_contract(e: Exposition) -> None:
         assert r.series not in seen, r.series  # one reading per series
         seen.add(r.series)
         if r.kind is Kind.HISTOGRAM:
+            assert r.buckets is not None, r.key
             bounds = [le for le, _ in r.buckets]
             counts = [c for _, c in r.buckets]
             assert bounds == sorted(bounds) and math.isinf(bounds[-1]), r.key
@@ -80,9 +81,11 @@ def test_vllm_busy_fixture():
     ttft = one(e, "latency.ttft_seconds", **lab)
     assert ttft.kind is Kind.HISTOGRAM and ttft.value == 146.0
     assert ttft.hist_sum == pytest.approx(3.3272817134857178)
+    assert ttft.buckets is not None
     assert ttft.buckets[:4] == ((0.001, 0.0), (0.005, 0.0), (0.01, 20.0), (0.02, 86.0))
     assert ttft.buckets[-1] == (math.inf, 146.0)
     it = one(e, "server.iteration_tokens", **lab)
+    assert it.buckets is not None
     assert (it.value, it.hist_sum, it.buckets[1]) == (7766.0, 62921.0, (8.0, 7703.0))
     assert one(e, "server.engine_steps_total", **lab).value == 7766.0
     assert one(e, "latency.itl_seconds", **lab).value == 61021.0
@@ -223,6 +226,7 @@ def test_vllm_legacy_v0_names_map():
     assert one(e, "kv.prefix_cache_queries_total").value == 40.0
     assert one(e, "kv.prefix_cache_hits_total").value == 10.0
     itl = one(e, "latency.itl_seconds")
+    assert itl.buckets is not None
     assert (itl.value, itl.buckets[0]) == (10.0, (0.05, 9.0))
     assert one(e, "server.requests_waiting").labels == (("instance", INST), ("model", "old"))
 

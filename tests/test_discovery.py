@@ -297,6 +297,7 @@ def test_real_tree_found_by_name_port_and_pid():
         assert f"port {t['port']}" in by_port.reason and by_port.kind == "vllm"
 
         by_pid = find_server(pid=t["child"], url=f"http://127.0.0.1:{t['port']}")
+        assert by_pid is not None
         assert (by_pid.pid, by_pid.kind, by_pid.reason) == (t["child"], "vllm",
                                                              f"--pid {t['child']}")
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.snapkit import must
 from infertop.compare import compare, render_json, render_text
 from infertop.dialects import readings_from_exposition
 from infertop.htmlreport import md as md_escape
@@ -70,7 +71,7 @@ def run_snapshots(rate: float, transfer_phase: bool, ticks: int = TICKS):
         for _ in range(35):       # into the TCP fallback
             src.next_sync()
     for i in range(ticks):
-        snap = src.next_sync()
+        snap = must(src.next_sync(), "a demo tick")
         samples = dict(snap.samples)
         for name, rs in pages.items():
             samples[f"server:{name}"] = Sample(f"server:{name}", snap.time,

@@ -19,6 +19,7 @@ from helpers.inproc import run_main
 from helpers.rulekit import SERVER, Feed, timing
 from helpers.rulekit import tick as make_tick
 from helpers.spawn_tree import spawn
+from infertop.meta import ProcessMeta, ServerInfo
 from infertop.model import Status
 from infertop.report import render_report
 from infertop.rules.registry import all_rules
@@ -177,7 +178,8 @@ def test_server_down_while_watched_raises_dec_006_with_since_and_clears():
     assert fin.since == down_at and "not answering since" in fin.title
     assert fin.title.startswith("server local not answering since")
     assert "connection refused" in fin.evidence[0].note
-    assert fin.evidence[0].value >= ra
+    down_for = fin.evidence[0].value   # seconds down: a number, not an INFO reading's text
+    assert isinstance(down_for, float) and down_for >= ra
     healthy_from = f.t
     n = 20
     while not f.events("DEC-006", "cleared"):
@@ -224,15 +226,14 @@ def test_a_tree_found_by_name_for_a_url_says_so_on_the_screen():
     from infertop.probes.server.process import _reading
     info = _reading("process.info", 1.0, {"pid": 42, "ppid": 1, "name": "python",
                                           "role": "api_server", "kind": "vllm"}, text="vllm serve")
-    meta = {"server": {"pid": 42, "kind": "vllm", "name": "python", "port": 8000,
-                       "found_by": "name, not port",
-                       "reason": "found by name, not by port: port 9 is held by a process "
-                                 "we cannot inspect"}}
+    meta = ProcessMeta(server=ServerInfo(
+        pid=42, kind="vllm", name="python", port=8000, found_by="name, not port",
+        reason="found by name, not by port: port 9 is held by a process we cannot inspect"))
     snap = Snapshot(1000.0, {"process": Sample("process", 1000.0, (info,), meta=meta)})
     frame = Pipeline().feed(snap)
     text = pane_text("scheduling", frame)
     assert "found by name, not by port" in text and "42" in text
-    from cli.snapshot import snapshot_json
+    from infertop.cli.snapshot import snapshot_json
     st = snapshot_json(frame)["sources"]["process"]
     assert st["found_by"] == "name, not port" and st["reason"].startswith("found by name")
 

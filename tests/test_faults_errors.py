@@ -54,6 +54,7 @@ def test_demo_list_into_a_closed_pipe_is_quiet_and_exit_0():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     p = subprocess.Popen([sys.executable, "-m", "infertop", "demo", "--list"], cwd=ROOT,
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stderr is not None   # both piped above
     p.stdout.close()   # the reader left before a line was written (`| head -0`)
     err = p.stderr.read()
     p.stderr.close()
@@ -220,7 +221,8 @@ def test_an_intermittent_duplicate_fakes_no_restart_and_no_rate():
     """Summed, a duplicate that comes and goes doubles the counter for a tick and then
     'drops' it: a fake restart (DEC-005) and a burst of token rate.  Rejected, the tick is
     a failed scrape and the counter stays monotonic."""
-    pipe = Pipeline(Diagnoser())
+    diagnoser = Diagnoser()
+    pipe = Pipeline(diagnoser)
     t0 = 1_000_000.0
     frame = None
     for n in range(30):
@@ -234,7 +236,7 @@ def test_an_intermittent_duplicate_fakes_no_restart_and_no_rate():
         assert not any(f.code == "DEC-005" for f in frame.findings), frame.findings
         for r in frame.by_key("throughput.generation_tokens_per_second"):
             assert r.value is None or math.isclose(r.value, 100.0), r
-    assert not any(e.code == "DEC-005" for e in pipe.diagnoser.events)
+    assert not any(e.code == "DEC-005" for e in diagnoser.events)
 
 
 def test_a_404_html_page_is_a_short_clean_reason():

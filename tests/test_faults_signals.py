@@ -82,9 +82,10 @@ def test_a_crashed_tui_exits_non_zero(monkeypatch):
     """cli/interactive.py reads Textual's ``return_code`` (1 after an unhandled error)."""
     from textual.app import App
 
+    import infertop.cli.interactive
     import infertop.tui.modes as modes
-    from cli.args import build_sub_parser
-    from cli.interactive import run_tui
+    from infertop.cli.args import build_sub_parser
+    from infertop.cli.interactive import run_tui
 
     class Crashing(App):
         def on_mount(self) -> None:
@@ -94,8 +95,8 @@ def test_a_crashed_tui_exits_non_zero(monkeypatch):
             return super().run(headless=True)
 
     monkeypatch.setattr(modes, "app_for_source", lambda *a, **k: Crashing())
-    import cli.interactive
-    monkeypatch.setattr(cli.interactive, "require_terminal", lambda: None)  # headless here
+    monkeypatch.setattr(infertop.cli.interactive, "require_terminal",
+                        lambda: None)  # headless here
     args = build_sub_parser("demo").parse_args(["healthy"])
     assert run_tui(None, args) == 1
 

@@ -39,6 +39,7 @@ async def test_direct_fleet_finds_the_slow_node_and_the_dead_one():
                 urls.append(f"{g['labels']['node']}=http://{g['targets'][0]}")
         urls.append(f"node-dead=http://127.0.0.1:{dead_port}")
         nodes = fleet_nodes(urls)
+        assert nodes is not None   # the URLs name their nodes: a fleet
         hub = FleetHub(nodes, deadline=2.0)
         pipe = FleetPipeline(diagnoser_factory())
         await hub.start()

@@ -13,7 +13,9 @@ import sys
 import pytest
 
 from helpers.prom_fleet import INSTALL_HINT, prometheus_binary, start_fleet
+from helpers.snapkit import meta_of, value_of
 from infertop.fleet import FleetPipeline, diagnoser_factory, split_nodes
+from infertop.meta import NvmlMeta, ServerMeta
 from infertop.model import Status
 from infertop.probes.prometheus.source import PrometheusSource
 
@@ -47,15 +49,15 @@ async def test_every_node_reads_gpus_and_server_through_prometheus(fleet):
     for node in NODES:
         part = nodes[node]
         gpu = part.samples["nvml"]
-        assert gpu.status is Status.OK and gpu.meta.hostname == node
+        assert gpu.status is Status.OK and meta_of(gpu, NvmlMeta).hostname == node
         assert [r.text for r in gpu.readings if r.key == "gpu.info"] == ["NVIDIA H100 80GB HBM3"]
         servers = [s for n, s in part.samples.items() if n.startswith("server:")]
         assert len(servers) == 1 and servers[0].status is Status.OK
-        assert servers[0].meta.dialect == "vllm"
+        assert meta_of(servers[0], ServerMeta).dialect == "vllm"
         assert servers[0].find("latency.ttft_seconds"), "histograms come through"
         ups = [r.value for r in part.samples["prometheus"].readings if r.key == "node.up"]
         assert ups == [1.0, 1.0]
-        ages = [r.value for r in part.samples["prometheus"].readings
+        ages = [value_of(r) for r in part.samples["prometheus"].readings
                 if r.key == "node.scrape_age_seconds"]
         assert ages and all(0 <= a < 10 for a in ages)
     dead = nodes["node-dead1"]
@@ -81,8 +83,8 @@ async def test_counters_through_prometheus_match_a_direct_scrape(fleet):
         await src.stop()
         await probe.close()
     via = split_nodes(snap)["node-01"].samples[f"server:{inst}"]
-    a = via.find("server.generation_tokens_total")[0].value
-    b = direct.find("server.generation_tokens_total")[0].value
+    a = value_of(via.find("server.generation_tokens_total")[0])
+    b = value_of(direct.find("server.generation_tokens_total")[0])
     assert 0 < a <= b
     assert b - a < 5 * 2000, "more than a few seconds of tokens apart"
     assert {r.key for r in via.readings} == {r.key for r in direct.readings}

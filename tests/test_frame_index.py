@@ -8,7 +8,8 @@ import random
 
 from helpers.snapkit import reading, sample, snap
 from helpers.synthetic_source import SyntheticSource
-from infertop.pipeline import Pipeline
+from infertop.model import Snapshot
+from infertop.pipeline import Frame, Pipeline
 from infertop.tui.app import InfertopApp
 from infertop.tui.options import AppOptions
 from infertop.tui.panes.context import PaneContext
@@ -78,11 +79,13 @@ def test_prepare_builds_what_earlier_frames_were_asked_and_only_that():
     first.by_label("gpu.util_ratio", "engine")                 # not built: a miss, learnt
     assert pipe.asked == {("gpu.util_ratio", "engine")}
     second = pipe.feed(snap(101.0, sample("nvml", 101.0, some_readings(6)))).prepare()
+    assert second._by_label is not None
     assert set(second._by_label) == {("gpu.util_ratio", "engine")}
     assert second.by_label("gpu.power_watts", "gpu") == {       # built where asked ...
         v: [r for r in second.by_key("gpu.power_watts") if r.label("gpu") == v]
         for v in {r.label("gpu") for r in second.by_key("gpu.power_watts")}}
     third = pipe.feed(snap(102.0, sample("nvml", 102.0, some_readings(7)))).prepare()
+    assert third._by_label is not None
     assert set(third._by_label) == {("gpu.util_ratio", "engine"),   # ... and then by prepare
                                     ("gpu.power_watts", "gpu")}
     for key, name in third._by_label:
@@ -100,8 +103,8 @@ async def test_after_its_first_frames_the_app_draws_with_every_lookup_prepared()
     prepared: list[set] = []     # the pairs each frame had built when prepare returned
     feed = app._feed
 
-    def spy(snap, epoch):
-        frame = feed(snap, epoch)
+    def spy(snap: Snapshot, epoch: object, prepare: bool = True) -> Frame:
+        frame = feed(snap, epoch, prepare)
         prepared.append(set(frame._by_label or ()))
         return frame
 

@@ -27,7 +27,7 @@ def unfrozen(monkeypatch):
     gc.set_threshold(*thresholds)
 
 
-async def ticks_with(options: AppOptions, n: int = 3) -> int:
+async def ticks_with(options: AppOptions, n: int = 3) -> list[int]:
     app = InfertopApp(SyntheticSource(gpus=1), pipeline=Pipeline(), interval=0.05,
                       options=options)
     frozen = []
@@ -41,7 +41,11 @@ async def ticks_with(options: AppOptions, n: int = 3) -> int:
 async def test_the_cli_app_freezes_its_startup_objects_once(unfrozen, monkeypatch):
     calls = []
     real = gc.freeze
-    monkeypatch.setattr(gc, "freeze", lambda: (calls.append(1), real()))
+
+    def counted_freeze() -> None:
+        calls.append(1)
+        real()
+    monkeypatch.setattr(gc, "freeze", counted_freeze)
     before = gc.get_threshold()
     frozen = await ticks_with(AppOptions(settle_gc=True))
     assert frozen[-1] > 10_000      # the imports and widget tree (~300k in a real run)

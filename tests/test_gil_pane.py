@@ -4,8 +4,8 @@ second, wall time per dump); off, the pane says which key turns it on."""
 
 from __future__ import annotations
 
-from helpers.panes import pane_text
-from helpers.snapkit import reading, sample, snap
+from helpers.panes import painted_text, pane_text
+from helpers.snapkit import reading, sample, snap, value_of
 from helpers.synthetic_source import SyntheticSource
 from infertop.keys import SPECS
 from infertop.pipeline import Pipeline
@@ -23,11 +23,12 @@ def test_sampler_cost_is_pyspy_cpu_per_wall_second():
             GilSample(1000.0 + 2 * n, 42, holder, {"MainThread": True}, cost_seconds=0.05,
                       cpu_seconds=0.03))
     agg = g.aggregate(42)
+    assert agg.cpu_ratio is not None and agg.gil_held_share is not None
     # 0.09 CPU seconds over the 6 s the three dumps cover (their periods, not their gaps)
     assert abs(agg.cpu_ratio - 0.09 / 6) < 1e-9
     assert abs(agg.gil_held_share - 2 / 3) < 1e-9
     reads = {r.key: r for r in g.readings(42, "engine_core")}
-    assert abs(reads["python.gil_sampler_cpu_ratio"].value - 0.015) < 1e-9
+    assert abs(value_of(reads["python.gil_sampler_cpu_ratio"]) - 0.015) < 1e-9
     assert reads["python.gil_sampler_cpu_ratio"].unit == SPECS["python.gil_sampler_cpu_ratio"].unit
     assert reads["python.gil_holder"].text == "MainThread"
 
@@ -76,12 +77,11 @@ async def test_live_screen_says_how_to_turn_the_sampler_on():
             await pilot.pause(0.05)
         await app._poll()
         await pilot.pause()
-        assert "GIL sampler off (press G)" in \
-            app.query_one("#pane-scheduling").last_renderable.plain
+        assert "GIL sampler off (press G)" in painted_text(app, "scheduling")
     demo = DemoApp(DemoSource("healthy"), pipeline=Pipeline(),
                    options=AppOptions(manual_ticks=True))
     async with demo.run_test(size=(160, 48)) as pilot:
         while demo.ticks < 1:
             await pilot.pause(0.05)
         await pilot.pause()
-        assert "GIL sampler" not in demo.query_one("#pane-scheduling").last_renderable.plain
+        assert "GIL sampler" not in painted_text(demo, "scheduling")

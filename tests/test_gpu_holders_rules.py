@@ -27,10 +27,9 @@ ALIASES = [[4107, 7], [4108, 8], [4109, 9]]
 
 def _snapshot(aliases):
     snap = tick(1000.0, {"process.info": TREE, "process.gpu_mem_bytes": GPU_MEM})
-    proc = snap.samples["process"]
-    snap.samples["process"] = replace(proc, meta=ProcessMeta(
+    proc = replace(snap.samples["process"], meta=ProcessMeta(
         tree=(7, 8, 9), pid_aliases=tuple((a, p) for a, p in aliases)))
-    return snap
+    return replace(snap, samples={**snap.samples, "process": proc})
 
 
 def _rules_view(snap):

@@ -42,6 +42,7 @@ async def test_nvml_probe_names_the_owner_of_a_gpu_process_outside_the_tree():
     assert set(owners) == {str(p.pid)}          # the pid that does not exist: nothing made up
     r = owners[str(p.pid)]
     assert r.label("user") == owner and r.label("name").startswith("python")
+    assert r.text is not None
     assert "SECRET123" not in r.text and "<redacted>" in r.text and "\x1b" not in r.text
     # the zoomed memory pane lists it with that user and command
     from infertop.model import Snapshot

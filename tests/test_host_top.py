@@ -43,6 +43,7 @@ def test_top_consumers_with_the_servers_tree_marked(tmp_path):
     _proc(tmp_path, {1: ("init", 0, 1), 100: ("python", 1, 20), 101: ("VLLM::Worker", 100, 250),
                      900: ("hog.py", 1, 495), 901: ("weird) name", 1, 300)})
     got = top.scan(0.95, tree)
+    assert got is not None
     assert [(p, n, round(c, 2), mine) for p, n, c, mine in got] == [
         (900, "hog.py", 0.99, False), (901, "weird) name", 0.6, False),
         (101, "VLLM::Worker", 0.5, True),               # a descendant of the tree's root

@@ -18,6 +18,7 @@ from helpers.props import (
     render_panes,
     snapshot_of,
 )
+from helpers.snapkit import must
 from helpers.synthetic_source import SyntheticSource
 from infertop.cli.main import main
 from infertop.pipeline import Pipeline
@@ -73,7 +74,7 @@ def test_a_counter_flipping_between_the_float_limits_reaches_every_writer():
         srv = sample(probe.name, readings, meta=meta, now=snap.time)
         snaps.append(snapshot_of(snap.time, i + 1, [*snap.samples.values(), srv]))
     source, pipeline = ListSource(snaps), Pipeline(Diagnoser())
-    frame = feed(source, pipeline)
+    frame = must(feed(source, pipeline), "a frame")
     check_frame_writers(frame, pipeline, source, "regression")
     assert render_panes(frame)
 
@@ -283,10 +284,12 @@ def test_promtool_accepts_the_export_of_every_value_at_the_ends_of_its_range(end
     import subprocess
     import tempfile
     text = export_text(config_from_dict(_extreme_config(end)))
+    promtool = promtool_binary()
+    assert promtool is not None   # skipped above without it
     with tempfile.NamedTemporaryFile("w", suffix=".yml") as fh:
         fh.write(text)
         fh.flush()
-        check = subprocess.run([promtool_binary(), "check", "rules", fh.name],
+        check = subprocess.run([promtool, "check", "rules", fh.name],
                                capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
 

@@ -65,6 +65,7 @@ def secret_server(tmp_path):
             "--api-key=apikey-eq-form-99", "--max-num-seqs", "64",
             f"--download-dir=https://bob:{URL_PASS}@hub.example/x"]
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE)
+    assert proc.stdin is not None   # piped above
     try:
         for _ in range(200):   # wait until /proc shows the exec'd command line
             try:

@@ -14,6 +14,7 @@ from helpers.hostile_server import (
     has_raw_control,
     hostile_server,
 )
+from helpers.snapkit import must
 from infertop.cli.main import main
 from infertop.pipeline import Pipeline
 from infertop.promtext import clear_caches, parse
@@ -178,6 +179,6 @@ async def test_a_hostile_recording_replays_with_its_text_made_visible(tmp_path):
     assert has_raw_control(json.dumps(src.describe(), ensure_ascii=False)) == []
     await src.start()
     for _ in range(2):
-        s = await src.next()
+        s = must(await src.next(), "a replayed snapshot")
         text = json.dumps(s.to_dict(), ensure_ascii=False)
         assert "PWNED" in text and has_raw_control(text) == []

@@ -207,9 +207,12 @@ def test_runs_of_blank_lines_are_skipped_without_a_turn_per_line(good, tmp_path,
     """1.3 GB of blank lines kept snapshot busy for over a minute: one Python call a line."""
     calls = []
     real = recording_file.RecordingFile._add_line
-    monkeypatch.setattr(recording_file.RecordingFile, "_add_line",
-                        lambda self, buf, start, last: (calls.append(1),
-                                                        real(self, buf, start, last=last)))
+
+    def counted(self: recording_file.RecordingFile, buf: bytearray, start: int, *,
+                last: bool) -> None:
+        calls.append(1)
+        real(self, buf, start, last=last)
+    monkeypatch.setattr(recording_file.RecordingFile, "_add_line", counted)
     n = len(good.read_bytes().splitlines()) - 1
     bad = with_lines(good, tmp_path, lambda ls: [b"\n  \r" * 2_000_000 + ls[0], *ls[1:]])
     src = ReplaySource(bad)
@@ -309,7 +312,7 @@ def test_too_many_series_are_refused_before_parsing_and_say_the_cap():
         def decode(self, b):
             parsed.append(1)
             return real.decode(b)
-    prom_client._ENVELOPE = Spy()
+    prom_client._ENVELOPE = Spy()  # type: ignore[assignment]  # a spy in the decoder's place
     try:
         with pytest.raises(PrometheusError, match=f"more than infertop's cap of {cap}"):
             asyncio.run(go())

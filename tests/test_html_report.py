@@ -17,8 +17,8 @@ from pathlib import Path
 import html5lib
 import pytest
 
-from cli.main import main
 from helpers.png import count_colour, read_png
+from infertop.cli.main import main
 from infertop.findings import Evidence, Finding, FindingEvent, Severity
 from infertop.htmlreport import (
     LINE_COLOURS,
@@ -128,15 +128,22 @@ def test_unwritable_output_is_one_line_exit_2(tmp_path, capsys):
     assert err.count("\n") == 1 and "cannot write" in err
 
 
-def _blend(hex_colour: str, alpha: float, under=(0xFA, 0xFA, 0xFA)) -> tuple[int, int, int]:
-    rgb = [int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)]
-    return tuple(round(alpha * c + (1 - alpha) * u) for c, u in zip(rgb, under))
+def _rgb(hex_colour: str) -> tuple[int, int, int]:
+    """``#rrggbb`` as its three channels."""
+    return int(hex_colour[1:3], 16), int(hex_colour[3:5], 16), int(hex_colour[5:7], 16)
+
+
+def _blend(hex_colour: str, alpha: float, under: tuple[int, int, int] = (0xFA, 0xFA, 0xFA)
+           ) -> tuple[int, int, int]:
+    r, g, b = (round(alpha * c + (1 - alpha) * u) for c, u in zip(_rgb(hex_colour), under))
+    return r, g, b
 
 
 @pytest.mark.integration   # renders the page in a real headless Chromium
 @pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium missing: "
                     "apt-get install -y chromium (Debian)")
 def test_report_renders_in_headless_chromium(report_html, tmp_path):
+    assert CHROMIUM is not None   # the skipif above
     page = tmp_path / "report.html"
     page.write_text(report_html, encoding="utf-8")
     shot = tmp_path / "report.png"
@@ -148,9 +155,9 @@ def test_report_renders_in_headless_chromium(report_html, tmp_path):
     png = read_png(shot.read_bytes())
     assert png[:2] == (800, 2200)
     # the first chart's line, the crit finding's timeline bar, the warn finding's shading
-    assert count_colour(png, tuple(int(LINE_COLOURS[0][i:i + 2], 16) for i in (1, 3, 5))) > 300
+    assert count_colour(png, _rgb(LINE_COLOURS[0])) > 300
     crit = SEVERITY_COLOUR["crit"]
-    assert count_colour(png, tuple(int(crit[i:i + 2], 16) for i in (1, 3, 5)), 10) > 1000
+    assert count_colour(png, _rgb(crit), 10) > 1000
     assert count_colour(png, _blend(SEVERITY_COLOUR["warn"], 0.13), 4) > 10_000
 
 

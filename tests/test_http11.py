@@ -142,11 +142,12 @@ async def test_a_close_racing_the_request_is_retried_once():
         assert kept is not None and kept.reusable
         real_read = kept.reader.read
 
-        async def dropped(n: int) -> bytes:   # the server's FIN arrives after our send
-            kept.reader.read = real_read
+        # the server's FIN arrives after our send: one read of the stream, swapped in place
+        async def dropped(n: int = -1) -> bytes:
+            kept.reader.read = real_read  # type: ignore[method-assign]
             return b""
 
-        kept.reader.read = dropped
+        kept.reader.read = dropped  # type: ignore[method-assign]
         async with client.stream(srv.metrics_url) as resp:
             assert (resp.status, [p async for p in resp.iter_raw()]) == (200, [b"ok"])
         await client.aclose()

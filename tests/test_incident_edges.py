@@ -13,6 +13,7 @@ import pytest
 
 from helpers.inproc import run_main
 from helpers.rulekit import SERVER, Feed
+from infertop.meta import ProcessMeta, ServerInfo
 from infertop.model import Reading, Sample, Snapshot, Status
 from infertop.pipeline import Pipeline
 from infertop.report import render_report
@@ -72,7 +73,7 @@ def test_uptime_of_months_is_shown_in_days():
 def _tick(t: float, server_ok: bool, pid: int) -> Snapshot:
     proc = Sample("process", t, (Reading("server.setting", 1.0, "", (("name", "max_num_seqs"),),
                                          text="2"),),
-                  meta={"server": {"pid": pid}})
+                  meta=ProcessMeta(server=ServerInfo(pid=pid)))
     srv = Sample(SERVER, t, (Reading("kv.usage_ratio", 0.5, "ratio", (("instance", "local"),)),)
                  if server_ok else (), Status.OK if server_ok else Status.ERROR,
                  "" if server_ok else "connection refused")
@@ -169,7 +170,7 @@ def test_the_findings_screen_and_its_log_say_the_same_two_times():
     from rich.console import Console
 
     from infertop.findings import FindingEvent, Severity
-    from tui.screens.findings import events_renderable, findings_renderable
+    from infertop.tui.screens.findings import events_renderable, findings_renderable
     f = _f("MEM-001", "memory", "warn", "KV-cache pressure", since=26.0)
     f = type(f)(**{**{k: getattr(f, k) for k in f.__slots__}, "raised": 29.0})
     ev = [FindingEvent(29.0, "MEM-001", (), "raised", Severity.WARN, "kv", 26.0)]

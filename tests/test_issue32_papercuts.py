@@ -101,6 +101,7 @@ def test_a_queue_p99_above_the_ttft_p99_says_why():
                 "latency.queue_seconds": {lab: queue.value()}})
     (got,) = f.active("DEC-001")
     ttft_ev, queue_ev = got.evidence[0], got.evidence[1]
+    assert isinstance(queue_ev.value, float) and isinstance(ttft_ev.value, float)
     assert queue_ev.value > ttft_ev.value
     assert "above the TTFT p99, which includes it" in queue_ev.note
     assert "window means: queue 600 ms, TTFT 620 ms" in queue_ev.note

@@ -161,7 +161,7 @@ def test_probe_subscribes_to_a_local_publisher():
                 await asyncio.sleep(0.02)
                 s = await probe.collect()
                 got = {r.key: r.value for r in s.readings}
-                if got.get("kv.event_blocks_stored_total", 0) >= 3:
+                if (got.get("kv.event_blocks_stored_total") or 0) >= 3:
                     break
             pub.send_multipart([b"", b"\x00", b"garbage"])   # a bad frame: counted
             for _ in range(1500):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import msgspec
 import pytest
@@ -152,7 +153,7 @@ def test_a_restarted_server_with_a_new_config_is_resubscribed():
     async def run():
         ctx = zmq.Context()
         pub = Publisher(ctx)
-        now = {"who": (100, 1.0, None, "vllm"), "eps": []}
+        now: dict[str, Any] = {"who": (100, 1.0, None, "vllm"), "eps": []}
         probe = KvEventsProbe([], "x", resolve=lambda: (now["who"], list(now["eps"])),
                               identity=now["who"])
         probe.RESOLVE_EVERY = 0.0
@@ -221,12 +222,16 @@ def test_the_server_is_followed_by_one_stat_while_it_lives(monkeypatch):
 
     server = SimpleNamespace(pid=os.getpid(), kind="vllm", cmdline=["vllm", "serve", "m"])
     scans = []
-    monkeypatch.setattr(discovery, "find_server",
-                        lambda pid=None, url=None: scans.append(1) or server)
+
+    def find_server(pid: int | None = None, url: str | None = None) -> SimpleNamespace:
+        scans.append(1)
+        return server
+    monkeypatch.setattr(discovery, "find_server", find_server)
     start = {"t": 100.0}
     monkeypatch.setattr(mod, "_start_time", lambda pid: start["t"])
     (probe,) = mod.kv_event_probes(argparse.Namespace(kv_events=[]), LiveTarget())
     assert probe.endpoints == [] and probe.identity[3] == "vllm"
+    assert probe.resolve is not None   # a probe that follows the server
     for _ in range(10):
         assert probe.resolve() == (probe.identity, [])
     assert len(scans) == 1

@@ -8,9 +8,11 @@ from a stale cache or with an old layout's pieces shows as a cell that differs."
 from __future__ import annotations
 
 import re
+from typing import Protocol
 
 import pytest
 from rich.cells import cell_len
+from rich.console import Console
 
 from infertop.cli.main import build_parser, make_pipeline
 from infertop.probes.sources.demo import DemoSource
@@ -21,6 +23,12 @@ from infertop.tui.options import AppOptions
 slow = pytest.mark.slow   # the whole app driven through many ticks
 
 ESCAPE = re.compile(r"\x1b\[([0-9;?]*)([A-Za-z])|\x1b\]8;[^\x1b]*\x1b\\")
+
+
+class Update(Protocol):
+    """What the app hands its driver (Textual's compositor updates): escapes to write."""
+
+    def render_segments(self, console: Console) -> str: ...
 
 
 class Terminal:
@@ -92,7 +100,7 @@ def test_a_piece_on_a_span_is_written_whole_and_one_past_it_not_at_all():
 @slow
 async def test_the_terminal_shows_what_a_full_repaint_draws_tick_after_tick():
     app = demo_app()
-    writes: list[object] = []
+    writes: list[Update] = []
     display = app._display
 
     def spy(screen, update):
@@ -104,7 +112,7 @@ async def test_the_terminal_shows_what_a_full_repaint_draws_tick_after_tick():
         while app.ticks < 1:
             await pilot.pause(0.01)
         assert isinstance(app.screen._compositor, LeanCompositor)
-        app._display = spy
+        app._display = spy   # type: ignore[method-assign]  # a spy on every update written
         term = Terminal(160, 48)
         app.screen.refresh()           # the whole screen once, then partial updates
         await pilot.pause()
@@ -172,6 +180,7 @@ async def test_a_piece_is_rendered_by_the_widget_that_shows_there():
         await app._poll()
         await pilot.pause()
         comp = app.screen._compositor
+        assert isinstance(comp, LeanCompositor)
         hardware, memory = app.panes[0], app.panes[2]
         y = memory.region.y + 2
         before = comp._cut_winners()

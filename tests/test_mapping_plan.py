@@ -117,8 +117,8 @@ def render(lines: list[str], values: list[float]) -> str:
 def no_plans():
     """The full mapping: no plan looked up, none kept."""
     known, remember = mapping_plan.known, mapping_plan.remember
-    mapping_plan.known = lambda shape: None            # type: ignore[assignment]
-    mapping_plan.remember = lambda shape, plan: None   # type: ignore[assignment]
+    mapping_plan.known = lambda shape: None
+    mapping_plan.remember = lambda shape, plan: None
     try:
         yield
     finally:
@@ -151,11 +151,11 @@ class Hits:
             plan = self._known(shape)
             self.n += plan is not None
             return plan
-        mapping_plan.known = known                      # type: ignore[assignment]
+        mapping_plan.known = known
         return self
 
     def __exit__(self, *exc) -> None:
-        mapping_plan.known = self._known                # type: ignore[assignment]
+        mapping_plan.known = self._known
 
 
 @props(60)

@@ -91,7 +91,9 @@ def test_a_sample_round_trips_its_typed_meta_through_json():
 
 
 def test_a_dict_given_to_sample_takes_the_from_dict_path():
-    s = Sample("server:h:1", 1.0, meta={"dialect": "tgi", "url": "http://h:1/metrics"})
+    # a dict where the type says SampleMeta: the legacy path this test is about
+    s = Sample("server:h:1", 1.0,
+               meta={"dialect": "tgi", "url": "http://h:1/metrics"})  # type: ignore[arg-type]
     assert s.meta == ServerMeta(dialect="tgi", url="http://h:1/metrics")
 
 
@@ -134,9 +136,10 @@ def test_typed_lookups_on_a_snapshot():
         "process": Sample("process", 1.0, meta=ProcessMeta(tree=(5,))),
         "server:a": Sample("server:a", 1.0, meta=ServerMeta(dialect="vllm", url="http://a")),
     })
-    assert snap.nvml_meta().gpus == (GpuName(0),)
-    assert snap.process_meta().tree == (5,)
-    assert snap.server_meta().dialect == "vllm"
+    nvml, process, server = snap.nvml_meta(), snap.process_meta(), snap.server_meta()
+    assert nvml is not None and nvml.gpus == (GpuName(0),)
+    assert process is not None and process.tree == (5,)
+    assert server is not None and server.dialect == "vllm"
     assert meta_url(snap) == "http://a"
     empty = Snapshot(1.0, {})
     assert empty.process_meta() is None and meta_url(empty) is None

@@ -7,6 +7,7 @@ import ast
 import hashlib
 import importlib.util
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -16,7 +17,7 @@ TOOL = Path(__file__).resolve().parent.parent / "tools" / "mutate.py"
 
 
 @pytest.fixture(scope="module")
-def mutate() -> ModuleType:
+def mutate() -> Iterator[ModuleType]:
     spec = importlib.util.spec_from_file_location("infertop_mutate_tool", TOOL)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)

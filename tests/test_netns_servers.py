@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.netns_world import Pod, Proxy, free_port, why_not_root
+from helpers.netns_world import Pod, Proxy, free_port, why_not_root
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(bool(why_not_root()), reason=why_not_root() or "-")]

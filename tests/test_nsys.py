@@ -44,6 +44,7 @@ async def test_capture_runs_start_stop_stats_and_summarises(tmp_path, fake_env):
     assert res.error is None, (res.error, res.fix)
     assert res.cancelled and res.seconds < 2
     assert res.report_path == tmp_path / "caps" / "win1.nsys-rep"
+    assert res.summary is not None and res.report_path is not None
     assert stat.S_IMODE(res.report_path.stat().st_mode) == 0o600
     assert sorted(res.csv_paths) == sorted(N.STATS_REPORTS)
     calls = _calls(fake_env)
@@ -69,10 +70,11 @@ async def test_old_average_header_and_missing_report(tmp_path, fake_env, monkeyp
     (tmp_path / "caps").mkdir()
     monkeypatch.setenv("FAKE_NSYS_OLD_HEADERS", "1")
     res = await _capture(tmp_path)
-    assert res.summary.top_kernels[1].avg_ns == 2500.0
+    assert res.summary is not None and res.summary.top_kernels[1].avg_ns == 2500.0
     monkeypatch.setenv("FAKE_NSYS_FAIL", "report")
     res = await _capture(tmp_path, report_timeout=0.6)
-    assert res.report_path is None and "wrote no report" in res.error and "--capture-dir" in res.fix
+    assert res.report_path is None and res.error is not None
+    assert "wrote no report" in res.error and "--capture-dir" in res.fix
 
 
 async def test_a_stop_that_never_answers_is_an_error_not_an_exception(tmp_path, fake_env,
@@ -89,11 +91,12 @@ async def test_start_failure_and_unknown_session(tmp_path, fake_env, monkeypatch
     (tmp_path / "caps").mkdir()
     monkeypatch.setenv("FAKE_NSYS_FAIL", "start")
     res = await _capture(tmp_path)
+    assert res.error is not None
     assert res.error.startswith("nsys start failed: nsys start: simulated failure")
     assert "nsys sessions list" in res.fix and res.report_path is None
     monkeypatch.delenv("FAKE_NSYS_FAIL")
     res = await _capture(tmp_path, session="other")
-    assert "not found" in res.error
+    assert res.error is not None and "not found" in res.error
     with pytest.raises(CaptureError):
         await N.nsys_capture("bad name; rm", 5, tmp_path / "x", nsys=FAKE)
     assert [c[0] for c in _calls(fake_env)] == ["start", "start"]  # no stop after a failed start
@@ -160,7 +163,7 @@ async def test_plan_picks_nsys_then_endpoint_then_restart(fake_env, monkeypatch)
     vllm = [["vllm", "serve", "m"]]
     plan = await N.plan_gpu_capture(vllm, vllm[0], "vllm", nsys=FAKE)
     assert plan.mode == "restart" and "not started under nsys" in plan.message
-    assert plan.command.endswith("--wait=all vllm serve m")
+    assert plan.command is not None and plan.command.endswith("--wait=all vllm serve m")
 
 
 def test_parse_stats_csv_from_stdout_with_noise():

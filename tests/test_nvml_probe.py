@@ -19,7 +19,9 @@ import pytest
 
 from helpers.fake_pynvml import FakeGPU, FakeNVML, GiB, ManualClock, h100_pair
 from helpers.nvml_probe import opened, reading
+from helpers.snapkit import meta_of
 from infertop.keys import SPECS
+from infertop.meta import NvmlMeta
 from infertop.model import Status
 from infertop.probes.base import StillRunning
 from infertop.probes.nvml.decode import decode_throttle, is_throttled, topology_name
@@ -83,8 +85,8 @@ async def test_healthy_h100_pair_with_gpm():
     s = await probe.collect()
     t = clock()
     assert s.status is Status.OK
-    assert s.meta.driver == "580.95.05" and s.meta.gpm == (0, 1)
-    assert [g.name for g in s.meta.gpus] == ["NVIDIA H100 80GB HBM3"] * 2
+    assert meta_of(s, NvmlMeta).driver == "580.95.05" and meta_of(s, NvmlMeta).gpm == (0, 1)
+    assert [g.name for g in meta_of(s, NvmlMeta).gpus] == ["NVIDIA H100 80GB HBM3"] * 2
     for gpu in (0, 1):
         info = reading(s, "gpu.info", gpu=gpu)
         assert info.text == "NVIDIA H100 80GB HBM3"
@@ -165,7 +167,7 @@ async def test_gpu_without_gpm_reports_unsupported_gpm_and_counter_rates():
     assert reading(s1, "gpu.pcie_tx_bytes_per_second", gpu=1).status is Status.NODATA
     clock.advance(2.0)
     s = await probe.collect()
-    assert s.meta.gpm == (0,)
+    assert meta_of(s, NvmlMeta).gpm == (0,)
     for key in ("gpu.sm_active_ratio", "gpu.sm_occupancy_ratio", "gpu.tensor_active_ratio",
                 "gpu.dram_bw_util_ratio"):
         r = reading(s, key, gpu=1)
@@ -502,7 +504,7 @@ async def test_xid_left_out_when_event_sets_are_refused():
                     event_set_error=real_pynvml.NVML_ERROR_NO_PERMISSION)
     probe = await opened(fake)
     s = await probe.collect()
-    assert not s.find("gpu.xid_total") and s.meta.xid == ()
+    assert not s.find("gpu.xid_total") and meta_of(s, NvmlMeta).xid == ()
     assert "xid" not in probe.capability.features
     await probe.close()
 

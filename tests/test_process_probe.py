@@ -11,9 +11,11 @@ import time
 import psutil
 import pytest
 
+from helpers.snapkit import meta_of, value_of
 from helpers.spawn_tree import spawn
 from infertop.keys import SPECS
-from infertop.model import Status
+from infertop.meta import ProcessMeta, ServerInfo
+from infertop.model import Reading, Sample, Status
 from infertop.probes.server.discovery import ServerProcess, looked_for
 from infertop.probes.server.process import (
     ProcessProbe,
@@ -28,8 +30,19 @@ HOST_KEYS = {"host.cpu_ratio", "host.cpu_count", "host.load1", "host.mem_used_by
              "host.mem_total_bytes"}
 
 
-def by_pid(sample, key, pid):
+def by_pid(sample: Sample, key: str, pid: int) -> list[Reading]:
     return [r for r in sample.find(key) if r.label("pid") == str(pid)]
+
+
+def pmeta(sample: Sample) -> ProcessMeta:
+    return meta_of(sample, ProcessMeta)
+
+
+def server_of(sample: Sample) -> ServerInfo:
+    """The server the probe follows (fails the test when it follows none)."""
+    server = pmeta(sample).server
+    assert server is not None, pmeta(sample)
+    return server
 
 
 def wait_for_cpu(pid: int, seconds: float, timeout: float = 60.0) -> None:
@@ -71,46 +84,47 @@ async def test_two_ticks_over_a_real_tree():
         probe = ProcessProbe(pid=parent)
         try:
             first = await probe.collect()
-            assert first.meta.server.pid == parent
-            assert first.meta.server.reason == f"--pid {parent}"
+            assert server_of(first).pid == parent
+            assert server_of(first).reason == f"--pid {parent}"
             (cpu0,) = by_pid(first, "process.cpu_ratio", child)
             assert cpu0.status is Status.NODATA and "two samples" in cpu0.reason
             wait_for_cpu(child, 0.4)
             second = await probe.collect()
         finally:
             await probe.close()
-    assert second.meta.tree[:1] == (parent,) and set(second.meta.tree) == {parent, child}
-    assert second.meta.server.kind == "vllm"  # named by its VLLM::EngineCor child
+    assert pmeta(second).tree[:1] == (parent,) and set(pmeta(second).tree) == {parent, child}
+    assert server_of(second).kind == "vllm"  # named by its VLLM::EngineCor child
     (info,) = by_pid(second, "process.info", child)
     assert (info.label("name"), info.label("role"), info.label("kind"), info.label("ppid")) == \
         ("VLLM::EngineCor", "engine_core", "vllm", str(parent))
-    assert "spawn_tree.py --child" in info.text
+    assert "spawn_tree.py --child" in (info.text or "")
     # the GPU process list's user column: the process's owner, as ps shows it
     assert info.label("user") == owner
     (cpu,) = by_pid(second, "process.cpu_ratio", child)
     # the child burned >= 0.4 CPU-s between the ticks: a rate exists and is a plausible
     # number of cores; how many it got depends on who else shares this machine, so no floor
-    assert cpu.status is Status.OK and 0 < cpu.value <= (os.cpu_count() or 1) * 1.1, cpu
+    assert cpu.status is Status.OK and 0 < value_of(cpu) <= (os.cpu_count() or 1) * 1.1, cpu
     threads = {r.label("name"): r for r in by_pid(second, "thread.cpu_ratio", child)}
     burners = [threads[f"burner-{i}"] for i in (1, 2, 3)]
-    assert all(b.value >= 0 for b in burners) and any(b.value > 0 for b in burners), burners
+    assert all(value_of(b) >= 0 for b in burners) and any(value_of(b) > 0 for b in burners), \
+        burners
     # the threads' CPU adds up to the process's (same interval, read a moment apart)
-    assert sum(r.value for r in threads.values()) == pytest.approx(cpu.value, abs=0.3)
+    assert sum(value_of(r) for r in threads.values()) == pytest.approx(value_of(cpu), abs=0.3)
     (nthreads,) = by_pid(second, "process.threads", child)
     assert nthreads.value == 4
     (rss,) = by_pid(second, "process.rss_bytes", child)
-    assert rss.value > 1e6
+    assert value_of(rss) > 1e6
     (state,) = by_pid(second, "process.state", child)
     assert state.text in ("running", "sleeping", "disk-sleep")  # psutil's words, as text
     ctx = {r.label("type"): r for r in by_pid(second, "process.ctx_switches_total", child)}
-    assert set(ctx) == {"voluntary", "involuntary"} and all(r.value >= 0 for r in ctx.values())
+    assert set(ctx) == {"voluntary", "involuntary"} and all(value_of(r) >= 0 for r in ctx.values())
     assert {r.key for r in second.readings} >= HOST_KEYS | {"process.info", "thread.cpu_ratio"}
     host = {r.key: r for r in second.readings if r.key.startswith("host.")}
-    assert host["host.cpu_ratio"].status is Status.OK and 0 < host["host.cpu_ratio"].value <= 1
-    assert 0 < host["host.mem_used_bytes"].value < host["host.mem_total_bytes"].value
-    assert host["host.cpu_count"].value >= 1
+    assert host["host.cpu_ratio"].status is Status.OK and 0 < value_of(host["host.cpu_ratio"]) <= 1
+    assert 0 < value_of(host["host.mem_used_bytes"]) < value_of(host["host.mem_total_bytes"])
+    assert value_of(host["host.cpu_count"]) >= 1
     assert not second.find("server.setting")  # a python parent: nothing to claim
-    assert isinstance(second.meta.in_container, bool)
+    assert isinstance(pmeta(second).in_container, bool)
     assert all(r.status is not Status.ERROR for r in second.readings)
     assert_well_formed(second)
 
@@ -119,11 +133,11 @@ def test_process_that_exits_between_ticks_is_dropped_silently():
     with spawn(sleeper=True) as t:
         probe = ProcessProbe(pid=t["parent"])
         first = probe.collect_blocking()
-        assert t["sleeper"] in first.meta.tree
+        assert t["sleeper"] in pmeta(first).tree
         os.kill(t["sleeper"], 9)  # nobody reaps it: it stays a zombie in the tree
         wait_gone(t["sleeper"])
         second = probe.collect_blocking()
-    assert second.meta.tree == (t["parent"], t["child"])
+    assert pmeta(second).tree == (t["parent"], t["child"])
     assert not [r for r in second.readings if r.label("pid") == str(t["sleeper"])]
     assert all(r.status is not Status.ERROR for r in second.readings)
 
@@ -141,7 +155,7 @@ def test_process_vanishing_mid_sample_is_skipped(monkeypatch):
 
         monkeypatch.setattr(process_mod, "read_member", vanish)
         s = ProcessProbe(pid=t["parent"]).collect_blocking()
-    assert s.meta.tree == (t["parent"],)
+    assert pmeta(s).tree == (t["parent"],)
     assert not [r for r in s.readings if r.label("pid") == str(child)]
     assert by_pid(s, "process.info", t["parent"])
 
@@ -185,20 +199,20 @@ def test_permission_denied_marks_only_the_affected_readings(monkeypatch):
 def test_pid_that_exits_is_reported_and_not_followed():
     with spawn() as t:
         probe = ProcessProbe(pid=t["parent"])
-        assert probe.collect_blocking().meta.server.pid == t["parent"]
+        assert server_of(probe.collect_blocking()).pid == t["parent"]
     gone = probe.collect_blocking()
-    assert gone.meta.server is None and gone.meta.tree == ()
-    assert gone.meta.reason == f"server pid {t['parent']} exited"
-    assert gone.meta.looked_for == looked_for()
+    assert pmeta(gone).server is None and pmeta(gone).tree == ()
+    assert pmeta(gone).reason == f"server pid {t['parent']} exited"
+    assert pmeta(gone).looked_for == looked_for()
     assert {r.key for r in gone.readings} == HOST_KEYS
-    assert probe.collect_blocking().meta.reason == f"server pid {t['parent']} exited"
+    assert pmeta(probe.collect_blocking()).reason == f"server pid {t['parent']} exited"
 
 
 def test_pid_that_never_existed():
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
     s = ProcessProbe(pid=p.pid).collect_blocking()
-    assert s.meta.server is None and s.meta.reason == f"no process with pid {p.pid} (--pid)"
+    assert pmeta(s).server is None and pmeta(s).reason == f"no process with pid {p.pid} (--pid)"
     assert s.status is Status.OK and {r.key for r in s.readings} == HOST_KEYS
 
 
@@ -214,17 +228,17 @@ def test_rediscovers_on_its_cadence_and_drops_a_dead_server():
 
         probe = ProcessProbe(rediscover_every=5.0, locate=fake_locate, clock=lambda: now[0])
         s = probe.collect_blocking()
-        assert s.meta.server is None and s.meta.reason == "no server process found (test)"
+        assert pmeta(s).server is None and pmeta(s).reason == "no server process found (test)"
         now[0] = 1.0
-        assert probe.collect_blocking().meta.server is None
+        assert pmeta(probe.collect_blocking()).server is None
         assert calls == [0.0]  # not looked for again before rediscover_every
         now[0] = 6.0
         s = probe.collect_blocking()
-        assert s.meta.server.pid == t["parent"] and calls == [0.0, 6.0]
-        assert set(s.meta.tree) == {t["parent"], t["child"]}
+        assert server_of(s).pid == t["parent"] and calls == [0.0, 6.0]
+        assert set(pmeta(s).tree) == {t["parent"], t["child"]}
     now[0] = 7.0
     s = probe.collect_blocking()
-    assert s.meta.server is None and s.meta.reason == f"server pid {t['parent']} exited"
+    assert pmeta(s).server is None and pmeta(s).reason == f"server pid {t['parent']} exited"
     assert calls == [0.0, 6.0]
 
 
@@ -261,7 +275,8 @@ def test_map_gpu_pids(tree, gpu_procs, aliases, visible, matched, unmatched):
 # ---- /proc readers -------------------------------------------------------------------------
 
 def test_read_nspids_and_aliases(tmp_path):
-    assert read_nspids(os.getpid())[0] == os.getpid()
+    own = read_nspids(os.getpid())
+    assert own is not None and own[0] == os.getpid()
     for pid, line in ((100, "NSpid:\t100\t7"), (101, "NSpid:\t101"), (102, None)):
         d = tmp_path / str(pid)
         d.mkdir()
@@ -311,7 +326,8 @@ def test_a_member_that_execs_another_program_is_described_anew_by_the_next_refre
         now = [1000.0]
         probe = ProcessProbe(pid=proc.pid, rediscover_every=5.0, clock=lambda: now[0])
         first = probe.collect_blocking()
-        assert "read x" in by_pid(first, "process.info", proc.pid)[0].text
+        assert "read x" in (by_pid(first, "process.info", proc.pid)[0].text or "")
+        assert proc.stdin is not None   # piped above
         proc.stdin.write(b"go\n")
         proc.stdin.flush()
         end = time.monotonic() + 30
@@ -320,7 +336,7 @@ def test_a_member_that_execs_another_program_is_described_anew_by_the_next_refre
             time.sleep(0.02)
         now[0] += 1.0
         within = probe.collect_blocking()      # inside the refresh interval
-        assert by_pid(within, "process.rss_bytes", proc.pid)[0].value > 0
+        assert value_of(by_pid(within, "process.rss_bytes", proc.pid)[0]) > 0
         now[0] += 5.0
         later = probe.collect_blocking()
         assert by_pid(later, "process.info", proc.pid)[0].text == "sleep 60"

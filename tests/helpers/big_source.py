@@ -8,7 +8,10 @@ Used by the scale Pilot test and by benchmarks/bench_panes.py.
 
 from __future__ import annotations
 
+from typing import Any
+
 from helpers.snapkit import reading
+from infertop.meta import GpuName, NvmlMeta, ProcessMeta, ServerInfo, ServerMeta
 from infertop.model import Capability, Sample, Snapshot
 from infertop.source import SnapshotSource
 
@@ -60,7 +63,7 @@ class BigSource(SnapshotSource):
                 proc.append(reading("process.gpu_mem_bytes", 5e10, pid=pid, gpu=i))
         srv = []
         for e in range(self.engines):
-            lab = dict(instance="127.0.0.1:8000", engine=e, model="m")
+            lab: dict[str, Any] = dict(instance="127.0.0.1:8000", engine=e, model="m")
             hot = e == self.hot
             srv += [reading("server.requests_running", 40 if hot else e % 7, **lab),
                     reading("server.requests_waiting", 9 if hot else 0, **lab),
@@ -72,9 +75,9 @@ class BigSource(SnapshotSource):
         srv.append(reading("server.info", 1, text="vllm m", instance="127.0.0.1:8000",
                            engine=0, model="m"))
         samples = {"nvml": Sample("nvml", t, tuple(gpu),
-                                  meta={"gpus": [{"index": g} for g in range(self.gpus)]}),
+                                  meta=NvmlMeta(gpus=tuple(GpuName(g) for g in range(self.gpus)))),
                    "process": Sample("process", t, tuple(proc),
-                                     meta={"server": {"pid": 100, "kind": "vllm"}}),
+                                     meta=ProcessMeta(server=ServerInfo(pid=100, kind="vllm"))),
                    "server:127.0.0.1:8000": Sample("server:127.0.0.1:8000", t, tuple(srv),
-                                                   meta={"dialect": "vllm", "model": "m"})}
+                                                   meta=ServerMeta(dialect="vllm", model="m"))}
         return Snapshot(t, samples, n, await self.start())

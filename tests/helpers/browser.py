@@ -62,9 +62,11 @@ async def page_text(url: str, done, timeout: float = 90.0) -> str:
     """Load ``url`` in a fresh headless Chromium; the text (escapes removed) its page's
     websockets received, once ``done(text)`` holds (polled; ``timeout`` at most)."""
     import aiohttp
+    program = chromium()
+    assert program is not None, "no chromium (callers skip without it)"
     port = _free_port()
     profile = tempfile.mkdtemp(prefix="infertop-chromium-")
-    browser = subprocess.Popen([chromium(), *FLAGS, f"--user-data-dir={profile}",
+    browser = subprocess.Popen([program, *FLAGS, f"--user-data-dir={profile}",
                                 f"--remote-debugging-port={port}", "about:blank"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     end = time.monotonic() + timeout

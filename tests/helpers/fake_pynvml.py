@@ -28,7 +28,7 @@ import time
 import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import pynvml as _real
 
@@ -40,7 +40,7 @@ _SHARED_FUNCTIONS = ("nvmlExceptionClass", "nvmlStructToFriendlyObject",
                      "nvmlFriendlyObjectToStruct", "convertStrBytes", "throwOnVersionMismatch")
 
 
-def _raise(code: int) -> None:
+def _raise(code: int) -> NoReturn:
     raise _real.NVMLError(code)   # __new__ maps the code to the real subclass
 
 
@@ -244,7 +244,8 @@ class FakeNVML:
         def __getattr__(name: str) -> Any:
             raise AttributeError(f"fake pynvml does not implement {name} "
                                  "(add it to tests/helpers/fake_pynvml.py)")
-        mod.__getattr__ = __getattr__  # type: ignore[attr-defined]
+        # the module's PEP 562 __getattr__ lives in its dict (ModuleType declares it a method)
+        vars(mod)["__getattr__"] = __getattr__
         mod.FAKE = self  # type: ignore[attr-defined]
         return mod
 

@@ -32,6 +32,7 @@ class DemoFleetSource(SnapshotSource):
         samples, t = {}, 0.0
         for node, src in self.nodes:
             snap = src.next_sync()
+            assert snap is not None, f"{node}: the demo scenario ended"
             t = max(t, snap.time)
             for name, s in snap.samples.items():
                 if name == "process":

@@ -7,11 +7,14 @@ import asyncio
 import io
 
 from rich.console import Console
+from rich.text import Text
+from textual.app import App
 
 from infertop.pipeline import Frame, Pipeline
 from infertop.themes import roles
 from infertop.tui.app import PANE_CLASSES
 from infertop.tui.panes.context import PaneContext
+from infertop.tui.panes.widget import LayerPane
 
 PANES = {cls.pane_layer.value: cls for cls in PANE_CLASSES}
 
@@ -26,6 +29,7 @@ def frames_of(source, ticks: int, pipeline: Pipeline | None = None) -> Frame:
         for _ in range(ticks):
             frame = pipeline.feed(await source.next(), getattr(source, "epoch", None))
         await source.stop()
+        assert frame is not None, "no tick fed (ticks < 1)"
         return frame
 
     return asyncio.run(run())
@@ -44,3 +48,11 @@ def pane_text(layer: str, frame: Frame, *, width: int = 150, height: int = 40,
     con.print(pane.draw(ctx, zoomed=wide or view is not None, view=view), no_wrap=True,
               overflow="ellipsis", crop=True)
     return con.export_text()
+
+
+def painted_text(app: App, layer: str) -> str:
+    """The plain text a running app's pane of ``layer`` last painted (``#pane-<layer>``);
+    fails the test when it painted no Text yet."""
+    shown = app.query_one(f"#pane-{layer}", LayerPane).last_renderable
+    assert isinstance(shown, Text), f"pane {layer} painted {shown!r}"
+    return shown.plain

@@ -83,6 +83,7 @@ def start_fleet(workdir: Path, *, nodes: int = 4, bad_node: int | None = 4,
     demo = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(workdir / "demo.err", "w"),
                             text=True)
     fleet.procs.append(demo)
+    assert demo.stdout is not None   # piped above
     try:
         line = demo.stdout.readline().strip()
         if line != "READY":
@@ -130,7 +131,7 @@ def _wait_scraped(fleet: PromFleet, expected: int, scrapes: int, timeout: float)
     while time.monotonic() < deadline:
         for p in fleet.procs:
             if p.poll() is not None:
-                raise RuntimeError(f"a fleet process exited ({p.args[0]}): see {fleet.workdir}")
+                raise RuntimeError(f"a fleet process exited ({p.args!r}): see {fleet.workdir}")
         try:
             targets = fleet.targets()
             q = urllib.parse.quote('min(count_over_time(up{job="dcgm"}[1m]))')

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
+from infertop.fleet import FleetPipeline
 from infertop.model import Capability, Sample, Snapshot, Status
 from infertop.pipeline import Frame, Pipeline
 from infertop.probes.sources.source import SnapshotSource
@@ -44,7 +45,9 @@ def props(n: int):
     profile of `make test-fast` caps them at its own count), the same ones every run, no
     deadline (a busy 2-core box is slow, not wrong), no database."""
     if settings.get_current_profile_name() == "fast":
-        n = min(n, settings.default.max_examples)
+        current = settings.default
+        assert current is not None   # a profile is loaded (tests/conftest.py)
+        n = min(n, current.max_examples)
     return settings(max_examples=EXAMPLES or n, derandomize=True, deadline=None,
                     database=None, print_blob=True, phases=PHASES,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -127,9 +130,10 @@ def render_panes(frame: Frame) -> Iterable[tuple[str, str]]:
             yield f"pane {layer} {width}x{height}", con.export_text()
 
 
-def check_frame_writers(frame: Frame, pipeline: Pipeline, source: SnapshotSource,
-                        reader: str) -> None:
-    """The panes, ``snapshot --json`` and doctor text/JSON/markdown of one Frame."""
+def check_frame_writers(frame: Frame, pipeline: Pipeline | FleetPipeline,
+                        source: SnapshotSource, reader: str) -> None:
+    """The panes, ``snapshot --json`` and doctor text/JSON/markdown of one Frame (a
+    fleet's FleetFrame is one, from a FleetPipeline)."""
     from infertop.cli.doctor import doctor_meta
     from infertop.cli.snapshot import snapshot_json
     from infertop.report import render_report

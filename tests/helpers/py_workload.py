@@ -77,6 +77,7 @@ def main(argv: list[str]) -> int:
         return 0
     child = subprocess.Popen([sys.executable, __file__, "--child", "--lifetime", str(lifetime)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdin is not None   # both piped above
     line = child.stdout.readline().split()
     child_pid = int(line[1]) if len(line) == 2 and line[0] == "CHILD" else child.pid
     _start(hot_spin_loop, "hot_spin")

@@ -186,6 +186,8 @@ def gpus(n: int, value: Any) -> dict[str, Any]:
 # ---- the generic table checks (each test_rules_<layer>.py runs them over its cases) ----
 def timing(code: str, config: DiagnosisConfig | None = None) -> tuple[float, float]:
     spec = next(s for s in Diagnoser(config).catalogue() if s.code == code)
+    # the catalogue fills in the timing in force (None only in a rule's own declaration)
+    assert spec.raise_after is not None and spec.clear_after is not None, spec
     return spec.raise_after, spec.clear_after
 
 
@@ -279,6 +281,7 @@ def check_no_flap(case: Case) -> None:
 
 
 def threshold_of(case: Case) -> float:
+    assert case.threshold is not None, f"{case.code}: no threshold to read"
     section, name = case.threshold.split(".")
     return getattr(getattr(DiagnosisConfig(), section), name)
 

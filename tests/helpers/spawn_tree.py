@@ -71,6 +71,7 @@ def parent_main(burn: float, sleeper: bool, listen: bool) -> None:
     args = [sys.executable, HERE, "--child", "--burn", str(burn)]
     args += ["--sleeper"] if sleeper else []
     child = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdin is not None   # both piped above
     line = child.stdout.readline()
     info = json.loads(line) if line else {"sleeper": None}
     port = None
@@ -95,6 +96,7 @@ def spawn(*, burn: float = 0.0, sleeper: bool = False, listen: bool = False) -> 
     args = [sys.executable, HERE, "--burn", str(burn)]
     args += (["--sleeper"] if sleeper else []) + (["--listen"] if listen else [])
     proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None   # piped above
     info: dict = {}
     try:
         line = proc.stdout.readline()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from helpers.snapkit import hist, reading
+from infertop.meta import GpuName, NvmlMeta, ProcessMeta, ServerInfo, ServerMeta
 from infertop.model import Capability, Sample, Snapshot
 from infertop.source import SnapshotSource
 
@@ -52,7 +55,7 @@ class SyntheticSource(SnapshotSource):
         samples = {}
         if gpu:
             samples["nvml"] = Sample("nvml", t, tuple(gpu),
-                                     meta={"gpus": [{"index": g} for g in range(self.gpus)]})
+                                     meta=NvmlMeta(gpus=tuple(GpuName(g) for g in range(self.gpus))))
         proc = [reading("process.info", 1, text="python -m vllm.entrypoints.openai.api_server",
                         pid=100, ppid=1, name="python", role="api_server"),
                 reading("process.info", 1, text="VLLM::EngineCore", pid=101, ppid=100,
@@ -62,9 +65,9 @@ class SyntheticSource(SnapshotSource):
                 reading("thread.cpu_ratio", 0.9, pid=101, tid=101, name="VLLM::EngineCor"),
                 reading("host.cpu_ratio", 0.5), reading("host.cpu_count", 16)]
         samples["process"] = Sample("process", t, tuple(proc),
-                                    meta={"server": {"pid": 100, "kind": "vllm"}})
+                                    meta=ProcessMeta(server=ServerInfo(pid=100, kind="vllm")))
         if self.server:
-            lab = dict(instance="127.0.0.1:8000", engine=0, model="tiny-llama")
+            lab: dict[str, Any] = dict(instance="127.0.0.1:8000", engine=0, model="tiny-llama")
             srv = [reading("server.info", 1, text="vllm tiny-llama", **lab),
                    reading("server.requests_running", 8, **lab),
                    reading("server.requests_waiting", 0, **lab),
@@ -75,7 +78,7 @@ class SyntheticSource(SnapshotSource):
                    hist("latency.itl_seconds", {0.01: 50 * n, 0.025: 100 * n}, 1.5 * n, **lab)]
             samples["server:127.0.0.1:8000"] = Sample(
                 "server:127.0.0.1:8000", t, tuple(srv),
-                meta={"dialect": "vllm", "model": "tiny-llama", "url": "http://127.0.0.1:8000"})
+                meta=ServerMeta(dialect="vllm", model="tiny-llama", url="http://127.0.0.1:8000"))
         return Snapshot(t, samples, n, await self.start())
 
     async def stop(self):
