@@ -35,7 +35,7 @@ MAPPED = {"probes": "probes", "cli": "cli", "tui": "tui", "themes": "themes"}
 
 # THE SWITCH (issue 34 item 6): True once every file of TEST_GLOBS is clean; then a plain
 # `make typecheck` (and so .ci/run) checks the tests too.
-CHECK_TESTS = False
+CHECK_TESTS = True
 # the test files `--tests` (and CHECK_TESTS) check, relative to tests/
 # (the plug-in fixture package and the corpus's load tools are Python the tests run too)
 TEST_GLOBS = ("*.py", "helpers/*.py", "fixtures/plugins/*/*.py", "corpus/tools/*.py")

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers.legacy_meta import legacy_meta_from_dict
 from infertop.meta import (
     AlertsMeta,
     FleetOverviewMeta,
@@ -32,7 +33,6 @@ from infertop.meta import (
 )
 from infertop.probes.sources.replay import ReplaySource
 from infertop.recording import MAX_TIME, RecordingError, decode_snapshot
-from tests.helpers.legacy_meta import legacy_meta_from_dict
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -199,7 +199,7 @@ def test_every_reader_skips_and_counts_the_line_naming_field_and_line(
     """The policy of every recording reader for a corrupt line, the meta's included: the
     line is left out, the run goes on (the clean file's exit code), and the count and the first one's cause
     (its line number, the field) are said once."""
-    from tests.helpers.inproc import run_main
+    from helpers.inproc import run_main
     path = _with_bad_meta(tmp_path)
     got = run_main(*[a.format(path=path, out=tmp_path / "out.yml") for a in argv])
     clean = run_main(*[a.format(path=CORPUS_FILE, out=tmp_path / "clean.yml") for a in argv])
