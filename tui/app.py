@@ -503,7 +503,9 @@ class InfertopApp(App):
                     return
                 raise
             if self.ticks == 1 and self.options.settle_gc:
-                settle_garbage_collector()
+                # after the first frame is painted: its collection (20-50 ms) held up
+                # the first full frame when it ran here (issue 35)
+                self.call_after_refresh(settle_garbage_collector)
         finally:
             self.polling = False
 
