@@ -267,6 +267,16 @@ def quiet_driver_class(app: App):
     return QuietLinuxDriver
 
 
+def size_classes(screen: Screen, width: int, height: int, update: bool = True) -> bool:
+    """The main screen's classes for a terminal of this size; True when it is too small.
+    Set once before the first styling too (get_default_screen): added at the first
+    resize, each restyled every widget, ~10-30 ms of the first frame at 80x24."""
+    screen.set_class(height < 36, "-small", update=update)
+    small = width < MIN_SIZE[0] or height < MIN_SIZE[1]
+    screen.set_class(small, "-too-small", update=update)
+    return small
+
+
 class UnknownTheme(ValueError):
     """--theme names no registered theme."""
 
@@ -344,6 +354,8 @@ class InfertopApp(App):
         rows they write (tui/compositor.py)."""
         screen = super().get_default_screen()
         use_lean_compositor(screen)
+        size = self.size      # the terminal's, before anything is styled: on_resize's
+        size_classes(screen, size.width, size.height, update=False)  # no restyle (issue 35)
         return screen
 
     def compose(self) -> ComposeResult:
@@ -425,10 +437,8 @@ class InfertopApp(App):
     def on_resize(self, event) -> None:
         # small terminals (80x24): banner and findings strip give their rows to the panes
         screen = self.screen_stack[0] if self.screen_stack else self.screen
-        screen.set_class(event.size.height < 36, "-small")
         w, h = event.size.width, event.size.height
-        small = w < MIN_SIZE[0] or h < MIN_SIZE[1]
-        screen.set_class(small, "-too-small")
+        small = size_classes(screen, w, h)
         notice = screen.query("#too-small")
         if small and notice:
             notice.first(Static).update(Text(
