@@ -80,7 +80,8 @@ def test_the_command_line_asks_for_it(monkeypatch):
     assert seen["options"].settle_gc is True
 
 
-async def test_the_collection_waits_for_the_first_paint(monkeypatch) -> None:
+async def test_the_collection_waits_for_the_first_paint(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Not in the first tick's poll (whose draw Textual paints only once the poll has
     returned): a full collection there held the first full frame up by 20-50 ms
     (issue 35); it runs once the screen has refreshed."""

@@ -163,7 +163,8 @@ def test_the_installed_version_is_read_beside_the_package() -> None:
     assert out.split() == ["True", "False"]
 
 
-def test_the_version_comes_from_the_one_dist_info(tmp_path: Path, monkeypatch) -> None:
+def test_the_version_comes_from_the_one_dist_info(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     import textual
     (tmp_path / "textual").mkdir()
     monkeypatch.setattr(textual, "__file__", str(tmp_path / "textual" / "__init__.py"))

@@ -196,7 +196,8 @@ async def test_a_prompt_leaves_the_screen_behind_in_view():
     assert "hardware" in shot and "decoding" in shot      # the panes behind are drawn
 
 
-async def test_the_size_classes_are_there_before_the_first_resize(monkeypatch) -> None:
+async def test_the_size_classes_are_there_before_the_first_resize(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """At 80x24 the screen starts with its size classes (-small), so the first resize
     restyles nothing: added then, they restyled every widget before the first frame
     (issue 35, instant start)."""
