@@ -396,9 +396,13 @@ class InfertopApp(App):
         return [self._main_widget(f"#pane-{cls.pane_layer.value}", LayerPane) for cls in PANE_CLASSES]
 
     async def on_mount(self) -> None:
-        """Once: Textual calls each class's on_mount along the MRO, so a mode's (LiveApp,
-        DemoApp, FleetApp), which calls this through super(), was followed by a second call
-        of this one: the source's worker was started twice (the first cancelled)."""
+        self._mount_once()
+
+    def _mount_once(self) -> None:
+        """on_mount's work, once: Textual calls each class's on_mount along the MRO, so a
+        mode's (LiveApp, DemoApp, FleetApp), which calls this one through super(), was
+        followed by a second call of it: the source's worker was started twice (the first
+        cancelled), the signal handlers set twice."""
         if self._mount_done:
             return
         self._mount_done = True
@@ -416,7 +420,9 @@ class InfertopApp(App):
         first tick's draw, at most FIRST_FRAME_WAIT: a source slower than that gets the
         panes' "waiting for the first tick" paint first, as before.  Without it the first
         paint was that placeholder, and the values came ~40 ms later in a second paint."""
-        await self.on_mount()      # a mode without its own on_mount: nothing started yet
+        # a mode without its own on_mount has not started yet (not self.on_mount(): a
+        # mode's would run its own work, --record's recorder, a second time)
+        self._mount_once()
         try:
             await asyncio.wait_for(self._first_drawn.wait(), FIRST_FRAME_WAIT)
         except asyncio.TimeoutError:
