@@ -7,6 +7,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from infertop.cli.main import build_parser, make_pipeline
+from infertop.model import Capability
 from infertop.probes.sources.demo import DemoSource
 from infertop.probes.sources.recorder import record_headless
 from infertop.probes.sources.replay import ReplaySource
@@ -198,7 +199,7 @@ async def test_each_mounts_work_runs_once(monkeypatch: pytest.MonkeyPatch) -> No
     records: list[int] = []
     real_start = DemoSource.start
 
-    async def start(self: DemoSource):  # type: ignore[no-untyped-def]
+    async def start(self: DemoSource) -> dict[str, Capability]:
         starts.append(1)
         return await real_start(self)
 
