@@ -91,3 +91,59 @@ def test_the_splash_comes_first_and_an_error_after_it_lands_on_the_normal_screen
     assert seen.startswith(splash.SPLASH.encode())
     after = seen.split(splash.SPLASH_OFF.encode(), 1)
     assert len(after) == 2 and b"infertop:" in after[1] and b"\x1b[" not in after[1]
+
+
+# the screen in a pty with the first frame's wait made long (a loaded box then cannot
+# turn the first paint into the placeholder): the child's own code, argv after "-c"
+FIRST_FRAME = """
+import sys
+import infertop.tui.app as app
+app.FIRST_FRAME_WAIT = 60.0
+from infertop.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+def test_the_first_paint_in_a_terminal_is_the_first_snapshot() -> None:
+    """Issue 35 (instant start): the screen's first paint shows the first snapshot; the
+    panes' "waiting for the first tick" placeholder, painted first until now, is not
+    on the terminal before it.  Read from the pty's byte stream up to the status line's
+    "tick 1" (written with the first snapshot's draw); the escapes are taken out."""
+    import os
+    import pty
+    import re
+    import select
+    import signal
+    import time
+    pid, fd = pty.fork()
+    if pid == 0:      # the child: infertop on the pty
+        os.environ["TERM"] = "xterm-256color"
+        os.execv(sys.executable, [sys.executable, "-c", FIRST_FRAME, "demo", "healthy"])
+    escapes = re.compile(rb"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])")
+    seen = b""
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            if not select.select([fd], [], [], 1)[0]:
+                continue
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:     # EIO: the child closed the pty
+                break
+            if not chunk:
+                break
+            if b"\x1b[6n" in chunk:    # Textual asks where the cursor is: answer
+                os.write(fd, b"\x1b[1;1R")
+            seen += chunk
+            if re.search(rb"tick ?1(?![0-9])", escapes.sub(b"", seen)):
+                break
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        os.waitpid(pid, 0)
+        os.close(fd)
+    plain = escapes.sub(b"", seen)
+    first = re.search(rb"tick ?1(?![0-9])", plain)
+    assert first, plain[-500:]
+    assert b"waiting for the first tick" not in plain[:first.start()]
+    assert b"1 hardware" in plain[:first.start()] or b"1hardware" in plain[:first.start()]

@@ -82,3 +82,25 @@ def test_the_command_line_asks_for_it(monkeypatch):
     with pytest.raises(Stop):
         interactive.run_tui(SyntheticSource(gpus=1), args)
     assert seen["options"].settle_gc is True
+
+
+async def test_the_collection_waits_for_the_first_paint(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not in the first tick's poll (whose draw Textual paints only once the poll has
+    returned): a full collection there held the first full frame up by 20-50 ms
+    (issue 35); it runs once the screen has refreshed."""
+    import inspect
+    calls: list[bool] = []
+
+    def record() -> None:
+        calls.append(any(f.function == "_poll" for f in inspect.stack()))
+
+    monkeypatch.setattr(app_module, "settle_garbage_collector", record)
+    app = InfertopApp(SyntheticSource(gpus=1), pipeline=Pipeline(), interval=0.05,
+                      options=AppOptions(settle_gc=True))
+    async with app.run_test(size=(100, 30)) as pilot:
+        for _ in range(400):     # a generous deadline on a loaded box (20 s)
+            if calls and app.ticks >= 3:
+                break
+            await pilot.pause(0.05)
+    assert calls == [False]   # once, and not from inside the poll

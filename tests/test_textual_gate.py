@@ -146,3 +146,33 @@ def test_an_init_that_no_longer_sets_an_attribute_closes_the_gate() -> None:
         return textual_gate._resolve(dotted)
     reason = textual_gate.check_init_attributes(resolve=resolve)
     assert "WriterThread" in reason and "self._queue" in reason
+
+
+def test_the_installed_version_is_read_beside_the_package() -> None:
+    """The gate reads Textual's version from its dist-info's METADATA, not through
+    importlib.metadata (its import and search of sys.path cost 10-30 ms of the start,
+    issue 35); the two agree, and a fresh interpreter's gate leaves importlib.metadata
+    unimported."""
+    from importlib.metadata import version
+    assert textual_gate._installed() == version("textual")
+    code = ("import sys; from infertop.tui import textual_gate as g; "
+            "print(g.FAST, 'importlib.metadata' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if k != textual_gate.STOCK_ENV}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=ROOT, env=env).stdout
+    assert out.split() == ["True", "False"]
+
+
+def test_the_version_comes_from_the_one_dist_info(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import textual
+    (tmp_path / "textual").mkdir()
+    monkeypatch.setattr(textual, "__file__", str(tmp_path / "textual" / "__init__.py"))
+    info = tmp_path / "textual-9.9.9.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: textual\nVersion: 9.9.9\n")
+    assert textual_gate._installed() == "9.9.9"
+    # two of them (a stale one left behind): importlib.metadata decides, as before
+    (tmp_path / "textual-1.0.0.dist-info").mkdir()
+    from importlib.metadata import version
+    assert textual_gate._installed() == version("textual")

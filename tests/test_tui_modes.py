@@ -7,6 +7,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from infertop.cli.main import build_parser, make_pipeline
+from infertop.model import Capability
 from infertop.probes.sources.demo import DemoSource
 from infertop.probes.sources.recorder import record_headless
 from infertop.probes.sources.replay import ReplaySource
@@ -186,3 +187,36 @@ async def test_next_phase_hands_every_skipped_tick_to_after_snapshot():
             await pilot.pause(0.05)
         assert app.source.phase.index == first + 1
         assert len(seen) == app.ticks - before > 1
+
+
+async def test_each_mounts_work_runs_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Textual calls on_mount of each class along the MRO, and the modes call the base's
+    through super() too: the source is started once, and a mode's own mount work
+    (DemoApp's --record) once, whatever else waits on the Mount (issue 35's first
+    frame handler)."""
+    import infertop.tui.app as app_module
+    starts: list[int] = []
+    records: list[int] = []
+    real_start = DemoSource.start
+
+    async def start(self: DemoSource) -> dict[str, Capability]:
+        starts.append(1)
+        return await real_start(self)
+
+    async def action_record(self: DemoApp) -> None:
+        records.append(1)
+
+    monkeypatch.setattr(DemoSource, "start", start)
+    monkeypatch.setattr(DemoApp, "action_record", action_record)
+    monkeypatch.setattr(app_module, "FIRST_FRAME_WAIT", 5.0, raising=False)
+    app = DemoApp(DemoSource("healthy"), interval=1.0,
+                  options=AppOptions(manual_ticks=True, record_now=True),
+                  pipeline=make_pipeline(build_parser().parse_args([])))
+    async with app.run_test(size=(100, 30)) as pilot:
+        for _ in range(100):     # a generous deadline (5 s)
+            if app.ticks:
+                break
+            await pilot.pause(0.05)
+        await pilot.pause(0.1)
+    assert starts == [1]
+    assert records == [1]

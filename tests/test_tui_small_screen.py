@@ -194,3 +194,24 @@ async def test_a_prompt_leaves_the_screen_behind_in_view():
         shot = app.export_screenshot()
     assert "py-spy&#160;record&#160;for" in shot
     assert "hardware" in shot and "decoding" in shot      # the panes behind are drawn
+
+
+async def test_the_size_classes_are_there_before_the_first_resize(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 80x24 the screen starts with its size classes (-small), so the first resize
+    restyles nothing: added then, they restyled every widget before the first frame
+    (issue 35, instant start)."""
+    from infertop.tui.app import InfertopApp
+    seen: list[bool] = []
+    real = InfertopApp.on_resize
+
+    def on_resize(self: InfertopApp, event: object) -> None:
+        seen.append(self.screen_stack[0].has_class("-small"))
+        real(self, event)
+
+    monkeypatch.setattr(InfertopApp, "on_resize", on_resize)
+    app = demo_app("healthy")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.screen_stack[0].has_class("-small")
+    assert seen and seen[0] is True

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual import events, work
+from textual import events, on, work
 from textual.app import App, ComposeResult, ScreenStackError
 from textual.binding import Binding
 from textual.containers import Container
@@ -65,6 +65,8 @@ PANE_CLASSES: tuple[type[LayerPane], ...] = (HardwarePane, KernelsPane, MemoryPa
 INTERVALS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
 
 
+# how long the first paint waits for the first snapshot's draw (_first_frame_first)
+FIRST_FRAME_WAIT = 0.3
 MIN_SIZE = (80, 24)   # below this the panes cannot show a reading per GPU: say so
 
 
@@ -267,6 +269,16 @@ def quiet_driver_class(app: App):
     return QuietLinuxDriver
 
 
+def size_classes(screen: Screen, width: int, height: int, update: bool = True) -> bool:
+    """The main screen's classes for a terminal of this size; True when it is too small.
+    Set once before the first styling too (get_default_screen): added at the first
+    resize, each restyled every widget, ~10-30 ms of the first frame at 80x24."""
+    screen.set_class(height < 36, "-small", update=update)
+    small = width < MIN_SIZE[0] or height < MIN_SIZE[1]
+    screen.set_class(small, "-too-small", update=update)
+    return small
+
+
 class UnknownTheme(ValueError):
     """--theme names no registered theme."""
 
@@ -319,6 +331,8 @@ class InfertopApp(App):
         self.status_note = ""
         self._timer: Timer | None = None
         self._wake = asyncio.Event()     # the timer's tick, for _serve_ticks
+        self._mount_done = False         # on_mount's work done (it is called twice)
+        self._first_drawn = asyncio.Event()   # the first poll has drawn (or ended)
         self.role_styles: dict[str, str] = {}
         self._shown: dict[str, Text] = {}
         self._bar_lines: dict[str, tuple[int, int] | None] = {}   # (width, lines) a bar was laid out at
@@ -344,6 +358,8 @@ class InfertopApp(App):
         rows they write (tui/compositor.py)."""
         screen = super().get_default_screen()
         use_lean_compositor(screen)
+        size = self.size      # the terminal's, before anything is styled: on_resize's
+        size_classes(screen, size.width, size.height, update=False)  # no restyle (issue 35)
         return screen
 
     def compose(self) -> ComposeResult:
@@ -380,10 +396,37 @@ class InfertopApp(App):
         return [self._main_widget(f"#pane-{cls.pane_layer.value}", LayerPane) for cls in PANE_CLASSES]
 
     async def on_mount(self) -> None:
+        self._mount_once()
+
+    def _mount_once(self) -> None:
+        """on_mount's work, once: Textual calls each class's on_mount along the MRO, so a
+        mode's (LiveApp, DemoApp, FleetApp), which calls this one through super(), was
+        followed by a second call of it: the source's worker was started twice (the first
+        cancelled), the signal handlers set twice."""
+        if self._mount_done:
+            return
+        self._mount_done = True
         self._exit_on_signals()
         self.role_styles = roles(self.get_css_variables())
         self._main_widget("#status", Static).update("starting sources…")
         self._start_source()
+
+    @on(events.Mount)
+    async def _first_frame_first(self, _event: events.Mount) -> None:
+        """The first paint shows the first snapshot (issue 35, instant start): Textual paints
+        the screen only once the app's Mount handlers have returned, and this one runs after
+        every mode's on_mount (a subclass's handlers come first along the MRO, a class's
+        @on handlers before its on_mount), so it waits, without blocking the loop, for the
+        first tick's draw, at most FIRST_FRAME_WAIT: a source slower than that gets the
+        panes' "waiting for the first tick" paint first, as before.  Without it the first
+        paint was that placeholder, and the values came ~40 ms later in a second paint."""
+        # a mode without its own on_mount has not started yet (not self.on_mount(): a
+        # mode's would run its own work, --record's recorder, a second time)
+        self._mount_once()
+        try:
+            await asyncio.wait_for(self._first_drawn.wait(), FIRST_FRAME_WAIT)
+        except asyncio.TimeoutError:
+            pass
 
     def _exit_on_signals(self) -> None:
         """SIGTERM (kill, systemd), SIGHUP (the SSH session dropped) and SIGINT (kill -INT;
@@ -425,10 +468,8 @@ class InfertopApp(App):
     def on_resize(self, event) -> None:
         # small terminals (80x24): banner and findings strip give their rows to the panes
         screen = self.screen_stack[0] if self.screen_stack else self.screen
-        screen.set_class(event.size.height < 36, "-small")
         w, h = event.size.width, event.size.height
-        small = w < MIN_SIZE[0] or h < MIN_SIZE[1]
-        screen.set_class(small, "-too-small")
+        small = size_classes(screen, w, h)
         notice = screen.query("#too-small")
         if small and notice:
             notice.first(Static).update(Text(
@@ -503,9 +544,12 @@ class InfertopApp(App):
                     return
                 raise
             if self.ticks == 1 and self.options.settle_gc:
-                settle_garbage_collector()
+                # after the first frame is painted: its collection (20-50 ms) held up
+                # the first full frame when it ran here (issue 35)
+                self.call_after_refresh(settle_garbage_collector)
         finally:
             self.polling = False
+            self._first_drawn.set()   # _first_frame_first stops waiting
 
     # what the status line says when a finite source (a replay) has ended
     end_note = "end of recording: press [ or { to go back, q to quit"

@@ -44,7 +44,7 @@ import inspect
 import os
 from collections.abc import Callable
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 # Versions whose private parts the fast paths were checked against (see the docstring).
@@ -127,6 +127,25 @@ def check(installed: str | None, expected: dict[str, tuple[str, ...] | None] = _
 
 
 def _installed() -> str | None:
+    """Textual's installed version: the ``Version:`` of the one textual-*.dist-info beside
+    the imported package (a listdir and a few lines: importing importlib.metadata and its
+    search of sys.path cost 10-30 ms of the start, issue 35), else importlib.metadata's."""
+    try:
+        import textual
+        site = Path(textual.__file__).resolve().parent.parent
+        found = [d for d in os.listdir(site)
+                 if d.startswith("textual-") and d.endswith(".dist-info")]
+        if len(found) == 1:
+            with open(site / found[0] / "METADATA", encoding="utf-8") as f:
+                for line, _ in zip(f, range(40)):   # the headers come first
+                    if line.startswith("Name:") and line.split(":", 1)[1].strip().lower() \
+                            != "textual":
+                        break
+                    if line.startswith("Version:"):
+                        return line.split(":", 1)[1].strip() or None
+    except (ImportError, OSError, TypeError, UnicodeDecodeError):
+        pass
+    from importlib.metadata import PackageNotFoundError, version
     try:
         return version("textual")
     except PackageNotFoundError:
