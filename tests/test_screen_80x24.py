@@ -17,6 +17,7 @@ from infertop.meta import ProcessMeta
 from infertop.model import Snapshot
 from infertop.pipeline import Frame
 from infertop.probes.sources.demo import DemoSource
+from infertop.source import SnapshotSource
 
 
 @functools.cache
@@ -64,7 +65,7 @@ def test_several_servers_engines_keep_their_port_whole() -> None:
     assert "127.0.0.1:8000 e0" in text and "127.0.0.1:8001 e0" in text, text
 
 
-class ContainerSource:
+class ContainerSource(SnapshotSource):
     """A demo whose infertop runs in a container: NVML's process list names no PID here
     (none are read) and the process probe says it is in a container."""
 

@@ -11,6 +11,7 @@ from rich.text import Text
 from textual.app import App
 
 from infertop.pipeline import Frame, Pipeline
+from infertop.source import SnapshotSource
 from infertop.themes import roles
 from infertop.tui.app import PANE_CLASSES
 from infertop.tui.panes.context import PaneContext
@@ -19,7 +20,7 @@ from infertop.tui.panes.widget import LayerPane
 PANES = {cls.pane_layer.value: cls for cls in PANE_CLASSES}
 
 
-def frames_of(source, ticks: int, pipeline: Pipeline | None = None) -> Frame:
+def frames_of(source: SnapshotSource, ticks: int, pipeline: Pipeline | None = None) -> Frame:
     """Feed ``ticks`` snapshots of a source through a Pipeline; the last Frame."""
     pipeline = pipeline or Pipeline()
 
@@ -27,7 +28,9 @@ def frames_of(source, ticks: int, pipeline: Pipeline | None = None) -> Frame:
         await source.start()
         frame = None
         for _ in range(ticks):
-            frame = pipeline.feed(await source.next(), getattr(source, "epoch", None))
+            snap = await source.next()
+            assert snap is not None, "the source ended before the ticks asked for"
+            frame = pipeline.feed(snap, source.epoch)
         await source.stop()
         assert frame is not None, "no tick fed (ticks < 1)"
         return frame
