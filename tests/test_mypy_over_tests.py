@@ -5,6 +5,7 @@ checked here without mypy; one run of mypy on two small files checks the whole p
 from __future__ import annotations
 
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -58,10 +59,14 @@ def test_file_arguments_without_tests_or_missing_are_refused(
 def test_the_listed_files_errors_set_the_exit_status(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("mypy")
-    clean = tmp_path / "typed_ok.py"
+    # names of their own each run: mypy's incremental cache keys a module by its name, and
+    # a file of the same name and text in another tmp folder is taken from the cache with
+    # the error under the earlier run's path (the second local run failed)
+    tag = uuid.uuid4().hex[:12]
+    clean = tmp_path / f"typed_ok_{tag}.py"
     clean.write_text("from helpers.snapkit import must\n\n\n"
                      "def test_x() -> None:\n    assert must(1) == 1\n")
-    bad = tmp_path / "typed_bad.py"
+    bad = tmp_path / f"typed_bad_{tag}.py"
     bad.write_text("from infertop.model import Snapshot\n\n\n"
                    "def test_y(s: Snapshot) -> None:\n"
                    "    assert s.process_meta().tree == ()\n")   # Optional read unnarrowed
