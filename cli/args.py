@@ -36,6 +36,18 @@ def _positive(kind: type):
     return parse
 
 
+# Linux's pid_max is at most 2**22: a larger pid names no process, and a recording's meta
+# refuses it (infertop/meta.py Pid), so it is refused here where it enters
+PID_MAX = 4_194_304
+
+
+def _pid(text: str) -> int:
+    v: int = _positive(int)(text)
+    if v > PID_MAX:
+        raise argparse.ArgumentTypeError(f"no process id is above {PID_MAX:,}, got {text!r}")
+    return v
+
+
 def _low_bandwidth(text: str) -> float:
     """--low-bandwidth N: seconds in the config's range for [ui] low_bandwidth."""
     from infertop.config import value_range
@@ -73,7 +85,7 @@ def add_source_flags(p: argparse.ArgumentParser) -> None:
                    help="server base or /metrics URL (repeat for several servers); on "
                         "remote hosts, or as NODE=URL, each is a node of a fleet (a "
                         "dcgm-exporter URL gives that node's GPUs)")
-    g.add_argument("--pid", type=_positive(int), help="server process id (else auto-discovered)")
+    g.add_argument("--pid", type=_pid, help="server process id (else auto-discovered)")
     g.add_argument("--prometheus", metavar="URL",
                    help="read a fleet through Prometheus (dcgm-exporter and servers' /metrics "
                         "it scrapes) instead of this machine")

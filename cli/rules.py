@@ -15,8 +15,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import EXIT_OK, UsageError
+
+if TYPE_CHECKING:
+    from infertop.probes.sources.recording_file import RecordingFile
 
 
 def _emit(args: argparse.Namespace, text: str) -> None:
@@ -77,17 +81,27 @@ def cmd_rules(args: argparse.Namespace) -> int:
             print("infertop: promtool not found: the rules were not checked (Debian/Ubuntu: "
                   "apt-get install prometheus)", file=sys.stderr)
         return EXIT_OK
+    from infertop.probes.sources.recording_file import RecordingFile
     from infertop.promtool_input import GridTooLarge
     from infertop.promtool_input import render as render_test
     from infertop.recording import RecordingError
     path = Path(args.recording)
     try:
-        series = _convert_streamed(path)
-    except (RecordingError, GridTooLarge) as e:
-        raise UsageError(f"{path}: {e}" if isinstance(e, GridTooLarge) else str(e)) from None
-    if not series.series:
-        raise UsageError(f"{path}: no server or GPU readings to convert")
-    _emit(args, render_test(series, [args.rules], _asserts(args, cfg, path, series)))
+        # indexed once (the whole file decompressed once), read twice by line
+        rf = RecordingFile(path)
+    except RecordingError as e:
+        raise UsageError(str(e)) from None
+    try:
+        try:
+            series = _convert_streamed(rf, path)
+        except (RecordingError, GridTooLarge) as e:
+            raise UsageError(f"{path}: {e}" if isinstance(e, GridTooLarge) else str(e)) from None
+        if not series.series:
+            raise UsageError(f"{path}: no server or GPU readings to convert")
+        asserts = _asserts(args, cfg, rf, path, series)
+    finally:
+        rf.close()
+    _emit(args, render_test(series, [args.rules], asserts))
     return EXIT_OK
 
 
@@ -102,54 +116,47 @@ def _streamed_snapshots(rf, bad: list[str]):
             bad.append(f"line {rf.line_number(i)}: {e}")
 
 
-def _convert_streamed(path: Path):
+def _convert_streamed(rf: RecordingFile, path: Path):
     """The recording through the replay's reader (recording_file.py): streamed under its
     caps (a line, the decompressed total, the gzip ratio), never held whole: the old
     whole-file decode took 1.36 GB on a gzip bomb (issue 36, case 11).  The grid's size
     is checked from the index's times before a snapshot is decoded."""
     import math
 
-    from infertop.probes.sources.recording_file import RecordingFile
     from infertop.promtool_input import convert_snapshots, grid_steps
 
-    rf = RecordingFile(path)
-    try:
-        header = rf.header
-        raw = header.get("interval")
-        interval = float(raw) if isinstance(raw, (int, float)) and \
-            not isinstance(raw, bool) and math.isfinite(raw) and raw > 0 else 1.0
-        if len(rf):
-            grid_steps(rf.times[0], max(rf.times), interval)
-        server = header.get("server")
-        kind = server.get("kind") if isinstance(server, dict) else ""
-        host = header.get("host")
-        bad: list[str] = []
-        series = convert_snapshots(_streamed_snapshots(rf, bad), interval,
-                                   host if isinstance(host, str) and host else "localhost",
-                                   kind if isinstance(kind, str) else "")
-        if bad:
-            print(f"infertop: {path.name}: {len(bad)} of {len(rf) + rf.skipped} snapshot "
-                  f"lines unreadable, left out (first: {bad[0]})", file=sys.stderr)
-        return series
-    finally:
-        rf.close()
+    header = rf.header
+    raw = header.get("interval")
+    interval = float(raw) if isinstance(raw, (int, float)) and \
+        not isinstance(raw, bool) and math.isfinite(raw) and raw > 0 else 1.0
+    if len(rf):
+        grid_steps(rf.times[0], max(rf.times), interval)
+    server = header.get("server")
+    kind = server.get("kind") if isinstance(server, dict) else ""
+    host = header.get("host")
+    bad: list[str] = []
+    series = convert_snapshots(_streamed_snapshots(rf, bad), interval,
+                               host if isinstance(host, str) and host else "localhost",
+                               kind if isinstance(kind, str) else "")
+    # the lines the index could not place count too, as the replay counts them
+    if bad or rf.skipped:
+        first = f" (first: {bad[0]})" if bad else ""
+        print(f"infertop: {path.name}: {len(bad) + rf.skipped} of "
+              f"{len(rf) + rf.skipped} snapshot lines unreadable, left out{first}",
+              file=sys.stderr)
+    return series
 
 
-def _asserts(args: argparse.Namespace, cfg, path: Path, series) -> str:
+def _asserts(args: argparse.Namespace, cfg, rf: RecordingFile, path: Path, series) -> str:
     """The expectations of infertop's own diagnosis of the recording (promtool_asserts),
     read as a stream again under the replay's caps; a test that would assert nothing is
     refused unless ``--no-asserts``."""
     if args.no_asserts:
         return ""
-    from infertop.probes.sources.recording_file import RecordingFile
     from infertop.promtool_asserts import expectations
-    rf = RecordingFile(path)
-    try:
-        # the second pass: its bad lines were said by the first
-        got = expectations(_streamed_snapshots(rf, []), series.interval, series.steps,
-                           any(k.startswith("DCGM_") for k in series.series), cfg)
-    finally:
-        rf.close()
+    # the second pass over the same index: its bad lines were said by the first
+    got = expectations(_streamed_snapshots(rf, []), series.interval, series.steps,
+                       any(k.startswith("DCGM_") for k in series.series), cfg)
     if not got.tests:
         raise UsageError(f"{path}: too short for the rules to judge, so the test would assert "
                          "nothing (promtool would print SUCCESS for any rules); record longer, "

@@ -33,6 +33,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from .meta import MAX_UNIX_TIME
 from .model import Reading, make_labels
 from .textclean import one_line
 
@@ -49,7 +50,7 @@ MAX_HASHES_PER_BATCH = 100_000
 # 11.5 s of tracking and GBs of transient lists (issue 36 case 5)
 MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
 # vLLM's ts is time.time(): a unix time, as the recorded meta's ``since`` must be (meta.py)
-MAX_TS = 32_503_680_000.0
+MAX_TS = MAX_UNIX_TIME
 MAX_MEDIUM = 16     # characters kept of a medium's name (a label: GPU, CPU, disk tiers)
 
 
@@ -212,6 +213,10 @@ def _array_len(raw: memoryview) -> tuple[int, int]:
     raise KvEventsError("block_hashes is not an array")
 
 
+# bytes of a msgpack int of fixed width, by its marker (uint8..64, int8..64)
+_FIXED_WIDTH = {0xCC: 2, 0xCD: 3, 0xCE: 5, 0xCF: 9, 0xD0: 2, 0xD1: 3, 0xD2: 5, 0xD3: 9}
+
+
 def _prefix_end(raw: memoryview, head: int, k: int) -> int:
     """Where the first ``k`` items of the array after ``head`` end.  vLLM's hashes all have
     one width (a 64-bit int: 0xcf + 8 bytes; a 32-byte digest: 0xc4 0x20 + 32): when every
@@ -219,7 +224,7 @@ def _prefix_end(raw: memoryview, head: int, k: int) -> int:
     each marker starts an item of the same fixed width), found at C speed; otherwise the
     items are stepped one by one."""
     first = raw[head]
-    width = {0xCC: 2, 0xCD: 3, 0xCE: 5, 0xCF: 9, 0xD0: 2, 0xD1: 3, 0xD2: 5, 0xD3: 9}.get(first)
+    width = _FIXED_WIDTH.get(first)
     marker = bytes(raw[head:head + 1])
     if width is None and first == 0xC4 and len(raw) > head + 1:   # bin8: marker + length
         width = 2 + raw[head + 1]
@@ -240,7 +245,7 @@ def _item_size(raw: memoryview, pos: int) -> int:
     b = raw[pos]
     if b <= 0x7F or b >= 0xE0:
         return 1
-    fixed = {0xCC: 2, 0xCD: 3, 0xCE: 5, 0xCF: 9, 0xD0: 2, 0xD1: 3, 0xD2: 5, 0xD3: 9}.get(b)
+    fixed = _FIXED_WIDTH.get(b)
     if fixed is not None:
         return fixed
     if b == 0xC4:

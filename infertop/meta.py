@@ -23,12 +23,14 @@ import msgspec
 
 # ---- the ranges a recorded value must lie in: msgspec checks them when a recording's meta
 # is decoded (meta_from_dict); the probes build these classes directly.
-_YEAR_3000 = 32_503_680_000.0    # recording.MAX_TIME: a unix time between 1970 and 3000
+# a unix time between 1970 and the year 3000: 1e308 (or inf) is no date; the one bound of
+# recorded times (recording.MAX_TIME) and KV-event batch times (kvevents.MAX_TS)
+MAX_UNIX_TIME = 32_503_680_000.0
 Pid = Annotated[int, msgspec.Meta(ge=0, le=4_194_304)]       # Linux's pid_max is at most 2**22
 Port = Annotated[int, msgspec.Meta(ge=0, le=65_535)]
 GpuIndex = Annotated[int, msgspec.Meta(ge=0, le=65_535)]     # NVML's index (DCGM's label: a str)
 Count = Annotated[int, msgspec.Meta(ge=0, le=2 ** 53)]       # bytes, series: exact as a float
-UnixTime = Annotated[float, msgspec.Meta(ge=0.0, le=_YEAR_3000)]   # NaN and inf fail it too
+UnixTime = Annotated[float, msgspec.Meta(ge=0.0, le=MAX_UNIX_TIME)]   # NaN and inf fail it too
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,16 +27,23 @@ from typing import Annotated, Any
 import msgspec
 
 from . import __version__
-from .meta import MetaError, NvmlMeta, ProcessMeta, ServerMeta, meta_from_dict
+from .meta import (
+    MAX_UNIX_TIME,
+    MetaError,
+    NvmlMeta,
+    ProcessMeta,
+    ServerMeta,
+    meta_from_dict,
+)
 from .model import Snapshot
 from .textclean import clean_deep
 
 FORMAT = "infertop-recording"
 SCHEMA = 1
 GZIP_MAGIC = b"\x1f\x8b"
-# a snapshot's unix time must lie between 1970 and the year 3000: 1e308 (or inf) is no
+# a snapshot's unix time must lie between 1970 and the year 3000 (meta.MAX_UNIX_TIME): 1e308 is no
 # date, and durations, rates and the report's clock are computed from it
-MAX_TIME = 32_503_680_000.0
+MAX_TIME = MAX_UNIX_TIME
 _TIME_RE = re.compile(rb'^\{"time":\s*(-?[0-9.eE+-]+)\s*,')
 
 

@@ -37,6 +37,8 @@ def test_version_and_help():
 @pytest.mark.parametrize("args,words", [
     (["--interval", "0"], "must be greater than 0"),
     (["snapshot", "--window", "abc"], "expected a number"),
+    # past Linux's pid_max: no process, and a pid a recording's meta would refuse
+    (["snapshot", "--pid", "99999999"], "no process id is above 4,194,304"),
     (["--source", "foo:bar"], "--source must be live, demo:NAME or replay:FILE"),
     (["demo", "nosuch"], "no scenario named 'nosuch'"),
     (["replay", "/nonexistent/x.jsonl"], "no such file"),
@@ -84,7 +86,8 @@ def test_snapshot_with_a_window_too_short_to_judge_says_so():
 
 def test_nothing_to_read_is_exit_3_with_the_reasons():
     port = free_port()  # nothing listens there
-    r = run("snapshot", "--json", "--no-gpu", "--pid", "999999999",
+    # the highest pid Linux can give: no process has it here (a vanished server)
+    r = run("snapshot", "--json", "--no-gpu", "--pid", "4194303",
             "--url", f"http://127.0.0.1:{port}", "--window", "0.5")
     assert r.returncode == 3, r
     assert "connection refused" in r.stderr and "no source could be read" in r.stderr

@@ -273,7 +273,7 @@ def test_snapshot_says_a_dead_servers_reason_once():
     from helpers.faulty_server import closed_port
     from helpers.inproc import run_main
     port = closed_port()
-    r = run_main("snapshot", "--json", "--no-gpu", "--pid", "999999999",
+    r = run_main("snapshot", "--json", "--no-gpu", "--pid", "4194303",
                  "--url", f"http://127.0.0.1:{port}", "--window", "0.5")
     assert r.returncode == 3, r
     assert r.stderr.count("connection refused") == 1, r.stderr
