@@ -83,8 +83,8 @@ def check_source_args(args: argparse.Namespace) -> None:
     elif spec != "live":
         raise bad_source(spec)
     elif given.prometheus:
-        check_live_args(args)
-        # its URL parsed by the source's own client (nothing is fetched)
+        # its URL parsed by the source's own client (nothing is fetched); that maker
+        # checks the live arguments first
         from .sources import make_prometheus_source
         make_prometheus_source(args)
     else:

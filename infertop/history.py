@@ -435,7 +435,7 @@ class Series:
         to_start = first_t - start
         if to_start >= 1.1 * avg:
             to_start = avg / 2
-        first_v = self._v[i0] if self._v is not None else self._cv
+        first_v = self._val(i0)
         if inc > 0 and first_v >= 0:     # a counter is never extrapolated below zero
             to_start = min(to_start, secs * first_v / inc)
         to_end = max(0.0, now - last_t)

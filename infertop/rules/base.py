@@ -12,15 +12,14 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from functools import cached_property
-from typing import TypeGuard
+from typing import TypeGuard, cast
 
 from .. import qbound
 from ..config import DiagnosisConfig, Thresholds
 from ..findings import Evidence, RuleSpec, Severity
 from ..history import History, Series
 from ..keys import SPECS
-from ..keysym import Input, as_inputs
+from ..keysym import Input
 from ..model import (
     Kind,
     Labels,
@@ -85,9 +84,10 @@ class Rule:
     def code(self) -> str:
         return self.spec.code
 
-    @cached_property   # once per rule; then a plain attribute (asked every tick)
+    @property
     def required(self) -> tuple[Input, ...]:
-        return as_inputs(self.spec.inputs)
+        # RuleSpec.__post_init__ made every input an Input (checked against SPECS)
+        return cast("tuple[Input, ...]", self.spec.inputs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,7 +317,8 @@ class Context:
         m = self.hold_margin
         relaxed = threshold * (1 - m) if op in (">=", ">") else threshold * (1 + m)
         if _compare(value, op, relaxed):
-            self.relaxed_used.add(key)
+            if level is None:   # a per-level hold cannot lift: no strict re-run needed
+                self.relaxed_used.add(key)
             return True
         return False
 
