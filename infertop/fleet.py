@@ -144,6 +144,11 @@ class FleetFrame(Frame):
         return "prometheus" if self.prometheus_findings is not None else "infertop"
 
     @property
+    def time(self) -> float:
+        """The fleet snapshot's own time, without building the node-labelled one."""
+        return self._raw.time
+
+    @property
     def raw(self) -> Snapshot:
         """The fleet Snapshot as the source made it (samples ``<name>@<node>``)."""
         return self._raw

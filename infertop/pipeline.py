@@ -58,6 +58,11 @@ class Frame:
     # shared by its frames, so prepare builds what the panes read (None: a frame by hand)
     asked: set[tuple[str, str]] | None = field(default=None, repr=False, compare=False)
 
+    @property
+    def time(self) -> float:
+        """The frame's clock: its snapshot's time (mutes, --low-bandwidth marks)."""
+        return self.snapshot.time
+
     def all_readings(self) -> list[Reading]:
         """Current readings as a user reads them: raw gauges and infos, derived rates and
         quantiles; raw cumulative counters and histogram buckets stay in History."""

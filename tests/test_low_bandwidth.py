@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from helpers.tui_demo import demo_app
-from infertop.tui.app import frame_time
 
 
 def test_the_flag_and_the_config_key_take_seconds_in_their_range() -> None:
@@ -45,7 +44,7 @@ def counting(app: Any) -> list[float]:
     apply = app._apply
 
     def counted(frame: Any) -> None:
-        drawn.append(frame_time(frame))
+        drawn.append(frame.time)
         apply(frame)
     app._apply = counted
     return drawn
@@ -66,7 +65,7 @@ async def test_the_body_waits_for_its_mark_while_the_strip_and_keys_do_not() -> 
             await app._poll()
             await pilot.pause()
             assert app.frame is not None
-            now, body = frame_time(app.frame), len(drawn) > before
+            now, body = app.frame.time, len(drawn) > before
             strip = app._shown.get("#findings-strip")
             for f in app.frame.findings:      # every finding in the strip on its own tick
                 assert strip is not None and f.code in strip.plain, (now, f.code)
@@ -84,7 +83,8 @@ async def test_the_body_waits_for_its_mark_while_the_strip_and_keys_do_not() -> 
         count = len(drawn)
         await pilot.press("x")                # any key: the newest frame, drawn at once
         await pilot.pause()
-        assert len(drawn) == count + 1 and drawn[-1] == frame_time(app.frame)
+        assert app.frame is not None
+        assert len(drawn) == count + 1 and drawn[-1] == app.frame.time
 
 
 @pytest.mark.slow

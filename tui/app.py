@@ -70,13 +70,6 @@ FIRST_FRAME_WAIT = 0.3
 MIN_SIZE = (80, 24)   # below this the panes cannot show a reading per GPU: say so
 
 
-def frame_time(frame: Any) -> float:
-    """The frame's clock (mutes and --low-bandwidth marks are read against it): a fleet
-    frame's own snapshot, not the node-labelled one it would build for it."""
-    raw = getattr(frame, "raw", None)
-    return float((raw if raw is not None else frame.snapshot).time)
-
-
 def strip_text(findings, styles: dict[str, str], width: int, lines: int,
                lead=None) -> Text:
     """The findings strip in ``lines`` rows of ``width``, in the Diagnoser's order (worst
@@ -580,7 +573,7 @@ class InfertopApp(App):
         if not every:
             self._apply(frame)
             return
-        now = frame_time(frame)
+        now = frame.time
         # the strip's findings as they matter between marks: which, and how bad (their
         # titles carry live values, redrawn with the body)
         judged = [(f.code, f.subject, f.severity.rank) for f in frame.findings]
@@ -611,7 +604,7 @@ class InfertopApp(App):
         frame = self.frame
         if not self.repaint_wanted or frame is None or self.polling or not self.screen_stack:
             return           # a poll in flight draws it all (repaint_wanted) when done
-        self.body_at = frame_time(frame)
+        self.body_at = frame.time
         self.repaint_wanted = False
         self._apply(frame)
 
@@ -718,7 +711,7 @@ class InfertopApp(App):
 
     def _update_strip(self, frame: Frame) -> None:
         strip = self._main_widget("#findings-strip", Static)
-        shown, muted = self.mutes.split(frame.findings, frame.snapshot.time)
+        shown, muted = self.mutes.split(frame.findings, frame.time)
         if not shown and not muted:
             strip.set_class(True, "-none")
             self._shown.pop("#findings-strip", None)
@@ -872,7 +865,7 @@ class InfertopApp(App):
         self.push_screen(ProcessScreen())
 
     def action_copy_finding(self) -> None:
-        findings = self.mutes.split(self.frame.findings, self.frame.snapshot.time)[0] \
+        findings = self.mutes.split(self.frame.findings, self.frame.time)[0] \
             if self.frame else []
         if not findings:
             self.notify("no active finding to copy", timeout=2)

@@ -15,7 +15,7 @@ from infertop.fleet import FleetFrame
 from infertop.source import SnapshotSource
 from infertop.textclean import clean
 
-from .app import InfertopApp, frame_time, in_daemon_thread, strip_text
+from .app import InfertopApp, in_daemon_thread, strip_text
 from .speed import SpeedMeter, speed_text
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ class DemoApp(PacedApp):
     def action_pyspy_dump(self) -> None:
         """What `p` shows on a live vLLM: a real dump, bundled, labelled as such."""
         from .demo_captures import PYSPY_DUMP, bundled_dump
-        now = self.frame.snapshot.time if self.frame else time.time()
+        now = self.frame.time if self.frame else time.time()
         # the bundled file is read in a thread, as P, G and n read theirs
         self._bundled_screen(f"DEMO: bundled py-spy dump of a real vLLM 0.32 server "
                              f"({PYSPY_DUMP}), not of this simulated one",
@@ -279,7 +279,7 @@ class DemoApp(PacedApp):
         if ph.remedy and ph.index == ph.count - 1:
             words += "  remedy: " + " ".join(ph.remedy.split())
         pages = textwrap.wrap(words, width - 2, break_on_hyphens=False) or [""]
-        now = self.frame.snapshot.time if self.frame is not None else ph.started_at
+        now = self.frame.time if self.frame is not None else ph.started_at
         n = int(max(0.0, now - ph.started_at) // PAGE_SECONDS) % len(pages)
         t.append("\n" + pages[n] + (" ›" if n < len(pages) - 1 else ""))
         return t
@@ -310,7 +310,7 @@ class ReplayApp(PacedApp):
         src = self.source
         if self.frame is None:
             return src.position, src.elapsed
-        t = self.frame.snapshot.time
+        t = self.frame.time
         return src.index_at(t), t - src.start_time
 
     def banner_text(self) -> Text | None:
@@ -524,7 +524,7 @@ class FleetApp(InfertopApp):
         strip's (strip_text: the first one's title cut between words, "+N more (f)")."""
         strip = self._main_widget("#findings-strip")
         # muted ones (`m` in `f`) leave it as they leave the main strip, said at the end
-        shown, muted = self.mutes.split(frame.findings, frame_time(frame)) \
+        shown, muted = self.mutes.split(frame.findings, frame.time) \
             if self.mutes.until else (list(frame.findings), 0)
         if not shown and not muted:
             strip.set_class(True, "-none")

@@ -147,7 +147,7 @@ class FindingsScreen(ModalScreen):
 
     def _now(self) -> float:
         frame = self._app.frame
-        return frame.snapshot.time if frame is not None else time.time()
+        return frame.time if frame is not None else time.time()
 
     def _muted_until(self, f: Finding) -> float | None:
         return self._app.mutes.muted(f, self._now())
