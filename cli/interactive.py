@@ -17,9 +17,10 @@ def screen(args: argparse.Namespace) -> int:
     stop_without_terminal(args)
     if not typed(ScreenArgs, args).theme:
         splash.show()    # before the sources are made (an error there takes it down again)
-    from .sources import source_and_pipeline
-    source, pipeline = source_and_pipeline(args)
-    return run_tui(source, args, pipeline=pipeline)
+    from .sources import load_diagnosis_config, source_and_pipeline
+    cfg = load_diagnosis_config(args)
+    source, pipeline = source_and_pipeline(args, cfg)
+    return run_tui(source, args, pipeline=pipeline, cfg=cfg)
 
 
 def stop_without_terminal(args: argparse.Namespace) -> None:
@@ -32,8 +33,9 @@ def stop_without_terminal(args: argparse.Namespace) -> None:
         require_terminal()
 
 
-def run_tui(source, args: argparse.Namespace, pipeline=None) -> int:
-    """The screen for ``source``; its pipeline made here (``args``' config) when not given."""
+def run_tui(source, args: argparse.Namespace, pipeline=None, cfg=None) -> int:
+    """The screen for ``source``; its pipeline made here (``args``' config, ``cfg`` when
+    read already) when not given."""
     given = typed(ScreenArgs, args)
     check_record_target(args)   # a bad --record target is named first: the more specific
     if not given.theme:
@@ -42,9 +44,12 @@ def run_tui(source, args: argparse.Namespace, pipeline=None) -> int:
         require_terminal()
         splash.show()       # ... and with one, a first line on the screen at once (issue 35)
     from infertop.tui.modes import app_for_source
+    if cfg is None:
+        from .sources import load_diagnosis_config
+        cfg = load_diagnosis_config(args)
     if pipeline is None:
         from .sources import make_pipeline
-        pipeline = make_pipeline(args, source)
+        pipeline = make_pipeline(args, source, cfg)
     from infertop.tui.app import UnknownTheme
     from infertop.tui.options import AppOptions
     options = AppOptions(speed=given.speed or 1.0,
@@ -55,7 +60,7 @@ def run_tui(source, args: argparse.Namespace, pipeline=None) -> int:
                          settle_gc=True,
                          # set by `infertop serve` for each browser session's process
                          read_only=os.environ.get("INFERTOP_READ_ONLY") == "1",
-                         low_bandwidth=_low_bandwidth(given.low_bandwidth, pipeline))
+                         low_bandwidth=_low_bandwidth(given.low_bandwidth, cfg.low_bandwidth))
     try:
         app = app_for_source(source, interval=args.interval, pipeline=pipeline,
                              theme=given.theme, options=options)
@@ -72,13 +77,11 @@ def run_tui(source, args: argparse.Namespace, pipeline=None) -> int:
     return code
 
 
-def _low_bandwidth(flag: float | None, pipeline) -> float | None:
-    """--low-bandwidth N, else the config's [ui] low_bandwidth (read with the pipeline's
-    rules; a fleet's pipeline keeps no one config: there the flag alone); the flag without
-    N (0) takes the config's N, else LOW_BANDWIDTH_SECONDS."""
+def _low_bandwidth(flag: float | None, configured: float | None) -> float | None:
+    """--low-bandwidth N, else the config's [ui] low_bandwidth (a fleet's too: read from
+    the config, not from a pipeline); the flag without N (0) takes the config's N, else
+    LOW_BANDWIDTH_SECONDS."""
     from infertop.config import LOW_BANDWIDTH_SECONDS
-    config = getattr(getattr(pipeline, "diagnoser", None), "config", None)
-    configured = getattr(config, "low_bandwidth", None)
     if flag is None:
         return configured
     return flag or configured or LOW_BANDWIDTH_SECONDS

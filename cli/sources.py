@@ -116,10 +116,12 @@ def discovered_routes(pid: int | None) -> list:
         return []
 
 
-def source_and_pipeline(args: argparse.Namespace) -> tuple:
+def source_and_pipeline(args: argparse.Namespace, cfg=None) -> tuple:
     """``args``' source and its pipeline, the config TOML parsed once for both (doctor,
-    snapshot, the screen); raises UsageError for a bad config or source."""
-    cfg = load_diagnosis_config(args)
+    snapshot, the screen: ``cfg`` when it read it already); raises UsageError for a bad
+    config or source."""
+    if cfg is None:
+        cfg = load_diagnosis_config(args)
     source = make_source(args, cfg)
     return source, make_pipeline(args, source, cfg)
 

@@ -13,7 +13,6 @@ from helpers.tui_demo import demo_app
 
 
 def test_the_flag_and_the_config_key_take_seconds_in_their_range() -> None:
-    from types import SimpleNamespace
 
     from infertop.cli.interactive import _low_bandwidth
     from infertop.cli.main import build_parser
@@ -28,8 +27,8 @@ def test_the_flag_and_the_config_key_take_seconds_in_their_range() -> None:
     for bad_value in (0.5, 1e9, "5", True):
         with pytest.raises(ConfigError, match="ui.low_bandwidth"):
             config_from_dict({"ui": {"low_bandwidth": bad_value}})
-    configured = SimpleNamespace(diagnoser=SimpleNamespace(
-        config=config_from_dict({"ui": {"low_bandwidth": 7}})))
+    # the config's value, read from the config itself (a fleet's pipeline keeps none)
+    configured = config_from_dict({"ui": {"low_bandwidth": 7}}).low_bandwidth
     flag_alone = parse(["--low-bandwidth", "--url", "http://127.0.0.1:1"]).low_bandwidth
     assert _low_bandwidth(flag_alone, None) == LOW_BANDWIDTH_SECONDS
     assert _low_bandwidth(flag_alone, configured) == 7.0     # the config's N
