@@ -23,13 +23,6 @@ def promtool_binary() -> str | None:
     return os.environ.get("INFERTOP_PROMTOOL") or shutil.which("promtool")
 
 
-def fired_expr(window_s: int, code: str = "", unless: tuple[str, ...] = ()) -> str:
-    sel = 'alertstate="firing"' + (f', alertname="{code}"' if code else "")
-    if unless:
-        sel += f', alertname!~"{"|".join(sorted(unless))}"'
-    return f"group by (alertname, layer) (max_over_time(ALERTS{{{sel}}}[{window_s}s]))"
-
-
 def run_promtool_test(workdir: Path, rules: str, series: InputSeries,
                       tests: list[str]) -> subprocess.CompletedProcess:
     (workdir / "rules.yml").write_text(rules)
