@@ -92,10 +92,15 @@ class MemoryPane(LayerPane):
         if not procs and gpus and pm is not None and pm.in_container:
             # NVML lists host PIDs: in a container's own PID namespace they name nothing
             # here (or the driver lists none), so "no processes" would be a false reading
-            parts.append(ctx.note(
-                "GPU processes not shown: infertop runs in a container "
-                f"({pm.in_container_why or 'detected'}) and NVML's PIDs are the host's; run "
-                "it on the node (or with --pid=host / hostPID: true) to see them"))
+            if ctx.view is None and ctx.height < 20:
+                # a short pane keeps its KV and GPU rows (80x24, 160x48): the reason in one
+                # line, the whole of it in a tall or zoomed pane
+                parts.append(ctx.note("GPU processes not shown: in a container (zoom: 3)"))
+            else:
+                parts.append(ctx.note(
+                    "GPU processes not shown: infertop runs in a container "
+                    f"({pm.in_container_why or 'detected'}) and NVML's PIDs are the host's; "
+                    "run it on the node (or with --pid=host / hostPID: true) to see them"))
         if procs:
             if outside:
                 where = " (in a container, host PIDs may be invisible)" \
